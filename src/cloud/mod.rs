@@ -1,0 +1,97 @@
+//! Cloud adapters. Each provider hides its API behind [`CloudProvider`], so the
+//! planner and the loop never see provider-specific shapes.
+
+pub mod openstack;
+
+use std::time::SystemTime;
+
+use async_trait::async_trait;
+
+/// Cloud-side metadata key naming the cluster a VM belongs to. Together with the
+/// node label this is the double ownership check: both must agree.
+pub const CLUSTER_TAG: &str = "nodewright-cluster";
+/// Cloud-side metadata key naming the node group a VM belongs to.
+pub const GROUP_TAG: &str = "nodewright-group";
+
+/// Lifecycle of a VM as the planner needs to know it; provider states map onto this.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ServerStatus {
+    Building,
+    Active,
+    Error,
+    Deleting,
+    Stopped,
+    Unknown,
+}
+
+/// A VM as read back from the cloud on every cycle.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Server {
+    pub id: String,
+    /// Equals the Kubernetes node name of the VM once it joins.
+    pub name: String,
+    /// Value of [`CLUSTER_TAG`], if any.
+    pub cluster: Option<String>,
+    /// Value of [`GROUP_TAG`], if any.
+    pub group: Option<String>,
+    pub status: ServerStatus,
+    pub created: SystemTime,
+    /// RAM of the VM's flavor/size in bytes, when the provider knows it.
+    pub memory_bytes: Option<u64>,
+    /// Provider name this server was listed from (e.g. "openstack").
+    pub provider: String,
+}
+
+/// Everything needed to create one VM of a group.
+#[derive(Debug, Clone)]
+pub struct CreateRequest {
+    pub name: String,
+    pub cluster: String,
+    pub group: String,
+    /// Rendered user data (cloud-init text, Ignition JSON, ...), sent as-is (providers encode it).
+    pub user_data: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum CloudError {
+    #[error("{provider}: authentication failed: {message}")]
+    Auth { provider: String, message: String },
+    #[error("{provider}: {what} '{name}' not found")]
+    NotFound {
+        provider: String,
+        what: String,
+        name: String,
+    },
+    #[error("{provider}: quota exceeded: {message}")]
+    Quota { provider: String, message: String },
+    #[error("{provider}: {call} failed with HTTP {status}: {message}")]
+    Api {
+        provider: String,
+        call: String,
+        status: u16,
+        message: String,
+    },
+    #[error("{provider}: {call}: {message}")]
+    Transport {
+        provider: String,
+        call: String,
+        message: String,
+    },
+    #[error("{provider}: {message}")]
+    Other { provider: String, message: String },
+}
+
+/// One cloud account as used by one or more node groups.
+///
+/// `list_servers` must return only servers whose [`CLUSTER_TAG`] equals `cluster`; the
+/// group settings needed by `create_server` are bound when the provider is built.
+#[async_trait]
+pub trait CloudProvider: Send + Sync {
+    /// Short provider name for logs and metrics, e.g. "openstack".
+    fn name(&self) -> &str;
+    async fn list_servers(&self, cluster: &str) -> Result<Vec<Server>, CloudError>;
+    async fn create_server(&self, req: &CreateRequest) -> Result<Server, CloudError>;
+    /// Deleting a server that is already gone is success.
+    async fn delete_server(&self, id: &str) -> Result<(), CloudError>;
+}

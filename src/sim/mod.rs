@@ -1,0 +1,24 @@
+//! In-process simulators: a Kubernetes API server and clouds, all on 127.0.0.1, so
+//! the unmodified loop (and kubectl) can be exercised over real HTTP.
+
+pub mod cluster;
+pub mod openstack;
+
+use std::sync::Arc;
+
+/// What a simulated cloud tells the simulated cluster, standing in for a VM's kubelet.
+#[derive(Debug, Clone)]
+pub enum VmEvent {
+    /// The VM finished booting; its kubelet registers a Node named `name`,
+    /// with labels and taints taken from `user_data`.
+    Booted {
+        name: String,
+        user_data: String,
+        memory_bytes: u64,
+        cpus: u32,
+    },
+    /// The VM is gone; its node stops reporting (NotReady) if it still exists.
+    Deleted { name: String },
+}
+
+pub type VmHook = Arc<dyn Fn(VmEvent) + Send + Sync>;
