@@ -94,4 +94,9 @@ pub trait CloudProvider: Send + Sync {
     async fn create_server(&self, req: &CreateRequest) -> Result<Server, CloudError>;
     /// Deleting a server that is already gone is success.
     async fn delete_server(&self, id: &str) -> Result<(), CloudError>;
+    /// Memory in bytes of one new VM of `group` (its flavor/size), when the provider can
+    /// tell before any VM exists; used to size scale-ups.
+    async fn group_memory(&self, _group: &str) -> Result<Option<u64>, CloudError> {
+        Ok(None)
+    }
 }

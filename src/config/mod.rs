@@ -1,1 +1,204 @@
-//! TODO
+//! `autoscaler.yaml`: raw serde types, then validation into a [`Config`] the rest of the
+//! program can trust. Every error names the field path, the bad value and what is expected.
+
+mod error;
+mod validate;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use bytesize::ByteSize;
+use serde::{Deserialize, Serialize};
+
+use crate::cloud::openstack::OpenStackSettings;
+use crate::userdata::UserDataConfig;
+
+pub use error::{ConfigError, ConfigProblem};
+
+/// Environment variable naming the config file.
+pub const ENV_CONFIG_FILE: &str = "AUTOSCALER_CONFIG_FILE";
+/// Environment variable naming the OpenStack credentials file.
+pub const ENV_OPENSTACK_CREDENTIALS: &str = "OPENSTACK_CREDENTIALS_FILE";
+/// Environment variable naming the kubeconfig; falls back to `KUBECONFIG`, then in-cluster.
+pub const ENV_KUBECONFIG_FILE: &str = "KUBECONFIG_FILE";
+
+/// The whole autoscaler configuration, validated.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// Names this cluster in node labels and cloud tags; part of every VM name.
+    pub cluster_name: String,
+    /// Scale up when free memory on schedulable managed nodes falls below this.
+    pub free_memory_target: ByteSize,
+    /// Scale up when no managed node has at least this much free memory.
+    #[serde(default)]
+    pub minimum_free_node_memory: ByteSize,
+    /// Replace managed nodes older than this; absent means never.
+    #[serde(default, with = "humantime_serde")]
+    pub old_node_age_limit: Option<Duration>,
+    /// A VM whose node is not Ready this long after creation is deleted.
+    #[serde(default = "default_provision_timeout", with = "humantime_serde")]
+    pub provision_timeout: Duration,
+    /// Pause between cycles.
+    #[serde(default = "default_scan_interval", with = "humantime_serde")]
+    pub scan_interval: Duration,
+    /// Directory holding user-data templates; relative paths are relative to the config file.
+    #[serde(default = "default_templates_dir")]
+    pub templates_dir: PathBuf,
+    #[serde(default)]
+    pub image_puller: ImagePullerConfig,
+    pub node_groups: Vec<NodeGroupConfig>,
+}
+
+/// Image cache warming.
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ImagePullerConfig {
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// Image prefixes never pulled ahead of time (e.g. `docker.io/library/busybox`).
+    #[serde(default)]
+    pub ignore: Vec<String>,
+    /// Namespace for the short-lived puller pods.
+    #[serde(default = "default_puller_namespace")]
+    pub namespace: String,
+}
+
+impl Default for ImagePullerConfig {
+    fn default() -> Self {
+        ImagePullerConfig {
+            enabled: true,
+            ignore: Vec::new(),
+            namespace: default_puller_namespace(),
+        }
+    }
+}
+
+/// Which cloud a node group lives on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProviderKind {
+    Openstack,
+}
+
+impl ProviderKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProviderKind::Openstack => "openstack",
+        }
+    }
+}
+
+/// One set of identical VMs.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeGroupConfig {
+    pub name: String,
+    pub provider: ProviderKind,
+    #[serde(default)]
+    pub min_size: u32,
+    pub max_size: u32,
+    /// Memory of one node of this group, used to size scale-ups before any of its nodes
+    /// exists; when absent the provider's flavor size is used.
+    #[serde(default)]
+    pub node_memory: Option<ByteSize>,
+    #[serde(default)]
+    pub openstack: Option<OpenStackSettings>,
+    pub user_data: UserDataConfig,
+    /// Extra node labels, rendered into user data.
+    #[serde(default)]
+    pub labels: BTreeMap<String, String>,
+    /// Extra node taints, rendered into user data.
+    #[serde(default)]
+    pub taints: Vec<TaintConfig>,
+}
+
+/// A taint as written in config.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaintConfig {
+    pub key: String,
+    #[serde(default)]
+    pub value: String,
+    pub effect: TaintEffect,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
+pub enum TaintEffect {
+    NoSchedule,
+    PreferNoSchedule,
+    NoExecute,
+}
+
+impl TaintEffect {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TaintEffect::NoSchedule => "NoSchedule",
+            TaintEffect::PreferNoSchedule => "PreferNoSchedule",
+            TaintEffect::NoExecute => "NoExecute",
+        }
+    }
+}
+
+impl TaintConfig {
+    /// `key=value:Effect`, the form kubelet and k3s flags take.
+    pub fn to_flag(&self) -> String {
+        if self.value.is_empty() {
+            format!("{}:{}", self.key, self.effect.as_str())
+        } else {
+            format!("{}={}:{}", self.key, self.value, self.effect.as_str())
+        }
+    }
+}
+
+fn default_provision_timeout() -> Duration {
+    Duration::from_secs(15 * 60)
+}
+fn default_scan_interval() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_templates_dir() -> PathBuf {
+    PathBuf::from("templates")
+}
+fn default_puller_namespace() -> String {
+    "kube-system".to_string()
+}
+fn default_true() -> bool {
+    true
+}
+
+impl Config {
+    /// Reads, parses and validates the file at `path`; relative `templatesDir` is resolved
+    /// against the file's directory.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError::Read {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+        let base = path.parent().unwrap_or_else(|| Path::new("."));
+        Config::parse(&text, base).map_err(|e| e.in_file(path))
+    }
+
+    /// Parses and validates YAML text; `base_dir` anchors a relative `templatesDir`.
+    pub fn parse(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
+        let mut config: Config = crate::yaml::from_str_with_path(text)
+            .map_err(|e| ConfigError::from_yaml(e, text))?;
+        if config.templates_dir.is_relative() {
+            config.templates_dir = base_dir.join(&config.templates_dir);
+        }
+        let problems = validate::validate(&config);
+        if problems.is_empty() {
+            Ok(config)
+        } else {
+            Err(ConfigError::Invalid {
+                file: None,
+                problems,
+            })
+        }
+    }
+
+    pub fn group(&self, name: &str) -> Option<&NodeGroupConfig> {
+        self.node_groups.iter().find(|g| g.name == name)
+    }
+}

@@ -1,0 +1,201 @@
+//! Semantic checks serde cannot express. Each returns every problem, not just the first.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::{Config, ConfigProblem, NodeGroupConfig, ProviderKind};
+
+/// Kubernetes node names are DNS labels; VM names are `<cluster>-<group>-<5 chars>`.
+const MAX_NODE_NAME: usize = 63;
+const NAME_SUFFIX_LEN: usize = 6;
+
+pub(super) fn validate(c: &Config) -> Vec<ConfigProblem> {
+    let mut p = Vec::new();
+    check_dns_label(&mut p, "clusterName", &c.cluster_name);
+    check_min_duration(&mut p, "scanInterval", c.scan_interval, Duration::from_millis(100));
+    check_min_duration(&mut p, "provisionTimeout", c.provision_timeout, Duration::from_secs(1));
+    if let Some(age) = c.old_node_age_limit {
+        check_min_duration(&mut p, "oldNodeAgeLimit", age, Duration::from_secs(1));
+    }
+    check_dns_label(&mut p, "imagePuller.namespace", &c.image_puller.namespace);
+    for (i, prefix) in c.image_puller.ignore.iter().enumerate() {
+        if prefix.trim().is_empty() {
+            p.push(ConfigProblem::new(
+                format!("imagePuller.ignore[{i}]"),
+                "empty prefix would ignore every image; expected an image prefix such as `docker.io/library/`",
+            ));
+        }
+    }
+    if c.node_groups.is_empty() {
+        p.push(ConfigProblem::new(
+            "nodeGroups",
+            "no node groups; expected at least one group with name, provider, maxSize and userData",
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for (i, g) in c.node_groups.iter().enumerate() {
+        let at = format!("nodeGroups[{i}]");
+        if !seen.insert(g.name.as_str()) {
+            p.push(ConfigProblem::new(
+                format!("{at}.name"),
+                format!("duplicate group name `{}`; expected each group name once", g.name),
+            ));
+        }
+        validate_group(&mut p, c, &at, g);
+    }
+    p
+}
+
+fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGroupConfig) {
+    check_dns_label(p, &format!("{at}.name"), &g.name);
+    let longest = c.cluster_name.len() + 1 + g.name.len() + NAME_SUFFIX_LEN;
+    if longest > MAX_NODE_NAME {
+        p.push(ConfigProblem::new(
+            format!("{at}.name"),
+            format!(
+                "node names `{}-{}-xxxxx` would be {longest} characters; expected clusterName and group name to total at most {} characters",
+                c.cluster_name,
+                g.name,
+                MAX_NODE_NAME - NAME_SUFFIX_LEN - 1
+            ),
+        ));
+    }
+    if g.max_size == 0 {
+        p.push(ConfigProblem::new(
+            format!("{at}.maxSize"),
+            "got 0; expected at least 1 (remove the group to disable it)",
+        ));
+    }
+    if g.min_size > g.max_size {
+        p.push(ConfigProblem::new(
+            format!("{at}.minSize"),
+            format!("got {}; expected at most maxSize ({})", g.min_size, g.max_size),
+        ));
+    }
+    match g.provider {
+        ProviderKind::Openstack => match &g.openstack {
+            None => p.push(ConfigProblem::new(
+                format!("{at}.openstack"),
+                "missing; provider `openstack` needs an `openstack:` block with at least `flavor` and `image`",
+            )),
+            Some(os) => {
+                for (field, value) in [("flavor", &os.flavor), ("image", &os.image)] {
+                    if value.trim().is_empty() {
+                        p.push(ConfigProblem::new(
+                            format!("{at}.openstack.{field}"),
+                            "empty; expected a name or id",
+                        ));
+                    }
+                }
+            }
+        },
+    }
+    let template = c.templates_dir.join(&g.user_data.template);
+    if g.user_data.template.trim().is_empty() {
+        p.push(ConfigProblem::new(
+            format!("{at}.userData.template"),
+            "empty; expected a template file name in the templates directory",
+        ));
+    } else if !template.is_file() {
+        p.push(ConfigProblem::new(
+            format!("{at}.userData.template"),
+            format!(
+                "`{}` not found at {}; expected a file in templatesDir ({})",
+                g.user_data.template,
+                template.display(),
+                c.templates_dir.display()
+            ),
+        ));
+    }
+    for (key, value) in &g.labels {
+        let path = format!("{at}.labels.{key}");
+        if let Err(why) = check_qualified_name(key) {
+            p.push(ConfigProblem::new(&path, format!("invalid label key `{key}`: {why}")));
+        } else if key.starts_with("nodewright.io/") {
+            p.push(ConfigProblem::new(
+                &path,
+                "the `nodewright.io/` prefix is reserved for nodewright's own labels; expected another prefix",
+            ));
+        }
+        if !value.is_empty() && !is_label_value(value) {
+            p.push(ConfigProblem::new(
+                &path,
+                format!("invalid label value `{value}`; expected at most 63 characters of [A-Za-z0-9._-], starting and ending alphanumeric"),
+            ));
+        }
+    }
+    for (i, t) in g.taints.iter().enumerate() {
+        let path = format!("{at}.taints[{i}].key");
+        if let Err(why) = check_qualified_name(&t.key) {
+            p.push(ConfigProblem::new(&path, format!("invalid taint key `{}`: {why}", t.key)));
+        } else if t.key == crate::STARTUP_TAINT_KEY {
+            p.push(ConfigProblem::new(
+                &path,
+                "this taint is added and removed by nodewright itself; expected another key",
+            ));
+        }
+        if !t.value.is_empty() && !is_label_value(&t.value) {
+            p.push(ConfigProblem::new(
+                format!("{at}.taints[{i}].value"),
+                format!("invalid taint value `{}`; expected at most 63 characters of [A-Za-z0-9._-]", t.value),
+            ));
+        }
+    }
+}
+
+fn check_min_duration(p: &mut Vec<ConfigProblem>, path: &str, got: Duration, min: Duration) {
+    if got < min {
+        p.push(ConfigProblem::new(
+            path,
+            format!(
+                "got {}; expected at least {}",
+                humantime::format_duration(got),
+                humantime::format_duration(min)
+            ),
+        ));
+    }
+}
+
+fn check_dns_label(p: &mut Vec<ConfigProblem>, path: &str, v: &str) {
+    if !is_dns_label(v) {
+        p.push(ConfigProblem::new(
+            path,
+            format!("`{v}` is not a valid name; expected 1-63 lowercase letters, digits or '-', starting and ending with a letter or digit"),
+        ));
+    }
+}
+
+pub(crate) fn is_dns_label(v: &str) -> bool {
+    !v.is_empty()
+        && v.len() <= 63
+        && v.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !v.starts_with('-')
+        && !v.ends_with('-')
+}
+
+fn is_label_value(v: &str) -> bool {
+    v.len() <= 63
+        && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && v.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && v.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
+}
+
+/// Label and taint keys: optional DNS subdomain prefix, `/`, and a name like a label value.
+fn check_qualified_name(key: &str) -> Result<(), &'static str> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if let Some(prefix) = prefix {
+        let ok = !prefix.is_empty()
+            && prefix.len() <= 253
+            && prefix.split('.').all(is_dns_label);
+        if !ok {
+            return Err("the prefix before '/' must be a lowercase DNS subdomain");
+        }
+    }
+    if name.is_empty() || !is_label_value(name) {
+        return Err("expected a name of at most 63 characters of [A-Za-z0-9._-], starting and ending alphanumeric, with an optional `prefix/`");
+    }
+    Ok(())
+}
