@@ -1,6 +1,26 @@
 //! OpenStack: Keystone v3 + Nova (+ Glance and Neutron for name lookups).
+//!
+//! - [`credentials`]: the `OS_*` YAML credentials file.
+//! - [`auth`]: Keystone v3 tokens and the service catalog.
+//! - [`nova`]: Nova shapes and status mapping.
+//! - [`provider`]: [`OpenStackProvider`], the [`crate::cloud::CloudProvider`].
+
+pub mod auth;
+pub mod credentials;
+mod http;
+pub mod nova;
+pub mod provider;
+mod time;
 
 use serde::Deserialize;
+
+pub use credentials::{
+    AuthMethod, CredentialsError, DomainRef, Interface, OpenStackCredentials, ProjectScope,
+};
+pub use provider::{OpenStackProvider, ProviderOptions};
+
+/// Provider name used in errors, logs and [`crate::cloud::Server::provider`].
+pub const PROVIDER: &str = "openstack";
 
 /// Per-node-group OpenStack settings (the `openstack` key of a node group).
 #[derive(Debug, Clone, PartialEq, Deserialize)]

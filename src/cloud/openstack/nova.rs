@@ -1,0 +1,178 @@
+//! Nova (compute) shapes and their mapping onto [`Server`].
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use serde::Deserialize;
+
+use super::time::parse_timestamp;
+use super::PROVIDER;
+use crate::cloud::{Server, ServerStatus, CLUSTER_TAG, GROUP_TAG};
+
+/// The compute microversion requested on every Nova call: embedded flavor details
+/// (≥2.47) and no image/network proxies (≥2.36) are relied upon.
+pub const COMPUTE_MICROVERSION: &str = "2.79";
+
+/// Nova's limit on the base64-encoded `user_data` field.
+pub const MAX_USER_DATA_BASE64: usize = 65535;
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Link {
+    #[serde(default)]
+    pub href: String,
+    #[serde(default)]
+    pub rel: String,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Flavor {
+    pub id: String,
+    pub name: String,
+    /// MiB.
+    #[serde(default)]
+    pub ram: u64,
+    #[serde(default)]
+    pub vcpus: u32,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct FlavorList {
+    #[serde(default)]
+    pub flavors: Vec<Flavor>,
+    #[serde(default)]
+    pub flavors_links: Vec<Link>,
+}
+
+/// The flavor embedded in a server (microversion ≥2.47).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct EmbeddedFlavor {
+    #[serde(default)]
+    pub ram: Option<u64>,
+    #[serde(default)]
+    pub vcpus: Option<u32>,
+    #[serde(default)]
+    pub original_name: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct NovaServer {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default, rename = "OS-EXT-STS:task_state")]
+    pub task_state: Option<String>,
+    #[serde(default)]
+    pub created: Option<String>,
+    #[serde(default)]
+    pub metadata: BTreeMap<String, String>,
+    #[serde(default)]
+    pub flavor: Option<EmbeddedFlavor>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ServerList {
+    #[serde(default)]
+    pub servers: Vec<NovaServer>,
+    #[serde(default)]
+    pub servers_links: Vec<Link>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ServerEnvelope {
+    pub server: NovaServer,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CreatedServer {
+    pub id: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CreatedEnvelope {
+    pub server: CreatedServer,
+}
+
+/// Maps Nova's `status` (and `OS-EXT-STS:task_state`) onto [`ServerStatus`].
+pub fn map_status(status: &str, task_state: Option<&str>) -> ServerStatus {
+    if matches!(task_state, Some("deleting")) {
+        return ServerStatus::Deleting;
+    }
+    match status.to_ascii_uppercase().as_str() {
+        "BUILD" | "REBUILD" => ServerStatus::Building,
+        "ACTIVE" | "REBOOT" | "HARD_REBOOT" | "PASSWORD" | "RESIZE" | "VERIFY_RESIZE"
+        | "REVERT_RESIZE" | "MIGRATING" => ServerStatus::Active,
+        "ERROR" => ServerStatus::Error,
+        "DELETED" | "SOFT_DELETED" => ServerStatus::Deleting,
+        "SHUTOFF" | "STOPPED" | "PAUSED" | "SUSPENDED" | "SHELVED" | "SHELVED_OFFLOADED"
+        | "RESCUE" => ServerStatus::Stopped,
+        _ => ServerStatus::Unknown,
+    }
+}
+
+impl NovaServer {
+    /// Converts to the provider-neutral shape; `created` falls back to the epoch
+    /// when Nova's timestamp is missing or unreadable (logged).
+    pub fn to_server(&self) -> Server {
+        let created = match self.created.as_deref().map(|c| (c, parse_timestamp(c))) {
+            Some((_, Some(t))) => t,
+            Some((raw, None)) => {
+                tracing::warn!(server = %self.id, created = %raw, "cannot parse server creation time");
+                SystemTime::UNIX_EPOCH
+            }
+            None => SystemTime::UNIX_EPOCH,
+        };
+        Server {
+            id: self.id.clone(),
+            name: self.name.clone(),
+            cluster: self.metadata.get(CLUSTER_TAG).cloned(),
+            group: self.metadata.get(GROUP_TAG).cloned(),
+            status: map_status(&self.status, self.task_state.as_deref()),
+            created,
+            memory_bytes: self
+                .flavor
+                .as_ref()
+                .and_then(|f| f.ram)
+                .map(|mib| mib.saturating_mul(1024 * 1024)),
+            provider: PROVIDER.into(),
+        }
+    }
+}
+
+/// The query string of a `rel="next"` link, applied by the caller to its own endpoint
+/// (Nova's link prefix is often an internal host name).
+pub fn next_query(links: &[Link]) -> Option<String> {
+    let next = links.iter().find(|l| l.rel == "next")?;
+    let url = reqwest::Url::parse(&next.href).ok()?;
+    url.query().map(str::to_string)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn statuses() {
+        assert_eq!(map_status("BUILD", None), ServerStatus::Building);
+        assert_eq!(map_status("ACTIVE", None), ServerStatus::Active);
+        assert_eq!(
+            map_status("ACTIVE", Some("deleting")),
+            ServerStatus::Deleting
+        );
+        assert_eq!(map_status("ERROR", None), ServerStatus::Error);
+        assert_eq!(map_status("SOFT_DELETED", None), ServerStatus::Deleting);
+        assert_eq!(map_status("SHUTOFF", None), ServerStatus::Stopped);
+        assert_eq!(map_status("WHATEVER", None), ServerStatus::Unknown);
+    }
+
+    #[test]
+    fn next_link_query() {
+        let links = vec![Link {
+            href: "http://nova-internal:8774/v2.1/servers/detail?limit=2&marker=abc".into(),
+            rel: "next".into(),
+        }];
+        assert_eq!(next_query(&links).as_deref(), Some("limit=2&marker=abc"));
+        assert_eq!(next_query(&[]), None);
+    }
+}

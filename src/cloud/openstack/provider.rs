@@ -1,0 +1,627 @@
+//! [`OpenStackProvider`]: the [`CloudProvider`] over Keystone, Nova, Glance and Neutron.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex as StdMutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use tokio::sync::Mutex;
+
+use super::auth::{authenticate, Session};
+use super::credentials::OpenStackCredentials;
+use super::http::{api_error, build_client, transport};
+use super::nova::{
+    next_query, CreatedEnvelope, Flavor, FlavorList, ServerList, COMPUTE_MICROVERSION,
+    MAX_USER_DATA_BASE64,
+};
+use super::{OpenStackSettings, PROVIDER};
+use crate::cloud::{
+    CloudError, CloudProvider, CreateRequest, Server, ServerStatus, CLUSTER_TAG, GROUP_TAG,
+};
+
+/// Tunables of [`OpenStackProvider`]; the defaults suit real clouds.
+#[derive(Debug, Clone)]
+pub struct ProviderOptions {
+    /// TCP + TLS connect timeout of every request.
+    pub connect_timeout: Duration,
+    /// Whole-request timeout of every request.
+    pub request_timeout: Duration,
+    /// How long a flavor/image/network name→id resolution is reused.
+    pub resolve_ttl: Duration,
+}
+
+impl Default for ProviderOptions {
+    fn default() -> Self {
+        ProviderOptions {
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(60),
+            resolve_ttl: Duration::from_secs(300),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Kind {
+    Flavor,
+    Image,
+    Network,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Flavor => "flavor",
+            Kind::Image => "image",
+            Kind::Network => "network",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Resolved {
+    Flavor(Flavor),
+    Id(String),
+}
+
+/// OpenStack as a [`CloudProvider`]: one project, one or more node groups.
+pub struct OpenStackProvider {
+    creds: OpenStackCredentials,
+    groups: BTreeMap<String, OpenStackSettings>,
+    http: reqwest::Client,
+    options: ProviderOptions,
+    session: Mutex<Option<Session>>,
+    resolved: StdMutex<HashMap<(Kind, String), (Resolved, Instant)>>,
+}
+
+impl std::fmt::Debug for OpenStackProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OpenStackProvider")
+            .field("auth_url", &self.creds.auth_url)
+            .field("groups", &self.groups.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+fn not_found(kind: Kind, name: &str) -> CloudError {
+    CloudError::NotFound {
+        provider: PROVIDER.into(),
+        what: kind.as_str().into(),
+        name: name.into(),
+    }
+}
+
+fn other(message: String) -> CloudError {
+    CloudError::Other {
+        provider: PROVIDER.into(),
+        message,
+    }
+}
+
+/// Percent-encodes one URL path segment.
+fn seg(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+fn looks_like_uuid(s: &str) -> bool {
+    let hex: String = s.chars().filter(|c| *c != '-').collect();
+    hex.len() == 32 && hex.chars().all(|c| c.is_ascii_hexdigit())
+}
+
+/// Versioned base URL of a catalog endpoint (`…/v2`, `…/v2.0`).
+fn versioned(base: &str, version: &str) -> String {
+    let base = base.trim_end_matches('/');
+    if base.ends_with(&format!("/{version}")) {
+        base.to_string()
+    } else {
+        format!("{base}/{version}")
+    }
+}
+
+async fn read_json<T: DeserializeOwned>(
+    call: &str,
+    resp: reqwest::Response,
+) -> Result<T, CloudError> {
+    let bytes = resp.bytes().await.map_err(|e| transport(call, &e))?;
+    serde_json::from_slice(&bytes)
+        .map_err(|e| other(format!("{call}: unexpected response body: {e}")))
+}
+
+async fn ensure_success(
+    call: &str,
+    resp: reqwest::Response,
+) -> Result<reqwest::Response, CloudError> {
+    let status = resp.status();
+    if status.is_success() {
+        return Ok(resp);
+    }
+    let body = resp.text().await.unwrap_or_default();
+    Err(api_error(call, status.as_u16(), &body))
+}
+
+#[derive(Deserialize)]
+struct GlanceImage {
+    id: String,
+    #[serde(default)]
+    status: String,
+    #[serde(default)]
+    created_at: String,
+}
+
+#[derive(Deserialize)]
+struct GlanceList {
+    #[serde(default)]
+    images: Vec<GlanceImage>,
+}
+
+#[derive(Deserialize)]
+struct NeutronNetwork {
+    id: String,
+}
+
+#[derive(Deserialize)]
+struct NeutronList {
+    #[serde(default)]
+    networks: Vec<NeutronNetwork>,
+}
+
+impl OpenStackProvider {
+    /// Builds the provider; no request is made until first use (see [`Self::check`]).
+    pub fn new(
+        credentials: OpenStackCredentials,
+        groups: BTreeMap<String, OpenStackSettings>,
+    ) -> Result<Self, CloudError> {
+        Self::with_options(credentials, groups, ProviderOptions::default())
+    }
+
+    pub fn with_options(
+        credentials: OpenStackCredentials,
+        groups: BTreeMap<String, OpenStackSettings>,
+        options: ProviderOptions,
+    ) -> Result<Self, CloudError> {
+        let http = build_client(
+            &credentials,
+            options.connect_timeout,
+            options.request_timeout,
+        )?;
+        Ok(OpenStackProvider {
+            creds: credentials,
+            groups,
+            http,
+            options,
+            session: Mutex::new(None),
+            resolved: StdMutex::new(HashMap::new()),
+        })
+    }
+
+    /// Verifies the credentials and that every flavor, image and network the node
+    /// groups refer to exists; the error names the first missing one.
+    pub async fn check(&self) -> Result<(), CloudError> {
+        self.session().await?;
+        for (group, settings) in &self.groups {
+            let named = |e: CloudError| {
+                tracing::error!(group = %group, error = %e, "OpenStack node group settings refer to something that cannot be used");
+                e
+            };
+            self.flavor(&settings.flavor).await.map_err(named)?;
+            self.image_id(&settings.image).await.map_err(named)?;
+            if let Some(net) = &settings.network {
+                self.network_id(net).await.map_err(named)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Drops cached flavor/image/network resolutions (e.g. at the start of a cycle).
+    pub fn forget_resolutions(&self) {
+        self.resolved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    async fn session(&self) -> Result<Session, CloudError> {
+        let mut guard = self.session.lock().await;
+        if let Some(s) = guard.as_ref() {
+            if !s.needs_renewal(SystemTime::now()) {
+                return Ok(s.clone());
+            }
+            tracing::debug!("renewing OpenStack token before it expires");
+        }
+        let fresh = authenticate(&self.http, &self.creds).await?;
+        *guard = Some(fresh.clone());
+        Ok(fresh)
+    }
+
+    async fn invalidate(&self, token: &str) {
+        let mut guard = self.session.lock().await;
+        if guard.as_ref().is_some_and(|s| s.token == token) {
+            *guard = None;
+        }
+    }
+
+    /// Sends a request built against the current session; on 401 re-authenticates
+    /// once and retries. Returns any other response as is.
+    async fn send<F>(&self, call: &str, build: F) -> Result<reqwest::Response, CloudError>
+    where
+        F: Fn(&Session) -> Result<reqwest::RequestBuilder, CloudError>,
+    {
+        let mut retried = false;
+        loop {
+            let session = self.session().await?;
+            let resp = build(&session)?
+                .header("X-Auth-Token", &session.token)
+                .header("Accept", "application/json")
+                .send()
+                .await
+                .map_err(|e| transport(call, &e))?;
+            if resp.status() != reqwest::StatusCode::UNAUTHORIZED {
+                return Ok(resp);
+            }
+            self.invalidate(&session.token).await;
+            if retried {
+                let body = resp.text().await.unwrap_or_default();
+                return Err(CloudError::Auth {
+                    provider: PROVIDER.into(),
+                    message: format!(
+                        "{call}: rejected with HTTP 401 after re-authenticating: {}",
+                        super::http::error_message(&body)
+                    ),
+                });
+            }
+            tracing::debug!(call, "OpenStack returned 401, re-authenticating once");
+            retried = true;
+        }
+    }
+
+    fn nova(&self, rb: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+        rb.header(
+            "OpenStack-API-Version",
+            format!("compute {COMPUTE_MICROVERSION}"),
+        )
+        .header("X-OpenStack-Nova-API-Version", COMPUTE_MICROVERSION)
+    }
+
+    fn cached(&self, kind: Kind, name: &str) -> Option<Resolved> {
+        let map = self.resolved.lock().unwrap_or_else(|e| e.into_inner());
+        map.get(&(kind, name.to_string()))
+            .filter(|(_, at)| at.elapsed() < self.options.resolve_ttl)
+            .map(|(r, _)| r.clone())
+    }
+
+    fn remember(&self, kind: Kind, name: &str, r: Resolved) {
+        self.resolved
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert((kind, name.to_string()), (r, Instant::now()));
+    }
+
+    async fn list_flavors(&self) -> Result<Vec<Flavor>, CloudError> {
+        let call = "GET /flavors/detail";
+        let mut all = Vec::new();
+        let mut query: Option<String> = None;
+        for _ in 0..1000 {
+            let q = query.clone();
+            let resp = self
+                .send(call, |s| {
+                    let mut url = format!("{}/flavors/detail", s.compute);
+                    if let Some(q) = &q {
+                        url = format!("{url}?{q}");
+                    }
+                    Ok(self.nova(self.http.get(url)))
+                })
+                .await?;
+            let page: FlavorList = read_json(call, ensure_success(call, resp).await?).await?;
+            let done = page.flavors.is_empty();
+            all.extend(page.flavors);
+            query = next_query(&page.flavors_links);
+            if query.is_none() || done {
+                break;
+            }
+        }
+        Ok(all)
+    }
+
+    async fn flavor(&self, name: &str) -> Result<Flavor, CloudError> {
+        if let Some(Resolved::Flavor(f)) = self.cached(Kind::Flavor, name) {
+            return Ok(f);
+        }
+        let flavors = self.list_flavors().await?;
+        let found = flavors
+            .iter()
+            .find(|f| f.id == name)
+            .or_else(|| flavors.iter().find(|f| f.name == name))
+            .cloned();
+        let flavor = match found {
+            Some(f) => f,
+            None => {
+                // A private flavor may be usable by id without being listed.
+                let call = "GET /flavors/{id}";
+                let resp = self
+                    .send(call, |s| {
+                        Ok(self.nova(
+                            self.http
+                                .get(format!("{}/flavors/{}", s.compute, seg(name))),
+                        ))
+                    })
+                    .await?;
+                if resp.status().is_success() {
+                    #[derive(Deserialize)]
+                    struct One {
+                        flavor: Flavor,
+                    }
+                    read_json::<One>(call, resp).await?.flavor
+                } else {
+                    let suggestion = flavors
+                        .iter()
+                        .map(|f| (strsim::jaro_winkler(&f.name, name), &f.name))
+                        .filter(|(score, _)| *score > 0.8)
+                        .max_by(|a, b| a.0.total_cmp(&b.0))
+                        .map(|(_, n)| n.clone());
+                    if let Some(s) = suggestion {
+                        tracing::warn!(flavor = %name, suggestion = %s, "unknown OpenStack flavor; did you mean the suggestion?");
+                    }
+                    return Err(not_found(Kind::Flavor, name));
+                }
+            }
+        };
+        self.remember(Kind::Flavor, name, Resolved::Flavor(flavor.clone()));
+        Ok(flavor)
+    }
+
+    async fn image_id(&self, name: &str) -> Result<String, CloudError> {
+        if let Some(Resolved::Id(id)) = self.cached(Kind::Image, name) {
+            return Ok(id);
+        }
+        let glance = |s: &Session| -> Result<String, CloudError> {
+            s.image
+                .as_deref()
+                .map(|b| versioned(b, "v2"))
+                .ok_or_else(|| other("no 'image' (Glance) endpoint in the service catalog".into()))
+        };
+        if looks_like_uuid(name) {
+            let call = "GET /v2/images/{id}";
+            let resp = self
+                .send(call, |s| {
+                    Ok(self
+                        .http
+                        .get(format!("{}/images/{}", glance(s)?, seg(name))))
+                })
+                .await?;
+            if resp.status().is_success() {
+                let img: GlanceImage = read_json(call, resp).await?;
+                self.remember(Kind::Image, name, Resolved::Id(img.id.clone()));
+                return Ok(img.id);
+            }
+            if resp.status() != reqwest::StatusCode::NOT_FOUND {
+                ensure_success(call, resp).await?;
+            }
+        }
+        let call = "GET /v2/images?name=";
+        let resp = self
+            .send(call, |s| {
+                Ok(self
+                    .http
+                    .get(format!("{}/images", glance(s)?))
+                    .query(&[("name", name)]))
+            })
+            .await?;
+        let list: GlanceList = read_json(call, ensure_success(call, resp).await?).await?;
+        let mut candidates: Vec<&GlanceImage> = list
+            .images
+            .iter()
+            .filter(|i| i.status == "active")
+            .collect();
+        if candidates.is_empty() {
+            candidates = list.images.iter().collect();
+        }
+        // Several images of one name: take the newest (ISO timestamps sort as text).
+        candidates.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        if candidates.len() > 1 {
+            tracing::warn!(image = %name, count = candidates.len(), chosen = %candidates[0].id, "several images share this name; using the newest");
+        }
+        let id = candidates
+            .first()
+            .map(|i| i.id.clone())
+            .ok_or_else(|| not_found(Kind::Image, name))?;
+        self.remember(Kind::Image, name, Resolved::Id(id.clone()));
+        Ok(id)
+    }
+
+    async fn network_id(&self, name: &str) -> Result<String, CloudError> {
+        if let Some(Resolved::Id(id)) = self.cached(Kind::Network, name) {
+            return Ok(id);
+        }
+        let neutron = |s: &Session| -> Result<String, CloudError> {
+            s.network
+                .as_deref()
+                .map(|b| versioned(b, "v2.0"))
+                .ok_or_else(|| {
+                    other("no 'network' (Neutron) endpoint in the service catalog".into())
+                })
+        };
+        for field in ["id", "name"] {
+            if field == "id" && !looks_like_uuid(name) {
+                continue;
+            }
+            let call = if field == "id" {
+                "GET /v2.0/networks?id="
+            } else {
+                "GET /v2.0/networks?name="
+            };
+            let resp = self
+                .send(call, |s| {
+                    Ok(self
+                        .http
+                        .get(format!("{}/networks", neutron(s)?))
+                        .query(&[(field, name)]))
+                })
+                .await?;
+            let list: NeutronList = read_json(call, ensure_success(call, resp).await?).await?;
+            match list.networks.as_slice() {
+                [] => continue,
+                [one] => {
+                    self.remember(Kind::Network, name, Resolved::Id(one.id.clone()));
+                    return Ok(one.id.clone());
+                }
+                many => {
+                    return Err(other(format!(
+                        "network name '{name}' is ambiguous ({} networks); use its id",
+                        many.len()
+                    )))
+                }
+            }
+        }
+        Err(not_found(Kind::Network, name))
+    }
+
+    fn settings(&self, group: &str) -> Result<&OpenStackSettings, CloudError> {
+        self.groups
+            .get(group)
+            .ok_or_else(|| other(format!("no OpenStack settings for node group '{group}'")))
+    }
+}
+
+#[async_trait]
+impl CloudProvider for OpenStackProvider {
+    fn name(&self) -> &str {
+        PROVIDER
+    }
+
+    async fn list_servers(&self, cluster: &str) -> Result<Vec<Server>, CloudError> {
+        let call = "GET /servers/detail";
+        let mut out = Vec::new();
+        let mut query: Option<String> = None;
+        for _ in 0..10_000 {
+            let q = query.clone();
+            let resp = self
+                .send(call, |s| {
+                    let mut url = format!("{}/servers/detail", s.compute);
+                    if let Some(q) = &q {
+                        url = format!("{url}?{q}");
+                    }
+                    Ok(self.nova(self.http.get(url)))
+                })
+                .await?;
+            let page: ServerList = read_json(call, ensure_success(call, resp).await?).await?;
+            let done = page.servers.is_empty();
+            out.extend(
+                page.servers
+                    .iter()
+                    .filter(|s| s.metadata.get(CLUSTER_TAG).map(String::as_str) == Some(cluster))
+                    .map(|s| s.to_server()),
+            );
+            query = next_query(&page.servers_links);
+            if query.is_none() || done {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn create_server(&self, req: &CreateRequest) -> Result<Server, CloudError> {
+        let settings = self.settings(&req.group)?;
+        let flavor = self.flavor(&settings.flavor).await?;
+        let image = self.image_id(&settings.image).await?;
+        let networks = match &settings.network {
+            Some(n) => json!([{ "uuid": self.network_id(n).await? }]),
+            None => json!("none"),
+        };
+        let user_data = base64::engine::general_purpose::STANDARD.encode(req.user_data.as_bytes());
+        if user_data.len() > MAX_USER_DATA_BASE64 {
+            return Err(other(format!(
+                "user data for '{}' is {} bytes base64-encoded; Nova accepts at most {MAX_USER_DATA_BASE64}",
+                req.name,
+                user_data.len()
+            )));
+        }
+        let mut server = serde_json::Map::new();
+        server.insert("name".into(), json!(req.name));
+        server.insert("flavorRef".into(), json!(flavor.id));
+        server.insert("imageRef".into(), json!(image));
+        server.insert("networks".into(), networks);
+        server.insert("user_data".into(), json!(user_data));
+        server.insert(
+            "metadata".into(),
+            json!({ CLUSTER_TAG: req.cluster, GROUP_TAG: req.group }),
+        );
+        if let Some(k) = &settings.key_name {
+            server.insert("key_name".into(), json!(k));
+        }
+        if !settings.security_groups.is_empty() {
+            let sgs: Vec<Value> = settings
+                .security_groups
+                .iter()
+                .map(|n| json!({ "name": n }))
+                .collect();
+            server.insert("security_groups".into(), Value::Array(sgs));
+        }
+        if let Some(az) = &settings.availability_zone {
+            server.insert("availability_zone".into(), json!(az));
+        }
+        let body = json!({ "server": server });
+        let call = "POST /servers";
+        let resp = self
+            .send(call, |s| {
+                Ok(self.nova(self.http.post(format!("{}/servers", s.compute)).json(&body)))
+            })
+            .await?;
+        let resp = match ensure_success(call, resp).await {
+            Ok(r) => r,
+            Err(e) => {
+                // A stale name→id resolution may be the cause; resolve afresh next time.
+                if matches!(
+                    e,
+                    CloudError::Api {
+                        status: 400..=499,
+                        ..
+                    }
+                ) {
+                    self.forget_resolutions();
+                }
+                return Err(e);
+            }
+        };
+        let created: CreatedEnvelope = read_json(call, resp).await?;
+        tracing::info!(server = %req.name, id = %created.server.id, group = %req.group, "OpenStack server requested");
+        Ok(Server {
+            id: created.server.id,
+            name: req.name.clone(),
+            cluster: Some(req.cluster.clone()),
+            group: Some(req.group.clone()),
+            status: ServerStatus::Building,
+            created: SystemTime::now(),
+            memory_bytes: Some(flavor.ram.saturating_mul(1024 * 1024)),
+            provider: PROVIDER.into(),
+        })
+    }
+
+    async fn delete_server(&self, id: &str) -> Result<(), CloudError> {
+        let call = "DELETE /servers/{id}";
+        let resp = self
+            .send(call, |s| {
+                Ok(self.nova(
+                    self.http
+                        .delete(format!("{}/servers/{}", s.compute, seg(id))),
+                ))
+            })
+            .await?;
+        if resp.status() == reqwest::StatusCode::NOT_FOUND {
+            tracing::debug!(id, "server already gone");
+            return Ok(());
+        }
+        ensure_success(call, resp).await?;
+        Ok(())
+    }
+}
