@@ -1,1 +1,131 @@
-//! TODO
+//! The stateless loop: observe → decide → act, once per `scanInterval`. Everything a
+//! cycle needs is read back from the cluster and the cloud, so a killed process (or a
+//! second replica) carries on where the last one stopped.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use crate::act::{ActError, Actuator, Clouds, Outcome};
+use crate::cloud::CloudError;
+use crate::cluster::{ClusterApi, ClusterError};
+use crate::config::Config;
+use crate::plan::{self, Decision, Snapshot};
+
+#[derive(Debug, thiserror::Error)]
+pub enum CycleError {
+    #[error("observing the cluster: {0}")]
+    Cluster(#[from] ClusterError),
+    #[error("observing the cloud: {0}")]
+    Cloud(#[from] CloudError),
+    #[error("acting: {0}")]
+    Act(#[from] ActError),
+}
+
+/// One cycle's record: what was seen, decided and done.
+#[derive(Debug, Clone)]
+pub struct CycleReport {
+    pub decision: Decision,
+    pub outcome: Outcome,
+}
+
+pub struct Reconciler {
+    pub config: Arc<Config>,
+    pub cluster: Arc<dyn ClusterApi>,
+    pub clouds: Clouds,
+    pub dry_run: bool,
+}
+
+impl Reconciler {
+    /// Reads nodes, pods and our servers from every provider, concurrently.
+    pub async fn observe(&self) -> Result<Snapshot, CycleError> {
+        let cluster_name = &self.config.cluster_name;
+        let (nodes, pods) = tokio::try_join!(self.cluster.nodes(), self.cluster.pods())?;
+        let providers = self.clouds.distinct();
+        let listings = futures::future::try_join_all(
+            providers.iter().map(|p| p.list_servers(cluster_name)),
+        )
+        .await?;
+        let mut servers = Vec::new();
+        let mut seen = BTreeSet::new();
+        for s in listings.into_iter().flatten() {
+            if seen.insert((s.provider.clone(), s.id.clone())) {
+                servers.push(s);
+            }
+        }
+        let mut group_memory = BTreeMap::new();
+        for (group, provider) in self.clouds.groups() {
+            if let Some(m) = provider.group_memory(group).await? {
+                group_memory.insert(group.clone(), m);
+            }
+        }
+        Ok(Snapshot {
+            nodes,
+            pods,
+            servers,
+            group_memory,
+        })
+    }
+
+    /// Observe and decide, changing nothing (what `nodewright plan` prints).
+    pub async fn plan(&self, now: SystemTime) -> Result<(Snapshot, Decision), CycleError> {
+        let snapshot = self.observe().await?;
+        let decision = plan::plan(&snapshot, &self.config, now);
+        Ok((snapshot, decision))
+    }
+
+    /// One full cycle: observe, decide, act.
+    pub async fn cycle(&self, now: SystemTime) -> Result<CycleReport, CycleError> {
+        let (snapshot, decision) = self.plan(now).await?;
+        let taken_names = snapshot
+            .nodes
+            .iter()
+            .map(|n| n.name.clone())
+            .chain(snapshot.servers.iter().map(|s| s.name.clone()))
+            .collect();
+        let mut actuator = Actuator {
+            config: &self.config,
+            cluster: self.cluster.as_ref(),
+            clouds: &self.clouds,
+            taken_names,
+            dry_run: self.dry_run,
+        };
+        let outcome = actuator.execute(&decision.action).await?;
+        Ok(CycleReport { decision, outcome })
+    }
+
+    /// Runs cycles until `stop` resolves, logging each action once with its reasons.
+    pub async fn run(&self, stop: impl std::future::Future<Output = ()>) {
+        tokio::pin!(stop);
+        loop {
+            match self.cycle(SystemTime::now()).await {
+                Ok(report) => log_report(&report),
+                Err(e) => tracing::warn!(error = %e, "cycle failed; retrying next cycle"),
+            }
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = tokio::time::sleep(self.config.scan_interval) => {}
+            }
+        }
+    }
+}
+
+fn log_report(report: &CycleReport) {
+    let d = &report.decision;
+    let reasons: Vec<String> = d.reasons.iter().map(|r| r.to_string()).collect();
+    if d.action == plan::Action::None {
+        tracing::debug!(reasons = ?reasons, "no action");
+    } else {
+        tracing::info!(
+            action = d.action.kind(),
+            reasons = ?reasons,
+            done = ?report.outcome.done,
+            deferred = ?report.outcome.deferred,
+            "{}",
+            d.action
+        );
+    }
+    for note in &d.notes {
+        tracing::info!(code = ?note.code, "{}", note.message);
+    }
+}

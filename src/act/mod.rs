@@ -1,1 +1,232 @@
-//! TODO
+//! Carries out the planner's one action through the cluster and cloud adapters.
+//! Every step is safe to repeat: if the process dies half-way, the next cycle observes
+//! what happened and the planner picks up from there.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{BuildHasher, Hasher};
+use std::sync::Arc;
+
+use crate::cloud::{CloudError, CloudProvider, CreateRequest};
+use crate::cluster::{ClusterApi, ClusterError, Eviction};
+use crate::config::{Config, NodeGroupConfig};
+use crate::plan::{Action, ServerRef};
+use crate::userdata::{self, RenderContext, UserDataError};
+use crate::{LABEL_CLUSTER, LABEL_GROUP, STARTUP_TAINT_KEY};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ActError {
+    #[error(transparent)]
+    Cluster(#[from] ClusterError),
+    #[error(transparent)]
+    Cloud(#[from] CloudError),
+    #[error("user data for group {group}: {source}")]
+    UserData {
+        group: String,
+        #[source]
+        source: UserDataError,
+    },
+    #[error("no cloud provider configured for {0}")]
+    NoProvider(String),
+}
+
+/// The cloud providers in use, by node group and by provider name.
+#[derive(Clone, Default)]
+pub struct Clouds {
+    by_group: BTreeMap<String, Arc<dyn CloudProvider>>,
+}
+
+impl Clouds {
+    pub fn new() -> Self {
+        Clouds::default()
+    }
+
+    pub fn add_group(&mut self, group: &str, provider: Arc<dyn CloudProvider>) {
+        self.by_group.insert(group.to_string(), provider);
+    }
+
+    pub fn for_group(&self, group: &str) -> Result<&Arc<dyn CloudProvider>, ActError> {
+        self.by_group
+            .get(group)
+            .ok_or_else(|| ActError::NoProvider(format!("group {group}")))
+    }
+
+    /// Each distinct provider once (several groups may share one account).
+    pub fn distinct(&self) -> Vec<Arc<dyn CloudProvider>> {
+        let mut seen = BTreeSet::new();
+        self.by_group
+            .values()
+            .filter(|p| seen.insert(Arc::as_ptr(p) as *const () as usize))
+            .cloned()
+            .collect()
+    }
+
+    pub fn groups(&self) -> impl Iterator<Item = (&String, &Arc<dyn CloudProvider>)> {
+        self.by_group.iter()
+    }
+}
+
+/// The startup taint every new node registers with, in flag form.
+pub fn startup_taint() -> String {
+    format!("{STARTUP_TAINT_KEY}=true:NoSchedule")
+}
+
+/// The user-data context for one node of `group`.
+pub fn render_context(config: &Config, group: &NodeGroupConfig, node_name: &str) -> RenderContext {
+    let mut labels = group.labels.clone();
+    labels.insert(LABEL_CLUSTER.to_string(), config.cluster_name.clone());
+    labels.insert(LABEL_GROUP.to_string(), group.name.clone());
+    RenderContext {
+        cluster_name: config.cluster_name.clone(),
+        group: group.name.clone(),
+        node_name: node_name.to_string(),
+        labels,
+        taints: group.taints.iter().map(|t| t.to_flag()).collect(),
+        startup_taint: startup_taint(),
+    }
+}
+
+/// Renders the user data for a node of `group`.
+pub fn render_user_data(
+    config: &Config,
+    group: &NodeGroupConfig,
+    node_name: &str,
+) -> Result<userdata::RenderedUserData, ActError> {
+    let ctx = render_context(config, group, node_name);
+    userdata::render(&config.templates_dir, &group.user_data, &ctx).map_err(|source| {
+        ActError::UserData {
+            group: group.name.clone(),
+            source,
+        }
+    })
+}
+
+/// `<cluster>-<group>-<5 random base-36 chars>`, unique among `taken`.
+pub fn new_node_name(cluster: &str, group: &str, taken: &BTreeSet<String>) -> String {
+    loop {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0),
+        );
+        let mut n = h.finish();
+        let mut suffix = String::new();
+        for _ in 0..5 {
+            let d = (n % 36) as u32;
+            n /= 36;
+            suffix.push(char::from_digit(d, 36).unwrap_or('x'));
+        }
+        let name = format!("{cluster}-{group}-{suffix}");
+        if !taken.contains(&name) {
+            return name;
+        }
+    }
+}
+
+/// What an action did, line by line, for logs and the simulate timeline.
+#[derive(Debug, Default, Clone)]
+pub struct Outcome {
+    pub done: Vec<String>,
+    /// Parts that could not be done now and will be retried (e.g. PDB-blocked evictions).
+    pub deferred: Vec<String>,
+}
+
+pub struct Actuator<'a> {
+    pub config: &'a Config,
+    pub cluster: &'a dyn ClusterApi,
+    pub clouds: &'a Clouds,
+    /// Names already in use (nodes and servers), so new VM names never collide.
+    pub taken_names: BTreeSet<String>,
+    pub dry_run: bool,
+}
+
+impl Actuator<'_> {
+    pub async fn execute(&mut self, action: &Action) -> Result<Outcome, ActError> {
+        let mut out = Outcome::default();
+        if self.dry_run {
+            out.done.push(format!("dry run: would {action}"));
+            return Ok(out);
+        }
+        match action {
+            Action::None => {}
+            Action::RemoveStartupTaint { node } => {
+                self.cluster.remove_taint(node, STARTUP_TAINT_KEY).await?;
+                out.done.push(format!("removed startup taint from {node}"));
+            }
+            Action::DeleteServers { servers, nodes } => {
+                for node in nodes {
+                    self.cluster.delete_node(node).await?;
+                    out.done.push(format!("deleted node {node}"));
+                }
+                for s in servers {
+                    self.delete_server(s).await?;
+                    out.done.push(format!("deleted VM {} ({})", s.name, s.id));
+                }
+            }
+            Action::ScaleUp { group, count } => {
+                let g = self
+                    .config
+                    .group(group)
+                    .ok_or_else(|| ActError::NoProvider(format!("group {group}")))?;
+                let provider = self.clouds.for_group(group)?.clone();
+                for _ in 0..*count {
+                    let name =
+                        new_node_name(&self.config.cluster_name, &g.name, &self.taken_names);
+                    self.taken_names.insert(name.clone());
+                    let rendered = render_user_data(self.config, g, &name)?;
+                    let req = CreateRequest {
+                        name: name.clone(),
+                        cluster: self.config.cluster_name.clone(),
+                        group: g.name.clone(),
+                        user_data: rendered.content,
+                    };
+                    let server = provider.create_server(&req).await?;
+                    out.done
+                        .push(format!("created VM {} ({}) in group {group}", name, server.id));
+                }
+            }
+            Action::Cordon { node, reason } => {
+                self.cluster.cordon(node, reason).await?;
+                out.done.push(format!("cordoned {node}"));
+            }
+            Action::Drain { node, pods } => {
+                for pod in pods {
+                    match self.cluster.evict(pod).await? {
+                        Eviction::Evicted => out.done.push(format!("evicted {pod} from {node}")),
+                        Eviction::Gone => {}
+                        Eviction::Blocked(why) => out
+                            .deferred
+                            .push(format!("eviction of {pod} refused: {why}")),
+                    }
+                }
+            }
+            Action::DeleteNode { node, server } => {
+                // Node first: once it is gone nothing schedules there, then the VM can go.
+                self.cluster.delete_node(node).await?;
+                out.done.push(format!("deleted node {node}"));
+                self.delete_server(server).await?;
+                out.done
+                    .push(format!("deleted VM {} ({})", server.name, server.id));
+            }
+            Action::PullImages { node, images } => {
+                let ns = &self.config.image_puller.namespace;
+                let pod = self.cluster.create_image_puller(ns, node, images).await?;
+                out.done
+                    .push(format!("started {ns}/{pod} to pull {} on {node}", images.join(", ")));
+            }
+            Action::DeletePods { pods } => {
+                for pod in pods {
+                    self.cluster.delete_pod(pod).await?;
+                    out.done.push(format!("deleted pod {pod}"));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    async fn delete_server(&self, s: &ServerRef) -> Result<(), ActError> {
+        self.clouds.for_group(&s.group)?.delete_server(&s.id).await?;
+        Ok(())
+    }
+}

@@ -1,1 +1,86 @@
-//! TODO
+//! The Kubernetes side: reads nodes and pods into the planner's model and performs the
+//! few writes the actions need, behind [`ClusterApi`] so the loop can be driven by any
+//! implementation.
+
+pub mod convert;
+mod kube_api;
+
+use std::path::Path;
+
+use async_trait::async_trait;
+
+pub use kube_api::KubeCluster;
+
+use crate::plan::{NodeInfo, PodInfo, PodRef};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClusterError {
+    #[error("kubeconfig {path}: {message}")]
+    Kubeconfig { path: String, message: String },
+    #[error("{call}: {source}")]
+    Api {
+        call: String,
+        #[source]
+        source: Box<kube::Error>,
+    },
+}
+
+/// What became of an eviction request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Eviction {
+    Evicted,
+    /// Refused, typically by a PodDisruptionBudget (HTTP 429); retried next cycle.
+    Blocked(String),
+    /// The pod was already gone.
+    Gone,
+}
+
+#[async_trait]
+pub trait ClusterApi: Send + Sync {
+    async fn nodes(&self) -> Result<Vec<NodeInfo>, ClusterError>;
+    async fn pods(&self) -> Result<Vec<PodInfo>, ClusterError>;
+    /// Marks the node unschedulable and records why in an annotation.
+    async fn cordon(&self, node: &str, reason: &str) -> Result<(), ClusterError>;
+    async fn remove_taint(&self, node: &str, key: &str) -> Result<(), ClusterError>;
+    async fn evict(&self, pod: &PodRef) -> Result<Eviction, ClusterError>;
+    /// Deleting a node that is already gone is success.
+    async fn delete_node(&self, node: &str) -> Result<(), ClusterError>;
+    /// Starts a pod on `node` whose only job is to make the runtime pull `images`.
+    async fn create_image_puller(
+        &self,
+        namespace: &str,
+        node: &str,
+        images: &[String],
+    ) -> Result<String, ClusterError>;
+    /// Deleting a pod that is already gone is success.
+    async fn delete_pod(&self, pod: &PodRef) -> Result<(), ClusterError>;
+}
+
+/// Builds a Kubernetes client from `KUBECONFIG_FILE`, else `KUBECONFIG`, else in-cluster.
+pub async fn client_from_env() -> Result<kube::Client, ClusterError> {
+    let explicit = std::env::var_os(crate::config::ENV_KUBECONFIG_FILE);
+    let config = match explicit {
+        Some(path) => kubeconfig_from_file(Path::new(&path)).await?,
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| ClusterError::Kubeconfig {
+                path: std::env::var("KUBECONFIG").unwrap_or_else(|_| "(in-cluster)".into()),
+                message: e.to_string(),
+            })?,
+    };
+    kube::Client::try_from(config).map_err(|e| ClusterError::Api {
+        call: "building the Kubernetes client".into(),
+        source: Box::new(e),
+    })
+}
+
+pub async fn kubeconfig_from_file(path: &Path) -> Result<kube::Config, ClusterError> {
+    let err = |message: String| ClusterError::Kubeconfig {
+        path: path.display().to_string(),
+        message,
+    };
+    let kc = kube::config::Kubeconfig::read_from(path).map_err(|e| err(e.to_string()))?;
+    kube::Config::from_custom_kubeconfig(kc, &kube::config::KubeConfigOptions::default())
+        .await
+        .map_err(|e| err(e.to_string()))
+}

@@ -1,1 +1,219 @@
-//! TODO
+//! The pure planner: a [`Snapshot`] of cluster and cloud plus the [`Config`] and `now`
+//! in, exactly one [`Action`] with its reasons out. No I/O, no clock, no randomness, so
+//! every decision can be replayed in a test or explained by `nodewright plan`.
+//!
+//! Steps run in priority order and the first that wants to act wins (see [`STEPS`]).
+
+mod capacity;
+mod model;
+mod steps;
+mod view;
+
+#[cfg(test)]
+mod tests;
+
+use std::fmt;
+use std::time::SystemTime;
+
+use serde::Serialize;
+
+use crate::config::Config;
+
+pub use model::{
+    normalize_image, NodeInfo, PodInfo, PodPhase, Snapshot, Taint, Toleration,
+};
+pub use view::ServerState;
+
+/// Identifies a VM across providers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ServerRef {
+    pub provider: String,
+    pub id: String,
+    pub name: String,
+    pub group: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PodRef {
+    pub namespace: String,
+    pub name: String,
+}
+
+impl fmt::Display for PodRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// The one thing a cycle does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+pub enum Action {
+    /// Nothing needs doing.
+    None,
+    /// A new node is Ready: let pods in.
+    RemoveStartupTaint { node: String },
+    /// VMs that failed to provision (or lost their node): delete them and any node they left.
+    DeleteServers {
+        servers: Vec<ServerRef>,
+        nodes: Vec<String>,
+    },
+    /// Create `count` VMs in `group`.
+    ScaleUp { group: String, count: u32 },
+    /// Mark a node unschedulable so it can be drained and replaced.
+    Cordon { node: String, reason: String },
+    /// Evict the remaining pods of a node nodewright cordoned.
+    Drain { node: String, pods: Vec<PodRef> },
+    /// Delete an empty cordoned node: the Node object first, then its VM.
+    DeleteNode { node: String, server: ServerRef },
+    /// Pull images onto a node with a short-lived pod.
+    PullImages { node: String, images: Vec<String> },
+    /// Remove image puller pods that finished or got stuck.
+    DeletePods { pods: Vec<PodRef> },
+}
+
+impl Action {
+    /// Stable short name for logs and metrics.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::None => "none",
+            Action::RemoveStartupTaint { .. } => "remove-startup-taint",
+            Action::DeleteServers { .. } => "delete-failed-servers",
+            Action::ScaleUp { .. } => "scale-up",
+            Action::Cordon { .. } => "cordon",
+            Action::Drain { .. } => "drain",
+            Action::DeleteNode { .. } => "delete-node",
+            Action::PullImages { .. } => "pull-images",
+            Action::DeletePods { .. } => "delete-pods",
+        }
+    }
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Action::None => write!(f, "nothing to do"),
+            Action::RemoveStartupTaint { node } => write!(f, "remove startup taint from {node}"),
+            Action::DeleteServers { servers, .. } => {
+                let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+                write!(f, "delete failed VMs {}", names.join(", "))
+            }
+            Action::ScaleUp { group, count } => write!(f, "add {count} node(s) to group {group}"),
+            Action::Cordon { node, .. } => write!(f, "cordon {node}"),
+            Action::Drain { node, pods } => write!(f, "evict {} pod(s) from {node}", pods.len()),
+            Action::DeleteNode { node, .. } => write!(f, "delete node {node} and its VM"),
+            Action::PullImages { node, images } => {
+                write!(f, "pull {} on {node}", images.join(", "))
+            }
+            Action::DeletePods { pods } => {
+                let names: Vec<String> = pods.iter().map(|p| p.to_string()).collect();
+                write!(f, "delete finished image puller pods {}", names.join(", "))
+            }
+        }
+    }
+}
+
+/// Why something was (or was not) done, as data for logs, events and tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub enum ReasonCode {
+    NodeReady,
+    ServerError,
+    ProvisionTimeout,
+    NodeWithoutServer,
+    GroupBelowMinSize,
+    UnschedulablePods,
+    FreeMemoryBelowTarget,
+    NodeFreeMemoryBelowMinimum,
+    GroupAtMaxSize,
+    NoGroupFits,
+    NodeTooOld,
+    ReplacementNeedsCapacity,
+    WaitingForProvisioning,
+    DrainInProgress,
+    DrainBlocked,
+    NodeEmpty,
+    ImageMissing,
+    PullerFinished,
+    CapacitySufficient,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reason {
+    pub code: ReasonCode,
+    pub message: String,
+}
+
+impl Reason {
+    pub fn new(code: ReasonCode, message: impl Into<String>) -> Self {
+        Reason {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}: {}", self.code, self.message)
+    }
+}
+
+/// The planner's answer: one action, why, and what else it noticed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Decision {
+    pub action: Action,
+    /// Why this action (empty only for `Action::None` when all is well).
+    pub reasons: Vec<Reason>,
+    /// Things noticed that did not lead to the action (limits hit, pods nothing can host).
+    pub notes: Vec<Reason>,
+}
+
+impl Decision {
+    pub fn has_reason(&self, code: ReasonCode) -> bool {
+        self.reasons.iter().chain(&self.notes).any(|r| r.code == code)
+    }
+}
+
+/// A planning step: returns the action it wants, or nothing and lets the next one try.
+type Step = fn(&view::View<'_>, &mut Vec<Reason>) -> Option<(Action, Vec<Reason>)>;
+
+/// Priority order: finish what is in flight, then capacity, then replacement and removal,
+/// then cache warming.
+pub const STEPS: &[(&str, Step)] = &[
+    ("finish-provisioning", steps::finish_provisioning),
+    ("clean-up-failed", steps::clean_up_failed),
+    ("scale-up", steps::scale_up),
+    ("drain", steps::drain),
+    ("replace-old", steps::replace_old),
+    ("remove-empty", steps::remove_empty),
+    ("warm-images", steps::warm_images),
+];
+
+/// Decides the one action for this cycle.
+pub fn plan(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Decision {
+    let view = view::View::new(snapshot, config, now);
+    let mut notes = Vec::new();
+    for (_, step) in STEPS {
+        if let Some((action, reasons)) = step(&view, &mut notes) {
+            return Decision {
+                action,
+                reasons,
+                notes,
+            };
+        }
+    }
+    let reasons = vec![Reason::new(
+        ReasonCode::CapacitySufficient,
+        format!(
+            "free memory {} meets target {}; nothing to replace, remove or warm",
+            capacity::fmt_bytes(view.free_total()),
+            bytesize::ByteSize(config.free_memory_target.as_u64()).display().iec()
+        ),
+    )];
+    Decision {
+        action: Action::None,
+        reasons,
+        notes,
+    }
+}

@@ -1,0 +1,194 @@
+//! [`ClusterApi`] over the real Kubernetes API with kube-rs.
+
+use async_trait::async_trait;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
+use kube::Client;
+use serde_json::json;
+
+use super::convert::{node_info, pod_info};
+use super::{ClusterApi, ClusterError, Eviction};
+use crate::plan::{NodeInfo, PodInfo, PodRef};
+use crate::{ANNOTATION_CORDONED, LABEL_IMAGE_PULLER};
+
+/// Large clusters are listed in pages of this size.
+const PAGE: u32 = 500;
+
+#[derive(Clone)]
+pub struct KubeCluster {
+    client: Client,
+}
+
+impl KubeCluster {
+    pub fn new(client: Client) -> Self {
+        KubeCluster { client }
+    }
+}
+
+fn api_err(call: impl Into<String>) -> impl FnOnce(kube::Error) -> ClusterError {
+    let call = call.into();
+    move |e| ClusterError::Api {
+        call,
+        source: Box::new(e),
+    }
+}
+
+fn status_code(e: &kube::Error) -> Option<u16> {
+    match e {
+        kube::Error::Api(s) => Some(s.code),
+        _ => None,
+    }
+}
+
+async fn list_all<K>(api: &Api<K>, what: &str) -> Result<Vec<K>, ClusterError>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut out = Vec::new();
+    let mut params = ListParams::default().limit(PAGE);
+    loop {
+        let page = api.list(&params).await.map_err(api_err(format!("list {what}")))?;
+        let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
+        out.extend(page.items);
+        match next {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(out),
+        }
+    }
+}
+
+#[async_trait]
+impl ClusterApi for KubeCluster {
+    async fn nodes(&self) -> Result<Vec<NodeInfo>, ClusterError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        Ok(list_all(&api, "nodes").await?.iter().filter_map(node_info).collect())
+    }
+
+    async fn pods(&self) -> Result<Vec<PodInfo>, ClusterError> {
+        let api: Api<Pod> = Api::all(self.client.clone());
+        Ok(list_all(&api, "pods").await?.iter().filter_map(pod_info).collect())
+    }
+
+    async fn cordon(&self, node: &str, reason: &str) -> Result<(), ClusterError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let patch = json!({
+            "metadata": {"annotations": {ANNOTATION_CORDONED: reason}},
+            "spec": {"unschedulable": true}
+        });
+        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(api_err(format!("cordon node {node}")))?;
+        Ok(())
+    }
+
+    async fn remove_taint(&self, node: &str, key: &str) -> Result<(), ClusterError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let current = api
+            .get(node)
+            .await
+            .map_err(api_err(format!("get node {node}")))?;
+        let taints: Vec<_> = current
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.clone())
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|t| t.key != key)
+            .collect();
+        // The resourceVersion makes this a compare-and-swap: a concurrent change to the
+        // taints fails with 409 and is retried next cycle instead of being overwritten.
+        let patch = json!({
+            "metadata": {"resourceVersion": current.metadata.resource_version},
+            "spec": {"taints": taints}
+        });
+        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(api_err(format!("remove taint {key} from node {node}")))?;
+        Ok(())
+    }
+
+    async fn evict(&self, pod: &PodRef) -> Result<Eviction, ClusterError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        match api.evict(&pod.name, &EvictParams::default()).await {
+            Ok(_) => Ok(Eviction::Evicted),
+            Err(e) if status_code(&e) == Some(404) => Ok(Eviction::Gone),
+            Err(kube::Error::Api(s)) if s.code == 429 => Ok(Eviction::Blocked(s.message)),
+            Err(e) => Err(api_err(format!("evict pod {pod}"))(e)),
+        }
+    }
+
+    async fn delete_node(&self, node: &str) -> Result<(), ClusterError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        match api.delete(node, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(e) if status_code(&e) == Some(404) => Ok(()),
+            Err(e) => Err(api_err(format!("delete node {node}"))(e)),
+        }
+    }
+
+    async fn create_image_puller(
+        &self,
+        namespace: &str,
+        node: &str,
+        images: &[String],
+    ) -> Result<String, ClusterError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let pod: Pod = serde_json::from_value(puller_pod(node, images)).map_err(|e| {
+            ClusterError::Api {
+                call: "build image puller pod".into(),
+                source: Box::new(kube::Error::SerdeError(e)),
+            }
+        })?;
+        let created = api
+            .create(&PostParams::default(), &pod)
+            .await
+            .map_err(api_err(format!("create image puller on {node}")))?;
+        Ok(created.metadata.name.unwrap_or_default())
+    }
+
+    async fn delete_pod(&self, pod: &PodRef) -> Result<(), ClusterError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
+        match api.delete(&pod.name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(e) if status_code(&e) == Some(404) => Ok(()),
+            Err(e) => Err(api_err(format!("delete pod {pod}"))(e)),
+        }
+    }
+}
+
+/// A pod pinned to `node` with one container per image. Each container exits at once
+/// (or fails to start when the image has no shell); either way the image is now cached.
+fn puller_pod(node: &str, images: &[String]) -> serde_json::Value {
+    let containers: Vec<_> = images
+        .iter()
+        .enumerate()
+        .map(|(i, image)| {
+            json!({
+                "name": format!("pull-{i}"),
+                "image": image,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["/bin/sh", "-c", "true"],
+                "resources": {
+                    "requests": {"cpu": "1m", "memory": "4Mi"},
+                    "limits": {"cpu": "50m", "memory": "32Mi"}
+                }
+            })
+        })
+        .collect();
+    json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "generateName": "nodewright-image-puller-",
+            "labels": {LABEL_IMAGE_PULLER: "true", "app.kubernetes.io/managed-by": "nodewright"}
+        },
+        "spec": {
+            "nodeName": node,
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 0,
+            "automountServiceAccountToken": false,
+            "tolerations": [{"operator": "Exists"}],
+            "containers": containers
+        }
+    })
+}

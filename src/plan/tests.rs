@@ -1,0 +1,407 @@
+//! Planner tests: small `mk_*` builders, a fixed clock, no I/O.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use super::*;
+use crate::cloud::{Server, ServerStatus};
+use crate::{ANNOTATION_CORDONED, LABEL_CLUSTER, LABEL_GROUP, LABEL_IMAGE_PULLER, STARTUP_TAINT_KEY};
+
+const GI: u64 = 1 << 30;
+
+fn now() -> SystemTime {
+    UNIX_EPOCH + Duration::from_secs(1_900_000_000)
+}
+
+fn ago(secs: u64) -> SystemTime {
+    now() - Duration::from_secs(secs)
+}
+
+fn mk_config(extra: &str) -> Config {
+    let dir = std::env::temp_dir();
+    std::fs::write(dir.join("nodewright-plan-test.j2"), "#cloud-config\n").expect("temp dir is writable");
+    let target = if extra.contains("freeMemoryTarget") {
+        ""
+    } else {
+        "freeMemoryTarget: 2 GiB"
+    };
+    let text = format!(
+        r#"
+clusterName: dev
+{target}
+provisionTimeout: 10m
+oldNodeAgeLimit: 72h
+templatesDir: {dir}
+{extra}
+nodeGroups:
+- name: workers
+  provider: openstack
+  minSize: 0
+  maxSize: 5
+  nodeMemory: 8 GiB
+  openstack: {{flavor: m1.large, image: fcos}}
+  userData: {{template: nodewright-plan-test.j2}}
+"#,
+        dir = dir.display()
+    );
+    Config::parse(&text, Path::new("/")).expect("test config is valid")
+}
+
+fn mk_server(name: &str, created: SystemTime) -> Server {
+    Server {
+        id: format!("id-{name}"),
+        name: name.to_string(),
+        cluster: Some("dev".into()),
+        group: Some("workers".into()),
+        status: ServerStatus::Active,
+        created,
+        memory_bytes: Some(8 * GI),
+        provider: "openstack".into(),
+    }
+}
+
+fn mk_node(name: &str, created: SystemTime) -> NodeInfo {
+    let mut labels = BTreeMap::new();
+    labels.insert(LABEL_CLUSTER.to_string(), "dev".to_string());
+    labels.insert(LABEL_GROUP.to_string(), "workers".to_string());
+    NodeInfo {
+        name: name.to_string(),
+        labels,
+        annotations: BTreeMap::new(),
+        created,
+        unschedulable: false,
+        ready: true,
+        taints: vec![],
+        allocatable_memory: 8 * GI,
+        images: BTreeSet::new(),
+        deleting: false,
+    }
+}
+
+fn mk_pod(name: &str, node: Option<&str>, memory: u64) -> PodInfo {
+    PodInfo {
+        namespace: "default".into(),
+        name: name.into(),
+        node_name: node.map(str::to_string),
+        phase: if node.is_some() {
+            PodPhase::Running
+        } else {
+            PodPhase::Pending
+        },
+        memory_request: memory,
+        unschedulable: node.is_none(),
+        controller_kind: Some("ReplicaSet".into()),
+        mirror: false,
+        images: vec!["nginx:1.25".into()],
+        node_selector: BTreeMap::new(),
+        tolerations: vec![],
+        labels: BTreeMap::new(),
+        deleting: false,
+        created: ago(60),
+    }
+}
+
+/// One managed node `n1` (server and node), created `age` seconds ago.
+fn mk_member(s: &mut Snapshot, name: &str, age: u64) {
+    s.servers.push(mk_server(name, ago(age)));
+    let mut node = mk_node(name, ago(age - 30));
+    node.images.insert(normalize_image("nginx:1.25"));
+    s.nodes.push(node);
+}
+
+fn plan_it(s: &Snapshot, c: &Config) -> Decision {
+    plan(s, c, now())
+}
+
+#[test]
+fn empty_cluster_scales_up_to_meet_free_memory_target() {
+    let c = mk_config("");
+    let d = plan_it(&Snapshot::default(), &c);
+    assert_eq!(
+        d.action,
+        Action::ScaleUp {
+            group: "workers".into(),
+            count: 1
+        }
+    );
+    assert!(d.has_reason(ReasonCode::FreeMemoryBelowTarget), "{d:?}");
+}
+
+#[test]
+fn enough_free_memory_does_nothing() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    s.pods.push(mk_pod("p1", Some("dev-workers-a"), GI));
+    let d = plan_it(&s, &c);
+    assert_eq!(d.action, Action::None, "{d:?}");
+}
+
+#[test]
+fn memory_counted_by_requests_of_pods_and_pending_pods() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    s.pods.push(mk_pod("p1", Some("dev-workers-a"), 5 * GI));
+    // 3 GiB free minus 2 GiB pending that fits = 1 GiB < 2 GiB target.
+    s.pods.push(mk_pod("pending", None, 2 * GI));
+    let d = plan_it(&s, &c);
+    assert!(matches!(d.action, Action::ScaleUp { count: 1, .. }), "{d:?}");
+    assert!(d.has_reason(ReasonCode::FreeMemoryBelowTarget));
+}
+
+#[test]
+fn unschedulable_pods_get_enough_nodes_in_one_action() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    s.pods.push(mk_pod("big", Some("dev-workers-a"), 7 * GI));
+    for i in 0..4 {
+        s.pods.push(mk_pod(&format!("p{i}"), None, 5 * GI));
+    }
+    let d = plan_it(&s, &c);
+    assert_eq!(
+        d.action,
+        Action::ScaleUp {
+            group: "workers".into(),
+            count: 4
+        },
+        "{d:?}"
+    );
+    assert!(d.has_reason(ReasonCode::UnschedulablePods));
+}
+
+#[test]
+fn provisioning_vms_count_as_capacity() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    s.pods.push(mk_pod("pending", None, 3 * GI));
+    s.servers.push(mk_server("dev-workers-b", ago(20)));
+    let d = plan_it(&s, &c);
+    assert_eq!(d.action, Action::None, "{d:?}");
+}
+
+#[test]
+fn scale_up_respects_max_size() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    for i in 0..5 {
+        mk_member(&mut s, &format!("dev-workers-{i}"), 3600);
+        s.pods.push(mk_pod(&format!("full{i}"), Some(&format!("dev-workers-{i}")), 8 * GI));
+    }
+    s.pods.push(mk_pod("pending", None, GI));
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::ScaleUp { .. }), "{d:?}");
+    assert!(d.has_reason(ReasonCode::GroupAtMaxSize));
+}
+
+#[test]
+fn pod_no_group_can_host_is_noted_not_scaled_for() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = Snapshot::default();
+    let mut p = mk_pod("gpu", None, GI);
+    p.node_selector.insert("gpu".into(), "true".into());
+    s.pods.push(p);
+    let d = plan_it(&s, &c.clone());
+    assert_eq!(d.action, Action::None, "{d:?}");
+    assert!(d.has_reason(ReasonCode::NoGroupFits));
+}
+
+#[test]
+fn ready_node_with_startup_taint_is_untainted_first() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 60);
+    s.nodes[0].taints.push(Taint {
+        key: STARTUP_TAINT_KEY.into(),
+        value: Some("true".into()),
+        effect: "NoSchedule".into(),
+    });
+    s.pods.push(mk_pod("pending", None, 30 * GI));
+    let d = plan_it(&s, &c);
+    assert_eq!(
+        d.action,
+        Action::RemoveStartupTaint {
+            node: "dev-workers-a".into()
+        }
+    );
+}
+
+#[test]
+fn vm_that_never_joined_is_deleted_after_provision_timeout() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    s.servers.push(mk_server("dev-workers-stuck", ago(11 * 60)));
+    let d = plan_it(&s, &c);
+    match &d.action {
+        Action::DeleteServers { servers, nodes } => {
+            assert_eq!(servers.len(), 1);
+            assert_eq!(servers[0].name, "dev-workers-stuck");
+            assert!(nodes.is_empty());
+        }
+        other => panic!("expected DeleteServers, got {other:?}"),
+    }
+    assert!(d.has_reason(ReasonCode::ProvisionTimeout));
+}
+
+#[test]
+fn ownership_needs_both_node_label_and_cloud_tag() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = Snapshot::default();
+    // A cordoned, empty node labelled as ours but with no VM tagged ours: not touched.
+    let mut node = mk_node("dev-workers-x", ago(3600));
+    node.unschedulable = true;
+    s.nodes.push(node);
+    // A VM of another cluster with a matching cordoned node: not touched either.
+    let mut other = mk_server("dev-workers-y", ago(3600));
+    other.cluster = Some("prod".into());
+    s.servers.push(other);
+    let mut node = mk_node("dev-workers-y", ago(3600));
+    node.unschedulable = true;
+    s.nodes.push(node);
+    let d = plan_it(&s, &c);
+    assert_eq!(d.action, Action::None, "{d:?}");
+}
+
+#[test]
+fn empty_cordoned_managed_node_is_deleted() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    s.nodes[0].unschedulable = true;
+    let mut ds = mk_pod("ds", Some("dev-workers-a"), GI);
+    ds.controller_kind = Some("DaemonSet".into());
+    s.pods.push(ds);
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::DeleteNode { node, server } if node == "dev-workers-a" && server.id == "id-dev-workers-a"),
+        "{d:?}"
+    );
+}
+
+#[test]
+fn old_node_is_cordoned_when_the_rest_can_hold_its_pods() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-old", 80 * 3600);
+    mk_member(&mut s, "dev-workers-new", 3600);
+    mk_member(&mut s, "dev-workers-new2", 3600);
+    s.pods.push(mk_pod("p", Some("dev-workers-old"), 2 * GI));
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::Cordon { node, .. } if node == "dev-workers-old"),
+        "{d:?}"
+    );
+    assert!(d.has_reason(ReasonCode::NodeTooOld));
+}
+
+#[test]
+fn old_node_triggers_scale_up_first_when_the_rest_cannot_hold_its_pods() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-old", 80 * 3600);
+    s.pods.push(mk_pod("p", Some("dev-workers-old"), 2 * GI));
+    let d = plan_it(&s, &c);
+    assert_eq!(
+        d.action,
+        Action::ScaleUp {
+            group: "workers".into(),
+            count: 1
+        },
+        "{d:?}"
+    );
+    assert!(d.has_reason(ReasonCode::ReplacementNeedsCapacity));
+    // Once that VM is provisioning, the planner waits instead of adding another.
+    s.servers.push(mk_server("dev-workers-b", ago(10)));
+    let d = plan_it(&s, &c);
+    assert_eq!(d.action, Action::None, "{d:?}");
+    assert!(d.has_reason(ReasonCode::WaitingForProvisioning));
+}
+
+#[test]
+fn cordoned_old_node_is_drained_but_bare_pods_block() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-old", 80 * 3600);
+    mk_member(&mut s, "dev-workers-new", 3600);
+    s.nodes[0].unschedulable = true;
+    s.nodes[0]
+        .annotations
+        .insert(ANNOTATION_CORDONED.into(), "replacing".into());
+    s.pods.push(mk_pod("p", Some("dev-workers-old"), GI));
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::Drain { node, pods } if node == "dev-workers-old" && pods.len() == 1),
+        "{d:?}"
+    );
+    s.pods[0].controller_kind = None;
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::Drain { .. }), "{d:?}");
+    assert!(d.has_reason(ReasonCode::DrainBlocked));
+}
+
+#[test]
+fn pod_without_owner_does_not_panic_anywhere() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    let mut p = mk_pod("bare", Some("dev-workers-a"), GI);
+    p.controller_kind = None;
+    p.images.clear();
+    s.pods.push(p);
+    let _ = plan_it(&s, &c);
+}
+
+#[test]
+fn missing_images_are_pulled_but_ignored_prefixes_are_not() {
+    let c = mk_config("imagePuller: {ignore: [docker.io/library/busybox]}");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    mk_member(&mut s, "dev-workers-b", 3600);
+    let mut p = mk_pod("p", Some("dev-workers-a"), GI);
+    p.images = vec!["redis:7".into(), "busybox:1.36".into()];
+    s.pods.push(p);
+    s.nodes[0].images.insert(normalize_image("redis:7"));
+    let d = plan_it(&s, &c);
+    assert_eq!(
+        d.action,
+        Action::PullImages {
+            node: "dev-workers-b".into(),
+            images: vec!["docker.io/library/redis:7".into()]
+        },
+        "{d:?}"
+    );
+}
+
+#[test]
+fn finished_image_pullers_are_cleaned_up() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    let mut p = mk_pod("puller", Some("dev-workers-a"), 0);
+    p.labels.insert(LABEL_IMAGE_PULLER.into(), "true".into());
+    p.phase = PodPhase::Succeeded;
+    s.pods.push(p);
+    let d = plan_it(&s, &c);
+    assert!(matches!(&d.action, Action::DeletePods { pods } if pods.len() == 1), "{d:?}");
+}
+
+#[test]
+fn below_min_size_scales_up_even_with_enough_memory() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut c = c;
+    c.node_groups[0].min_size = 2;
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    let d = plan_it(&s, &c);
+    assert_eq!(
+        d.action,
+        Action::ScaleUp {
+            group: "workers".into(),
+            count: 1
+        }
+    );
+    assert!(d.has_reason(ReasonCode::GroupBelowMinSize));
+}
