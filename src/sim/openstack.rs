@@ -462,16 +462,17 @@ fn unauthorized() -> Response {
         .into_response()
 }
 
-/// Checks `X-Auth-Token`; `Err` is the 401 response.
-fn authorize(shared: &Shared, headers: &HeaderMap) -> Result<(), Response> {
-    let token = headers
+/// Checks `X-Auth-Token`: `Some` is the 401 response to send.
+fn unauthorized_unless_token(shared: &Shared, headers: &HeaderMap) -> Option<Response> {
+    let valid = headers
         .get("x-auth-token")
         .and_then(|v| v.to_str().ok())
-        .ok_or_else(unauthorized)?;
-    let st = shared.lock();
-    match st.tokens.get(token) {
-        Some(exp) if *exp > SystemTime::now() => Ok(()),
-        _ => Err(unauthorized()),
+        .and_then(|token| shared.lock().tokens.get(token).copied())
+        .is_some_and(|exp| exp > SystemTime::now());
+    if valid {
+        None
+    } else {
+        Some(unauthorized())
     }
 }
 
@@ -626,7 +627,7 @@ fn flavor_json(shared: &Shared, f: &SimFlavor) -> Value {
 }
 
 async fn list_flavors(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Err(r) = authorize(&shared, &headers) {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
         return r;
     }
     let flavors: Vec<Value> = shared
@@ -643,7 +644,7 @@ async fn show_flavor(
     headers: HeaderMap,
     UrlPath(id): UrlPath<String>,
 ) -> Response {
-    if let Err(r) = authorize(&shared, &headers) {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
         return r;
     }
     match shared.opts.flavors.iter().find(|f| f.id == id) {
@@ -727,7 +728,7 @@ async fn list_servers(
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Err(r) = authorize(&shared, &headers) {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
         return r;
     }
     let mv = microversion(&headers);
@@ -778,7 +779,7 @@ async fn show_server(
     headers: HeaderMap,
     UrlPath(id): UrlPath<String>,
 ) -> Response {
-    if let Err(r) = authorize(&shared, &headers) {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
         return r;
     }
     let mv = microversion(&headers);
@@ -798,7 +799,7 @@ async fn create_server(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if let Err(r) = authorize(&shared, &headers) {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
         return r;
     }
     let bad = |m: &str| nova_error(StatusCode::BAD_REQUEST, "badRequest", m);
@@ -999,7 +1000,7 @@ async fn delete_server(
     headers: HeaderMap,
     UrlPath(id): UrlPath<String>,
 ) -> Response {
-    if let Err(r) = authorize(&shared, &headers) {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
         return r;
     }
     {
@@ -1052,7 +1053,7 @@ async fn list_images(
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Err(r) = authorize(&shared, &headers) {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
         return r;
     }
     let images: Vec<Value> = shared
@@ -1061,7 +1062,7 @@ async fn list_images(
         .iter()
         .filter(|i| q.get("name").is_none_or(|n| *n == i.name))
         .filter(|i| q.get("id").is_none_or(|n| *n == i.id))
-        .map(|i| image_json(i))
+        .map(image_json)
         .collect();
     Json(json!({ "images": images, "first": "/v2/images", "schema": "/v2/schemas/images" }))
         .into_response()
@@ -1072,7 +1073,7 @@ async fn show_image(
     headers: HeaderMap,
     UrlPath(id): UrlPath<String>,
 ) -> Response {
-    if let Err(r) = authorize(&shared, &headers) {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
         return r;
     }
     match shared.opts.images.iter().find(|i| i.id == id) {
@@ -1100,7 +1101,7 @@ async fn list_networks(
     headers: HeaderMap,
     Query(q): Query<HashMap<String, String>>,
 ) -> Response {
-    if let Err(r) = authorize(&shared, &headers) {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
         return r;
     }
     let networks: Vec<Value> = shared
@@ -1119,7 +1120,7 @@ async fn show_network(
     headers: HeaderMap,
     UrlPath(id): UrlPath<String>,
 ) -> Response {
-    if let Err(r) = authorize(&shared, &headers) {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
         return r;
     }
     match shared.opts.networks.iter().find(|n| n.id == id) {

@@ -157,9 +157,8 @@ enum Scalar {
 }
 
 /// The single place this module parses YAML.
-// TODO: switch to `crate::yaml::from_str` once that module is in place.
 fn parse_yaml<T: DeserializeOwned>(s: &str) -> Result<T, String> {
-    serde_yaml::from_str(s).map_err(|e| e.to_string())
+    crate::yaml::from_str(s).map_err(|e| e.to_string())
 }
 
 impl OpenStackCredentials {

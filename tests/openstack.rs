@@ -1,0 +1,704 @@
+//! OpenStack provider against the simulated OpenStack, over real loopback HTTP.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nodewright::cloud::openstack::{
+    AuthMethod, DomainRef, Interface, OpenStackCredentials, OpenStackProvider, OpenStackSettings,
+    ProjectScope, ProviderOptions,
+};
+use nodewright::cloud::{
+    CloudError, CloudProvider, CreateRequest, ServerStatus, CLUSTER_TAG, GROUP_TAG,
+};
+use nodewright::sim::openstack::{CreateFailure, SimOpenStack, SimOpenStackOptions};
+use nodewright::sim::{VmEvent, VmHook};
+
+const EXAMPLE: &str = r#"OS_AUTH_URL: "https://pouta.csc.fi:5001/v3"
+OS_IDENTITY_API_VERSION: 3
+OS_USERNAME: "user"
+OS_PASSWORD: "fairlys3cretpassw0rd?not"
+OS_USER_DOMAIN_NAME: "default"
+OS_TENANT_ID: "12345"
+OS_TENANT_NAME: "12345"
+OS_REGION: "nova"
+"#;
+
+fn settings(flavor: &str, image: &str, network: Option<&str>) -> OpenStackSettings {
+    OpenStackSettings {
+        flavor: flavor.into(),
+        image: image.into(),
+        network: network.map(str::to_string),
+        key_name: Some("ops".into()),
+        security_groups: vec!["k8s-nodes".into()],
+        availability_zone: None,
+    }
+}
+
+fn groups(s: OpenStackSettings) -> BTreeMap<String, OpenStackSettings> {
+    BTreeMap::from([("workers".to_string(), s)])
+}
+
+fn request(name: &str, cluster: &str, user_data: &str) -> CreateRequest {
+    CreateRequest {
+        name: name.into(),
+        cluster: cluster.into(),
+        group: "workers".into(),
+        user_data: user_data.into(),
+    }
+}
+
+struct Fixture {
+    sim: SimOpenStack,
+    provider: OpenStackProvider,
+    events: Arc<Mutex<Vec<VmEvent>>>,
+    _dir: tempfile::TempDir,
+}
+
+async fn fixture_with(
+    mut opts: SimOpenStackOptions,
+    app_credential: bool,
+    s: OpenStackSettings,
+) -> Fixture {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink = events.clone();
+    let hook: VmHook = Arc::new(move |e| sink.lock().unwrap().push(e));
+    opts.hook = Some(hook);
+    let sim = SimOpenStack::start(opts).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("openstack.yaml");
+    if app_credential {
+        sim.write_app_credentials_file(&path).unwrap();
+    } else {
+        sim.write_credentials_file(&path).unwrap();
+    }
+    let creds = OpenStackCredentials::from_file(&path).unwrap();
+    let provider = OpenStackProvider::with_options(
+        creds,
+        groups(s),
+        ProviderOptions {
+            connect_timeout: Duration::from_secs(2),
+            request_timeout: Duration::from_secs(10),
+            resolve_ttl: Duration::from_secs(60),
+        },
+    )
+    .unwrap();
+    Fixture {
+        sim,
+        provider,
+        events,
+        _dir: dir,
+    }
+}
+
+async fn fixture() -> Fixture {
+    fixture_with(
+        SimOpenStackOptions::default(),
+        false,
+        settings("m1.medium", "fedora-coreos", Some("private")),
+    )
+    .await
+}
+
+async fn wait_for_status(
+    f: &Fixture,
+    cluster: &str,
+    id: &str,
+    want: ServerStatus,
+) -> nodewright::cloud::Server {
+    for _ in 0..100 {
+        let servers = f.provider.list_servers(cluster).await.unwrap();
+        if let Some(s) = servers.iter().find(|s| s.id == id) {
+            if s.status == want {
+                return s.clone();
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("server {id} never reached {want:?}");
+}
+
+// ---------------------------------------------------------------------------
+// Credentials
+
+#[test]
+fn example_credentials_file_loads_unchanged() {
+    let c = OpenStackCredentials::from_yaml_str(EXAMPLE).unwrap();
+    assert_eq!(c.auth_url, "https://pouta.csc.fi:5001/v3");
+    assert_eq!(c.tokens_url(), "https://pouta.csc.fi:5001/v3/auth/tokens");
+    assert_eq!(c.region.as_deref(), Some("nova"));
+    assert_eq!(c.interface, Interface::Public);
+    assert!(!c.insecure);
+    assert_eq!(
+        c.auth,
+        AuthMethod::Password {
+            username: "user".into(),
+            password: "fairlys3cretpassw0rd?not".into(),
+            user_domain: DomainRef::Name("default".into()),
+            project: ProjectScope::Id("12345".into()),
+        }
+    );
+}
+
+#[test]
+fn credentials_debug_redacts_secrets() {
+    let c = OpenStackCredentials::from_yaml_str(EXAMPLE).unwrap();
+    let dbg = format!("{c:?}");
+    assert!(!dbg.contains("fairlys3cretpassw0rd"), "{dbg}");
+    assert!(dbg.contains("user"));
+    let app = OpenStackCredentials::from_yaml_str(
+        "OS_AUTH_URL: https://k:5000/v3\nOS_APPLICATION_CREDENTIAL_ID: abc\nOS_APPLICATION_CREDENTIAL_SECRET: topsecretvalue\n",
+    )
+    .unwrap();
+    let dbg = format!("{app:?} {:#?}", app.auth);
+    assert!(!dbg.contains("topsecretvalue"), "{dbg}");
+}
+
+#[test]
+fn credential_files_table() {
+    // (case, yaml, Ok(check) or Err(substrings the error must contain))
+    type Check = fn(&OpenStackCredentials) -> bool;
+    type Case = (&'static str, String, Result<Check, Vec<&'static str>>);
+    let cases: Vec<Case> = vec![
+        (
+            "numbers as values",
+            "OS_AUTH_URL: http://k:5000\nOS_IDENTITY_API_VERSION: '3'\nOS_USERNAME: 42\nOS_PASSWORD: 1234\nOS_USER_DOMAIN_ID: default\nOS_PROJECT_ID: 987\n".into(),
+            Ok(|c| {
+                c.tokens_url() == "http://k:5000/v3/auth/tokens"
+                    && matches!(&c.auth, AuthMethod::Password { username, password, project: ProjectScope::Id(p), user_domain: DomainRef::Id(d) }
+                        if username == "42" && password == "1234" && p == "987" && d == "default")
+            }),
+        ),
+        (
+            "project by name falls back to user domain",
+            "OS_AUTH_URL: https://k/v3\nOS_USERNAME: u\nOS_PASSWORD: p\nOS_USER_DOMAIN_NAME: Default\nOS_PROJECT_NAME: demo\nOS_REGION_NAME: RegionOne\nOS_INTERFACE: internal\n".into(),
+            Ok(|c| {
+                c.interface == Interface::Internal
+                    && c.region.as_deref() == Some("RegionOne")
+                    && matches!(&c.auth, AuthMethod::Password { project: ProjectScope::Name { name, domain: DomainRef::Name(d) }, .. } if name == "demo" && d == "Default")
+            }),
+        ),
+        (
+            "project domain id",
+            "OS_AUTH_URL: https://k/v3\nOS_USERNAME: u\nOS_PASSWORD: p\nOS_USER_DOMAIN_NAME: Default\nOS_TENANT_NAME: demo\nOS_PROJECT_DOMAIN_ID: d1\n".into(),
+            Ok(|c| matches!(&c.auth, AuthMethod::Password { project: ProjectScope::Name { domain: DomainRef::Id(d), .. }, .. } if d == "d1")),
+        ),
+        (
+            "application credential by id",
+            "OS_AUTH_TYPE: v3applicationcredential\nOS_AUTH_URL: https://k/v3\nOS_APPLICATION_CREDENTIAL_ID: abc\nOS_APPLICATION_CREDENTIAL_SECRET: s\n".into(),
+            Ok(|c| matches!(&c.auth, AuthMethod::ApplicationCredentialId { id, secret } if id == "abc" && secret == "s")),
+        ),
+        (
+            "application credential by name",
+            "OS_AUTH_URL: https://k/v3\nOS_APPLICATION_CREDENTIAL_NAME: app\nOS_APPLICATION_CREDENTIAL_SECRET: s\nOS_USERNAME: u\nOS_USER_DOMAIN_NAME: Default\n".into(),
+            Ok(|c| matches!(&c.auth, AuthMethod::ApplicationCredentialName { name, .. } if name == "app")),
+        ),
+        (
+            "unknown OS_ key is accepted",
+            format!("{EXAMPLE}OS_COMPUTE_API_VERSION: 2.79\nOS_PROJECT_DOMAIN_NAME: Default\n"),
+            Ok(|c| c.region.as_deref() == Some("nova")),
+        ),
+        (
+            "explicit OS_INSECURE",
+            format!("{EXAMPLE}OS_INSECURE: true\nOS_CACERT: /etc/ssl/ca.pem\n"),
+            Ok(|c| c.insecure && c.cacert.as_deref() == Some(std::path::Path::new("/etc/ssl/ca.pem"))),
+        ),
+        (
+            "missing OS_AUTH_URL",
+            EXAMPLE.lines().filter(|l| !l.starts_with("OS_AUTH_URL")).collect::<Vec<_>>().join("\n"),
+            Err(vec!["OS_AUTH_URL", "Keystone URL"]),
+        ),
+        (
+            "missing OS_PASSWORD",
+            EXAMPLE.lines().filter(|l| !l.starts_with("OS_PASSWORD")).collect::<Vec<_>>().join("\n"),
+            Err(vec!["OS_PASSWORD"]),
+        ),
+        (
+            "missing user domain",
+            EXAMPLE.lines().filter(|l| !l.starts_with("OS_USER_DOMAIN")).collect::<Vec<_>>().join("\n"),
+            Err(vec!["OS_USER_DOMAIN_NAME", "OS_USER_DOMAIN_ID"]),
+        ),
+        (
+            "missing project",
+            EXAMPLE.lines().filter(|l| !l.starts_with("OS_TENANT")).collect::<Vec<_>>().join("\n"),
+            Err(vec!["OS_PROJECT_ID", "OS_TENANT_NAME"]),
+        ),
+        (
+            "app credential without secret",
+            "OS_AUTH_URL: https://k/v3\nOS_APPLICATION_CREDENTIAL_ID: abc\n".into(),
+            Err(vec!["OS_APPLICATION_CREDENTIAL_SECRET"]),
+        ),
+        (
+            "non-OS key",
+            format!("{EXAMPLE}username: bob\n"),
+            Err(vec!["'username'", "OS_*"]),
+        ),
+        (
+            "identity v2",
+            EXAMPLE.replace("OS_IDENTITY_API_VERSION: 3", "OS_IDENTITY_API_VERSION: 2"),
+            Err(vec!["OS_IDENTITY_API_VERSION", "v3"]),
+        ),
+        (
+            "nested value",
+            format!("{EXAMPLE}OS_CACERT: [a, b]\n"),
+            Err(vec!["OS_CACERT", "string or a number"]),
+        ),
+        (
+            "bad insecure value",
+            format!("{EXAMPLE}OS_INSECURE: maybe\n"),
+            Err(vec!["OS_INSECURE"]),
+        ),
+        ("not a mapping", "- a\n- b\n".into(), Err(vec!["OS_*"])),
+        ("empty file", "".into(), Err(vec!["OS_AUTH_URL"])),
+    ];
+    for (case, yaml, want) in cases {
+        let got = OpenStackCredentials::from_yaml_str(&yaml);
+        match (got, want) {
+            (Ok(c), Ok(check)) => assert!(check(&c), "{case}: unexpected {c:?}"),
+            (Err(e), Err(parts)) => {
+                let msg = e.to_string();
+                for p in parts {
+                    assert!(msg.contains(p), "{case}: error '{msg}' lacks '{p}'");
+                }
+                assert!(
+                    !msg.contains("fairlys3cretpassw0rd"),
+                    "{case}: leaks password"
+                );
+            }
+            (Ok(c), Err(_)) => panic!("{case}: expected an error, got {c:?}"),
+            (Err(e), Ok(_)) => panic!("{case}: unexpected error {e}"),
+        }
+    }
+}
+
+#[test]
+fn credentials_from_missing_file_names_it() {
+    let err = OpenStackCredentials::from_file(std::path::Path::new("/nonexistent/os.yaml"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("/nonexistent/os.yaml"), "{err}");
+}
+
+// ---------------------------------------------------------------------------
+// Provider against the simulator
+
+#[tokio::test]
+async fn password_auth_create_list_boot_delete() {
+    let f = fixture().await;
+    f.provider.check().await.unwrap();
+    let user_data = "#cloud-config\nwrite_files:\n  - path: /etc/x\n    content: \"héllo ✓\"\n";
+    let created = f
+        .provider
+        .create_server(&request("c1-workers-abc", "c1", user_data))
+        .await
+        .unwrap();
+    assert_eq!(created.status, ServerStatus::Building);
+    assert_eq!(created.memory_bytes, Some(4096 * 1024 * 1024));
+    assert_eq!(created.cluster.as_deref(), Some("c1"));
+
+    let sims = f.sim.servers();
+    assert_eq!(sims.len(), 1);
+    let s = &sims[0];
+    assert_eq!(s.id, created.id);
+    assert_eq!(s.user_data.as_deref(), Some(user_data));
+    assert_eq!(s.metadata.get(CLUSTER_TAG).map(String::as_str), Some("c1"));
+    assert_eq!(
+        s.metadata.get(GROUP_TAG).map(String::as_str),
+        Some("workers")
+    );
+    assert_eq!(s.flavor_id, "3");
+    assert_eq!(s.image_id, f.sim.options().images[0].id);
+    assert_eq!(s.networks, vec![f.sim.options().networks[0].id.clone()]);
+    assert_eq!(s.key_name.as_deref(), Some("ops"));
+    assert_eq!(s.security_groups, vec!["k8s-nodes".to_string()]);
+
+    // BUILD first, then ACTIVE with the hook told.
+    let listed = f.provider.list_servers("c1").await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].status, ServerStatus::Building);
+    let active = wait_for_status(&f, "c1", &created.id, ServerStatus::Active).await;
+    assert_eq!(active.memory_bytes, Some(4096 * 1024 * 1024));
+    assert_eq!(active.group.as_deref(), Some("workers"));
+    assert_eq!(active.provider, "openstack");
+    let age = std::time::SystemTime::now()
+        .duration_since(active.created)
+        .unwrap_or_default();
+    assert!(age < Duration::from_secs(60), "created parsed: {age:?}");
+    {
+        let events = f.events.lock().unwrap();
+        match events.as_slice() {
+            [VmEvent::Booted {
+                name,
+                user_data: ud,
+                memory_bytes,
+                cpus,
+            }] => {
+                assert_eq!(name, "c1-workers-abc");
+                assert_eq!(ud, user_data);
+                assert_eq!(*memory_bytes, 4096 * 1024 * 1024);
+                assert_eq!(*cpus, 2);
+            }
+            other => panic!("unexpected events {other:?}"),
+        }
+    }
+
+    // Nova calls carry the microversion; image/network lookups go to Glance/Neutron.
+    let calls = f.sim.calls();
+    assert!(calls
+        .iter()
+        .filter(|c| c.path.starts_with("/compute/"))
+        .all(|c| c.microversion.as_deref() == Some("compute 2.79")));
+    assert!(calls
+        .iter()
+        .any(|c| c.path == "/image/v2/images" && c.query.as_deref() == Some("name=fedora-coreos")));
+    assert!(calls
+        .iter()
+        .any(|c| c.path == "/network/v2.0/networks" && c.query.as_deref() == Some("name=private")));
+
+    f.provider.delete_server(&created.id).await.unwrap();
+    assert!(f.sim.servers().is_empty());
+    assert!(f.provider.list_servers("c1").await.unwrap().is_empty());
+    assert!(matches!(
+        f.events.lock().unwrap().last(),
+        Some(VmEvent::Deleted { name }) if name == "c1-workers-abc"
+    ));
+    // Already gone is fine.
+    f.provider.delete_server(&created.id).await.unwrap();
+    f.provider
+        .delete_server("00000000-0000-0000-0000-000000000000")
+        .await
+        .unwrap();
+    // One token served everything.
+    assert_eq!(f.sim.tokens_issued(), 1);
+}
+
+#[tokio::test]
+async fn application_credential_auth() {
+    let f = fixture_with(
+        SimOpenStackOptions::default(),
+        true,
+        settings("m1.small", "ubuntu-24.04", None),
+    )
+    .await;
+    f.provider.check().await.unwrap();
+    let created = f
+        .provider
+        .create_server(&request("c1-a", "c1", "x"))
+        .await
+        .unwrap();
+    let sims = f.sim.servers();
+    assert_eq!(sims[0].id, created.id);
+    // No network configured: "networks": "none".
+    assert!(sims[0].networks.is_empty());
+    assert_eq!(created.memory_bytes, Some(2048 * 1024 * 1024));
+}
+
+#[tokio::test]
+async fn wrong_password_is_auth_error() {
+    let sim = SimOpenStack::start(SimOpenStackOptions::default())
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("os.yaml");
+    sim.write_credentials_file(&path).unwrap();
+    let text = std::fs::read_to_string(&path)
+        .unwrap()
+        .replace("sim-password", "wrong-password");
+    std::fs::write(&path, text).unwrap();
+    let creds = OpenStackCredentials::from_file(&path).unwrap();
+    let p = OpenStackProvider::new(creds, BTreeMap::new()).unwrap();
+    let err = p.list_servers("c1").await.unwrap_err();
+    assert!(matches!(err, CloudError::Auth { .. }), "{err:?}");
+    assert!(!err.to_string().contains("wrong-password"));
+    let err = p.check().await.unwrap_err();
+    assert!(matches!(err, CloudError::Auth { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn list_is_filtered_by_cluster_and_paginated() {
+    let f = fixture_with(
+        SimOpenStackOptions {
+            page_size: 2,
+            ..Default::default()
+        },
+        false,
+        settings("m1.small", "fedora-coreos", Some("private")),
+    )
+    .await;
+    for i in 0..3 {
+        f.provider
+            .create_server(&request(&format!("c1-w{i}"), "c1", "x"))
+            .await
+            .unwrap();
+    }
+    f.provider
+        .create_server(&request("c2-w0", "c2", "x"))
+        .await
+        .unwrap();
+    f.sim.insert_server("untagged", BTreeMap::new());
+    f.sim.insert_server(
+        "other",
+        BTreeMap::from([(CLUSTER_TAG.to_string(), "c3".to_string())]),
+    );
+    let mut names: Vec<String> = f
+        .provider
+        .list_servers("c1")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    names.sort();
+    assert_eq!(names, vec!["c1-w0", "c1-w1", "c1-w2"]);
+    let c2 = f.provider.list_servers("c2").await.unwrap();
+    assert_eq!(c2.len(), 1);
+    assert_eq!(c2[0].name, "c2-w0");
+    let pages = f
+        .sim
+        .calls()
+        .iter()
+        .filter(|c| {
+            c.path == "/compute/v2.1/servers/detail"
+                && c.query.as_deref().is_some_and(|q| q.contains("marker="))
+        })
+        .count();
+    assert!(pages >= 4, "pagination followed: {pages}");
+}
+
+#[tokio::test]
+async fn quota_and_server_errors_are_mapped() {
+    let f = fixture().await;
+    f.sim.fail_next_creates(1, CreateFailure::Quota);
+    let err = f
+        .provider
+        .create_server(&request("c1-q", "c1", "x"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CloudError::Quota { .. }), "{err:?}");
+    assert!(err.to_string().contains("Quota exceeded for instances"));
+
+    f.sim.fail_next_creates(1, CreateFailure::ServerError);
+    let err = f
+        .provider
+        .create_server(&request("c1-e", "c1", "x"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, CloudError::Api { status: 500, message, .. } if message.contains("Unexpected API Error")),
+        "{err:?}"
+    );
+
+    f.sim.fail_next_creates(1, CreateFailure::NoValidHost);
+    let s = f
+        .provider
+        .create_server(&request("c1-nvh", "c1", "x"))
+        .await
+        .unwrap();
+    wait_for_status(&f, "c1", &s.id, ServerStatus::Error).await;
+
+    f.sim.fail_next_deletes(1);
+    let err = f.provider.delete_server(&s.id).await.unwrap_err();
+    assert!(
+        matches!(err, CloudError::Api { status: 500, .. }),
+        "{err:?}"
+    );
+    f.provider.delete_server(&s.id).await.unwrap();
+}
+
+#[tokio::test]
+async fn real_quota_is_mapped() {
+    let f = fixture_with(
+        SimOpenStackOptions {
+            max_instances: Some(1),
+            ..Default::default()
+        },
+        false,
+        settings("m1.small", "fedora-coreos", None),
+    )
+    .await;
+    f.provider
+        .create_server(&request("c1-1", "c1", "x"))
+        .await
+        .unwrap();
+    let err = f
+        .provider
+        .create_server(&request("c1-2", "c1", "x"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, CloudError::Quota { .. }), "{err:?}");
+}
+
+#[tokio::test]
+async fn never_boot_stays_building() {
+    let f = fixture_with(
+        SimOpenStackOptions {
+            boot_delay: Duration::from_millis(20),
+            ..Default::default()
+        },
+        false,
+        settings("m1.small", "fedora-coreos", None),
+    )
+    .await;
+    f.sim.never_boot("c1-stuck");
+    let stuck = f
+        .provider
+        .create_server(&request("c1-stuck-1", "c1", "x"))
+        .await
+        .unwrap();
+    let ok = f
+        .provider
+        .create_server(&request("c1-ok-1", "c1", "x"))
+        .await
+        .unwrap();
+    wait_for_status(&f, "c1", &ok.id, ServerStatus::Active).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let listed = f.provider.list_servers("c1").await.unwrap();
+    let s = listed.iter().find(|s| s.id == stuck.id).unwrap();
+    assert_eq!(s.status, ServerStatus::Building);
+    assert_eq!(f.events.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn delete_shows_deleting_until_gone() {
+    let f = fixture_with(
+        SimOpenStackOptions {
+            boot_delay: Duration::from_millis(10),
+            delete_delay: Duration::from_millis(300),
+            ..Default::default()
+        },
+        false,
+        settings("m1.small", "fedora-coreos", None),
+    )
+    .await;
+    let s = f
+        .provider
+        .create_server(&request("c1-d", "c1", "x"))
+        .await
+        .unwrap();
+    wait_for_status(&f, "c1", &s.id, ServerStatus::Active).await;
+    f.provider.delete_server(&s.id).await.unwrap();
+    let listed = f.provider.list_servers("c1").await.unwrap();
+    assert_eq!(listed[0].status, ServerStatus::Deleting);
+    for _ in 0..100 {
+        if f.provider.list_servers("c1").await.unwrap().is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("server never went away");
+}
+
+#[tokio::test]
+async fn token_is_renewed_before_expiry_and_after_revocation() {
+    let f = fixture_with(
+        SimOpenStackOptions {
+            token_lifetime: Duration::from_secs(2),
+            ..Default::default()
+        },
+        false,
+        settings("m1.small", "fedora-coreos", None),
+    )
+    .await;
+    f.provider.list_servers("c1").await.unwrap();
+    f.provider.list_servers("c1").await.unwrap();
+    assert_eq!(f.sim.tokens_issued(), 1);
+    // Renewed once half the lifetime has passed, before Keystone would reject it.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    f.provider.list_servers("c1").await.unwrap();
+    assert_eq!(f.sim.tokens_issued(), 2);
+
+    // A revoked token gets 401: re-authenticate once and retry.
+    f.sim.set_token_lifetime(Duration::from_secs(3600));
+    f.sim.revoke_tokens();
+    f.provider.list_servers("c1").await.unwrap();
+    assert_eq!(f.sim.tokens_issued(), 3);
+    f.provider.list_servers("c1").await.unwrap();
+    assert_eq!(f.sim.tokens_issued(), 3);
+}
+
+#[tokio::test]
+async fn unknown_flavor_is_named() {
+    let f = fixture_with(
+        SimOpenStackOptions::default(),
+        false,
+        settings("m1.huge", "fedora-coreos", None),
+    )
+    .await;
+    let err = f
+        .provider
+        .create_server(&request("c1-x", "c1", "x"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, CloudError::NotFound { what, name, .. } if what == "flavor" && name == "m1.huge"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("m1.huge"));
+    assert!(f.sim.servers().is_empty());
+}
+
+#[tokio::test]
+async fn check_names_missing_image_and_network() {
+    let f = fixture_with(
+        SimOpenStackOptions::default(),
+        false,
+        settings("m1.small", "debian-13", Some("private")),
+    )
+    .await;
+    let err = f.provider.check().await.unwrap_err();
+    assert!(
+        matches!(&err, CloudError::NotFound { what, name, .. } if what == "image" && name == "debian-13"),
+        "{err:?}"
+    );
+
+    let f = fixture_with(
+        SimOpenStackOptions::default(),
+        false,
+        settings("2", "fedora-coreos", Some("public-net")),
+    )
+    .await;
+    let err = f.provider.check().await.unwrap_err();
+    assert!(err.to_string().contains("network 'public-net'"), "{err}");
+}
+
+#[tokio::test]
+async fn ids_resolve_as_well_as_names() {
+    let opts = SimOpenStackOptions::default();
+    let image_id = opts.images[1].id.clone();
+    let net_id = opts.networks[0].id.clone();
+    let f = fixture_with(opts, false, settings("4", &image_id, Some(&net_id))).await;
+    f.provider.check().await.unwrap();
+    let s = f
+        .provider
+        .create_server(&request("c1-ids", "c1", "x"))
+        .await
+        .unwrap();
+    assert_eq!(s.memory_bytes, Some(8192 * 1024 * 1024));
+    let sims = f.sim.servers();
+    assert_eq!(sims[0].image_id, image_id);
+    assert_eq!(sims[0].networks, vec![net_id]);
+    assert_eq!(sims[0].flavor_id, "4");
+}
+
+#[tokio::test]
+async fn unknown_group_and_unreachable_cloud() {
+    let f = fixture().await;
+    let mut req = request("c1-x", "c1", "x");
+    req.group = "gpu".into();
+    let err = f.provider.create_server(&req).await.unwrap_err();
+    assert!(err.to_string().contains("'gpu'"), "{err}");
+
+    // Nothing listens on this port any more.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let creds = OpenStackCredentials::from_yaml_str(&EXAMPLE.replace(
+        "https://pouta.csc.fi:5001/v3",
+        &format!("http://127.0.0.1:{port}/v3"),
+    ))
+    .unwrap();
+    let p = OpenStackProvider::new(creds, BTreeMap::new()).unwrap();
+    let err = p.list_servers("c1").await.unwrap_err();
+    assert!(matches!(err, CloudError::Transport { .. }), "{err:?}");
+}
