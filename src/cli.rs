@@ -1,1 +1,233 @@
-//! TODO
+//! Command line: raw arguments (clap) → validated config → one of the commands.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::act::render_user_data;
+use crate::cloud::build::build_clouds;
+use crate::cluster::{client_from_env, KubeCluster};
+use crate::config::{Config, ConfigError, ENV_CONFIG_FILE};
+use crate::reconcile::Reconciler;
+use crate::telemetry::{init_logging, LogFormat};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "nodewright",
+    version,
+    about = "Kubernetes node autoscaler for Proxmox VE, plain OpenStack and small clouds"
+)]
+pub struct Cli {
+    /// Path of autoscaler.yaml.
+    #[arg(long, global = true, env = ENV_CONFIG_FILE, default_value = "autoscaler.yaml")]
+    pub config: PathBuf,
+    /// Log output format.
+    #[arg(long, global = true, value_enum, default_value = "human")]
+    pub log_format: LogFormat,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the reconciliation loop.
+    Run {
+        /// Observe and decide, log what would be done, change nothing.
+        #[arg(long)]
+        dry_run: bool,
+        /// Run a single cycle and exit.
+        #[arg(long)]
+        once: bool,
+    },
+    /// Observe the live cluster and cloud once and print the action and its reasons.
+    Plan {
+        /// Print the decision as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate the config, render every template and verify cloud credentials.
+    Check {
+        /// Skip contacting the cloud (config and templates only).
+        #[arg(long)]
+        offline: bool,
+    },
+    /// Print the user data a new node of GROUP would get.
+    Render {
+        group: String,
+        /// Node name to render for (default: an example name).
+        #[arg(long)]
+        node_name: Option<String>,
+    },
+    /// Run the loop against an embedded simulated cluster and cloud.
+    Simulate(SimulateArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct SimulateArgs {
+    /// Keep the simulated cluster and cloud running without an autoscaler inside and
+    /// print how to reach them.
+    #[arg(long)]
+    pub serve: bool,
+    /// Directory for the generated kubeconfig, credentials and config (default: a temp dir).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+}
+
+/// Errors a command ends with; config errors exit with 2, everything else with 1.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Other(#[from] anyhow::Error),
+}
+
+impl CliError {
+    pub fn exit_code(&self) -> ExitCode {
+        match self {
+            CliError::Config(_) | CliError::Usage(_) => ExitCode::from(2),
+            CliError::Other(_) => ExitCode::from(1),
+        }
+    }
+}
+
+/// Runs the parsed command line.
+pub async fn run(cli: Cli) -> Result<(), CliError> {
+    init_logging(cli.log_format);
+    match cli.command {
+        Command::Simulate(args) => crate::sim::scenario::simulate(args)
+            .await
+            .map_err(CliError::Other),
+        Command::Check { offline } => check(&cli.config, offline).await,
+        Command::Render { group, node_name } => {
+            let config = Config::load(&cli.config)?;
+            let g = config.group(&group).ok_or_else(|| {
+                let names: Vec<&str> = config.node_groups.iter().map(|g| g.name.as_str()).collect();
+                CliError::Usage(format!(
+                    "no node group `{group}`; expected one of: {}",
+                    names.join(", ")
+                ))
+            })?;
+            let name = node_name
+                .unwrap_or_else(|| format!("{}-{}-example", config.cluster_name, g.name));
+            let rendered = render_user_data(&config, g, &name).map_err(anyhow::Error::from)?;
+            println!("{}", rendered.content);
+            Ok(())
+        }
+        Command::Plan { json } => {
+            let reconciler = reconciler(&cli.config, true).await?;
+            let (_, decision) = reconciler
+                .plan(SystemTime::now())
+                .await
+                .map_err(anyhow::Error::from)?;
+            if json {
+                let text = serde_json::to_string_pretty(&decision).map_err(anyhow::Error::from)?;
+                println!("{text}");
+            } else {
+                println!("action: {}", decision.action);
+                for r in &decision.reasons {
+                    println!("  because {r}");
+                }
+                for n in &decision.notes {
+                    println!("  note: {n}");
+                }
+            }
+            Ok(())
+        }
+        Command::Run { dry_run, once } => {
+            let reconciler = reconciler(&cli.config, dry_run).await?;
+            if once {
+                let report = reconciler
+                    .cycle(SystemTime::now())
+                    .await
+                    .map_err(anyhow::Error::from)?;
+                println!("{}", report.decision.action);
+                return Ok(());
+            }
+            tracing::info!(
+                cluster = %reconciler.config.cluster_name,
+                dry_run,
+                "nodewright starting"
+            );
+            reconciler.run(shutdown_signal()).await;
+            tracing::info!("nodewright stopped");
+            Ok(())
+        }
+    }
+}
+
+async fn reconciler(config_path: &std::path::Path, dry_run: bool) -> Result<Reconciler, CliError> {
+    let config = Config::load(config_path)?;
+    let clouds = build_clouds(&config).map_err(|e| CliError::Usage(e.to_string()))?;
+    let client = client_from_env().await.map_err(anyhow::Error::from)?;
+    Ok(Reconciler {
+        config: Arc::new(config),
+        cluster: Arc::new(KubeCluster::new(client)),
+        clouds,
+        dry_run,
+    })
+}
+
+async fn check(config_path: &std::path::Path, offline: bool) -> Result<(), CliError> {
+    let config = Config::load(config_path)?;
+    println!("config {}: ok", config_path.display());
+    let mut failures = Vec::new();
+    for g in &config.node_groups {
+        let name = format!("{}-{}-check0", config.cluster_name, g.name);
+        match render_user_data(&config, g, &name) {
+            Ok(r) => println!(
+                "group {}: template {} renders ({:?}, {} bytes)",
+                g.name,
+                g.user_data.template,
+                r.format,
+                r.content.len()
+            ),
+            Err(e) => failures.push(e.to_string()),
+        }
+    }
+    if !offline {
+        let clouds = build_clouds(&config).map_err(|e| CliError::Usage(e.to_string()))?;
+        for provider in clouds.distinct() {
+            match provider.verify().await {
+                Ok(()) => println!(
+                    "{}: credentials ok, referenced flavors, images and networks exist",
+                    provider.name()
+                ),
+                Err(e) => failures.push(e.to_string()),
+            }
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(CliError::Usage(failures.join("\n")))
+    }
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(_) => {
+                    let _ = ctrl_c.await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

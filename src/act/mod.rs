@@ -11,7 +11,7 @@ use crate::cluster::{ClusterApi, ClusterError, Eviction};
 use crate::config::{Config, NodeGroupConfig};
 use crate::plan::{Action, ServerRef};
 use crate::userdata::{self, RenderContext, UserDataError};
-use crate::{LABEL_CLUSTER, LABEL_GROUP, STARTUP_TAINT_KEY};
+use crate::STARTUP_TAINT_KEY;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ActError {
@@ -65,33 +65,20 @@ impl Clouds {
     }
 }
 
-/// The startup taint every new node registers with, in flag form.
-pub fn startup_taint() -> String {
-    format!("{STARTUP_TAINT_KEY}=true:NoSchedule")
-}
-
-/// The user-data context for one node of `group`.
-pub fn render_context(config: &Config, group: &NodeGroupConfig, node_name: &str) -> RenderContext {
-    let mut labels = group.labels.clone();
-    labels.insert(LABEL_CLUSTER.to_string(), config.cluster_name.clone());
-    labels.insert(LABEL_GROUP.to_string(), group.name.clone());
-    RenderContext {
-        cluster_name: config.cluster_name.clone(),
-        group: group.name.clone(),
-        node_name: node_name.to_string(),
-        labels,
-        taints: group.taints.iter().map(|t| t.to_flag()).collect(),
-        startup_taint: startup_taint(),
-    }
-}
-
 /// Renders the user data for a node of `group`.
 pub fn render_user_data(
     config: &Config,
     group: &NodeGroupConfig,
     node_name: &str,
 ) -> Result<userdata::RenderedUserData, ActError> {
-    let ctx = render_context(config, group, node_name);
+    let taints = group.taints.iter().map(|t| t.to_flag()).collect();
+    let ctx = RenderContext::new(
+        &config.cluster_name,
+        &group.name,
+        node_name,
+        &group.labels,
+        taints,
+    );
     userdata::render(&config.templates_dir, &group.user_data, &ctx).map_err(|source| {
         ActError::UserData {
             group: group.name.clone(),

@@ -1,6 +1,7 @@
 //! Cloud adapters. Each provider hides its API behind [`CloudProvider`], so the
 //! planner and the loop never see provider-specific shapes.
 
+pub mod build;
 pub mod openstack;
 
 use std::time::SystemTime;
@@ -98,5 +99,9 @@ pub trait CloudProvider: Send + Sync {
     /// tell before any VM exists; used to size scale-ups.
     async fn group_memory(&self, _group: &str) -> Result<Option<u64>, CloudError> {
         Ok(None)
+    }
+    /// Verifies credentials and that everything the groups refer to exists (`nodewright check`).
+    async fn verify(&self) -> Result<(), CloudError> {
+        Ok(())
     }
 }

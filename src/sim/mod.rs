@@ -3,6 +3,7 @@
 
 pub mod cluster;
 pub mod openstack;
+pub mod scenario;
 
 use std::sync::Arc;
 
