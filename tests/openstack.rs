@@ -702,3 +702,204 @@ async fn unknown_group_and_unreachable_cloud() {
     let err = p.list_servers("c1").await.unwrap_err();
     assert!(matches!(err, CloudError::Transport { .. }), "{err:?}");
 }
+
+// ---------------------------------------------------------------------------
+// TLS options
+
+/// A self-signed test CA generated for this test suite.
+const TEST_CA_PEM: &str = "-----BEGIN CERTIFICATE-----
+MIIBkTCCATegAwIBAgIUL21aBTATlAOHVhqY7hyi85L2AxYwCgYIKoZIzj0EAwIw
+HTEbMBkGA1UEAwwSbm9kZXdyaWdodC10ZXN0LWNhMCAXDTI2MTEyMjIxNDYyM1oY
+DzIxMjYxMDI5MjE0NjIzWjAdMRswGQYDVQQDDBJub2Rld3JpZ2h0LXRlc3QtY2Ew
+WTATBgcqhkjOPQIBBggqhkjOPQMBBwNCAATSX3HXqL9EXmHPinh37r9/oAlrwG8f
+8lr4mpXSf5gBff+4S2zwoO7TAQwAQmXOvGWzYcl1iXkBhqX5K6OmV3eXo1MwUTAd
+BgNVHQ4EFgQUVfknyFdwCrmM2RPTTpqcN9f0pDIwHwYDVR0jBBgwFoAUVfknyFdw
+CrmM2RPTTpqcN9f0pDIwDwYDVR0TAQH/BAUwAwEB/zAKBggqhkjOPQQDAgNIADBF
+AiEAz5zDaZRUCgQZZqwLJ9Q1rL2izw4AwmqAkLCEqaE5MdYCIEJsJvvIbjjvIRfk
+x56f4NvmeLnqwZjkxdcaQKxizM79
+-----END CERTIFICATE-----
+";
+
+#[tokio::test]
+async fn cacert_and_insecure_options() {
+    let dir = tempfile::tempdir().unwrap();
+    let ca = dir.path().join("ca.pem");
+    std::fs::write(&ca, TEST_CA_PEM).unwrap();
+    let with = |extra: String| {
+        let creds = OpenStackCredentials::from_yaml_str(&format!("{EXAMPLE}{extra}")).unwrap();
+        OpenStackProvider::new(creds, BTreeMap::new())
+    };
+    with(format!("OS_CACERT: {}\n", ca.display())).unwrap();
+    with("OS_INSECURE: true\n".into()).unwrap();
+
+    let not_pem = dir.path().join("not.pem");
+    std::fs::write(&not_pem, "hello").unwrap();
+    let err = with(format!("OS_CACERT: {}\n", not_pem.display())).unwrap_err();
+    assert!(err.to_string().contains("OS_CACERT"), "{err}");
+    let err = with("OS_CACERT: /nonexistent/ca.pem\n".into()).unwrap_err();
+    assert!(err.to_string().contains("/nonexistent/ca.pem"), "{err}");
+}
+
+// ---------------------------------------------------------------------------
+// The simulator's API shapes, with a plain HTTP client
+
+fn raw_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+async fn raw_token(sim: &SimOpenStack, http: &reqwest::Client) -> (String, serde_json::Value) {
+    let o = sim.options();
+    let resp = http
+        .post(format!("{}/auth/tokens", sim.auth_url()))
+        .json(&serde_json::json!({ "auth": {
+            "identity": { "methods": ["password"], "password": { "user": {
+                "name": o.username, "domain": { "name": o.domain }, "password": o.password } } },
+            "scope": { "project": { "name": o.project, "domain": { "id": "default" } } },
+        } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 201);
+    let token = resp.headers()["x-subject-token"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    (token, resp.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn simulator_matches_api_shapes() {
+    let sim = SimOpenStack::start(SimOpenStackOptions::default())
+        .await
+        .unwrap();
+    let http = raw_client();
+    let (token, body) = raw_token(&sim, &http).await;
+    let catalog = body["token"]["catalog"].as_array().unwrap();
+    for ty in ["compute", "image", "network"] {
+        let svc = catalog.iter().find(|s| s["type"] == ty).unwrap();
+        let ifaces: Vec<&str> = svc["endpoints"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| e["interface"].as_str().unwrap())
+            .collect();
+        assert_eq!(ifaces, ["public", "internal"], "{ty}");
+        assert_eq!(svc["endpoints"][0]["region_id"], "RegionOne");
+    }
+    assert!(body["token"]["expires_at"].as_str().unwrap().ends_with('Z'));
+    let compute = catalog.iter().find(|s| s["type"] == "compute").unwrap()["endpoints"][0]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+
+    // No or bad token: 401.
+    let r = http
+        .get(format!("{compute}/servers/detail"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+    let r = http
+        .get(format!("{compute}/servers/detail"))
+        .header("X-Auth-Token", "bogus")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 401);
+
+    // Invalid base64 user data: 400 badRequest.
+    let o = sim.options();
+    let r = http
+        .post(format!("{compute}/servers"))
+        .header("X-Auth-Token", &token)
+        .header("OpenStack-API-Version", "compute 2.79")
+        .json(&serde_json::json!({ "server": {
+            "name": "x", "flavorRef": "2", "imageRef": o.images[0].id, "networks": "none",
+            "user_data": "***not base64***" } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert_eq!(r.headers()["openstack-api-version"], "compute 2.79");
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert!(v["badRequest"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("base 64"));
+
+    // Unknown flavor, and missing networks at 2.37+.
+    let r = http
+        .post(format!("{compute}/servers"))
+        .header("X-Auth-Token", &token)
+        .header("OpenStack-API-Version", "compute 2.79")
+        .json(&serde_json::json!({ "server": {
+            "name": "x", "flavorRef": "m1.small", "imageRef": o.images[0].id, "networks": "none" } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    let r = http
+        .post(format!("{compute}/servers"))
+        .header("X-Auth-Token", &token)
+        .header("OpenStack-API-Version", "compute 2.79")
+        .json(&serde_json::json!({ "server": {
+            "name": "x", "flavorRef": "2", "imageRef": o.images[0].id } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+
+    // Unsupported microversion: 406.
+    let r = http
+        .get(format!("{compute}/flavors/detail"))
+        .header("X-Auth-Token", &token)
+        .header("OpenStack-API-Version", "compute 3.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 406);
+
+    // Create, then the embedded flavor only from 2.47 on.
+    let r = http
+        .post(format!("{compute}/servers"))
+        .header("X-Auth-Token", &token)
+        .header("OpenStack-API-Version", "compute 2.79")
+        .json(&serde_json::json!({ "server": {
+            "name": "x", "flavorRef": "2", "imageRef": o.images[0].id, "networks": "none" } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 202);
+    let v: serde_json::Value = r.json().await.unwrap();
+    let id = v["server"]["id"].as_str().unwrap().to_string();
+    let show = |mv: &'static str| {
+        http.get(format!("{compute}/servers/{id}"))
+            .header("X-Auth-Token", &token)
+            .header("X-OpenStack-Nova-API-Version", mv)
+            .send()
+    };
+    let new: serde_json::Value = show("2.79").await.unwrap().json().await.unwrap();
+    assert_eq!(new["server"]["flavor"]["ram"], 2048);
+    assert_eq!(new["server"]["status"], "BUILD");
+    let old: serde_json::Value = show("2.1").await.unwrap().json().await.unwrap();
+    assert_eq!(old["server"]["flavor"]["id"], "2");
+
+    // Delete: 204, then 404 itemNotFound.
+    for want in [204, 404] {
+        let r = http
+            .delete(format!("{compute}/servers/{id}"))
+            .header("X-Auth-Token", &token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), want);
+        if want == 404 {
+            let v: serde_json::Value = r.json().await.unwrap();
+            assert_eq!(v["itemNotFound"]["code"], 404);
+        }
+    }
+}

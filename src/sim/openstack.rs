@@ -419,11 +419,48 @@ fn router(shared: Arc<Shared>) -> Router {
         .with_state(shared)
 }
 
+/// Logs every request; for Nova also negotiates the microversion like the real API
+/// (406 outside 2.1..=2.96, the chosen version echoed in the response headers).
 async fn record_call(State(shared): State<Arc<Shared>>, req: Request, next: Next) -> Response {
     let call = call_of(&req);
+    let is_nova = call.path.starts_with("/compute/");
     shared.lock().calls.push(call);
-    next.run(req).await
+    if !is_nova {
+        return next.run(req).await;
+    }
+    let requested = req
+        .headers()
+        .get("openstack-api-version")
+        .or_else(|| req.headers().get("x-openstack-nova-api-version"))
+        .is_some();
+    let mv = microversion(req.headers());
+    if requested && !(MIN_MICROVERSION..=MAX_MICROVERSION).contains(&mv) {
+        return (
+            StatusCode::NOT_ACCEPTABLE,
+            Json(json!({ "computeFault": { "code": 406, "message": format!(
+                "Version {}.{} is not supported by the API. Minimum is {}.{} and maximum is {}.{}.",
+                mv.0, mv.1, MIN_MICROVERSION.0, MIN_MICROVERSION.1, MAX_MICROVERSION.0, MAX_MICROVERSION.1
+            ) } })),
+        )
+            .into_response();
+    }
+    let mut resp = next.run(req).await;
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&format!("compute {}.{}", mv.0, mv.1)) {
+        h.insert("OpenStack-API-Version", v);
+    }
+    if let Ok(v) = HeaderValue::from_str(&format!("{}.{}", mv.0, mv.1)) {
+        h.insert("X-OpenStack-Nova-API-Version", v);
+    }
+    h.insert(
+        "Vary",
+        HeaderValue::from_static("OpenStack-API-Version, X-OpenStack-Nova-API-Version"),
+    );
+    resp
 }
+
+const MIN_MICROVERSION: (u32, u32) = (2, 1);
+const MAX_MICROVERSION: (u32, u32) = (2, 96);
 
 fn call_of(req: &Request) -> SimCall {
     let header = |name: &str| {
@@ -487,11 +524,15 @@ fn microversion(headers: &HeaderMap) -> (u32, u32) {
                 .get("x-openstack-nova-api-version")
                 .and_then(|v| v.to_str().ok())
         });
-    raw.and_then(|v| {
-        let (a, b) = v.trim().split_once('.')?;
-        Some((a.parse().ok()?, b.parse().ok()?))
-    })
-    .unwrap_or((2, 1))
+    match raw.map(str::trim) {
+        None => MIN_MICROVERSION,
+        Some("latest") => MAX_MICROVERSION,
+        Some(v) => v
+            .split_once('.')
+            .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+            // Unparseable: outside the supported range, so rejected with 406.
+            .unwrap_or((0, 0)),
+    }
 }
 
 fn domain_matches(want: &str, given: &Value) -> bool {

@@ -198,6 +198,7 @@ impl OpenStackCredentials {
             if !KNOWN_KEYS.contains(&key.as_str()) {
                 tracing::warn!(key = %key, file = %source_name, "ignoring unknown OpenStack credentials key");
             }
+            let is_text = matches!(value, Scalar::Str(_));
             let text = match value {
                 Scalar::Bool(b) => b.to_string(),
                 Scalar::Int(i) => i.to_string(),
@@ -210,6 +211,10 @@ impl OpenStackCredentials {
                     )))
                 }
             };
+            if !is_text && !matches!(key.as_str(), "OS_IDENTITY_API_VERSION" | "OS_INSECURE") {
+                // YAML turned it into a number: leading zeros or exponents are lost.
+                tracing::warn!(key = %key, file = %source_name, "OpenStack credentials value is not a quoted string; if authentication fails, quote it");
+            }
             let text = text.trim().to_string();
             if !text.is_empty() {
                 values.insert(key, text);
