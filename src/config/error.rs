@@ -133,9 +133,15 @@ fn explain_serde_message(raw: &str) -> String {
     msg.to_string()
 }
 
+/// Drops serde_yaml's own `path: ` prefix and ` at line L column C` suffix; both are
+/// reported separately.
 fn strip_location(msg: &str) -> &str {
-    match msg.rfind(" at line ") {
+    let msg = match msg.rfind(" at line ") {
         Some(i) if msg[i..].contains(" column ") => &msg[..i],
+        _ => msg,
+    };
+    match msg.split_once(": ") {
+        Some((prefix, rest)) if !prefix.is_empty() && !prefix.contains(' ') => rest,
         _ => msg,
     }
 }
