@@ -1,9 +1,46 @@
 //! User data rendering: minijinja templates from `templates/`, with Butane translated
-//! to Ignition by nodewright itself.
+//! to Ignition by nodewright itself ([`butane`]).
+//!
+//! # Template context
+//!
+//! A template sees every entry of the group's `userData.variables` at the top level,
+//! plus these built-ins (a variable of the same name is an error):
+//!
+//! | name            | type                | content                                                   |
+//! |-----------------|---------------------|-----------------------------------------------------------|
+//! | `cluster_name`  | string              | the cluster's name                                        |
+//! | `group`         | string              | the node group's name                                     |
+//! | `node_name`     | string              | the new node's (and VM's) name; use it as hostname        |
+//! | `labels`        | map string → string | group labels plus `nodewright.io/cluster`, `nodewright.io/group` |
+//! | `taints`        | list of strings     | group taints as `key=value:Effect`                        |
+//! | `startup_taint` | string              | `nodewright.io/startup=true:NoSchedule`                   |
+//! | `all_taints`    | list of strings     | `taints` followed by `startup_taint`                      |
+//! | `k3s_node_args` | list of strings     | `--node-name=…`, one `--node-label=k=v` per label, one `--node-taint=…` per entry of `all_taints` |
+//!
+//! Undefined variables are errors (strict mode); guard optional ones with
+//! `{% if name is defined %}`. Blocks are trimmed (`trim_blocks`, `lstrip_blocks`) and a
+//! trailing newline is kept. Templates may `{% include %}` other files of the templates
+//! directory.
+//!
+//! # Output format
+//!
+//! When `userData.format` is absent it is inferred from the template's file name (see
+//! [`infer_format`]): a name containing `.butane` or `.bu` as one of its dot-separated
+//! parts (`k3s.butane.yaml.j2`, `node.bu`, `node.bu.j2`) is Butane; one containing `.sh`
+//! (`join.sh`, `join.sh.j2`) is a script; anything else is cloud-init.
+//!
+//! Rendered cloud-init that starts with `#cloud-config` is checked to be YAML, Butane is
+//! translated to Ignition 3.3.0 JSON, and a script must start with `#!`.
+
+pub mod butane;
 
 use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
+
+use crate::{LABEL_CLUSTER, LABEL_GROUP, STARTUP_TAINT_KEY};
 
 /// How a group's user data is produced (the `userData` key of a node group).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -19,6 +56,13 @@ pub struct UserDataConfig {
     pub variables: BTreeMap<String, serde_json::Value>,
 }
 
+impl UserDataConfig {
+    /// The explicit format, or the one inferred from the template name.
+    pub fn effective_format(&self) -> UserDataFormat {
+        self.format.unwrap_or_else(|| infer_format(&self.template))
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum UserDataFormat {
@@ -28,4 +72,720 @@ pub enum UserDataFormat {
     Butane,
     /// A shell script (e.g. a join script run through a guest agent).
     Script,
+}
+
+impl fmt::Display for UserDataFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            UserDataFormat::CloudInit => "cloud-init",
+            UserDataFormat::Butane => "butane",
+            UserDataFormat::Script => "script",
+        })
+    }
+}
+
+/// Infers the output format from a template file name.
+///
+/// The file name (without directories) is split at dots; the first part is the stem and
+/// is ignored. If any later part is `butane` or `bu`, the format is Butane; else if any
+/// is `sh`, it is Script; otherwise CloudInit. So `k3s.butane.yaml.j2`, `fcos.bu` →
+/// Butane; `join.sh.j2` → Script; `k3s.cloud-init.yaml.j2`, `user-data` → CloudInit.
+pub fn infer_format(template: &str) -> UserDataFormat {
+    let file = template.rsplit('/').next().unwrap_or(template);
+    let parts: Vec<&str> = file.split('.').skip(1).collect();
+    if parts
+        .iter()
+        .any(|p| p.eq_ignore_ascii_case("butane") || p.eq_ignore_ascii_case("bu"))
+    {
+        UserDataFormat::Butane
+    } else if parts.iter().any(|p| p.eq_ignore_ascii_case("sh")) {
+        UserDataFormat::Script
+    } else {
+        UserDataFormat::CloudInit
+    }
+}
+
+/// What nodewright knows about the node being created.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderContext {
+    pub cluster_name: String,
+    pub group: String,
+    pub node_name: String,
+    /// Group labels plus [`LABEL_CLUSTER`] and [`LABEL_GROUP`].
+    pub labels: BTreeMap<String, String>,
+    /// Group taints, each `key=value:Effect` (or `key:Effect`).
+    pub taints: Vec<String>,
+    /// `nodewright.io/startup=true:NoSchedule`.
+    pub startup_taint: String,
+}
+
+/// The names a template gets from nodewright; `variables` may not reuse them.
+pub const BUILTIN_VARIABLES: &[&str] = &[
+    "cluster_name",
+    "group",
+    "node_name",
+    "labels",
+    "taints",
+    "startup_taint",
+    "all_taints",
+    "k3s_node_args",
+];
+
+/// The startup taint every new node registers with, `key=true:NoSchedule`.
+pub fn startup_taint() -> String {
+    format!("{STARTUP_TAINT_KEY}=true:NoSchedule")
+}
+
+impl RenderContext {
+    /// Builds the context for one node: adds nodewright's ownership labels (which win
+    /// over group labels of the same key) and the startup taint.
+    pub fn new(
+        cluster_name: impl Into<String>,
+        group: impl Into<String>,
+        node_name: impl Into<String>,
+        group_labels: &BTreeMap<String, String>,
+        group_taints: Vec<String>,
+    ) -> Self {
+        let cluster_name = cluster_name.into();
+        let group = group.into();
+        let mut labels = group_labels.clone();
+        labels.insert(LABEL_CLUSTER.to_string(), cluster_name.clone());
+        labels.insert(LABEL_GROUP.to_string(), group.clone());
+        RenderContext {
+            cluster_name,
+            group,
+            node_name: node_name.into(),
+            labels,
+            taints: group_taints,
+            startup_taint: startup_taint(),
+        }
+    }
+
+    /// Group taints followed by the startup taint.
+    pub fn all_taints(&self) -> Vec<String> {
+        let mut all = self.taints.clone();
+        all.push(self.startup_taint.clone());
+        all
+    }
+
+    /// `k3s agent` flags for this node: node name, labels, taints (incl. startup).
+    pub fn k3s_node_args(&self) -> Vec<String> {
+        let mut args = vec![format!("--node-name={}", self.node_name)];
+        args.extend(
+            self.labels
+                .iter()
+                .map(|(k, v)| format!("--node-label={k}={v}")),
+        );
+        args.extend(
+            self.all_taints()
+                .into_iter()
+                .map(|t| format!("--node-taint={t}")),
+        );
+        args
+    }
+
+    fn builtins(&self) -> BTreeMap<&'static str, serde_json::Value> {
+        use serde_json::Value;
+        let strings = |v: Vec<String>| Value::Array(v.into_iter().map(Value::String).collect());
+        BTreeMap::from([
+            ("cluster_name", Value::String(self.cluster_name.clone())),
+            ("group", Value::String(self.group.clone())),
+            ("node_name", Value::String(self.node_name.clone())),
+            (
+                "labels",
+                Value::Object(
+                    self.labels
+                        .iter()
+                        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                        .collect(),
+                ),
+            ),
+            ("taints", strings(self.taints.clone())),
+            ("startup_taint", Value::String(self.startup_taint.clone())),
+            ("all_taints", strings(self.all_taints())),
+            ("k3s_node_args", strings(self.k3s_node_args())),
+        ])
+    }
+}
+
+/// Rendered user data, ready to hand to the cloud.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RenderedUserData {
+    pub format: UserDataFormat,
+    /// cloud-init text, a script, or Ignition JSON (for Butane templates).
+    pub content: String,
+}
+
+/// Shows ` line N` when a line is known.
+struct AtLine(Option<usize>);
+
+impl fmt::Display for AtLine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(line) => write!(f, ", line {line}"),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Shows `\n  the line reads: …` when the offending text is known.
+struct Excerpt<'a>(&'a Option<String>);
+
+impl fmt::Display for Excerpt<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.0 {
+            Some(text) => write!(f, " (the line reads: `{}`)", text.trim()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// Why user data could not be rendered. Every variant names the template file; syntax,
+/// render and YAML errors also name the line.
+#[derive(Debug, thiserror::Error)]
+pub enum UserDataError {
+    #[error(
+        "user data template `{template}` not found in {}{}; \
+         check `userData.template` (it is relative to the templates directory)",
+        dir.display(),
+        available_hint(available)
+    )]
+    TemplateNotFound {
+        template: String,
+        dir: PathBuf,
+        available: Vec<String>,
+    },
+    #[error("cannot read templates directory {}: {source}", dir.display())]
+    Io {
+        dir: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "template `{template}`{}: syntax error: {detail}; fix the template (minijinja \
+         uses Jinja2 syntax: {{{{ expr }}}}, {{% if %}}…{{% endif %}}, {{# comment #}})",
+        AtLine(*line)
+    )]
+    Syntax {
+        template: String,
+        line: Option<usize>,
+        detail: String,
+    },
+    #[error(
+        "template `{template}`{}: undefined variable `{variable}`; add it to the group's \
+         `userData.variables`, or guard it with `{{% if {root} is defined %}}` if it is \
+         optional",
+        AtLine(*line),
+        root = variable.split(['.', '[']).next().unwrap_or(variable)
+    )]
+    UndefinedVariable {
+        template: String,
+        line: Option<usize>,
+        variable: String,
+    },
+    #[error("template `{template}`{}: render error: {detail}", AtLine(*line))]
+    Render {
+        template: String,
+        line: Option<usize>,
+        detail: String,
+    },
+    #[error(
+        "template `{template}`: `userData.variables.{name}` clashes with the built-in \
+         variable of that name; rename the variable (built-ins: {})",
+        BUILTIN_VARIABLES.join(", ")
+    )]
+    ReservedVariable { template: String, name: String },
+    #[error(
+        "template `{template}`: the rendered Butane is invalid{}: {source}{}; line numbers \
+         count lines of the rendered output, so look for the text quoted here in the \
+         template (often a value that needs `| tojson` quoting, or wrong indentation)",
+        AtLine(*line),
+        Excerpt(excerpt)
+    )]
+    Butane {
+        template: String,
+        /// Line of the rendered Butane document.
+        line: Option<usize>,
+        excerpt: Option<String>,
+        #[source]
+        source: butane::ButaneError,
+    },
+    #[error(
+        "template `{template}`: the rendered #cloud-config is not valid YAML{}: \
+         {message}{}; line numbers count lines of the rendered output (check indentation, \
+         and quote values with `| tojson`)",
+        AtLine(*line),
+        Excerpt(excerpt)
+    )]
+    CloudConfigYaml {
+        template: String,
+        line: Option<usize>,
+        excerpt: Option<String>,
+        message: String,
+    },
+    #[error(
+        "template `{template}`: a script must start with a `#!` line (e.g. `#!/bin/sh`); \
+         add one, or set `userData.format` if this is not a script"
+    )]
+    ScriptWithoutShebang { template: String },
+}
+
+impl UserDataError {
+    /// The template file the error is about.
+    pub fn template(&self) -> Option<&str> {
+        match self {
+            UserDataError::Io { .. } => None,
+            UserDataError::TemplateNotFound { template, .. }
+            | UserDataError::Syntax { template, .. }
+            | UserDataError::UndefinedVariable { template, .. }
+            | UserDataError::Render { template, .. }
+            | UserDataError::ReservedVariable { template, .. }
+            | UserDataError::Butane { template, .. }
+            | UserDataError::CloudConfigYaml { template, .. }
+            | UserDataError::ScriptWithoutShebang { template } => Some(template),
+        }
+    }
+
+    /// The line the error is about (in the template for syntax/render errors, in the
+    /// rendered output for YAML errors).
+    pub fn line(&self) -> Option<usize> {
+        match self {
+            UserDataError::Syntax { line, .. }
+            | UserDataError::UndefinedVariable { line, .. }
+            | UserDataError::Render { line, .. }
+            | UserDataError::Butane { line, .. }
+            | UserDataError::CloudConfigYaml { line, .. } => *line,
+            _ => None,
+        }
+    }
+}
+
+fn available_hint(available: &[String]) -> String {
+    if available.is_empty() {
+        String::new()
+    } else {
+        format!(" (available: {})", available.join(", "))
+    }
+}
+
+/// A YAML parse failure, independent of the YAML library.
+struct YamlError {
+    message: String,
+    /// 1-based.
+    line: Option<usize>,
+}
+
+/// The one place this module parses YAML.
+// TODO: switch to `crate::yaml::from_str` once src/yaml.rs provides it.
+fn parse_yaml<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, YamlError> {
+    serde_yaml::from_str(s).map_err(|e| YamlError {
+        message: e.to_string(),
+        line: e.location().map(|l| l.line()),
+    })
+}
+
+fn line_text(text: &str, line: Option<usize>) -> Option<String> {
+    let line = line?;
+    text.lines()
+        .nth(line.checked_sub(1)?)
+        .map(|l| l.chars().take(200).collect())
+}
+
+fn environment(templates_dir: &Path) -> minijinja::Environment<'static> {
+    let mut env = minijinja::Environment::new();
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
+    if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
+        .trim_blocks(true)
+        .lstrip_blocks(true)
+        .keep_trailing_newline(true)
+        .build()
+    {
+        env.set_syntax(syntax);
+    }
+    env.set_loader(minijinja::path_loader(templates_dir.to_path_buf()));
+    env
+}
+
+/// Lists the template files in `dir` (regular files, not starting with `.`), sorted.
+pub fn template_names(dir: &Path) -> Result<Vec<String>, UserDataError> {
+    let io = |source| UserDataError::Io {
+        dir: dir.to_path_buf(),
+        source,
+    };
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let entry = entry.map_err(io)?;
+        if !entry.file_type().map_err(io)?.is_file() {
+            continue;
+        }
+        if let Some(name) = entry.file_name().to_str() {
+            if !name.starts_with('.') {
+                names.push(name.to_string());
+            }
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+/// Parses every template in `dir` (without rendering it), for `nodewright check`.
+/// Returns the names checked, or every syntax error found.
+pub fn check_all(dir: &Path) -> Result<Vec<String>, Vec<UserDataError>> {
+    let names = template_names(dir).map_err(|e| vec![e])?;
+    let env = environment(dir);
+    let errors: Vec<UserDataError> = names
+        .iter()
+        .filter_map(|name| env.get_template(name).err().map(|e| map_error(name, e)))
+        .collect();
+    if errors.is_empty() {
+        Ok(names)
+    } else {
+        Err(errors)
+    }
+}
+
+/// Renders the user data for one node.
+pub fn render(
+    templates_dir: &Path,
+    cfg: &UserDataConfig,
+    ctx: &RenderContext,
+) -> Result<RenderedUserData, UserDataError> {
+    let name = cfg.template.as_str();
+    if let Some(clash) = cfg
+        .variables
+        .keys()
+        .find(|k| BUILTIN_VARIABLES.contains(&k.as_str()))
+    {
+        return Err(UserDataError::ReservedVariable {
+            template: name.to_string(),
+            name: clash.clone(),
+        });
+    }
+    let mut context: BTreeMap<String, serde_json::Value> = cfg.variables.clone();
+    context.extend(ctx.builtins().into_iter().map(|(k, v)| (k.to_string(), v)));
+
+    let env = environment(templates_dir);
+    let template = env.get_template(name).map_err(|e| {
+        if e.kind() == minijinja::ErrorKind::TemplateNotFound {
+            UserDataError::TemplateNotFound {
+                template: name.to_string(),
+                dir: templates_dir.to_path_buf(),
+                available: template_names(templates_dir).unwrap_or_default(),
+            }
+        } else {
+            map_error(name, e)
+        }
+    })?;
+    let text = template
+        .render(minijinja::Value::from(minijinja::value::Serde(&context)))
+        .map_err(|e| map_error(name, e))?;
+
+    let format = cfg.effective_format();
+    let content = match format {
+        UserDataFormat::Butane => {
+            butane::to_ignition_json(&text).map_err(|source| UserDataError::Butane {
+                template: name.to_string(),
+                line: source.line(),
+                excerpt: line_text(&text, source.line()),
+                source,
+            })?
+        }
+        UserDataFormat::CloudInit => {
+            if text.starts_with("#cloud-config") {
+                if let Err(e) = parse_yaml::<serde::de::IgnoredAny>(&text) {
+                    return Err(UserDataError::CloudConfigYaml {
+                        template: name.to_string(),
+                        excerpt: line_text(&text, e.line),
+                        line: e.line,
+                        message: e.message,
+                    });
+                }
+            }
+            text
+        }
+        UserDataFormat::Script => {
+            if !text.starts_with("#!") {
+                return Err(UserDataError::ScriptWithoutShebang {
+                    template: name.to_string(),
+                });
+            }
+            text
+        }
+    };
+    Ok(RenderedUserData { format, content })
+}
+
+/// Turns a minijinja error into ours, naming the template (the included one, if the
+/// error is inside an include) and the line.
+fn map_error(requested: &str, e: minijinja::Error) -> UserDataError {
+    // Errors inside included templates are chained; report the innermost one.
+    let mut inner: &minijinja::Error = &e;
+    while let Some(next) =
+        std::error::Error::source(inner).and_then(|s| s.downcast_ref::<minijinja::Error>())
+    {
+        inner = next;
+    }
+    let template = inner.name().unwrap_or(requested).to_string();
+    let line = inner.line();
+    let detail = inner
+        .detail()
+        .map(str::to_string)
+        .unwrap_or_else(|| inner.kind().to_string());
+    match inner.kind() {
+        minijinja::ErrorKind::SyntaxError | minijinja::ErrorKind::BadEscape => {
+            UserDataError::Syntax {
+                template,
+                line,
+                detail,
+            }
+        }
+        minijinja::ErrorKind::UndefinedError => {
+            let variable = inner
+                .template_source()
+                .zip(inner.range())
+                .and_then(|(src, range)| src.get(range))
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .unwrap_or_else(|| "(unknown)".to_string());
+            UserDataError::UndefinedVariable {
+                template,
+                line,
+                variable,
+            }
+        }
+        _ => UserDataError::Render {
+            template,
+            line,
+            detail,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, name: &str, text: &str) {
+        if let Err(e) = std::fs::write(dir.join(name), text) {
+            panic!("write {name}: {e}");
+        }
+    }
+
+    fn tmp() -> tempfile::TempDir {
+        match tempfile::tempdir() {
+            Ok(d) => d,
+            Err(e) => panic!("tempdir: {e}"),
+        }
+    }
+
+    fn ctx() -> RenderContext {
+        RenderContext::new(
+            "prod",
+            "workers",
+            "prod-workers-abc12",
+            &BTreeMap::from([("tier".to_string(), "batch".to_string())]),
+            vec!["dedicated=batch:NoSchedule".to_string()],
+        )
+    }
+
+    fn cfg(template: &str, vars: serde_json::Value) -> UserDataConfig {
+        UserDataConfig {
+            template: template.to_string(),
+            format: None,
+            variables: serde_json::from_value(vars).unwrap_or_default(),
+        }
+    }
+
+    #[test]
+    fn infers_format_from_file_name() {
+        use UserDataFormat::*;
+        for (name, want) in [
+            ("k3s-agent.butane.yaml.j2", Butane),
+            ("node.bu", Butane),
+            ("node.bu.j2", Butane),
+            ("dir/x.BU", Butane),
+            ("join.sh", Script),
+            ("join.sh.j2", Script),
+            ("k3s-agent.cloud-init.yaml.j2", CloudInit),
+            ("user-data", CloudInit),
+            ("bush.yaml", CloudInit),
+            ("butane", CloudInit),
+        ] {
+            assert_eq!(infer_format(name), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn context_has_ownership_labels_and_startup_taint() {
+        let c = ctx();
+        assert_eq!(
+            c.labels.get(LABEL_CLUSTER).map(String::as_str),
+            Some("prod")
+        );
+        assert_eq!(
+            c.labels.get(LABEL_GROUP).map(String::as_str),
+            Some("workers")
+        );
+        assert_eq!(c.startup_taint, "nodewright.io/startup=true:NoSchedule");
+        assert_eq!(
+            c.k3s_node_args(),
+            vec![
+                "--node-name=prod-workers-abc12",
+                "--node-label=nodewright.io/cluster=prod",
+                "--node-label=nodewright.io/group=workers",
+                "--node-label=tier=batch",
+                "--node-taint=dedicated=batch:NoSchedule",
+                "--node-taint=nodewright.io/startup=true:NoSchedule",
+            ]
+        );
+    }
+
+    #[test]
+    fn renders_variables_and_builtins() {
+        let dir = tmp();
+        write(
+            dir.path(),
+            "t.sh.j2",
+            "#!/bin/sh\n{% for a in k3s_node_args %}\n{{ a }}\n{% endfor %}\n{{ greeting }} {{ labels['tier'] }}\n",
+        );
+        let out = render(
+            dir.path(),
+            &cfg("t.sh.j2", serde_json::json!({"greeting": "hi"})),
+            &ctx(),
+        );
+        let out = out.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out.format, UserDataFormat::Script);
+        assert!(out.content.ends_with("hi batch\n"), "{}", out.content);
+        assert!(out
+            .content
+            .contains("--node-taint=nodewright.io/startup=true:NoSchedule\n"));
+    }
+
+    #[test]
+    fn undefined_variable_names_variable_template_and_line() {
+        let dir = tmp();
+        write(
+            dir.path(),
+            "u.yaml",
+            "#cloud-config\n\nhostname: {{ nmae }}\n",
+        );
+        let e = render(dir.path(), &cfg("u.yaml", serde_json::json!({})), &ctx());
+        match e {
+            Err(e @ UserDataError::UndefinedVariable { .. }) => {
+                let msg = e.to_string();
+                assert!(msg.contains("`u.yaml`, line 3"), "{msg}");
+                assert!(msg.contains("`nmae`"), "{msg}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        write(dir.path(), "a.yaml", "#cloud-config\n{{ foo.bar }}\n");
+        let e = render(dir.path(), &cfg("a.yaml", serde_json::json!({})), &ctx());
+        let msg = e.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(msg.contains("line 2") && msg.contains("foo"), "{msg}");
+        assert!(msg.contains("{% if foo is defined %}"), "{msg}");
+    }
+
+    #[test]
+    fn optional_variables_can_be_guarded() {
+        let dir = tmp();
+        write(
+            dir.path(),
+            "o.yaml",
+            "#cloud-config\n{% if v is defined %}\nv: {{ v }}\n{% endif %}\nw: {{ w | default('x') }}\n",
+        );
+        let out = render(dir.path(), &cfg("o.yaml", serde_json::json!({})), &ctx());
+        let out = out.unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(out.content, "#cloud-config\nw: x\n");
+    }
+
+    #[test]
+    fn errors_inside_includes_name_the_included_file() {
+        let dir = tmp();
+        write(
+            dir.path(),
+            "main.yaml",
+            "#cloud-config\n{% include 'part.j2' %}\n",
+        );
+        write(dir.path(), "part.j2", "a: 1\nb: {{ missing }}\n");
+        let e = render(dir.path(), &cfg("main.yaml", serde_json::json!({})), &ctx());
+        let msg = e.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(msg.contains("`part.j2`, line 2"), "{msg}");
+    }
+
+    #[test]
+    fn syntax_error_names_template_and_line() {
+        let dir = tmp();
+        write(
+            dir.path(),
+            "s.yaml",
+            "#cloud-config\na: 1\n{% if x %}\nb: 2\n",
+        );
+        let e = render(
+            dir.path(),
+            &cfg("s.yaml", serde_json::json!({"x": 1})),
+            &ctx(),
+        );
+        match e {
+            Err(e @ UserDataError::Syntax { .. }) => {
+                assert_eq!(e.template(), Some("s.yaml"));
+                assert!(e.line().is_some(), "{e}");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let errs = check_all(dir.path()).err().unwrap_or_default();
+        assert_eq!(errs.len(), 1);
+    }
+
+    #[test]
+    fn reserved_and_missing_templates() {
+        let dir = tmp();
+        write(dir.path(), "a.yaml", "#cloud-config\n");
+        let e = render(
+            dir.path(),
+            &cfg("a.yaml", serde_json::json!({"labels": {}})),
+            &ctx(),
+        );
+        assert!(matches!(e, Err(UserDataError::ReservedVariable { .. })));
+        let e = render(dir.path(), &cfg("b.yaml", serde_json::json!({})), &ctx());
+        let msg = e.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(
+            msg.contains("`b.yaml` not found") && msg.contains("a.yaml"),
+            "{msg}"
+        );
+        let e = render(
+            dir.path(),
+            &cfg("../etc/passwd", serde_json::json!({})),
+            &ctx(),
+        );
+        assert!(matches!(e, Err(UserDataError::TemplateNotFound { .. })));
+    }
+
+    #[test]
+    fn cloud_config_yaml_and_script_checks() {
+        let dir = tmp();
+        write(dir.path(), "bad.yaml", "#cloud-config\na: [1\nb: 2\n");
+        let e = render(dir.path(), &cfg("bad.yaml", serde_json::json!({})), &ctx());
+        assert!(
+            matches!(e, Err(UserDataError::CloudConfigYaml { .. })),
+            "{e:?}"
+        );
+        write(dir.path(), "x.sh", "echo hi\n");
+        let e = render(dir.path(), &cfg("x.sh", serde_json::json!({})), &ctx());
+        assert!(matches!(e, Err(UserDataError::ScriptWithoutShebang { .. })));
+    }
+
+    #[test]
+    fn butane_errors_name_template_and_rendered_line() {
+        let dir = tmp();
+        write(
+            dir.path(),
+            "n.bu",
+            "variant: fcos\nversion: 1.4.0\nstorage:\n  files:\n    - path: /x\n      mod: 0644\n",
+        );
+        let e = render(dir.path(), &cfg("n.bu", serde_json::json!({})), &ctx());
+        let msg = e.err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(msg.contains("`n.bu`") && msg.contains("line 6"), "{msg}");
+        assert!(msg.contains("mod: 0644"), "{msg}");
+    }
 }
