@@ -1,0 +1,245 @@
+//! The controllers a cluster runs for the workloads tests need: ReplicaSets keep their
+//! pod count (recreating evicted pods as new pending pods), DaemonSets keep one pod per
+//! node, the garbage collector removes pods whose owner is gone, and the disruption
+//! controller keeps PodDisruptionBudget status current.
+
+use std::collections::HashSet;
+
+use serde_json::{json, Value};
+
+use super::eviction;
+use super::meta;
+use super::objects;
+use super::resources::{ResourceDef, DAEMONSETS, NODES, PDBS, PODS, REPLICASETS};
+use super::selectors::LabelSelector;
+use super::store::Txn;
+use super::Inner;
+
+fn controller_uid(pod: &Value) -> Option<(&str, &str)> {
+    meta::path(pod, &["metadata", "ownerReferences"])?
+        .as_array()?
+        .iter()
+        .find(|o| o.get("controller").and_then(Value::as_bool) == Some(true))
+        .and_then(|o| Some((o.get("kind")?.as_str()?, o.get("uid")?.as_str()?)))
+}
+
+fn active(pod: &Value) -> bool {
+    !matches!(
+        meta::path_str(pod, &["status", "phase"]),
+        Some("Succeeded" | "Failed")
+    ) && meta::path(pod, &["metadata", "deletionTimestamp"]).is_none()
+}
+
+fn owned_pods(txn: &Txn<'_>, owner: &Value) -> Vec<Value> {
+    let uid = meta::uid(owner);
+    txn.list(&PODS, Some(meta::namespace(owner)))
+        .into_iter()
+        .filter(|p| controller_uid(p).is_some_and(|(_, u)| u == uid))
+        .cloned()
+        .collect()
+}
+
+/// A pod from a controller's template, owned by it.
+fn pod_from_template(
+    txn: &mut Txn<'_>,
+    owner: &Value,
+    res: &ResourceDef,
+    node: Option<&str>,
+) -> Value {
+    let name = format!("{}-{}", meta::name(owner), txn.new_suffix());
+    let template = meta::path(owner, &["spec", "template"])
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let mut pod = json!({
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": template.get("metadata").cloned().unwrap_or_else(|| json!({})),
+        "spec": template.get("spec").cloned().unwrap_or_else(|| json!({})),
+    });
+    let md = meta::obj_mut(&mut pod, "metadata");
+    md.insert("name".into(), json!(name));
+    md.insert(
+        "generateName".into(),
+        json!(format!("{}-", meta::name(owner))),
+    );
+    md.insert("namespace".into(), json!(meta::namespace(owner)));
+    md.insert(
+        "ownerReferences".into(),
+        json!([{"apiVersion": res.api_version(), "kind": res.kind, "name": meta::name(owner),
+                "uid": meta::uid(owner), "controller": true, "blockOwnerDeletion": true}]),
+    );
+    if let Some(node) = node {
+        pod["spec"]["nodeName"] = json!(node);
+        // DaemonSet pods run everywhere, whatever the taints.
+        let tolerations = meta::obj_mut(&mut pod, "spec")
+            .entry("tolerations")
+            .or_insert_with(|| json!([]));
+        if let Value::Array(ts) = tolerations {
+            if !ts.iter().any(|t| {
+                t.get("key").is_none()
+                    && t.get("operator").and_then(Value::as_str) == Some("Exists")
+            }) {
+                ts.push(json!({"operator": "Exists"}));
+            }
+        }
+    }
+    objects::default_pod(&mut pod);
+    pod
+}
+
+fn set_status(txn: &mut Txn<'_>, res: &'static ResourceDef, obj: &Value, status: Value) {
+    let mut status = status;
+    status["observedGeneration"] = obj["metadata"]["generation"].clone();
+    if obj.get("status") != Some(&status) {
+        let _ = txn.modify(res, meta::namespace(obj), meta::name(obj), |o| {
+            o["status"] = status
+        });
+    }
+}
+
+fn ready(pod: &Value) -> bool {
+    eviction::pod_healthy(pod)
+}
+
+fn replicasets(txn: &mut Txn<'_>) {
+    for rs in txn.list_owned(&REPLICASETS, None) {
+        let want = meta::path(&rs, &["spec", "replicas"])
+            .and_then(Value::as_i64)
+            .unwrap_or(1)
+            .max(0) as usize;
+        let selector = LabelSelector::from_object(meta::path(&rs, &["spec", "selector"]));
+        let mut pods: Vec<Value> = owned_pods(txn, &rs).into_iter().filter(active).collect();
+        if pods.len() < want {
+            for _ in pods.len()..want {
+                let pod = pod_from_template(txn, &rs, &REPLICASETS, None);
+                if let Ok(p) = txn.create(&PODS, pod) {
+                    pods.push(p);
+                }
+            }
+        } else if pods.len() > want {
+            // Scale down the least useful first: unscheduled, then pending, then newest.
+            pods.sort_by_key(|p| {
+                let unscheduled =
+                    meta::path_str(p, &["spec", "nodeName"]).is_none_or(str::is_empty);
+                let pending = meta::path_str(p, &["status", "phase"]) == Some("Pending");
+                let created = meta::path_str(p, &["metadata", "creationTimestamp"])
+                    .unwrap_or_default()
+                    .to_string();
+                (
+                    std::cmp::Reverse(unscheduled),
+                    std::cmp::Reverse(pending),
+                    std::cmp::Reverse(created),
+                )
+            });
+            for p in pods.drain(..pods.len() - want) {
+                let _ = txn.delete(&PODS, meta::namespace(&p), meta::name(&p));
+            }
+        }
+        let labeled = pods
+            .iter()
+            .filter(|p| {
+                selector
+                    .as_ref()
+                    .is_some_and(|s| s.matches(&meta::labels(p)))
+            })
+            .count();
+        let ready_count = pods.iter().filter(|p| ready(p)).count();
+        let status = json!({"replicas": pods.len(), "fullyLabeledReplicas": labeled,
+            "readyReplicas": ready_count, "availableReplicas": ready_count});
+        set_status(txn, &REPLICASETS, &rs, status);
+    }
+}
+
+fn daemonsets(txn: &mut Txn<'_>) {
+    let nodes: Vec<String> = txn
+        .list(&NODES, None)
+        .into_iter()
+        .filter(|n| meta::path(n, &["metadata", "deletionTimestamp"]).is_none())
+        .map(|n| meta::name(n).to_string())
+        .collect();
+    for ds in txn.list_owned(&DAEMONSETS, None) {
+        let pods: Vec<Value> = owned_pods(txn, &ds);
+        let mut covered = HashSet::new();
+        for p in &pods {
+            let node = meta::path_str(p, &["spec", "nodeName"]).unwrap_or_default();
+            if !active(p) || !covered.insert(node.to_string()) {
+                // A finished or duplicate daemon pod is replaced / removed.
+                let _ = txn.delete(&PODS, meta::namespace(p), meta::name(p));
+            }
+        }
+        for node in &nodes {
+            if !covered.contains(node) {
+                let pod = pod_from_template(txn, &ds, &DAEMONSETS, Some(node));
+                let _ = txn.create(&PODS, pod);
+            }
+        }
+        let pods = owned_pods(txn, &ds);
+        let ready_count = pods.iter().filter(|p| ready(p)).count();
+        let status = json!({"desiredNumberScheduled": nodes.len(), "currentNumberScheduled": pods.len(),
+            "updatedNumberScheduled": pods.len(), "numberMisscheduled": 0,
+            "numberReady": ready_count, "numberAvailable": ready_count,
+            "numberUnavailable": pods.len().saturating_sub(ready_count)});
+        set_status(txn, &DAEMONSETS, &ds, status);
+    }
+}
+
+/// Background-propagation garbage collection of pods whose controller is gone.
+fn garbage_collect(txn: &mut Txn<'_>) {
+    let owners: HashSet<String> = txn
+        .list(&REPLICASETS, None)
+        .into_iter()
+        .chain(txn.list(&DAEMONSETS, None))
+        .map(|o| meta::uid(o).to_string())
+        .collect();
+    for pod in txn.list_owned(&PODS, None) {
+        if let Some((kind, uid)) = controller_uid(&pod) {
+            if matches!(kind, "ReplicaSet" | "DaemonSet") && !owners.contains(uid) {
+                let _ = txn.delete(&PODS, meta::namespace(&pod), meta::name(&pod));
+            }
+        }
+    }
+}
+
+fn disruption_budgets(txn: &mut Txn<'_>) {
+    for pdb in txn.list_owned(&PDBS, None) {
+        let Some(Ok(b)) = eviction::evaluate(txn, &pdb) else {
+            continue;
+        };
+        let allowed = b.disruptions_allowed > 0;
+        let old_cond = meta::path(&pdb, &["status", "conditions"])
+            .and_then(Value::as_array)
+            .and_then(|c| c.first())
+            .cloned();
+        let since = old_cond
+            .filter(|c| {
+                c.get("status").and_then(Value::as_str)
+                    == Some(if allowed { "True" } else { "False" })
+            })
+            .and_then(|c| c.get("lastTransitionTime").cloned())
+            .unwrap_or_else(|| json!(meta::now_rfc3339()));
+        let status = json!({
+            "disruptionsAllowed": b.disruptions_allowed,
+            "currentHealthy": b.current_healthy,
+            "desiredHealthy": b.desired_healthy,
+            "expectedPods": b.expected,
+            "conditions": [{
+                "type": "DisruptionAllowed",
+                "status": if allowed { "True" } else { "False" },
+                "reason": if allowed { "SufficientPods" } else { "InsufficientPods" },
+                "message": "",
+                "observedGeneration": pdb["metadata"]["generation"],
+                "lastTransitionTime": since,
+            }],
+        });
+        set_status(txn, &PDBS, &pdb, status);
+    }
+}
+
+/// One round of every controller.
+pub fn pass(inner: &Inner) {
+    let mut txn = inner.store.lock();
+    garbage_collect(&mut txn);
+    replicasets(&mut txn);
+    daemonsets(&mut txn);
+    disruption_budgets(&mut txn);
+}

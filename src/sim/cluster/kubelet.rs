@@ -1,0 +1,356 @@
+//! The kubelets (and the pod garbage collector): registers nodes for booted VMs, flips
+//! them Ready, runs bound pods (pulling their images onto the node), completes
+//! run-to-completion pods, and reacts to VMs going away.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::time::Instant;
+
+use super::meta::{self, set_condition};
+use super::objects::{self, NodeBuild};
+use super::resources::{NODES, PODS};
+use super::store::Txn;
+use super::userdata;
+use super::Inner;
+use crate::sim::VmEvent;
+
+/// Annotation giving how long a run-to-completion pod runs (humantime, default 1s).
+pub const ANNOTATION_RUN_FOR: &str = "sim.nodewright.io/run-for";
+
+#[derive(Debug, Default)]
+pub struct KubeletState {
+    /// Nodes whose VM is gone: never Ready again, run nothing.
+    dead: HashSet<String>,
+    /// Bound pods by uid: when their (ready) node's kubelet first saw them.
+    seen: HashMap<String, Instant>,
+    /// Running run-to-completion pods by uid: when they started.
+    started: HashMap<String, Instant>,
+    next_ip: u32,
+}
+
+impl KubeletState {
+    pub fn next_address(&mut self, prefix: &str) -> String {
+        self.next_ip += 1;
+        format!("{prefix}.{}.{}", self.next_ip / 250, self.next_ip % 250 + 1)
+    }
+}
+
+pub fn lock(m: &Mutex<KubeletState>) -> MutexGuard<'_, KubeletState> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Handles a cloud's VM event (the `VmHook`).
+pub fn on_vm_event(inner: &Arc<Inner>, event: VmEvent) {
+    match event {
+        VmEvent::Booted {
+            name,
+            user_data,
+            memory_bytes,
+            cpus,
+        } => {
+            lock(&inner.kubelet).dead.remove(&name);
+            let weak = Arc::downgrade(inner);
+            let register_delay = inner.opts.node_register_delay;
+            inner.runtime.spawn(async move {
+                tokio::time::sleep(register_delay).await;
+                let Some(inner) = weak.upgrade().filter(|i| !i.is_shut_down()) else { return };
+                if lock(&inner.kubelet).dead.contains(&name) {
+                    return;
+                }
+                if let Err(e) = register(&inner, &name, &user_data, memory_bytes, cpus) {
+                    tracing::warn!(node = %name, error = %e, "simulated kubelet could not register");
+                    return;
+                }
+                let ready_delay = inner.opts.node_ready_delay;
+                drop(inner);
+                tokio::time::sleep(ready_delay).await;
+                let Some(inner) = weak.upgrade().filter(|i| !i.is_shut_down()) else { return };
+                if !lock(&inner.kubelet).dead.contains(&name) {
+                    let _ = set_ready(&mut inner.store.lock(), &name, true);
+                }
+            });
+        }
+        VmEvent::Deleted { name } => {
+            lock(&inner.kubelet).dead.insert(name.clone());
+            let mut txn = inner.store.lock();
+            let _ = txn.modify(&NODES, "", &name, |node| {
+                let conds: Vec<String> = meta::path(node, &["status", "conditions"])
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|c| c.get("type").and_then(Value::as_str).map(str::to_string))
+                    .collect();
+                for c in conds {
+                    set_condition(
+                        node,
+                        &c,
+                        "Unknown",
+                        "NodeStatusUnknown",
+                        "Kubelet stopped posting node status.",
+                    );
+                }
+            });
+            for pod in txn.list_owned(&PODS, None) {
+                if meta::path_str(&pod, &["spec", "nodeName"]) == Some(name.as_str()) {
+                    let _ = txn.modify(
+                        &PODS,
+                        meta::namespace(&pod),
+                        meta::name(&pod),
+                        mark_not_ready,
+                    );
+                }
+            }
+        }
+    }
+}
+
+fn register(
+    inner: &Inner,
+    name: &str,
+    user_data: &str,
+    memory: u64,
+    cpus: u32,
+) -> Result<(), super::ApiError> {
+    let reg = userdata::scan(user_data);
+    let mut txn = inner.store.lock();
+    if txn.get(&NODES, "", name).is_some() {
+        // Re-registration keeps the existing taints, as a real kubelet does.
+        txn.modify(&NODES, "", name, |node| {
+            let labels = meta::obj_mut(&mut node["metadata"], "labels");
+            for (k, v) in &reg.labels {
+                labels.insert(k.clone(), json!(v));
+            }
+            set_condition(
+                node,
+                "Ready",
+                "False",
+                "KubeletNotReady",
+                "container runtime status check may not have completed yet",
+            );
+        })?;
+        return Ok(());
+    }
+    let address = lock(&inner.kubelet).next_address("10.77");
+    let node = objects::node_object(NodeBuild {
+        name,
+        labels: reg.labels,
+        taints: reg.taints,
+        memory,
+        reserve: inner.opts.memory_reserve,
+        cpus,
+        unschedulable: false,
+        ready: false,
+        images: &inner.opts.base_images,
+        created: None,
+        kubelet_version: &inner.opts.server_version,
+        address,
+        provider_id: reg.provider_id,
+    });
+    txn.create(&NODES, node)?;
+    Ok(())
+}
+
+/// Sets a node's Ready condition as its kubelet would report it.
+pub fn set_ready(
+    txn: &mut Txn<'_>,
+    name: &str,
+    ready: bool,
+) -> Result<Option<Value>, super::ApiError> {
+    txn.modify(&NODES, "", name, |node| {
+        if ready {
+            set_condition(
+                node,
+                "Ready",
+                "True",
+                "KubeletReady",
+                "kubelet is posting ready status",
+            );
+        } else {
+            set_condition(
+                node,
+                "Ready",
+                "False",
+                "KubeletNotReady",
+                "container runtime is down",
+            );
+        }
+    })
+}
+
+fn mark_not_ready(pod: &mut Value) {
+    if meta::condition_status(pod, "Ready") == Some("False") {
+        return;
+    }
+    set_condition(pod, "Ready", "False", "", "");
+    set_condition(pod, "ContainersReady", "False", "", "");
+    if let Some(Value::Array(cs)) = pod
+        .get_mut("status")
+        .and_then(|s| s.get_mut("containerStatuses"))
+    {
+        for c in cs {
+            c["ready"] = json!(false);
+        }
+    }
+}
+
+fn images_of(pod: &Value) -> Vec<String> {
+    ["initContainers", "containers"]
+        .iter()
+        .flat_map(|f| {
+            meta::path(pod, &["spec", f])
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter_map(|c| c.get("image").and_then(Value::as_str).map(str::to_string))
+        .collect()
+}
+
+fn container_statuses(pod: &Value, state: Value, ready: bool) -> Vec<Value> {
+    meta::path(pod, &["spec", "containers"])
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let name = c.get("name").and_then(Value::as_str).unwrap_or_default();
+            let image = c.get("image").and_then(Value::as_str).unwrap_or_default();
+            json!({"name": name, "image": image, "imageID": format!("{image}@sha256:0"),
+                   "containerID": format!("containerd://{}", meta::uid(pod).replace('-', "")),
+                   "ready": ready, "started": ready, "restartCount": 0, "state": state})
+        })
+        .collect()
+}
+
+fn start_pod(pod: &mut Value, host_ip: &str, pod_ip: &str) {
+    let now = meta::now_rfc3339();
+    let status = meta::obj_mut(pod, "status");
+    status.insert("phase".into(), json!("Running"));
+    status.insert("hostIP".into(), json!(host_ip));
+    status.insert("hostIPs".into(), json!([{"ip": host_ip}]));
+    status.insert("podIP".into(), json!(pod_ip));
+    status.insert("podIPs".into(), json!([{"ip": pod_ip}]));
+    status.insert("startTime".into(), json!(now));
+    for c in [
+        "PodReadyToStartContainers",
+        "Initialized",
+        "Ready",
+        "ContainersReady",
+        "PodScheduled",
+    ] {
+        set_condition(pod, c, "True", "", "");
+    }
+    let cs = container_statuses(pod, json!({"running": {"startedAt": now}}), true);
+    pod["status"]["containerStatuses"] = json!(cs);
+}
+
+fn complete_pod(pod: &mut Value) {
+    let now = meta::now_rfc3339();
+    let started = meta::path_str(pod, &["status", "startTime"])
+        .unwrap_or(&now)
+        .to_string();
+    pod["status"]["phase"] = json!("Succeeded");
+    for c in ["Ready", "ContainersReady", "PodReadyToStartContainers"] {
+        set_condition(pod, c, "False", "PodCompleted", "");
+    }
+    let state = json!({"terminated": {"exitCode": 0, "reason": "Completed", "startedAt": started, "finishedAt": now}});
+    let cs = container_statuses(pod, state, false);
+    pod["status"]["containerStatuses"] = json!(cs);
+}
+
+fn run_for(pod: &Value) -> Duration {
+    meta::path_str(pod, &["metadata", "annotations", ANNOTATION_RUN_FOR])
+        .and_then(|s| humantime::parse_duration(s).ok())
+        .unwrap_or(Duration::from_secs(1))
+}
+
+/// One round of every kubelet plus the pod GC.
+pub fn pass(inner: &Inner) {
+    let mut k = lock(&inner.kubelet);
+    let mut txn = inner.store.lock();
+    let now = Instant::now();
+    let mut live = HashSet::new();
+    for pod in txn.list_owned(&PODS, None) {
+        let Some(node_name) = meta::path_str(&pod, &["spec", "nodeName"]).filter(|n| !n.is_empty())
+        else {
+            continue;
+        };
+        let (ns, name, uid) = (
+            meta::namespace(&pod),
+            meta::name(&pod),
+            meta::uid(&pod).to_string(),
+        );
+        let Some(node) = txn.get(&NODES, "", node_name).cloned() else {
+            // Orphaned by a deleted node: the pod GC removes it.
+            let _ = txn.delete(&PODS, ns, name);
+            continue;
+        };
+        live.insert(uid.clone());
+        let phase = meta::path_str(&pod, &["status", "phase"]).unwrap_or("Pending");
+        if matches!(phase, "Succeeded" | "Failed")
+            || meta::path(&pod, &["metadata", "deletionTimestamp"]).is_some()
+        {
+            continue;
+        }
+        if k.dead.contains(node_name) || meta::condition_status(&node, "Ready") != Some("True") {
+            continue;
+        }
+        match phase {
+            "Pending" => {
+                let first = *k.seen.entry(uid.clone()).or_insert(now);
+                if now.duration_since(first) < inner.opts.pod_start_delay {
+                    continue;
+                }
+                let host_ip = meta::path(&node, &["status", "addresses"])
+                    .and_then(Value::as_array)
+                    .and_then(|a| a.first())
+                    .and_then(|a| a.get("address"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("10.77.0.1")
+                    .to_string();
+                let pod_ip = k.next_address("10.88");
+                let _ = txn.modify(&PODS, ns, name, |p| start_pod(p, &host_ip, &pod_ip));
+                k.started.insert(uid, now);
+                let images = images_of(&pod);
+                let _ = txn.modify(&NODES, "", node_name, |n| {
+                    let status = meta::obj_mut(n, "status");
+                    let list = status.entry("images").or_insert_with(|| json!([]));
+                    if let Value::Array(list) = list {
+                        for image in &images {
+                            let known = list.iter().any(|e| {
+                                e.get("names")
+                                    .and_then(Value::as_array)
+                                    .is_some_and(|ns| ns.iter().any(|x| x == image))
+                            });
+                            if !known {
+                                list.push(objects::image_entry(image));
+                            }
+                        }
+                    }
+                });
+            }
+            "Running" => {
+                let policy = meta::path_str(&pod, &["spec", "restartPolicy"]).unwrap_or("Always");
+                if policy == "Always" {
+                    continue;
+                }
+                let started = *k.started.entry(uid).or_insert(now);
+                if now.duration_since(started) >= run_for(&pod) {
+                    let _ = txn.modify(&PODS, ns, name, complete_pod);
+                }
+            }
+            _ => {}
+        }
+    }
+    k.seen.retain(|uid, _| live.contains(uid));
+    k.started.retain(|uid, _| live.contains(uid));
+}
+
+impl KubeletState {
+    /// A node added in-process has a live kubelet even if a VM of that name died.
+    pub fn revive(&mut self, node: &str) {
+        self.dead.remove(node);
+    }
+}

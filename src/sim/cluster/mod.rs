@@ -1,0 +1,284 @@
+//! A simulated Kubernetes cluster: an in-process API server on 127.0.0.1 speaking the
+//! real wire format (JSON only), with a scheduler, kubelets driven by simulated VMs,
+//! and the few controllers e2e tests and `nodewright simulate` need.
+//!
+//! Lifetime: [`SimCluster`] is a cheap handle. The server and the background loops run
+//! until [`SimCluster::shutdown`] is called or the last handle is dropped, whichever
+//! comes first; open watches end then too.
+//!
+//! Layout: `server` (routes and verbs), `store` (objects, resourceVersion, watch
+//! history), `resources`/`discovery` (what is served), `patch`, `selectors`, `table`
+//! (kubectl's Table output), `eviction` (PDBs), `scheduler`, `kubelet` and `userdata`
+//! (node registration from VM user data), `controllers` (ReplicaSet, DaemonSet, GC,
+//! disruption), `control` (the in-process API for tests).
+
+mod control;
+mod controllers;
+mod discovery;
+mod eviction;
+mod kubelet;
+mod meta;
+mod objects;
+mod patch;
+mod resources;
+mod scheduler;
+mod selectors;
+mod server;
+mod status;
+mod store;
+mod table;
+mod userdata;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use tokio::sync::watch;
+
+pub use control::PdbBudget;
+pub use kubelet::ANNOTATION_RUN_FOR;
+pub use objects::{SimNodeSpec, SimPodTemplate};
+pub use server::ApiCall;
+pub use status::ApiError;
+
+use resources::NAMESPACES;
+use store::Store;
+
+/// Timings and identity of the simulated cluster.
+#[derive(Debug, Clone)]
+pub struct SimClusterOptions {
+    /// How often the scheduler looks at pending pods.
+    pub scheduler_interval: Duration,
+    /// How often kubelets and controllers run.
+    pub controller_interval: Duration,
+    /// From a VM's `Booted` event to its Node object appearing.
+    pub node_register_delay: Duration,
+    /// From registration to the Node's Ready condition turning True.
+    pub node_ready_delay: Duration,
+    /// From a pod being bound to a Ready node to it Running (image pull + start).
+    pub pod_start_delay: Duration,
+    /// Memory held back from allocatable on VM-booted nodes (bytes).
+    pub memory_reserve: u64,
+    /// Reported by `/version` and as kubeletVersion.
+    pub server_version: String,
+    /// `status.images` of every node at registration.
+    pub base_images: Vec<String>,
+    /// Changes kept for watches to resume from; older ones answer 410 Expired.
+    pub watch_history: usize,
+    /// Idle time between BOOKMARK events on watches that allow them.
+    pub bookmark_interval: Duration,
+    /// Bearer token written into kubeconfigs (any token is accepted).
+    pub token: String,
+}
+
+impl Default for SimClusterOptions {
+    fn default() -> Self {
+        SimClusterOptions {
+            scheduler_interval: Duration::from_millis(50),
+            controller_interval: Duration::from_millis(50),
+            node_register_delay: Duration::ZERO,
+            node_ready_delay: Duration::from_millis(200),
+            pod_start_delay: Duration::from_millis(100),
+            memory_reserve: 256 << 20,
+            server_version: "v1.35.0".into(),
+            base_images: Vec::new(),
+            watch_history: 10_000,
+            bookmark_interval: Duration::from_secs(5),
+            token: "nodewright-sim-token".into(),
+        }
+    }
+}
+
+/// Shared state behind every handle, the server and the background loops.
+pub(crate) struct Inner {
+    opts: SimClusterOptions,
+    store: Store,
+    calls: Mutex<Vec<ApiCall>>,
+    kubelet: Mutex<kubelet::KubeletState>,
+    shutdown: watch::Receiver<bool>,
+    addr: SocketAddr,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Inner {
+    fn record(&self, call: ApiCall) {
+        self.calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(call);
+    }
+
+    fn is_shut_down(&self) -> bool {
+        *self.shutdown.borrow()
+    }
+}
+
+/// Stops everything when the last [`SimCluster`] handle goes away.
+struct StopOnDrop(watch::Sender<bool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.send_replace(true);
+    }
+}
+
+/// Handle to a running simulated cluster. Clone freely.
+#[derive(Clone)]
+pub struct SimCluster {
+    inner: Arc<Inner>,
+    stop: Arc<StopOnDrop>,
+}
+
+impl std::fmt::Debug for SimCluster {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimCluster")
+            .field("url", &self.url())
+            .finish()
+    }
+}
+
+impl SimCluster {
+    /// Binds 127.0.0.1 on a free port and starts the server, scheduler, kubelets and
+    /// controllers on the current tokio runtime. Namespaces default, kube-system,
+    /// kube-public and kube-node-lease exist from the start.
+    pub async fn start(opts: SimClusterOptions) -> std::io::Result<SimCluster> {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+        let addr = listener.local_addr()?;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let inner = Arc::new(Inner {
+            store: Store::new(opts.watch_history),
+            opts,
+            calls: Mutex::new(Vec::new()),
+            kubelet: Mutex::new(kubelet::KubeletState::default()),
+            shutdown: stop_rx,
+            addr,
+            runtime: tokio::runtime::Handle::current(),
+        });
+        {
+            let mut txn = inner.store.lock();
+            for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+                let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns,
+                    "labels": {"kubernetes.io/metadata.name": ns}},
+                    "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
+                txn.create(&NAMESPACES, obj)
+                    .map_err(std::io::Error::other)?;
+            }
+        }
+        let app = server::router(inner.clone());
+        let mut stop = inner.shutdown.clone();
+        tokio::spawn(async move {
+            let signal = async move { stopped(&mut stop).await };
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(signal)
+                .await
+            {
+                tracing::warn!(error = %e, "simulated API server stopped");
+            }
+        });
+        spawn_loop(&inner, inner.opts.scheduler_interval, scheduler::pass);
+        spawn_loop(&inner, inner.opts.controller_interval, |i| {
+            controllers::pass(i);
+            kubelet::pass(i);
+        });
+        Ok(SimCluster {
+            inner,
+            stop: Arc::new(StopOnDrop(stop_tx)),
+        })
+    }
+
+    /// Stops the server (open watches end) and the background loops.
+    pub fn shutdown(&self) {
+        self.stop.0.send_replace(true);
+    }
+
+    /// `http://127.0.0.1:PORT`
+    pub fn url(&self) -> String {
+        format!("http://{}", self.inner.addr)
+    }
+
+    pub fn addr(&self) -> SocketAddr {
+        self.inner.addr
+    }
+
+    pub fn options(&self) -> &SimClusterOptions {
+        &self.inner.opts
+    }
+
+    /// A kubeconfig (cluster `nodewright-sim`, bearer-token user, current context set)
+    /// accepted by kube-rs and kubectl.
+    pub fn kubeconfig_yaml(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: nodewright-sim\n  cluster:\n    server: {url}\n\
+             users:\n- name: nodewright-sim\n  user:\n    token: {token}\n\
+             contexts:\n- name: nodewright-sim\n  context:\n    cluster: nodewright-sim\n    user: nodewright-sim\n    namespace: default\n\
+             current-context: nodewright-sim\npreferences: {{}}\n",
+            url = self.url(),
+            token = self.inner.opts.token,
+        )
+    }
+
+    pub fn write_kubeconfig(&self, path: &Path) -> std::io::Result<()> {
+        std::fs::write(path, self.kubeconfig_yaml())
+    }
+
+    /// A kube-rs client for this cluster, built from the generated kubeconfig.
+    pub async fn kube_client(&self) -> anyhow::Result<kube::Client> {
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml())?;
+        let config = kube::Config::from_custom_kubeconfig(
+            kubeconfig,
+            &kube::config::KubeConfigOptions::default(),
+        )
+        .await?;
+        Ok(kube::Client::try_from(config)?)
+    }
+
+    /// The hook a simulated cloud calls as its VMs boot and go away.
+    pub fn vm_hook(&self) -> crate::sim::VmHook {
+        let weak = Arc::downgrade(&self.inner);
+        Arc::new(move |event| {
+            if let Some(inner) = weak.upgrade().filter(|i| !i.is_shut_down()) {
+                kubelet::on_vm_event(&inner, event);
+            }
+        })
+    }
+
+    /// Every API request so far, in order.
+    pub fn calls(&self) -> Vec<ApiCall> {
+        self.inner
+            .calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub fn clear_calls(&self) {
+        self.inner
+            .calls
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+    }
+}
+
+/// Resolves once shutdown was requested (or every handle is gone).
+pub(crate) async fn stopped(rx: &mut watch::Receiver<bool>) {
+    let _ = rx.wait_for(|s| *s).await;
+}
+
+/// Runs `pass` every `every` until shutdown.
+fn spawn_loop(inner: &Arc<Inner>, every: Duration, pass: fn(&Inner)) {
+    let inner = inner.clone();
+    tokio::spawn(async move {
+        let mut stop = inner.shutdown.clone();
+        let mut tick = tokio::time::interval(every.max(Duration::from_millis(1)));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = stopped(&mut stop) => return,
+                _ = tick.tick() => pass(&inner),
+            }
+        }
+    });
+}

@@ -1,0 +1,230 @@
+//! The resource types the simulated API server serves, with what discovery reports
+//! about them and how their bodies are validated.
+
+use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet};
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod};
+use k8s_openapi::api::events::v1::Event as EventsV1Event;
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::Value;
+
+/// One served resource. `id` is the qualified resource name used in messages
+/// ("pods", "poddisruptionbudgets.policy") and as store key.
+#[derive(Debug)]
+pub struct ResourceDef {
+    pub id: &'static str,
+    pub group: &'static str,
+    pub version: &'static str,
+    pub plural: &'static str,
+    pub singular: &'static str,
+    pub kind: &'static str,
+    pub namespaced: bool,
+    pub short_names: &'static [&'static str],
+    pub categories: &'static [&'static str],
+    /// Serves `{name}/status`; writes to the main resource keep the stored status.
+    pub status_subresource: bool,
+    /// `metadata.generation` is bumped when `spec` changes.
+    pub has_generation: bool,
+    /// Decodes into the k8s-openapi type and back: validates and drops unknown fields.
+    pub normalize: fn(Value) -> Result<Value, String>,
+}
+
+impl ResourceDef {
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_string()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    pub fn list_kind(&self) -> String {
+        format!("{}List", self.kind)
+    }
+}
+
+fn roundtrip<T: Serialize + DeserializeOwned>(v: Value) -> Result<Value, String> {
+    let typed: T = serde_json::from_value(v).map_err(|e| e.to_string())?;
+    serde_json::to_value(typed).map_err(|e| e.to_string())
+}
+
+const NO_NAMES: &[&str] = &[];
+
+pub static NAMESPACES: ResourceDef = ResourceDef {
+    id: "namespaces",
+    group: "",
+    version: "v1",
+    plural: "namespaces",
+    singular: "namespace",
+    kind: "Namespace",
+    namespaced: false,
+    short_names: &["ns"],
+    categories: NO_NAMES,
+    status_subresource: true,
+    has_generation: false,
+    normalize: roundtrip::<Namespace>,
+};
+
+pub static NODES: ResourceDef = ResourceDef {
+    id: "nodes",
+    group: "",
+    version: "v1",
+    plural: "nodes",
+    singular: "node",
+    kind: "Node",
+    namespaced: false,
+    short_names: &["no"],
+    categories: NO_NAMES,
+    status_subresource: true,
+    has_generation: false,
+    normalize: roundtrip::<Node>,
+};
+
+pub static PODS: ResourceDef = ResourceDef {
+    id: "pods",
+    group: "",
+    version: "v1",
+    plural: "pods",
+    singular: "pod",
+    kind: "Pod",
+    namespaced: true,
+    short_names: &["po"],
+    categories: &["all"],
+    status_subresource: true,
+    has_generation: true,
+    normalize: roundtrip::<Pod>,
+};
+
+pub static CONFIGMAPS: ResourceDef = ResourceDef {
+    id: "configmaps",
+    group: "",
+    version: "v1",
+    plural: "configmaps",
+    singular: "configmap",
+    kind: "ConfigMap",
+    namespaced: true,
+    short_names: &["cm"],
+    categories: NO_NAMES,
+    status_subresource: false,
+    has_generation: false,
+    normalize: roundtrip::<ConfigMap>,
+};
+
+pub static EVENTS: ResourceDef = ResourceDef {
+    id: "events",
+    group: "",
+    version: "v1",
+    plural: "events",
+    singular: "event",
+    kind: "Event",
+    namespaced: true,
+    short_names: &["ev"],
+    categories: NO_NAMES,
+    status_subresource: false,
+    has_generation: false,
+    normalize: roundtrip::<Event>,
+};
+
+pub static EVENTS_V1: ResourceDef = ResourceDef {
+    id: "events.events.k8s.io",
+    group: "events.k8s.io",
+    version: "v1",
+    plural: "events",
+    singular: "event",
+    kind: "Event",
+    namespaced: true,
+    short_names: &["ev"],
+    categories: NO_NAMES,
+    status_subresource: false,
+    has_generation: false,
+    normalize: roundtrip::<EventsV1Event>,
+};
+
+pub static LEASES: ResourceDef = ResourceDef {
+    id: "leases.coordination.k8s.io",
+    group: "coordination.k8s.io",
+    version: "v1",
+    plural: "leases",
+    singular: "lease",
+    kind: "Lease",
+    namespaced: true,
+    short_names: NO_NAMES,
+    categories: NO_NAMES,
+    status_subresource: false,
+    has_generation: false,
+    normalize: roundtrip::<Lease>,
+};
+
+pub static PDBS: ResourceDef = ResourceDef {
+    id: "poddisruptionbudgets.policy",
+    group: "policy",
+    version: "v1",
+    plural: "poddisruptionbudgets",
+    singular: "poddisruptionbudget",
+    kind: "PodDisruptionBudget",
+    namespaced: true,
+    short_names: &["pdb"],
+    categories: NO_NAMES,
+    status_subresource: true,
+    has_generation: true,
+    normalize: roundtrip::<PodDisruptionBudget>,
+};
+
+pub static REPLICASETS: ResourceDef = ResourceDef {
+    id: "replicasets.apps",
+    group: "apps",
+    version: "v1",
+    plural: "replicasets",
+    singular: "replicaset",
+    kind: "ReplicaSet",
+    namespaced: true,
+    short_names: &["rs"],
+    categories: &["all"],
+    status_subresource: true,
+    has_generation: true,
+    normalize: roundtrip::<ReplicaSet>,
+};
+
+pub static DAEMONSETS: ResourceDef = ResourceDef {
+    id: "daemonsets.apps",
+    group: "apps",
+    version: "v1",
+    plural: "daemonsets",
+    singular: "daemonset",
+    kind: "DaemonSet",
+    namespaced: true,
+    short_names: &["ds"],
+    categories: &["all"],
+    status_subresource: true,
+    has_generation: true,
+    normalize: roundtrip::<DaemonSet>,
+};
+
+pub static ALL: [&ResourceDef; 10] = [
+    &NAMESPACES,
+    &NODES,
+    &PODS,
+    &CONFIGMAPS,
+    &EVENTS,
+    &EVENTS_V1,
+    &LEASES,
+    &PDBS,
+    &REPLICASETS,
+    &DAEMONSETS,
+];
+
+/// Served API groups (other than the core group) with their single version.
+pub const GROUPS: [(&str, &str); 4] = [
+    ("apps", "v1"),
+    ("policy", "v1"),
+    ("coordination.k8s.io", "v1"),
+    ("events.k8s.io", "v1"),
+];
+
+pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static ResourceDef> {
+    ALL.iter()
+        .copied()
+        .find(|r| r.group == group && r.version == version && r.plural == plural)
+}
