@@ -98,7 +98,12 @@ impl CliError {
 
 /// Runs the parsed command line.
 pub async fn run(cli: Cli) -> Result<(), CliError> {
-    init_logging(cli.log_format);
+    // The simulate timeline is the output; logs would only interleave with it.
+    let level = match cli.command {
+        Command::Simulate(_) => "warn",
+        _ => "info",
+    };
+    init_logging(cli.log_format, level);
     match cli.command {
         Command::Simulate(args) => crate::sim::scenario::simulate(args)
             .await

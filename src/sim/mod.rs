@@ -2,6 +2,7 @@
 //! the unmodified loop (and kubectl) can be exercised over real HTTP.
 
 pub mod cluster;
+pub mod env;
 pub mod openstack;
 pub mod scenario;
 

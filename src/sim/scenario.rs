@@ -1,7 +1,259 @@
-//! `nodewright simulate`: the real loop against the simulated cluster and cloud.
+//! `nodewright simulate`: the real loop, over loopback HTTP, against the simulated
+//! cluster and OpenStack, driven through a scripted scenario, printed as a timeline.
 
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+
+use super::cluster::{SimPodTemplate, ANNOTATION_RUN_FOR};
+use super::env::{SimEnv, SimTimings};
 use crate::cli::SimulateArgs;
+use crate::plan::Action;
 
-pub async fn simulate(_args: SimulateArgs) -> anyhow::Result<()> {
-    anyhow::bail!("simulate is not wired yet")
+const GI: u64 = 1 << 30;
+
+/// Short durations so the whole story fits in about two minutes.
+const DEMO_CONFIG: &str = r#"clusterName: demo
+freeMemoryTarget: 2 GiB
+minimumFreeNodeMemory: 1 GiB
+oldNodeAgeLimit: 50s
+provisionTimeout: 60s
+scanInterval: 1s
+imagePuller:
+  ignore: [docker.io/library/busybox]
+nodeGroups:
+  - name: workers
+    provider: openstack
+    minSize: 1
+    maxSize: 6
+    openstack: {flavor: m1.large, image: ubuntu-24.04, network: private}
+    userData:
+      template: k3s-agent.cloud-init.yaml.j2
+      variables:
+        k3s_url: https://192.0.2.10:6443
+        k3s_token: demo-join-token
+"#;
+
+enum Step {
+    Say(&'static str),
+    ReplicaSet {
+        name: &'static str,
+        replicas: i32,
+        memory: u64,
+        image: &'static str,
+    },
+    Jobs {
+        count: usize,
+        memory: u64,
+        run_for: &'static str,
+    },
+    Scale {
+        name: &'static str,
+        replicas: i32,
+    },
+}
+
+fn script() -> Vec<(u64, Step)> {
+    vec![
+        (0, Step::Say("an empty cluster: only the control plane; minSize is 1")),
+        (
+            6,
+            Step::ReplicaSet {
+                name: "web",
+                replicas: 8,
+                memory: 3 * GI / 2,
+                image: "nginx:1.25",
+            },
+        ),
+        (
+            14,
+            Step::Jobs {
+                count: 4,
+                memory: GI,
+                run_for: "20s",
+            },
+        ),
+        (
+            28,
+            Step::ReplicaSet {
+                name: "cache",
+                replicas: 2,
+                memory: GI,
+                image: "redis:7",
+            },
+        ),
+        (70, Step::Scale {
+            name: "web",
+            replicas: 3,
+        }),
+    ]
+}
+
+/// Runs the scenario (or, with `--serve`, just the simulated world).
+pub async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
+    let env = SimEnv::start(args.dir.clone(), SimTimings::default()).await?;
+    let (config_path, config) = env.write_config(DEMO_CONFIG)?;
+    if args.serve {
+        return serve(&env, &config_path).await;
+    }
+    println!("nodewright simulate: the real loop against a simulated cluster and OpenStack on 127.0.0.1");
+    println!(
+        "  cluster {}  cloud {}  files in {}",
+        env.cluster.url(),
+        env.cloud.auth_url(),
+        env.dir.display()
+    );
+    println!(
+        "  freeMemoryTarget 2 GiB, minimumFreeNodeMemory 1 GiB, oldNodeAgeLimit 50s, flavor m1.large (8 GiB)\n"
+    );
+    let scan = config.scan_interval;
+    let reconciler = env.reconciler(config).await?;
+    let start = Instant::now();
+    let mut pending = script();
+    pending.reverse();
+    let mut last_state = String::new();
+    let end = Duration::from_secs(120);
+    while start.elapsed() < end {
+        let t = start.elapsed();
+        while pending.last().is_some_and(|(at, _)| t.as_secs() >= *at) {
+            if let Some((_, step)) = pending.pop() {
+                run_step(&env, step, t)?;
+            }
+        }
+        match reconciler.cycle(SystemTime::now()).await {
+            Ok(report) if report.decision.action != Action::None => {
+                let d = &report.decision;
+                println!("{} {:<22} {}", stamp(t), d.action.kind(), d.action);
+                for r in &d.reasons {
+                    println!("{:>30} {}", "because", r.message);
+                }
+                for line in report.outcome.done.iter().chain(&report.outcome.deferred) {
+                    println!("{:>30} {line}", "->");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => println!("{} cycle failed (retried next cycle): {e}", stamp(t)),
+        }
+        let state = describe(&env);
+        if state != last_state {
+            println!("{} {:<22} {state}", stamp(start.elapsed()), "cluster");
+            last_state = state;
+        }
+        tokio::time::sleep(scan).await;
+    }
+    println!("\nend of scenario after {}s", end.as_secs());
+    println!("  {}", describe(&env));
+    println!("  VMs: {}", env.cloud.servers().len());
+    env.cluster.shutdown();
+    Ok(())
+}
+
+fn stamp(t: Duration) -> String {
+    format!("[{:>6.1}s]", t.as_secs_f64())
+}
+
+fn run_step(env: &SimEnv, step: Step, t: Duration) -> anyhow::Result<()> {
+    let c = &env.cluster;
+    let err = |e| anyhow::anyhow!("scenario step failed: {e:?}");
+    match step {
+        Step::Say(text) => println!("{} {:<22} {text}", stamp(t), "scenario"),
+        Step::ReplicaSet {
+            name,
+            replicas,
+            memory,
+            image,
+        } => {
+            c.add_replicaset("default", name, replicas, SimPodTemplate::new(image, memory))
+                .map_err(err)?;
+            println!(
+                "{} {:<22} {replicas} pods of {name} ({image}, {} GiB each) arrive",
+                stamp(t),
+                "scenario",
+                memory as f64 / GI as f64
+            );
+        }
+        Step::Jobs {
+            count,
+            memory,
+            run_for,
+        } => {
+            for i in 0..count {
+                let tpl = SimPodTemplate::new("busybox:1.36", memory)
+                    .restart_policy("Never")
+                    .annotation(ANNOTATION_RUN_FOR, run_for)
+                    .label("job", "batch");
+                c.add_pod("default", &format!("batch-{i}"), tpl).map_err(err)?;
+            }
+            println!(
+                "{} {:<22} {count} batch pods ({} GiB each) that finish after {run_for}",
+                stamp(t),
+                "scenario",
+                memory as f64 / GI as f64
+            );
+        }
+        Step::Scale { name, replicas } => {
+            c.scale_replicaset("default", name, replicas).map_err(err)?;
+            println!(
+                "{} {:<22} {name} scaled down to {replicas} pods",
+                stamp(t),
+                "scenario"
+            );
+        }
+    }
+    Ok(())
+}
+
+fn is_ready(n: &Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn phase(p: &Pod) -> &str {
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or("Pending")
+}
+
+/// One line: nodes by state, pods by phase.
+fn describe(env: &SimEnv) -> String {
+    let nodes = env.cluster.nodes();
+    let workers: Vec<&Node> = nodes
+        .iter()
+        .filter(|n| n.metadata.name.as_deref() != Some("control-plane"))
+        .collect();
+    let ready = workers.iter().filter(|n| is_ready(n)).count();
+    let cordoned = workers
+        .iter()
+        .filter(|n| n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false))
+        .count();
+    let pods = env.cluster.pods();
+    let count = |ph: &str| pods.iter().filter(|p| phase(p) == ph).count();
+    format!(
+        "{} worker node(s): {ready} ready, {cordoned} cordoned | pods: {} running, {} pending, {} succeeded",
+        workers.len(),
+        count("Running"),
+        count("Pending"),
+        count("Succeeded")
+    )
+}
+
+async fn serve(env: &SimEnv, config_path: &std::path::Path) -> anyhow::Result<()> {
+    println!("simulated cluster and OpenStack are running (no autoscaler inside); Ctrl-C stops them\n");
+    println!("  Kubernetes API  {}", env.cluster.url());
+    println!("  kubeconfig      {}", env.kubeconfig.display());
+    println!("  Keystone        {}", env.cloud.auth_url());
+    println!("  credentials     {}", env.credentials.display());
+    println!("  config          {}", config_path.display());
+    println!("\nto point kubectl and nodewright at them:\n");
+    for (k, v) in env.env_vars(config_path) {
+        println!("  export {k}={}", v.display());
+    }
+    println!("  kubectl --kubeconfig {} get nodes", env.kubeconfig.display());
+    println!("  nodewright run");
+    tokio::signal::ctrl_c().await?;
+    env.cluster.shutdown();
+    Ok(())
 }

@@ -8,9 +8,10 @@ pub enum LogFormat {
     Json,
 }
 
-/// Installs the global subscriber; `RUST_LOG` overrides the default `info` level.
-pub fn init_logging(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+/// Installs the global subscriber; `RUST_LOG` overrides `default_level`.
+pub fn init_logging(format: LogFormat, default_level: &str) {
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

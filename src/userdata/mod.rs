@@ -308,7 +308,7 @@ pub enum UserDataError {
         line: Option<usize>,
         excerpt: Option<String>,
         #[source]
-        source: butane::ButaneError,
+        source: Box<butane::ButaneError>,
     },
     #[error(
         "template `{template}`: the rendered #cloud-config is not valid YAML{}: \
@@ -403,8 +403,26 @@ fn environment(templates_dir: &Path) -> minijinja::Environment<'static> {
     {
         env.set_syntax(syntax);
     }
-    env.set_loader(minijinja::path_loader(templates_dir.to_path_buf()));
+    env.set_loader(minijinja::path_loader(templates_dir));
+    env.add_filter("tojson", strict_tojson);
     env
+}
+
+/// `tojson` that fails on undefined values: the built-in one renders them as `null`
+/// even in strict mode, which would silently turn a missing `k3s_token` into
+/// `token: null`.
+fn strict_tojson(
+    value: &minijinja::Value,
+    indent: Option<minijinja::Value>,
+    kwargs: minijinja::value::Kwargs,
+) -> Result<minijinja::Value, minijinja::Error> {
+    if value.is_undefined() {
+        return Err(minijinja::Error::new(
+            minijinja::ErrorKind::UndefinedError,
+            "undefined value passed to tojson",
+        ));
+    }
+    minijinja::filters::tojson(value, indent, kwargs)
 }
 
 /// Lists the template files in `dir` (regular files, not starting with `.`), sorted.
@@ -488,7 +506,7 @@ pub fn render(
                 template: name.to_string(),
                 line: source.line(),
                 excerpt: line_text(&text, source.line()),
-                source,
+                source: Box::new(source),
             })?
         }
         UserDataFormat::CloudInit => {
@@ -544,9 +562,7 @@ fn map_error(requested: &str, e: minijinja::Error) -> UserDataError {
             let variable = inner
                 .template_source()
                 .zip(inner.range())
-                .and_then(|(src, range)| src.get(range))
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
+                .and_then(|(src, range)| undefined_expression(src, range))
                 .unwrap_or_else(|| "(unknown)".to_string());
             UserDataError::UndefinedVariable {
                 template,
@@ -560,6 +576,45 @@ fn map_error(requested: &str, e: minijinja::Error) -> UserDataError {
             detail,
         },
     }
+}
+
+/// The expression an undefined-value error points at. For a filter call (`x | tojson`)
+/// minijinja's span covers only the filter name, so the filtered expression is read
+/// back from the pipe to the opening `{{` / `{%`.
+fn undefined_expression(src: &str, range: std::ops::Range<usize>) -> Option<String> {
+    let span = src.get(range.clone())?.trim();
+    let before = src.get(..range.start)?.trim_end();
+    let expr = match before.strip_suffix('|') {
+        Some(filtered) => {
+            let open = filtered
+                .rfind("{{")
+                .into_iter()
+                .chain(filtered.rfind("{%"))
+                .max()?;
+            let expr = filtered.get(open + 2..)?;
+            let expr = expr.trim_start_matches(['-', '+']);
+            // `for a, b in x | items`, `if x | length`: keep the operand.
+            let expr = expr.rsplit_once(" in ").map_or(expr, |(_, e)| e);
+            let expr = expr.trim();
+            let expr = expr
+                .strip_prefix("if ")
+                .or_else(|| expr.strip_prefix("elif "))
+                .unwrap_or(expr);
+            expr.split('|').next().unwrap_or(expr).to_string()
+        }
+        None => span.to_string(),
+    };
+    let expr = expr.trim();
+    let simple = expr.trim_start_matches('(').trim_end_matches(')').trim();
+    let expr = if simple
+        .chars()
+        .all(|c| c.is_alphanumeric() || matches!(c, '_' | '.'))
+    {
+        simple
+    } else {
+        expr
+    };
+    (!expr.is_empty()).then(|| expr.to_string())
 }
 
 #[cfg(test)]
@@ -684,6 +739,29 @@ mod tests {
         let msg = e.err().map(|e| e.to_string()).unwrap_or_default();
         assert!(msg.contains("line 2") && msg.contains("foo"), "{msg}");
         assert!(msg.contains("{% if foo is defined %}"), "{msg}");
+    }
+
+    #[test]
+    fn undefined_values_in_filters_are_errors_naming_the_expression() {
+        let dir = tmp();
+        for (src, want) in [
+            ("#cloud-config\na: {{ tok | tojson }}\n", "`tok`"),
+            ("#cloud-config\na: {{- (tok) | tojson -}}\n", "`tok`"),
+            (
+                "#cloud-config\n{% for k, v in extra | items %}\n{% endfor %}\n",
+                "`extra`",
+            ),
+            ("#cloud-config\na: {{ x.y | tojson }}\n", "`x"),
+        ] {
+            write(dir.path(), "f.yaml", src);
+            let e = render(dir.path(), &cfg("f.yaml", serde_json::json!({})), &ctx());
+            let msg = e.err().map(|e| e.to_string()).unwrap_or_default();
+            assert!(
+                msg.contains("undefined variable") && msg.contains(want),
+                "{src}: {msg}"
+            );
+            assert!(msg.contains("line 2"), "{src}: {msg}");
+        }
     }
 
     #[test]

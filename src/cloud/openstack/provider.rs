@@ -607,6 +607,16 @@ impl CloudProvider for OpenStackProvider {
         })
     }
 
+    async fn group_memory(&self, group: &str) -> Result<Option<u64>, CloudError> {
+        let settings = self.settings(group)?;
+        let flavor = self.flavor(&settings.flavor).await?;
+        Ok(Some(flavor.ram.saturating_mul(1024 * 1024)))
+    }
+
+    async fn verify(&self) -> Result<(), CloudError> {
+        self.check().await
+    }
+
     async fn delete_server(&self, id: &str) -> Result<(), CloudError> {
         let call = "DELETE /servers/{id}";
         let resp = self

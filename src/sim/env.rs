@@ -1,0 +1,146 @@
+//! A complete simulated environment: cluster + OpenStack wired together (the cloud's VM
+//! events drive the cluster's kubelet), with the kubeconfig, credentials, templates and
+//! an `autoscaler.yaml` written to a directory, exactly as a user would have them.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use super::cluster::{SimCluster, SimClusterOptions, SimNodeSpec};
+use super::openstack::{SimOpenStack, SimOpenStackOptions};
+use crate::cloud::build::build_clouds_with;
+use crate::cluster::{kubeconfig_from_file, KubeCluster};
+use crate::config::Config;
+use crate::reconcile::Reconciler;
+
+/// The shipped templates, embedded so `simulate` works from any directory.
+pub const SHIPPED_TEMPLATES: &[(&str, &str)] = &[
+    (
+        "k3s-agent.cloud-init.yaml.j2",
+        include_str!("../../templates/k3s-agent.cloud-init.yaml.j2"),
+    ),
+    (
+        "k3s-agent.butane.yaml.j2",
+        include_str!("../../templates/k3s-agent.butane.yaml.j2"),
+    ),
+];
+
+/// Timings for the simulated pieces.
+#[derive(Debug, Clone)]
+pub struct SimTimings {
+    pub boot_delay: Duration,
+    pub node_ready_delay: Duration,
+    pub pod_start_delay: Duration,
+}
+
+impl Default for SimTimings {
+    fn default() -> Self {
+        SimTimings {
+            boot_delay: Duration::from_millis(500),
+            node_ready_delay: Duration::from_millis(300),
+            pod_start_delay: Duration::from_millis(200),
+        }
+    }
+}
+
+pub struct SimEnv {
+    pub cluster: SimCluster,
+    pub cloud: SimOpenStack,
+    pub dir: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub credentials: PathBuf,
+    pub templates: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl SimEnv {
+    /// Starts cluster and cloud on loopback and writes their access files into `dir`
+    /// (a fresh temporary directory when `None`). The cluster starts with one unmanaged,
+    /// tainted control-plane node.
+    pub async fn start(dir: Option<PathBuf>, timings: SimTimings) -> anyhow::Result<SimEnv> {
+        let (dir, tmp) = match dir {
+            Some(d) => {
+                std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+                (d, None)
+            }
+            None => {
+                let t = tempfile::tempdir().context("creating a temporary directory")?;
+                (t.path().to_path_buf(), Some(t))
+            }
+        };
+        let cluster = SimCluster::start(SimClusterOptions {
+            node_ready_delay: timings.node_ready_delay,
+            pod_start_delay: timings.pod_start_delay,
+            ..SimClusterOptions::default()
+        })
+        .await
+        .context("starting the simulated cluster")?;
+        cluster
+            .add_node(
+                SimNodeSpec::new("control-plane", 4 << 30)
+                    .label("node-role.kubernetes.io/control-plane", "true")
+                    .taint("node-role.kubernetes.io/control-plane", None, "NoSchedule"),
+            )
+            .map_err(|e| anyhow::anyhow!("adding the control-plane node: {e:?}"))?;
+        let cloud = SimOpenStack::start(SimOpenStackOptions {
+            boot_delay: timings.boot_delay,
+            hook: Some(cluster.vm_hook()),
+            ..SimOpenStackOptions::default()
+        })
+        .await
+        .context("starting the simulated OpenStack")?;
+
+        let kubeconfig = dir.join("kubeconfig");
+        cluster.write_kubeconfig(&kubeconfig)?;
+        let credentials = dir.join("openstack.yaml");
+        cloud.write_credentials_file(&credentials)?;
+        let templates = dir.join("templates");
+        std::fs::create_dir_all(&templates)?;
+        for (name, text) in SHIPPED_TEMPLATES {
+            std::fs::write(templates.join(name), text)?;
+        }
+        Ok(SimEnv {
+            cluster,
+            cloud,
+            dir,
+            kubeconfig,
+            credentials,
+            templates,
+            _tmp: tmp,
+        })
+    }
+
+    /// Writes `autoscaler.yaml` with `body` (everything but `templatesDir`) and loads it.
+    pub fn write_config(&self, body: &str) -> anyhow::Result<(PathBuf, Config)> {
+        let path = self.dir.join("autoscaler.yaml");
+        let text = format!("templatesDir: {}\n{body}", self.templates.display());
+        std::fs::write(&path, text)?;
+        let config = Config::load(&path)?;
+        Ok((path, config))
+    }
+
+    /// A reconciler talking to this environment over HTTP, built the way `run` builds it
+    /// but without reading the process environment.
+    pub async fn reconciler(&self, config: Config) -> anyhow::Result<Reconciler> {
+        let kube = kubeconfig_from_file(&self.kubeconfig).await?;
+        let client = kube::Client::try_from(kube)?;
+        let clouds = build_clouds_with(&config, Some(&self.credentials))?;
+        Ok(Reconciler {
+            config: Arc::new(config),
+            cluster: Arc::new(KubeCluster::new(client)),
+            clouds,
+            dry_run: false,
+        })
+    }
+
+    /// Environment variables for a separately started `nodewright` process.
+    pub fn env_vars(&self, config: &Path) -> Vec<(&'static str, PathBuf)> {
+        vec![
+            (crate::config::ENV_CONFIG_FILE, config.to_path_buf()),
+            (crate::config::ENV_KUBECONFIG_FILE, self.kubeconfig.clone()),
+            (crate::config::ENV_OPENSTACK_CREDENTIALS, self.credentials.clone()),
+        ]
+    }
+}
