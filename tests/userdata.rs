@@ -305,6 +305,7 @@ fn check_all_accepts_shipped_and_reports_broken_templates() {
 fn syntax_error_names_template_and_line() {
     let e = render_err("syntax-error.cloud-init.yaml.j2", minimal_vars());
     let msg = e.to_string();
+    eprintln!("{msg}");
     assert!(matches!(e, UserDataError::Syntax { .. }), "{msg}");
     assert_eq!(e.line(), Some(3), "{msg}");
     assert!(
@@ -317,6 +318,7 @@ fn syntax_error_names_template_and_line() {
 fn undefined_variable_names_variable_template_and_line() {
     let e = render_err("undefined-variable.cloud-init.yaml.j2", minimal_vars());
     let msg = e.to_string();
+    eprintln!("{msg}");
     assert!(
         matches!(e, UserDataError::UndefinedVariable { .. }),
         "{msg}"
@@ -355,6 +357,7 @@ fn missing_required_variable_in_shipped_template_is_named() {
 fn unsupported_butane_variant_is_explained() {
     let e = render_err("unsupported-variant.butane.yaml.j2", json!({}));
     let msg = e.to_string();
+    eprintln!("{msg}");
     assert!(
         matches!(
             &e,
@@ -374,6 +377,7 @@ fn unsupported_butane_variant_is_explained() {
 fn unsupported_butane_version_is_explained() {
     let e = render_err("unsupported-version.butane.yaml.j2", json!({}));
     let msg = e.to_string();
+    eprintln!("{msg}");
     assert!(msg.contains("unsupported-version.butane.yaml.j2"), "{msg}");
     assert!(
         msg.contains("unsupported Butane version `2.0.0`") && msg.contains("1.5.0"),
@@ -385,6 +389,7 @@ fn unsupported_butane_version_is_explained() {
 fn unknown_butane_field_names_field_template_and_line() {
     let e = render_err("unknown-field.butane.yaml.j2", json!({}));
     let msg = e.to_string();
+    eprintln!("{msg}");
     assert!(msg.contains("`unknown-field.butane.yaml.j2`"), "{msg}");
     assert!(msg.contains("unknown field `content`"), "{msg}");
     assert!(

@@ -240,6 +240,22 @@ impl fmt::Display for Excerpt<'_> {
     }
 }
 
+/// Explains where a line number of rendered output points, when there is one.
+struct RenderedLineHint(Option<usize>);
+
+impl fmt::Display for RenderedLineHint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0.is_some() {
+            f.write_str(
+                "; the line number counts lines of the rendered output, so look for the \
+                 quoted text in the template (often wrong indentation, or a value that \
+                 needs `| tojson` quoting)",
+            )?;
+        }
+        Ok(())
+    }
+}
+
 /// Why user data could not be rendered. Every variant names the template file; syntax,
 /// render and YAML errors also name the line.
 #[derive(Debug, thiserror::Error)]
@@ -296,11 +312,10 @@ pub enum UserDataError {
     )]
     ReservedVariable { template: String, name: String },
     #[error(
-        "template `{template}`: the rendered Butane is invalid{}: {source}{}; line numbers \
-         count lines of the rendered output, so look for the text quoted here in the \
-         template (often a value that needs `| tojson` quoting, or wrong indentation)",
+        "template `{template}`: the rendered Butane is invalid{}: {source}{}{}",
         AtLine(*line),
-        Excerpt(excerpt)
+        Excerpt(excerpt),
+        RenderedLineHint(*line)
     )]
     Butane {
         template: String,
@@ -312,10 +327,10 @@ pub enum UserDataError {
     },
     #[error(
         "template `{template}`: the rendered #cloud-config is not valid YAML{}: \
-         {message}{}; line numbers count lines of the rendered output (check indentation, \
-         and quote values with `| tojson`)",
+         {message}{}{}",
         AtLine(*line),
-        Excerpt(excerpt)
+        Excerpt(excerpt),
+        RenderedLineHint(*line)
     )]
     CloudConfigYaml {
         template: String,
@@ -375,12 +390,19 @@ struct YamlError {
     line: Option<usize>,
 }
 
-/// The one place this module parses YAML.
-// TODO: switch to `crate::yaml::from_str` once src/yaml.rs provides it.
+/// The one place this module parses YAML; goes through [`crate::yaml`].
 fn parse_yaml<T: serde::de::DeserializeOwned>(s: &str) -> Result<T, YamlError> {
-    serde_yaml::from_str(s).map_err(|e| YamlError {
-        message: e.to_string(),
-        line: e.location().map(|l| l.line()),
+    crate::yaml::from_str_with_path(s).map_err(|e| YamlError {
+        // The message usually names the path already (`storage.files[0]: unknown …`).
+        message: if e.path.is_empty()
+            || e.message
+                .contains(e.path.split(['.', '[']).next().unwrap_or_default())
+        {
+            e.message
+        } else {
+            format!("{}: {}", e.path, e.message)
+        },
+        line: e.line,
     })
 }
 
