@@ -71,6 +71,7 @@ const BAD: &[(&str, &str, &str, &str, &[&str])] = &[
     ("missing required key", "clusterName: dev\n", "", "", &["`clusterName` is missing"]),
     ("wrong type for list", "ignore: [docker.io/foo]", "ignore: docker.io/foo", "imagePuller.ignore", &["docker.io/foo"]),
     ("name too long", "clusterName: dev", "clusterName: a-very-long-cluster-name-that-goes-on-and-on-and-on-and-on", "nodeGroups[0].name", &["at most"]),
+    ("duplicate key", "scanInterval: 30s", "scanInterval: 30s\nscanInterval: 10s", "scanInterval", &["appears more than once"]),
     ("unknown userData key", "    variables:", "    variabels:", "nodeGroups[0].userData.variabels", &["did you mean `variables`"]),
 ];
 

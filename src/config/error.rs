@@ -80,12 +80,28 @@ impl ConfigError {
     }
 
     pub(super) fn from_yaml(e: PathError, _text: &str) -> ConfigError {
+        let message = strip_location(&e.message);
+        // serde reports a repeated key at its parent; point at the key itself.
+        let (path, message) = match message
+            .strip_prefix("duplicate field `")
+            .and_then(|rest| rest.split('`').next())
+        {
+            Some(field) if e.path.is_empty() => (
+                field.to_string(),
+                format!("key `{field}` appears more than once; expected each key once"),
+            ),
+            Some(field) => (
+                format!("{}.{field}", e.path),
+                format!("key `{field}` appears more than once; expected each key once"),
+            ),
+            None => (e.path, explain_serde_message(&e.message)),
+        };
         ConfigError::Invalid {
             file: None,
             problems: vec![ConfigProblem {
-                path: e.path,
+                path,
                 line: e.line,
-                message: explain_serde_message(&e.message),
+                message,
             }],
         }
     }

@@ -3,13 +3,14 @@
 //! an `autoscaler.yaml` written to a directory, exactly as a user would have them.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::Context;
 
 use super::cluster::{SimCluster, SimClusterOptions, SimNodeSpec};
 use super::openstack::{SimOpenStack, SimOpenStackOptions};
+use super::{VmEvent, VmHook};
 use crate::cloud::build::build_clouds_with;
 use crate::cluster::{kubeconfig_from_file, KubeCluster};
 use crate::config::Config;
@@ -45,8 +46,19 @@ impl Default for SimTimings {
     }
 }
 
+/// A VM event as the cloud sent it, with what the cluster looked like at that moment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VmLogEntry {
+    pub booted: bool,
+    pub name: String,
+    /// Whether a Node of that name existed when the event arrived.
+    pub node_existed: bool,
+}
+
 pub struct SimEnv {
     pub cluster: SimCluster,
+    /// Every VM boot and deletion, in order (e.g. to check a Node went before its VM).
+    pub vm_log: Arc<Mutex<Vec<VmLogEntry>>>,
     pub cloud: SimOpenStack,
     pub dir: PathBuf,
     pub kubeconfig: PathBuf,
@@ -84,9 +96,28 @@ impl SimEnv {
                     .taint("node-role.kubernetes.io/control-plane", None, "NoSchedule"),
             )
             .map_err(|e| anyhow::anyhow!("adding the control-plane node: {e:?}"))?;
+        let vm_log: Arc<Mutex<Vec<VmLogEntry>>> = Arc::default();
+        let hook: VmHook = {
+            let (cluster, log, kubelet) = (cluster.clone(), vm_log.clone(), cluster.vm_hook());
+            Arc::new(move |event: VmEvent| {
+                let (booted, name) = match &event {
+                    VmEvent::Booted { name, .. } => (true, name.clone()),
+                    VmEvent::Deleted { name } => (false, name.clone()),
+                };
+                let node_existed = cluster.node(&name).is_some();
+                log.lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(VmLogEntry {
+                        booted,
+                        name,
+                        node_existed,
+                    });
+                kubelet(event)
+            })
+        };
         let cloud = SimOpenStack::start(SimOpenStackOptions {
             boot_delay: timings.boot_delay,
-            hook: Some(cluster.vm_hook()),
+            hook: Some(hook),
             ..SimOpenStackOptions::default()
         })
         .await
@@ -103,6 +134,7 @@ impl SimEnv {
         }
         Ok(SimEnv {
             cluster,
+            vm_log,
             cloud,
             dir,
             kubeconfig,
@@ -142,5 +174,12 @@ impl SimEnv {
             (crate::config::ENV_KUBECONFIG_FILE, self.kubeconfig.clone()),
             (crate::config::ENV_OPENSTACK_CREDENTIALS, self.credentials.clone()),
         ]
+    }
+}
+
+impl Drop for SimEnv {
+    /// The cloud's hook holds a cluster handle, so stop the cluster explicitly.
+    fn drop(&mut self) {
+        self.cluster.shutdown();
     }
 }
