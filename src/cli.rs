@@ -182,6 +182,14 @@ async fn check(config_path: &std::path::Path, offline: bool) -> Result<(), CliEr
     let config = Config::load(config_path)?;
     println!("config {}: ok", config_path.display());
     let mut failures = Vec::new();
+    match crate::userdata::check_all(&config.templates_dir) {
+        Ok(names) => println!(
+            "templates in {}: {} parse",
+            config.templates_dir.display(),
+            names.join(", ")
+        ),
+        Err(errors) => failures.extend(errors.iter().map(|e| e.to_string())),
+    }
     for g in &config.node_groups {
         let name = format!("{}-{}-check0", config.cluster_name, g.name);
         match render_user_data(&config, g, &name) {

@@ -107,6 +107,14 @@ fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGrou
             ),
         ));
     }
+    for name in g.user_data.variables.keys() {
+        if crate::userdata::BUILTIN_VARIABLES.contains(&name.as_str()) {
+            p.push(ConfigProblem::new(
+                format!("{at}.userData.variables.{name}"),
+                format!("`{name}` is provided by nodewright to every template; expected another variable name"),
+            ));
+        }
+    }
     for (key, value) in &g.labels {
         let path = format!("{at}.labels.{key}");
         if let Err(why) = check_qualified_name(key) {

@@ -61,7 +61,7 @@ impl<'a> Bin<'a> {
 /// nowhere. Bins are consumed as pods are placed.
 pub fn place<'p>(bins: &mut [Bin<'_>], pods: &[&'p PodInfo]) -> Vec<&'p PodInfo> {
     let mut sorted: Vec<&PodInfo> = pods.to_vec();
-    sorted.sort_by(|a, b| b.memory_request.cmp(&a.memory_request));
+    sorted.sort_by_key(|p| std::cmp::Reverse(p.memory_request));
     let mut left = Vec::new();
     for pod in sorted {
         match bins.iter_mut().find(|b| b.fits(pod)) {
@@ -86,7 +86,7 @@ pub fn nodes_needed(
     }
     let mut bins: Vec<Bin<'_>> = Vec::new();
     let mut sorted: Vec<&PodInfo> = pods.to_vec();
-    sorted.sort_by(|a, b| b.memory_request.cmp(&a.memory_request));
+    sorted.sort_by_key(|p| std::cmp::Reverse(p.memory_request));
     for pod in sorted {
         match bins.iter_mut().find(|b| b.fits(pod)) {
             Some(bin) => bin.free -= pod.memory_request as i64,
