@@ -60,7 +60,7 @@ const BAD: &[(&str, &str, &str, &str, &[&str])] = &[
     ("min above max", "minSize: 1", "minSize: 7", "nodeGroups[0].minSize", &["got 7", "at most maxSize (3)"]),
     ("zero max", "maxSize: 3", "maxSize: 0", "nodeGroups[0].maxSize", &["got 0", "at least 1"]),
     ("unknown provider", "provider: openstack", "provider: openstak", "nodeGroups[0].provider", &["`openstak`", "did you mean `openstack`"]),
-    ("missing provider block", "  openstack: {flavor: m1.large, image: ubuntu-24.04, network: private}\n", "", "nodeGroups[0].openstack", &["needs an `openstack:` block"]),
+    ("missing provider block", "  openstack: {flavor: m1.large, image: ubuntu-24.04, network: private}\n", "", "nodeGroups[0].openstack", &["needs a `openstack:` block"]),
     ("empty flavor", "flavor: m1.large", "flavor: \"\"", "nodeGroups[0].openstack.flavor", &["empty"]),
     ("bad cluster name", "clusterName: dev", "clusterName: Dev_Cluster", "clusterName", &["`Dev_Cluster`", "lowercase"]),
     ("missing template", "template: k3s-agent.cloud-init.yaml.j2", "template: nope.j2", "nodeGroups[0].userData.template", &["`nope.j2` not found"]),

@@ -4,10 +4,12 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use super::kamatera::{KamateraCredentials, KamateraProvider};
 use super::openstack::{OpenStackCredentials, OpenStackProvider};
+use super::proxmox::{ProxmoxCredentials, ProxmoxProvider};
 use super::CloudProvider;
 use crate::act::Clouds;
-use crate::config::{Config, ProviderKind, ENV_OPENSTACK_CREDENTIALS};
+use crate::config::{Config, NodeGroupConfig, ProviderKind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum BuildError {
@@ -24,38 +26,87 @@ pub enum BuildError {
 }
 
 /// One provider per account, shared by the groups that use it; credential files come
-/// from the environment.
+/// from the environment variables [`ProviderKind::credentials_env`] names.
 pub fn build_clouds(config: &Config) -> Result<Clouds, BuildError> {
-    let openstack = std::env::var_os(ENV_OPENSTACK_CREDENTIALS).map(PathBuf::from);
-    build_clouds_with(config, openstack.as_deref())
+    build_clouds_with(config, |kind| {
+        std::env::var_os(kind.credentials_env()).map(PathBuf::from)
+    })
 }
 
-/// As [`build_clouds`], with the credential file paths given.
+/// As [`build_clouds`], with the credential file of each provider given by `credentials`.
 pub fn build_clouds_with(
     config: &Config,
-    openstack_credentials: Option<&Path>,
+    credentials: impl Fn(ProviderKind) -> Option<PathBuf>,
 ) -> Result<Clouds, BuildError> {
     let mut clouds = Clouds::new();
-    let openstack_groups: BTreeMap<String, _> = config
-        .node_groups
-        .iter()
-        .filter(|g| g.provider == ProviderKind::Openstack)
-        .filter_map(|g| g.openstack.clone().map(|s| (g.name.clone(), s)))
-        .collect();
-    if !openstack_groups.is_empty() {
-        let path = openstack_credentials.ok_or_else(|| BuildError::MissingEnv {
-                provider: "openstack",
-                groups: openstack_groups.keys().cloned().collect::<Vec<_>>().join(", "),
-                env: ENV_OPENSTACK_CREDENTIALS,
-            })?;
-        let creds = OpenStackCredentials::from_file(path)
-            .map_err(|e| BuildError::Credentials(e.to_string()))?;
-        let names: Vec<String> = openstack_groups.keys().cloned().collect();
-        let provider: Arc<dyn CloudProvider> =
-            Arc::new(OpenStackProvider::new(creds, openstack_groups)?);
-        for name in names {
-            clouds.add_group(&name, provider.clone());
+    for kind in [
+        ProviderKind::Openstack,
+        ProviderKind::Proxmox,
+        ProviderKind::Kamatera,
+    ] {
+        let groups: Vec<&NodeGroupConfig> = config
+            .node_groups
+            .iter()
+            .filter(|g| g.provider == kind)
+            .collect();
+        if groups.is_empty() {
+            continue;
+        }
+        let path = credentials(kind).ok_or_else(|| BuildError::MissingEnv {
+            provider: kind.as_str(),
+            groups: groups
+                .iter()
+                .map(|g| g.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            env: kind.credentials_env(),
+        })?;
+        let provider = build_provider(kind, &path, &groups)?;
+        for g in groups {
+            clouds.add_group(&g.name, provider.clone());
         }
     }
     Ok(clouds)
+}
+
+/// Settings of each group, by group name (validation guarantees the block is present).
+fn settings<T: Clone>(
+    groups: &[&NodeGroupConfig],
+    pick: impl Fn(&NodeGroupConfig) -> Option<&T>,
+) -> BTreeMap<String, T> {
+    groups
+        .iter()
+        .filter_map(|g| pick(g).map(|s| (g.name.clone(), s.clone())))
+        .collect()
+}
+
+fn build_provider(
+    kind: ProviderKind,
+    path: &Path,
+    groups: &[&NodeGroupConfig],
+) -> Result<Arc<dyn CloudProvider>, BuildError> {
+    let creds_err = |e: &dyn std::fmt::Display| BuildError::Credentials(e.to_string());
+    Ok(match kind {
+        ProviderKind::Openstack => {
+            let creds = OpenStackCredentials::from_file(path).map_err(|e| creds_err(&e))?;
+            Arc::new(OpenStackProvider::new(
+                creds,
+                settings(groups, |g| g.openstack.as_ref()),
+            )?)
+        }
+        ProviderKind::Proxmox => {
+            let creds = ProxmoxCredentials::from_file(path).map_err(|e| creds_err(&e))?;
+            Arc::new(ProxmoxProvider::new(
+                creds,
+                settings(groups, |g| g.proxmox.as_ref()),
+            )?)
+        }
+        ProviderKind::Kamatera => {
+            let creds = KamateraCredentials::from_file(path).map_err(|e| creds_err(&e))?;
+            Arc::new(KamateraProvider::new(
+                creds,
+                settings(groups, |g| g.kamatera.as_ref()),
+            )?)
+        }
+    })
 }

@@ -2,7 +2,9 @@
 //! planner and the loop never see provider-specific shapes.
 
 pub mod build;
+pub mod kamatera;
 pub mod openstack;
+pub mod proxmox;
 
 use std::time::SystemTime;
 

@@ -11,7 +11,9 @@ use std::time::Duration;
 use bytesize::ByteSize;
 use serde::{Deserialize, Serialize};
 
+use crate::cloud::kamatera::KamateraSettings;
 use crate::cloud::openstack::OpenStackSettings;
+use crate::cloud::proxmox::ProxmoxSettings;
 use crate::userdata::UserDataConfig;
 
 pub use error::{ConfigError, ConfigProblem};
@@ -20,6 +22,10 @@ pub use error::{ConfigError, ConfigProblem};
 pub const ENV_CONFIG_FILE: &str = "AUTOSCALER_CONFIG_FILE";
 /// Environment variable naming the OpenStack credentials file.
 pub const ENV_OPENSTACK_CREDENTIALS: &str = "OPENSTACK_CREDENTIALS_FILE";
+/// Environment variable naming the Proxmox VE credentials file.
+pub const ENV_PROXMOX_CREDENTIALS: &str = "PROXMOX_CREDENTIALS_FILE";
+/// Environment variable naming the Kamatera credentials file.
+pub const ENV_KAMATERA_CREDENTIALS: &str = "KAMATERA_CREDENTIALS_FILE";
 /// Environment variable naming the kubeconfig; falls back to `KUBECONFIG`, then in-cluster.
 pub const ENV_KUBECONFIG_FILE: &str = "KUBECONFIG_FILE";
 
@@ -80,12 +86,25 @@ impl Default for ImagePullerConfig {
 #[serde(rename_all = "lowercase")]
 pub enum ProviderKind {
     Openstack,
+    Proxmox,
+    Kamatera,
 }
 
 impl ProviderKind {
     pub fn as_str(self) -> &'static str {
         match self {
             ProviderKind::Openstack => "openstack",
+            ProviderKind::Proxmox => "proxmox",
+            ProviderKind::Kamatera => "kamatera",
+        }
+    }
+
+    /// The environment variable naming this provider's credentials file.
+    pub fn credentials_env(self) -> &'static str {
+        match self {
+            ProviderKind::Openstack => ENV_OPENSTACK_CREDENTIALS,
+            ProviderKind::Proxmox => ENV_PROXMOX_CREDENTIALS,
+            ProviderKind::Kamatera => ENV_KAMATERA_CREDENTIALS,
         }
     }
 }
@@ -105,6 +124,10 @@ pub struct NodeGroupConfig {
     pub node_memory: Option<ByteSize>,
     #[serde(default)]
     pub openstack: Option<OpenStackSettings>,
+    #[serde(default)]
+    pub proxmox: Option<ProxmoxSettings>,
+    #[serde(default)]
+    pub kamatera: Option<KamateraSettings>,
     pub user_data: UserDataConfig,
     /// Extra node labels, rendered into user data.
     #[serde(default)]

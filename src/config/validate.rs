@@ -72,23 +72,38 @@ fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGrou
             format!("got {}; expected at most maxSize ({})", g.min_size, g.max_size),
         ));
     }
-    match g.provider {
-        ProviderKind::Openstack => match &g.openstack {
-            None => p.push(ConfigProblem::new(
-                format!("{at}.openstack"),
-                "missing; provider `openstack` needs an `openstack:` block with at least `flavor` and `image`",
-            )),
-            Some(os) => {
-                for (field, value) in [("flavor", &os.flavor), ("image", &os.image)] {
-                    if value.trim().is_empty() {
-                        p.push(ConfigProblem::new(
-                            format!("{at}.openstack.{field}"),
-                            "empty; expected a name or id",
-                        ));
-                    }
-                }
+    // Exactly the settings block of the group's provider, no other.
+    let blocks = [
+        (ProviderKind::Openstack, g.openstack.is_some()),
+        (ProviderKind::Proxmox, g.proxmox.is_some()),
+        (ProviderKind::Kamatera, g.kamatera.is_some()),
+    ];
+    for (kind, present) in blocks {
+        let name = kind.as_str();
+        if kind == g.provider && !present {
+            p.push(ConfigProblem::new(
+                format!("{at}.{name}"),
+                format!("missing; provider `{name}` needs a `{name}:` block with its settings"),
+            ));
+        } else if kind != g.provider && present {
+            p.push(ConfigProblem::new(
+                format!("{at}.{name}"),
+                format!(
+                    "the group's provider is `{}`; expected no `{name}:` block (or `provider: {name}`)",
+                    g.provider.as_str()
+                ),
+            ));
+        }
+    }
+    if let Some(os) = &g.openstack {
+        for (field, value) in [("flavor", &os.flavor), ("image", &os.image)] {
+            if value.trim().is_empty() {
+                p.push(ConfigProblem::new(
+                    format!("{at}.openstack.{field}"),
+                    "empty; expected a name or id",
+                ));
             }
-        },
+        }
     }
     let template = c.templates_dir.join(&g.user_data.template);
     if g.user_data.template.trim().is_empty() {

@@ -13,7 +13,7 @@ use super::openstack::{SimOpenStack, SimOpenStackOptions};
 use super::{VmEvent, VmHook};
 use crate::cloud::build::build_clouds_with;
 use crate::cluster::{kubeconfig_from_file, KubeCluster};
-use crate::config::Config;
+use crate::config::{Config, ProviderKind};
 use crate::reconcile::Reconciler;
 
 /// The shipped templates, embedded so `simulate` works from any directory.
@@ -158,7 +158,10 @@ impl SimEnv {
     pub async fn reconciler(&self, config: Config) -> anyhow::Result<Reconciler> {
         let kube = kubeconfig_from_file(&self.kubeconfig).await?;
         let client = kube::Client::try_from(kube)?;
-        let clouds = build_clouds_with(&config, Some(&self.credentials))?;
+        let credentials = self.credentials.clone();
+        let clouds = build_clouds_with(&config, |kind| {
+            (kind == ProviderKind::Openstack).then(|| credentials.clone())
+        })?;
         Ok(Reconciler {
             config: Arc::new(config),
             cluster: Arc::new(KubeCluster::new(client)),
