@@ -1,64 +1,445 @@
-//! Kamatera: the cloudcli REST API, ownership in server tags.
+//! Kamatera: the cloudcli REST API (`https://cloudcli.cloudwm.com`), ownership in server tags.
+//!
+//! - [`credentials`]: the YAML credentials file (`url`, `clientId`, `secret`).
+//! - [`api`]: wire shapes (command ids as strings or integers, queue entries, tags).
+//! - [`provider`]: [`KamateraProvider`], the [`crate::cloud::CloudProvider`].
+//!
+//! A server belongs to cluster `C` when it carries the tag `<tagPrefix>-C`; its group `G`
+//! is the other tag `<tagPrefix>-G` (see [`cluster_tag`], [`group_tag`]).
 
-use std::collections::BTreeMap;
-use std::path::Path;
+pub mod api;
+pub mod credentials;
+pub mod provider;
 
-use async_trait::async_trait;
-use serde::Deserialize;
+use std::fmt;
+use std::time::Duration;
 
-use crate::cloud::{CloudError, CloudProvider, CreateRequest, Server};
+use serde::{Deserialize, Deserializer};
+
+pub use credentials::{KamateraCredentials, DEFAULT_URL};
+pub use provider::{KamateraProvider, ProviderOptions};
 
 /// Provider name used in errors, logs and [`crate::cloud::Server::provider`].
 pub const PROVIDER: &str = "kamatera";
 
+/// Default prefix of the ownership tags.
+pub const DEFAULT_TAG_PREFIX: &str = "nodewright";
+
+/// Longest server tag nodewright creates. Kamatera does not document its tag limit; the
+/// official cluster autoscaler caps cluster and group names at 15 characters "due to the
+/// limitation of Kamatera server tags" behind its 8-character `k8scang-` prefix, so 23
+/// characters is the longest tag known to be accepted.
+pub const MAX_TAG_LEN: usize = 23;
+
+/// Kamatera accepts at most 4 disks and 4 networks per server.
+pub const MAX_DISKS: usize = 4;
+pub const MAX_NETWORKS: usize = 4;
+
+/// Hourly or monthly billing (`billingcycle`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum BillingCycle {
+    #[default]
+    Hourly,
+    Monthly,
+}
+
+impl BillingCycle {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BillingCycle::Hourly => "hourly",
+            BillingCycle::Monthly => "monthly",
+        }
+    }
+}
+
+/// Where the rendered user data goes in the create request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum UserDataField {
+    /// `script-file`: run as the server's initialization script (bash on Linux).
+    #[default]
+    Script,
+    /// `userdata-file`: handed to cloud-init on images that run it.
+    Userdata,
+}
+
+impl UserDataField {
+    /// The create request field carrying the user data.
+    pub fn request_field(self) -> &'static str {
+        match self {
+            UserDataField::Script => "script-file",
+            UserDataField::Userdata => "userdata-file",
+        }
+    }
+}
+
+/// RAM of a server in MiB, written as a plain number of MB (`4096`) or a size (`4 GiB`).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct RamMb(pub u64);
+
+impl RamMb {
+    pub fn bytes(self) -> u64 {
+        self.0.saturating_mul(1024 * 1024)
+    }
+}
+
+impl fmt::Debug for RamMb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} MB", self.0)
+    }
+}
+
+/// Parses `4096`, `"4096"`, `"4 GiB"`, `"4096 MiB"` into whole MiB.
+pub fn parse_ram(text: &str) -> Result<RamMb, String> {
+    let t = text.trim();
+    if let Ok(mb) = t.parse::<u64>() {
+        return Ok(RamMb(mb));
+    }
+    let size: bytesize::ByteSize = t.parse().map_err(|e| {
+        format!("`{t}` is not a RAM size ({e}); expected MB as a number (4096) or a size (4 GiB)")
+    })?;
+    let bytes = size.as_u64();
+    if bytes % (1024 * 1024) != 0 {
+        return Err(format!(
+            "`{t}` is not a whole number of MiB; Kamatera sizes RAM in MB (e.g. 4096 or 4 GiB)"
+        ));
+    }
+    Ok(RamMb(bytes / (1024 * 1024)))
+}
+
+impl<'de> Deserialize<'de> for RamMb {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(mb) => Ok(RamMb(mb)),
+            Raw::Text(t) => parse_ram(&t).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+fn default_disks() -> Vec<String> {
+    vec!["size=20".into()]
+}
+fn default_networks() -> Vec<String> {
+    vec!["name=wan,ip=auto".into()]
+}
+fn default_tag_prefix() -> String {
+    DEFAULT_TAG_PREFIX.into()
+}
+fn default_command_timeout() -> Duration {
+    Duration::from_secs(30 * 60)
+}
+
 /// Per-node-group Kamatera settings (the `kamatera` key of a node group).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct KamateraSettings {}
+pub struct KamateraSettings {
+    /// Datacenter id, e.g. `EU`, `US-NY2`, `IL`.
+    pub datacenter: String,
+    /// Image name or id (`EU:6000C2...`), e.g. `ubuntu_server_24.04_64-bit`.
+    pub image: String,
+    /// CPU count and type, e.g. `2B` (types A, B, T, D).
+    pub cpu: String,
+    /// RAM: MB as a number (`4096`) or a size (`4 GiB`).
+    pub ram: RamMb,
+    /// Disks as cloudcli `--disk` values, e.g. `size=50`; the first is the boot disk.
+    #[serde(default = "default_disks")]
+    pub disks: Vec<String>,
+    /// Networks as cloudcli `--network` values, e.g. `name=wan,ip=auto`.
+    #[serde(default = "default_networks")]
+    pub networks: Vec<String>,
+    #[serde(default)]
+    pub billing_cycle: BillingCycle,
+    /// Monthly traffic package (monthly billing only), e.g. `t5000`.
+    #[serde(default)]
+    pub monthly_package: Option<String>,
+    #[serde(default)]
+    pub daily_backup: bool,
+    #[serde(default)]
+    pub managed: bool,
+    /// Public SSH key (the key text, e.g. `ssh-ed25519 AAAA... me@host`) for root.
+    #[serde(default)]
+    pub ssh_key: Option<String>,
+    /// Where the rendered user data goes: `script` (default) or `userdata`.
+    #[serde(default)]
+    pub user_data_field: UserDataField,
+    /// Prefix of the ownership tags `<tagPrefix>-<cluster>` and `<tagPrefix>-<group>`.
+    #[serde(default = "default_tag_prefix")]
+    pub tag_prefix: String,
+    /// Extra tags set on every server of the group.
+    #[serde(default)]
+    pub extra_tags: Vec<String>,
+    /// Deadline for each asynchronous command (create, terminate, power) to finish.
+    #[serde(default = "default_command_timeout", with = "humantime_serde")]
+    pub command_timeout: Duration,
+}
 
-/// Account credentials, from the file named by `KAMATERA_CREDENTIALS_FILE`.
-#[derive(Clone)]
-pub struct KamateraCredentials {}
-
-impl KamateraCredentials {
-    pub fn from_file(path: &Path) -> Result<Self, CloudError> {
-        Err(CloudError::Other {
-            provider: PROVIDER.into(),
-            message: format!("{}: the kamatera provider is not implemented yet", path.display()),
-        })
+impl KamateraSettings {
+    /// Number of CPUs in `cpu` (`2B` → 2), when it has the documented form.
+    pub fn cpu_count(&self) -> Option<u32> {
+        parse_cpu(&self.cpu).map(|(n, _)| n)
     }
 }
 
-pub struct KamateraProvider {}
+/// `2B` → `(2, 'B')`.
+pub fn parse_cpu(cpu: &str) -> Option<(u32, char)> {
+    let cpu = cpu.trim();
+    let kind = cpu.chars().last()?;
+    if !kind.is_ascii_alphabetic() {
+        return None;
+    }
+    let digits = &cpu[..cpu.len() - kind.len_utf8()];
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let n: u32 = digits.parse().ok()?;
+    (n > 0).then_some((n, kind.to_ascii_uppercase()))
+}
 
-impl KamateraProvider {
-    pub fn new(
-        _credentials: KamateraCredentials,
-        _groups: BTreeMap<String, KamateraSettings>,
-    ) -> Result<Self, CloudError> {
-        Ok(KamateraProvider {})
+/// The tag marking servers of `cluster`.
+pub fn cluster_tag(prefix: &str, cluster: &str) -> String {
+    format!("{prefix}-{cluster}")
+}
+
+/// The tag marking servers of `group`.
+pub fn group_tag(prefix: &str, group: &str) -> String {
+    format!("{prefix}-{group}")
+}
+
+fn is_tag_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || c == '-' || c == '_'
+}
+
+/// Checks a group's Kamatera settings against what the API accepts, with the cluster and
+/// group names as they end up in tags. Returns one message per problem (empty: fine); the
+/// config layer prefixes them with the field path.
+pub fn validate_settings(cluster: &str, group: &str, settings: &KamateraSettings) -> Vec<String> {
+    let mut p = Vec::new();
+    let prefix = settings.tag_prefix.as_str();
+    if prefix.is_empty() {
+        p.push("tagPrefix: empty; expected letters, digits, `-` or `_`, e.g. `nodewright`".into());
+    } else if !prefix.chars().all(is_tag_char) {
+        p.push(format!(
+            "tagPrefix: `{prefix}` has characters Kamatera tags do not take; expected letters, digits, `-` or `_`"
+        ));
+    }
+    let budget = MAX_TAG_LEN.saturating_sub(prefix.len() + 1);
+    for (what, name, tag) in [
+        ("clusterName", cluster, cluster_tag(prefix, cluster)),
+        ("group name", group, group_tag(prefix, group)),
+    ] {
+        if tag.len() > MAX_TAG_LEN {
+            p.push(format!(
+                "{what} `{name}` makes the Kamatera tag `{tag}` ({} characters); Kamatera tags take at most {MAX_TAG_LEN}, so with tagPrefix `{prefix}` the {what} may have at most {budget} characters (shorten it or set a shorter kamatera.tagPrefix)",
+                tag.len()
+            ));
+        }
+    }
+    if cluster == group {
+        p.push(format!(
+            "group name `{group}` equals clusterName: the group tag would be the cluster tag `{}`; expected a group name different from the cluster name",
+            cluster_tag(prefix, cluster)
+        ));
+    }
+    for (i, tag) in settings.extra_tags.iter().enumerate() {
+        if tag.is_empty() || !tag.chars().all(is_tag_char) || tag.len() > MAX_TAG_LEN {
+            p.push(format!(
+                "extraTags[{i}]: `{tag}` is not a Kamatera tag; expected 1 to {MAX_TAG_LEN} letters, digits, `-` or `_`"
+            ));
+        } else if tag.starts_with(&format!("{prefix}-")) {
+            p.push(format!(
+                "extraTags[{i}]: `{tag}` starts with the ownership prefix `{prefix}-`; expected another tag"
+            ));
+        }
+    }
+    if settings.datacenter.trim().is_empty() {
+        p.push("datacenter: empty; expected a datacenter id such as `EU` or `US-NY2`".into());
+    }
+    if settings.image.trim().is_empty() {
+        p.push(
+            "image: empty; expected an image name or id, e.g. `ubuntu_server_24.04_64-bit`".into(),
+        );
+    }
+    if parse_cpu(&settings.cpu).is_none() {
+        p.push(format!(
+            "cpu: `{}` is not a CPU spec; expected a count and a type letter, e.g. `2B`",
+            settings.cpu
+        ));
+    }
+    if settings.ram.0 < 256 {
+        p.push(format!(
+            "ram: {} MB is too small; expected at least 256 MB (e.g. 4096 or 4 GiB)",
+            settings.ram.0
+        ));
+    }
+    check_items(
+        &mut p,
+        "disks",
+        &settings.disks,
+        MAX_DISKS,
+        &["id", "size"],
+        "size",
+    );
+    check_items(
+        &mut p,
+        "networks",
+        &settings.networks,
+        MAX_NETWORKS,
+        &["id", "name", "ip"],
+        "name",
+    );
+    if settings.billing_cycle == BillingCycle::Hourly && settings.monthly_package.is_some() {
+        p.push("monthlyPackage: only used with billingCycle `monthly`; remove it or set billingCycle: monthly".into());
+    }
+    if let Some(key) = &settings.ssh_key {
+        if key.trim().is_empty() || key.contains('\n') {
+            p.push(
+                "sshKey: expected one public key line, e.g. `ssh-ed25519 AAAA... me@host`".into(),
+            );
+        }
+    }
+    if settings.command_timeout < Duration::from_secs(1) {
+        p.push("commandTimeout: expected at least 1s".into());
+    }
+    p
+}
+
+/// Disk and network items: `key=value` pairs joined by `,`, no spaces (the API splits the
+/// list on spaces), only known keys, the required key present.
+fn check_items(
+    p: &mut Vec<String>,
+    field: &str,
+    items: &[String],
+    max: usize,
+    keys: &[&str],
+    required: &str,
+) {
+    if items.is_empty() {
+        p.push(format!("{field}: empty; expected at least one item"));
+    }
+    if items.len() > max {
+        p.push(format!(
+            "{field}: {} items; Kamatera takes at most {max}",
+            items.len()
+        ));
+    }
+    for (i, item) in items.iter().enumerate() {
+        if item.chars().any(char::is_whitespace) {
+            p.push(format!(
+                "{field}[{i}]: `{item}` contains whitespace; expected `key=value` pairs joined by `,`"
+            ));
+            continue;
+        }
+        let mut seen_required = false;
+        for pair in item.split(',') {
+            match pair.split_once('=') {
+                Some((k, v)) if keys.contains(&k) && !v.is_empty() && !v.contains('=') => {
+                    seen_required |= k == required;
+                }
+                _ => {
+                    p.push(format!(
+                        "{field}[{i}]: `{pair}` in `{item}` is not one of {}=VALUE",
+                        keys.join("=…, ")
+                    ));
+                }
+            }
+        }
+        if !seen_required {
+            p.push(format!("{field}[{i}]: `{item}` has no `{required}=`"));
+        }
     }
 }
 
-fn unimplemented_err() -> CloudError {
-    CloudError::Other {
-        provider: PROVIDER.into(),
-        message: "the kamatera provider is not implemented yet".into(),
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-#[async_trait]
-impl CloudProvider for KamateraProvider {
-    fn name(&self) -> &str {
-        PROVIDER
+    fn settings(yaml: &str) -> KamateraSettings {
+        crate::yaml::from_str(yaml).expect("settings parse")
     }
-    async fn list_servers(&self, _cluster: &str) -> Result<Vec<Server>, CloudError> {
-        Err(unimplemented_err())
+
+    const BASE: &str = "datacenter: EU\nimage: ubuntu_server_24.04_64-bit\ncpu: 2B\nram: 4096\n";
+
+    #[test]
+    fn defaults_and_ram_forms() {
+        let s = settings(BASE);
+        assert_eq!(s.ram, RamMb(4096));
+        assert_eq!(s.disks, vec!["size=20"]);
+        assert_eq!(s.networks, vec!["name=wan,ip=auto"]);
+        assert_eq!(s.tag_prefix, "nodewright");
+        assert_eq!(s.billing_cycle, BillingCycle::Hourly);
+        assert_eq!(s.cpu_count(), Some(2));
+        assert!(validate_settings("prod", "workers", &s).is_empty());
+        let s = settings(&BASE.replace("ram: 4096", "ram: 4 GiB"));
+        assert_eq!(s.ram, RamMb(4096));
+        let s = settings(&BASE.replace("ram: 4096", "ram: \"2048\""));
+        assert_eq!(s.ram.bytes(), 2048 * 1024 * 1024);
+        assert!(crate::yaml::from_str::<KamateraSettings>(
+            &BASE.replace("ram: 4096", "ram: 1.5 KiB")
+        )
+        .is_err());
+        assert!(crate::yaml::from_str::<KamateraSettings>(&format!("{BASE}flavor: x\n")).is_err());
     }
-    async fn create_server(&self, _req: &CreateRequest) -> Result<Server, CloudError> {
-        Err(unimplemented_err())
+
+    #[test]
+    fn cpu_specs() {
+        assert_eq!(parse_cpu("2B"), Some((2, 'B')));
+        assert_eq!(parse_cpu("16t"), Some((16, 'T')));
+        assert_eq!(parse_cpu("B"), None);
+        assert_eq!(parse_cpu("0A"), None);
+        assert_eq!(parse_cpu("2"), None);
+        assert_eq!(parse_cpu("2 B"), None);
     }
-    async fn delete_server(&self, _id: &str) -> Result<(), CloudError> {
-        Err(unimplemented_err())
+
+    #[test]
+    fn tag_limits() {
+        let s = settings(BASE);
+        // nodewright- (11) + 12 = 23: fits; 13 does not.
+        assert!(validate_settings("abcdefghijkl", "workers", &s).is_empty());
+        let p = validate_settings("abcdefghijklm", "workers", &s);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(
+            p[0].contains("nodewright-abcdefghijklm") && p[0].contains("at most 12"),
+            "{}",
+            p[0]
+        );
+        let p = validate_settings("prod", "a-very-long-group", &s);
+        assert!(p[0].starts_with("group name `a-very-long-group`"), "{p:?}");
+        let short = settings(&format!("{BASE}tagPrefix: nw\n"));
+        assert!(validate_settings("abcdefghijklm", "a-very-long-group", &short).is_empty());
+        let p = validate_settings("same", "same", &s);
+        assert!(p.iter().any(|m| m.contains("equals clusterName")), "{p:?}");
+        let bad = settings(&format!("{BASE}tagPrefix: \"no space\"\n"));
+        assert!(validate_settings("a", "b", &bad)[0].starts_with("tagPrefix"));
+    }
+
+    #[test]
+    fn items_and_fields() {
+        let s = settings(&format!(
+            "{}disks: [\"size=50\", \"size=100 \", \"foo=1\"]\nnetworks: [\"ip=auto\"]\nmonthlyPackage: t5000\n",
+            BASE.replace("cpu: 2B", "cpu: \"2\"")
+        ));
+        let p = validate_settings("a", "b", &s);
+        let joined = p.join("\n");
+        assert!(joined.contains("disks[1]"), "{joined}");
+        assert!(joined.contains("disks[2]"), "{joined}");
+        assert!(
+            joined.contains("networks[0]: `ip=auto` has no `name=`"),
+            "{joined}"
+        );
+        assert!(joined.contains("monthlyPackage"), "{joined}");
+        assert!(joined.contains("cpu: `2`"), "{joined}");
+        let five = settings(&format!(
+            "{BASE}networks: [name=wan,name=wan,name=wan,name=wan,name=wan]\n"
+        ));
+        assert!(validate_settings("a", "b", &five)
+            .iter()
+            .any(|m| m.contains("at most 4")));
     }
 }

@@ -1,0 +1,804 @@
+//! [`KamateraProvider`]: the [`CloudProvider`] over the cloudcli REST API.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use serde_json::{json, Value};
+
+use super::api::{
+    error_message, is_auth_message, is_not_found_message, is_quota_message, yes_no, CommandId,
+    CommandIds, CommandState, CreateServerBody, QueueEntry, QueueResponse, ServerEntry, TagRow,
+};
+use super::credentials::KamateraCredentials;
+use super::{
+    cluster_tag, group_tag, KamateraSettings, UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
+};
+use crate::cloud::{CloudError, CloudProvider, CreateRequest, Server, ServerStatus};
+
+/// Tunables of [`KamateraProvider`]; the defaults suit the real API.
+#[derive(Debug, Clone)]
+pub struct ProviderOptions {
+    /// TCP + TLS connect timeout of every request.
+    pub connect_timeout: Duration,
+    /// Whole-request timeout of every request.
+    pub request_timeout: Duration,
+    /// First pause before polling a queued command; doubled after each poll...
+    pub poll_initial: Duration,
+    /// ...up to this.
+    pub poll_max: Duration,
+    /// Deadline of commands not tied to a group (power, terminate); groups have their own
+    /// `commandTimeout` for creates.
+    pub command_timeout: Duration,
+}
+
+impl Default for ProviderOptions {
+    fn default() -> Self {
+        ProviderOptions {
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(120),
+            poll_initial: Duration::from_secs(2),
+            poll_max: Duration::from_secs(10),
+            command_timeout: Duration::from_secs(30 * 60),
+        }
+    }
+}
+
+/// Kamatera as a [`CloudProvider`]: one account (API key), one or more node groups.
+pub struct KamateraProvider {
+    creds: KamateraCredentials,
+    groups: BTreeMap<String, KamateraSettings>,
+    http: reqwest::Client,
+    options: ProviderOptions,
+    /// Tags by server id; tags nodewright sets never change, so they are read once.
+    tags: Mutex<HashMap<String, Vec<String>>>,
+    /// When this process first saw (or created) each server: the API reports no
+    /// creation time, so a restart restarts the provisioning clock of servers in flight.
+    first_seen: Mutex<HashMap<String, SystemTime>>,
+}
+
+impl std::fmt::Debug for KamateraProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KamateraProvider")
+            .field("url", &self.creds.url)
+            .field("groups", &self.groups.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+fn other(message: String) -> CloudError {
+    CloudError::Other {
+        provider: PROVIDER.into(),
+        message,
+    }
+}
+
+/// A transport-level failure (connect, TLS, timeout, body read).
+fn transport(call: &str, e: &reqwest::Error) -> CloudError {
+    let kind = if e.is_timeout() {
+        "timed out"
+    } else if e.is_connect() {
+        "connection failed"
+    } else {
+        "request failed"
+    };
+    let mut message = format!("{kind}: {e}");
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        message.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    CloudError::Transport {
+        provider: PROVIDER.into(),
+        call: call.into(),
+        message,
+    }
+}
+
+/// Maps a non-success response to a [`CloudError`] carrying the API's message.
+pub fn api_error(call: &str, status: u16, body: &str) -> CloudError {
+    let message = error_message(body);
+    if status == 401 || status == 403 || is_auth_message(&message) {
+        return CloudError::Auth {
+            provider: PROVIDER.into(),
+            message: format!("{call}: {message}"),
+        };
+    }
+    if is_quota_message(&message) {
+        return CloudError::Quota {
+            provider: PROVIDER.into(),
+            message,
+        };
+    }
+    CloudError::Api {
+        provider: PROVIDER.into(),
+        call: call.into(),
+        status,
+        message,
+    }
+}
+
+/// Characters Kamatera accepts in server names.
+fn valid_server_name(name: &str) -> bool {
+    name.len() >= 4
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '(' | ')' | '_' | '-'))
+}
+
+/// A fresh root password: 16 letters and digits from the OS random source, with at
+/// least one lower-case letter, one capital and one digit (the API's rule: 10-20
+/// characters of `a-zA-Z0-9!@#$^&*()~`, one of each class). Never logged.
+pub fn generate_password() -> Result<String, CloudError> {
+    const CHARSET: &[u8] = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
+    let rng = rustls::crypto::ring::default_provider().secure_random;
+    let limit = (256 / CHARSET.len() * CHARSET.len()) as u8;
+    for _ in 0..64 {
+        let mut out = String::with_capacity(16);
+        while out.len() < 16 {
+            let mut buf = [0u8; 32];
+            rng.fill(&mut buf)
+                .map_err(|_| other("the OS random source failed".into()))?;
+            for b in buf {
+                if b < limit && out.len() < 16 {
+                    out.push(CHARSET[(b as usize) % CHARSET.len()] as char);
+                }
+            }
+        }
+        let classes = [
+            out.chars().any(|c| c.is_ascii_lowercase()),
+            out.chars().any(|c| c.is_ascii_uppercase()),
+            out.chars().any(|c| c.is_ascii_digit()),
+        ];
+        if classes.iter().all(|c| *c) {
+            return Ok(out);
+        }
+    }
+    Err(other("could not generate a server password".into()))
+}
+
+/// Which group a server of `cluster` belongs to, from its tags (`<prefix>-<group>`).
+fn group_of(
+    name: &str,
+    tags: &[String],
+    prefix: &str,
+    cluster: &str,
+    known: &BTreeMap<String, KamateraSettings>,
+) -> Option<String> {
+    let own = cluster_tag(prefix, cluster);
+    let lead = format!("{prefix}-");
+    let candidates: Vec<&str> = tags
+        .iter()
+        .filter(|t| **t != own)
+        .filter_map(|t| t.strip_prefix(&lead))
+        .filter(|g| !g.is_empty())
+        .collect();
+    let named = |g: &str| name.starts_with(&format!("{cluster}-{g}-"));
+    candidates
+        .iter()
+        .find(|g| known.contains_key(**g) && named(g))
+        .or_else(|| candidates.iter().find(|g| known.contains_key(**g)))
+        .or_else(|| candidates.iter().find(|g| named(g)))
+        .or(match candidates.as_slice() {
+            [one] => Some(one),
+            _ => None,
+        })
+        .map(|g| g.to_string())
+}
+
+fn status_of(power: Option<&str>) -> ServerStatus {
+    match power.map(|p| p.trim().to_ascii_lowercase()).as_deref() {
+        Some("on") => ServerStatus::Active,
+        Some("off") => ServerStatus::Stopped,
+        _ => ServerStatus::Unknown,
+    }
+}
+
+impl KamateraProvider {
+    /// Builds the provider; no request is made until first use.
+    pub fn new(
+        credentials: KamateraCredentials,
+        groups: BTreeMap<String, KamateraSettings>,
+    ) -> Result<Self, CloudError> {
+        Self::with_options(credentials, groups, ProviderOptions::default())
+    }
+
+    pub fn with_options(
+        credentials: KamateraCredentials,
+        groups: BTreeMap<String, KamateraSettings>,
+        options: ProviderOptions,
+    ) -> Result<Self, CloudError> {
+        // Already installed (by us or another module) is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .connect_timeout(options.connect_timeout)
+            .timeout(options.request_timeout)
+            .user_agent(concat!("nodewright/", env!("CARGO_PKG_VERSION")))
+            .build()
+            .map_err(|e| other(format!("cannot build HTTP client: {e}")))?;
+        Ok(KamateraProvider {
+            creds: credentials,
+            groups,
+            http,
+            options,
+            tags: Mutex::new(HashMap::new()),
+            first_seen: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn settings(&self, group: &str) -> Result<&KamateraSettings, CloudError> {
+        self.groups
+            .get(group)
+            .ok_or_else(|| other(format!("no Kamatera settings for node group '{group}'")))
+    }
+
+    /// Distinct tag prefixes of the groups (the default when there is none).
+    fn prefixes(&self) -> BTreeSet<&str> {
+        let mut p: BTreeSet<&str> = self
+            .groups
+            .values()
+            .map(|s| s.tag_prefix.as_str())
+            .collect();
+        if p.is_empty() {
+            p.insert(DEFAULT_TAG_PREFIX);
+        }
+        p
+    }
+
+    /// Sends one request with the API key headers; any non-2xx becomes an error with
+    /// the API's message. Bodies are never logged (they may hold passwords).
+    async fn send<T: DeserializeOwned>(
+        &self,
+        call: &str,
+        method: reqwest::Method,
+        path: &str,
+        query: Option<&[(&str, &str)]>,
+        body: Option<&Value>,
+    ) -> Result<T, CloudError> {
+        let url = format!("{}{path}", self.creds.url);
+        let mut rb = self
+            .http
+            .request(method, url)
+            .header("AuthClientId", &self.creds.client_id)
+            .header("AuthSecret", &self.creds.secret)
+            .header("Accept", "application/json");
+        if let Some(q) = query {
+            rb = rb.query(q);
+        }
+        if let Some(b) = body {
+            rb = rb.json(b);
+        }
+        let resp = rb.send().await.map_err(|e| transport(call, &e))?;
+        let status = resp.status();
+        let bytes = resp.bytes().await.map_err(|e| transport(call, &e))?;
+        if !status.is_success() {
+            return Err(api_error(
+                call,
+                status.as_u16(),
+                &String::from_utf8_lossy(&bytes),
+            ));
+        }
+        serde_json::from_slice(&bytes).map_err(|e| {
+            other(format!(
+                "{call}: unexpected response ({e}): {}",
+                error_message(&String::from_utf8_lossy(&bytes))
+            ))
+        })
+    }
+
+    async fn post<T: DeserializeOwned>(
+        &self,
+        call: &str,
+        path: &str,
+        body: &Value,
+    ) -> Result<T, CloudError> {
+        self.send(call, reqwest::Method::POST, path, None, Some(body))
+            .await
+    }
+
+    /// `GET /service/servers`: every server of the account.
+    pub async fn list_all(&self) -> Result<Vec<ServerEntry>, CloudError> {
+        self.send(
+            "GET /service/servers",
+            reqwest::Method::GET,
+            "/service/servers",
+            None,
+            None,
+        )
+        .await
+    }
+
+    /// Tags of a server (`POST /server/tags`), cached per server id.
+    pub async fn server_tags(&self, id: &str) -> Result<Vec<String>, CloudError> {
+        if let Some(t) = self.lock_tags().get(id) {
+            return Ok(t.clone());
+        }
+        let rows: Vec<TagRow> = self
+            .post("POST /server/tags", "/server/tags", &json!({ "id": id }))
+            .await?;
+        let tags: Vec<String> = rows.into_iter().map(TagRow::into_name).collect();
+        self.lock_tags().insert(id.to_string(), tags.clone());
+        Ok(tags)
+    }
+
+    /// Adds a tag to a server (`POST /server/tags` with `add`).
+    pub async fn add_tag(&self, id: &str, tag: &str) -> Result<(), CloudError> {
+        let _: Value = self
+            .post(
+                "POST /server/tags (add)",
+                "/server/tags",
+                &json!({ "id": id, "add": tag }),
+            )
+            .await?;
+        self.lock_tags().remove(id);
+        Ok(())
+    }
+
+    fn lock_tags(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<String>>> {
+        self.tags.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn lock_seen(&self) -> std::sync::MutexGuard<'_, HashMap<String, SystemTime>> {
+        self.first_seen.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Polls `GET /service/queue?id=` until the command is `complete` (Ok) or `error`
+    /// (Err with its log), or `timeout` passes. When the queue has no entry for the
+    /// command and `server_name` is given, a server of that name that is powered on
+    /// counts as done (the queue does not always report finished commands).
+    pub async fn wait_command(
+        &self,
+        what: &str,
+        id: &CommandId,
+        timeout: Duration,
+        server_name: Option<&str>,
+    ) -> Result<QueueEntry, CloudError> {
+        let started = Instant::now();
+        let mut delay = self.options.poll_initial;
+        let mut last = String::from("pending");
+        let mut empty_answers = 0u32;
+        loop {
+            let remaining = timeout.saturating_sub(started.elapsed());
+            if remaining.is_zero() {
+                return Err(other(format!(
+                    "{what}: command {id} did not finish within {} (last status: {last})",
+                    humantime::format_duration(timeout)
+                )));
+            }
+            tokio::time::sleep(delay.min(remaining)).await;
+            delay = (delay * 2).min(self.options.poll_max);
+            let answer: Result<QueueResponse, CloudError> = self
+                .send(
+                    "GET /service/queue",
+                    reqwest::Method::GET,
+                    "/service/queue",
+                    Some(&[("id", id.0.as_str())]),
+                    None,
+                )
+                .await;
+            let entry = match answer {
+                Ok(r) => r.entry(id),
+                Err(e @ CloudError::Auth { .. }) => return Err(e),
+                Err(e) => {
+                    tracing::warn!(command = %id, error = %e, "polling the Kamatera queue failed; retrying");
+                    last = format!("poll failed: {e}");
+                    continue;
+                }
+            };
+            match entry.as_ref().map(QueueEntry::state) {
+                Some(CommandState::Complete) => {
+                    tracing::debug!(command = %id, what, "Kamatera command complete");
+                    return entry.ok_or_else(|| other("unreachable".into()));
+                }
+                Some(CommandState::Failed { log }) => {
+                    let message = format!("{what}: command {id} failed: {log}");
+                    return Err(if is_quota_message(&log) {
+                        CloudError::Quota {
+                            provider: PROVIDER.into(),
+                            message,
+                        }
+                    } else {
+                        other(message)
+                    });
+                }
+                Some(CommandState::Running(s)) => last = s,
+                None => {
+                    empty_answers += 1;
+                    last = "not in the queue".into();
+                    if let (Some(name), true) = (server_name, empty_answers >= 3) {
+                        let servers = self.list_all().await?;
+                        if servers.iter().any(|s| {
+                            s.name == name && status_of(s.power.as_deref()) == ServerStatus::Active
+                        }) {
+                            tracing::debug!(command = %id, server = name, "queue has no entry; the server is up");
+                            return Ok(QueueEntry {
+                                id: Some(id.clone()),
+                                status: Some("complete".into()),
+                                log: None,
+                                description: None,
+                                server: Some(name.to_string()),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    async fn wait_all(
+        &self,
+        what: &str,
+        ids: &CommandIds,
+        timeout: Duration,
+        server_name: Option<&str>,
+    ) -> Result<(), CloudError> {
+        for id in &ids.0 {
+            self.wait_command(what, id, timeout, server_name).await?;
+        }
+        Ok(())
+    }
+
+    /// Powers a server on and waits for the command.
+    pub async fn power_on(&self, id: &str) -> Result<(), CloudError> {
+        let ids: CommandIds = self
+            .post(
+                "POST /service/server/poweron",
+                "/service/server/poweron",
+                &json!({ "id": id }),
+            )
+            .await?;
+        self.wait_all(
+            &format!("power on {id}"),
+            &ids,
+            self.options.command_timeout,
+            None,
+        )
+        .await
+    }
+
+    /// Powers a server off (`force` skips the graceful shutdown) and waits for the command.
+    pub async fn power_off(&self, id: &str, force: bool) -> Result<(), CloudError> {
+        let ids: CommandIds = self
+            .post(
+                "POST /service/server/poweroff",
+                "/service/server/poweroff",
+                &json!({ "id": id, "force": force }),
+            )
+            .await?;
+        self.wait_all(
+            &format!("power off {id}"),
+            &ids,
+            self.options.command_timeout,
+            None,
+        )
+        .await
+    }
+
+    /// Terminates a server (forced, even if powered on) and waits for the command.
+    /// A server that no longer exists is success.
+    pub async fn terminate(&self, id: &str) -> Result<(), CloudError> {
+        let started: Result<CommandIds, CloudError> = self
+            .post(
+                "POST /service/server/terminate",
+                "/service/server/terminate",
+                &json!({ "id": id, "force": true }),
+            )
+            .await;
+        let ids = match started {
+            Ok(ids) => ids,
+            Err(CloudError::Api { message, .. }) if is_not_found_message(&message) => {
+                tracing::debug!(id, "Kamatera server already gone");
+                self.forget(id);
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        self.wait_all(
+            &format!("terminate {id}"),
+            &ids,
+            self.options.command_timeout,
+            None,
+        )
+        .await?;
+        self.forget(id);
+        Ok(())
+    }
+
+    fn forget(&self, id: &str) {
+        self.lock_tags().remove(id);
+        self.lock_seen().remove(id);
+    }
+
+    fn create_body(
+        &self,
+        req: &CreateRequest,
+        settings: &KamateraSettings,
+        password: String,
+    ) -> CreateServerBody {
+        let mut tags = vec![
+            cluster_tag(&settings.tag_prefix, &req.cluster),
+            group_tag(&settings.tag_prefix, &req.group),
+        ];
+        tags.extend(settings.extra_tags.iter().cloned());
+        let (script, userdata) = match settings.user_data_field {
+            UserDataField::Script => (req.user_data.clone(), String::new()),
+            UserDataField::Userdata => (String::new(), req.user_data.clone()),
+        };
+        CreateServerBody {
+            name: req.name.clone(),
+            password_validate: password.clone(),
+            password,
+            ssh_key: settings.ssh_key.clone().unwrap_or_default(),
+            datacenter: settings.datacenter.clone(),
+            image: settings.image.clone(),
+            cpu: settings.cpu.clone(),
+            ram: settings.ram.0.to_string(),
+            disk: settings.disks.join(" "),
+            dailybackup: yes_no(settings.daily_backup),
+            managed: yes_no(settings.managed),
+            network: settings.networks.join(" "),
+            quantity: 1,
+            billingcycle: settings.billing_cycle.as_str(),
+            monthlypackage: settings.monthly_package.clone().unwrap_or_default(),
+            poweronaftercreate: "yes",
+            script_file: script,
+            userdata_file: userdata,
+            tag: tags.join(" "),
+        }
+    }
+
+    /// After a failed create, removes what it may have left (best effort).
+    async fn clean_up_failed_create(&self, name: &str, cluster_tag: &str) {
+        let Ok(servers) = self.list_all().await else {
+            return;
+        };
+        for s in servers.iter().filter(|s| s.name == name) {
+            let ours = self
+                .server_tags(&s.id)
+                .await
+                .is_ok_and(|t| t.iter().any(|t| t == cluster_tag));
+            if !ours {
+                continue;
+            }
+            match self.terminate(&s.id).await {
+                Ok(()) => {
+                    tracing::info!(server = name, id = %s.id, "removed the server a failed create left behind")
+                }
+                Err(e) => {
+                    tracing::warn!(server = name, id = %s.id, error = %e, "could not remove the server a failed create left behind; it is retried as a failed VM")
+                }
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl CloudProvider for KamateraProvider {
+    fn name(&self) -> &str {
+        PROVIDER
+    }
+
+    async fn list_servers(&self, cluster: &str) -> Result<Vec<Server>, CloudError> {
+        let all = self.list_all().await?;
+        let listed: BTreeSet<&str> = all.iter().map(|s| s.id.as_str()).collect();
+        self.lock_tags()
+            .retain(|id, _| listed.contains(id.as_str()));
+        self.lock_seen()
+            .retain(|id, _| listed.contains(id.as_str()));
+        let prefixes = self.prefixes();
+        let name_lead = format!("{cluster}-");
+        let mut out = Vec::new();
+        // Only servers named like ours have their tags read (one call each, then cached);
+        // the tags decide.
+        for s in all.iter().filter(|s| s.name.starts_with(&name_lead)) {
+            let tags = self.server_tags(&s.id).await?;
+            let Some(prefix) = prefixes
+                .iter()
+                .find(|p| tags.iter().any(|t| *t == cluster_tag(p, cluster)))
+            else {
+                continue;
+            };
+            let group = group_of(&s.name, &tags, prefix, cluster, &self.groups);
+            let created = *self
+                .lock_seen()
+                .entry(s.id.clone())
+                .or_insert_with(SystemTime::now);
+            let memory_bytes = group
+                .as_deref()
+                .and_then(|g| self.groups.get(g))
+                .map(|g| g.ram.bytes());
+            out.push(Server {
+                id: s.id.clone(),
+                name: s.name.clone(),
+                cluster: Some(cluster.to_string()),
+                group,
+                status: status_of(s.power.as_deref()),
+                created,
+                memory_bytes,
+                provider: PROVIDER.into(),
+            });
+        }
+        Ok(out)
+    }
+
+    async fn create_server(&self, req: &CreateRequest) -> Result<Server, CloudError> {
+        let settings = self.settings(&req.group)?;
+        if !valid_server_name(&req.name) {
+            return Err(other(format!(
+                "server name '{}' is not valid on Kamatera: expected at least 4 of a-z A-Z 0-9 ( ) _ -",
+                req.name
+            )));
+        }
+        let created = SystemTime::now();
+        let body = self.create_body(req, settings, generate_password()?);
+        let value = serde_json::to_value(&body)
+            .map_err(|e| other(format!("cannot encode the create request: {e}")))?;
+        drop(body);
+        let ids: CommandIds = self
+            .post("POST /service/server", "/service/server", &value)
+            .await?;
+        drop(value);
+        tracing::info!(server = %req.name, group = %req.group, commands = ?ids.0.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(), "Kamatera server requested");
+        let own_tag = cluster_tag(&settings.tag_prefix, &req.cluster);
+        let what = format!("create server {}", req.name);
+        if let Err(e) = self
+            .wait_all(&what, &ids, settings.command_timeout, Some(&req.name))
+            .await
+        {
+            if !matches!(e, CloudError::Other { ref message, .. } if message.contains("did not finish"))
+            {
+                self.clean_up_failed_create(&req.name, &own_tag).await;
+            }
+            return Err(e);
+        }
+        let servers = self.list_all().await?;
+        let mut found: Option<ServerEntry> = None;
+        for s in servers.into_iter().filter(|s| s.name == req.name) {
+            let tags = self.server_tags(&s.id).await?;
+            if found.is_none() || tags.iter().any(|t| *t == own_tag) {
+                found = Some(s);
+            }
+        }
+        let entry = found.ok_or_else(|| {
+            other(format!(
+                "{what}: the command completed but no server of that name is listed"
+            ))
+        })?;
+        // Ownership must be readable back: add any tag the create did not set.
+        let have = self.server_tags(&entry.id).await?;
+        for tag in [own_tag.clone(), group_tag(&settings.tag_prefix, &req.group)] {
+            if !have.contains(&tag) {
+                tracing::warn!(server = %req.name, tag = %tag, "tag missing after create; adding it");
+                self.add_tag(&entry.id, &tag).await?;
+            }
+        }
+        let mut status = status_of(entry.power.as_deref());
+        if status == ServerStatus::Stopped {
+            tracing::info!(server = %req.name, "server is powered off after create; powering it on");
+            self.power_on(&entry.id).await?;
+            status = ServerStatus::Active;
+        }
+        self.lock_seen().insert(entry.id.clone(), created);
+        tracing::info!(server = %req.name, id = %entry.id, "Kamatera server created");
+        Ok(Server {
+            id: entry.id,
+            name: req.name.clone(),
+            cluster: Some(req.cluster.clone()),
+            group: Some(req.group.clone()),
+            status,
+            created,
+            memory_bytes: Some(settings.ram.bytes()),
+            provider: PROVIDER.into(),
+        })
+    }
+
+    async fn delete_server(&self, id: &str) -> Result<(), CloudError> {
+        self.terminate(id).await
+    }
+
+    async fn group_memory(&self, group: &str) -> Result<Option<u64>, CloudError> {
+        Ok(Some(self.settings(group)?.ram.bytes()))
+    }
+
+    /// Checks the API key with a server listing.
+    async fn verify(&self) -> Result<(), CloudError> {
+        self.list_all().await.map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_are_strong_and_distinct() {
+        let a = generate_password().expect("password");
+        let b = generate_password().expect("password");
+        assert_ne!(a, b);
+        for p in [&a, &b] {
+            assert_eq!(p.len(), 16);
+            assert!(p.chars().any(|c| c.is_ascii_lowercase()));
+            assert!(p.chars().any(|c| c.is_ascii_uppercase()));
+            assert!(p.chars().any(|c| c.is_ascii_digit()));
+            assert!(p.chars().all(|c| c.is_ascii_alphanumeric()));
+        }
+    }
+
+    #[test]
+    fn error_mapping() {
+        assert!(matches!(
+            api_error(
+                "GET /service/servers",
+                401,
+                r#"{"message": "Authentication failed"}"#
+            ),
+            CloudError::Auth { .. }
+        ));
+        assert!(matches!(
+            api_error(
+                "POST /service/server",
+                500,
+                r#"{"message": "Insufficient balance"}"#
+            ),
+            CloudError::Quota { .. }
+        ));
+        match api_error(
+            "POST /service/server",
+            500,
+            r#"{"message": "Datacenter XX not found"}"#,
+        ) {
+            CloudError::Api {
+                status, message, ..
+            } => {
+                assert_eq!(status, 500);
+                assert_eq!(message, "Datacenter XX not found");
+            }
+            e => panic!("unexpected {e:?}"),
+        }
+    }
+
+    #[test]
+    fn groups_from_tags() {
+        let s: KamateraSettings =
+            crate::yaml::from_str("datacenter: EU\nimage: i\ncpu: 2B\nram: 2048\n")
+                .expect("settings");
+        let known: BTreeMap<String, KamateraSettings> =
+            [("workers".to_string(), s)].into_iter().collect();
+        let tags = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            group_of(
+                "c-workers-abcde",
+                &tags(&["nw-c", "nw-workers"]),
+                "nw",
+                "c",
+                &known
+            ),
+            Some("workers".into())
+        );
+        // Unknown group: taken from the name, or when it is the only candidate.
+        assert_eq!(
+            group_of(
+                "c-gpu-abcde",
+                &tags(&["nw-c", "nw-gpu", "nw-x"]),
+                "nw",
+                "c",
+                &known
+            ),
+            Some("gpu".into())
+        );
+        assert_eq!(
+            group_of("odd", &tags(&["nw-c", "nw-gpu"]), "nw", "c", &known),
+            Some("gpu".into())
+        );
+        assert_eq!(
+            group_of("odd", &tags(&["nw-c", "nw-a", "nw-b"]), "nw", "c", &known),
+            None
+        );
+        assert_eq!(group_of("odd", &tags(&["nw-c"]), "nw", "c", &known), None);
+        assert!(valid_server_name("c-workers-abcde"));
+        assert!(!valid_server_name("abc"));
+        assert!(!valid_server_name("a.b.c.d"));
+    }
+}
