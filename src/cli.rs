@@ -1,6 +1,8 @@
 //! Command line: raw arguments (clap) → validated config → one of the commands.
 
-use std::path::PathBuf;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -12,6 +14,7 @@ use crate::cloud::build::build_clouds;
 use crate::cluster::{client_from_env, KubeCluster};
 use crate::config::{Config, ConfigError, ENV_CONFIG_FILE};
 use crate::reconcile::Reconciler;
+use crate::runner::{LeaderOptions, RunOptions};
 use crate::telemetry::{init_logging, LogFormat};
 
 #[derive(Debug, Parser)]
@@ -34,14 +37,7 @@ pub struct Cli {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run the reconciliation loop.
-    Run {
-        /// Observe and decide, log what would be done, change nothing.
-        #[arg(long)]
-        dry_run: bool,
-        /// Run a single cycle and exit.
-        #[arg(long)]
-        once: bool,
-    },
+    Run(RunArgs),
     /// Observe the live cluster and cloud once and print the action and its reasons.
     Plan {
         /// Print the decision as JSON.
@@ -63,6 +59,79 @@ pub enum Command {
     },
     /// Run the loop against an embedded simulated cluster and cloud.
     Simulate(SimulateArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct RunArgs {
+    /// Observe and decide, log what would be done, change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Run a single cycle and exit (no leader election, no HTTP server).
+    #[arg(long)]
+    pub once: bool,
+    /// Address for /metrics, /healthz and /readyz; `off` disables the server.
+    #[arg(long, default_value = "0.0.0.0:8080")]
+    pub metrics_addr: String,
+    /// Elect a leader among replicas on a Lease; only the leader acts.
+    #[arg(long)]
+    pub leader_elect: bool,
+    #[arg(long, default_value = "nodewright")]
+    pub lease_name: String,
+    /// Namespace of the Lease and the status ConfigMap.
+    #[arg(long, env = "POD_NAMESPACE", default_value = "kube-system")]
+    pub lease_namespace: String,
+    #[arg(long, default_value = "15s", value_parser = humantime::parse_duration)]
+    pub lease_duration: Duration,
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub renew_deadline: Duration,
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub retry_period: Duration,
+    /// /healthz fails when the loop made no progress for this long.
+    #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
+    pub stuck_after: Duration,
+    /// Name of the status ConfigMap (in the lease namespace); `off` disables it.
+    #[arg(long, default_value = "nodewright-status")]
+    pub status_configmap: String,
+    /// Identical Events within this window are posted once.
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    pub event_window: Duration,
+}
+
+impl RunArgs {
+    fn options(&self, config_path: &Path) -> Result<RunOptions, CliError> {
+        if self.renew_deadline >= self.lease_duration || self.retry_period >= self.renew_deadline {
+            return Err(CliError::Usage(format!(
+                "--retry-period ({}) < --renew-deadline ({}) < --lease-duration ({}) is required, so a leader steps down before its lease can be taken over",
+                humantime::format_duration(self.retry_period),
+                humantime::format_duration(self.renew_deadline),
+                humantime::format_duration(self.lease_duration)
+            )));
+        }
+        let metrics_addr = match self.metrics_addr.as_str() {
+            "off" => None,
+            a => Some(a.parse::<SocketAddr>().map_err(|e| {
+                CliError::Usage(format!(
+                    "--metrics-addr `{a}`: {e}; expected host:port such as 0.0.0.0:8080, or `off`"
+                ))
+            })?),
+        };
+        Ok(RunOptions {
+            config_path: config_path.to_path_buf(),
+            dry_run: self.dry_run,
+            metrics_addr,
+            leader: self.leader_elect.then(|| LeaderOptions {
+                name: self.lease_name.clone(),
+                namespace: self.lease_namespace.clone(),
+                lease_duration: self.lease_duration,
+                renew_deadline: self.renew_deadline,
+                retry_period: self.retry_period,
+            }),
+            stuck_after: self.stuck_after,
+            status_configmap: (self.status_configmap != "off")
+                .then(|| (self.lease_namespace.clone(), self.status_configmap.clone())),
+            event_window: self.event_window,
+        })
+    }
 }
 
 #[derive(Debug, Clone, Args)]
@@ -144,9 +213,9 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             }
             Ok(())
         }
-        Command::Run { dry_run, once } => {
-            let reconciler = reconciler(&cli.config, dry_run).await?;
-            if once {
+        Command::Run(args) => {
+            if args.once {
+                let reconciler = reconciler(&cli.config, args.dry_run).await?;
                 let report = reconciler
                     .cycle(SystemTime::now())
                     .await
@@ -154,19 +223,22 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                 println!("{}", report.decision.action);
                 return Ok(());
             }
-            tracing::info!(
-                cluster = %reconciler.config.cluster_name,
-                dry_run,
-                "nodewright starting"
-            );
-            reconciler.run(shutdown_signal()).await;
-            tracing::info!("nodewright stopped");
+            let opts = args.options(&cli.config)?;
+            // Fail fast with exit code 2 on a bad config, before any network.
+            Config::load(&cli.config)?;
+            let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                tracing::info!("shutting down");
+                stop_tx.send_replace(true);
+            });
+            crate::runner::run(opts, stop_rx).await?;
             Ok(())
         }
     }
 }
 
-async fn reconciler(config_path: &std::path::Path, dry_run: bool) -> Result<Reconciler, CliError> {
+async fn reconciler(config_path: &Path, dry_run: bool) -> Result<Reconciler, CliError> {
     let config = Config::load(config_path)?;
     let clouds = build_clouds(&config).map_err(|e| CliError::Usage(e.to_string()))?;
     let client = client_from_env().await.map_err(anyhow::Error::from)?;
@@ -178,7 +250,7 @@ async fn reconciler(config_path: &std::path::Path, dry_run: bool) -> Result<Reco
     })
 }
 
-async fn check(config_path: &std::path::Path, offline: bool) -> Result<(), CliError> {
+async fn check(config_path: &Path, offline: bool) -> Result<(), CliError> {
     let config = Config::load(config_path)?;
     println!("config {}: ok", config_path.display());
     let mut failures = Vec::new();

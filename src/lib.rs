@@ -12,6 +12,7 @@ pub mod cluster;
 pub mod config;
 pub mod plan;
 pub mod reconcile;
+pub mod runner;
 pub mod sim;
 pub mod telemetry;
 pub mod userdata;

@@ -29,6 +29,13 @@ pub struct CycleReport {
     pub outcome: Outcome,
 }
 
+/// A cycle that observed and decided; acting may still have failed.
+pub struct Cycle {
+    pub snapshot: Snapshot,
+    pub decision: Decision,
+    pub result: Result<Outcome, ActError>,
+}
+
 pub struct Reconciler {
     pub config: Arc<Config>,
     pub cluster: Arc<dyn ClusterApi>,
@@ -76,6 +83,15 @@ impl Reconciler {
 
     /// One full cycle: observe, decide, act.
     pub async fn cycle(&self, now: SystemTime) -> Result<CycleReport, CycleError> {
+        let c = self.cycle_detailed(now).await?;
+        Ok(CycleReport {
+            decision: c.decision,
+            outcome: c.result?,
+        })
+    }
+
+    /// As [`Self::cycle`], keeping the snapshot, and the decision even when acting failed.
+    pub async fn cycle_detailed(&self, now: SystemTime) -> Result<Cycle, CycleError> {
         let (snapshot, decision) = self.plan(now).await?;
         let taken_names = snapshot
             .nodes
@@ -90,27 +106,17 @@ impl Reconciler {
             taken_names,
             dry_run: self.dry_run,
         };
-        let outcome = actuator.execute(&decision.action).await?;
-        Ok(CycleReport { decision, outcome })
-    }
-
-    /// Runs cycles until `stop` resolves, logging each action once with its reasons.
-    pub async fn run(&self, stop: impl std::future::Future<Output = ()>) {
-        tokio::pin!(stop);
-        loop {
-            match self.cycle(SystemTime::now()).await {
-                Ok(report) => log_report(&report),
-                Err(e) => tracing::warn!(error = %e, "cycle failed; retrying next cycle"),
-            }
-            tokio::select! {
-                _ = &mut stop => return,
-                _ = tokio::time::sleep(self.config.scan_interval) => {}
-            }
-        }
+        let result = actuator.execute(&decision.action).await;
+        Ok(Cycle {
+            snapshot,
+            decision,
+            result,
+        })
     }
 }
 
-fn log_report(report: &CycleReport) {
+/// Logs an action once, with its reasons and notes.
+pub fn log_report(report: &CycleReport) {
     let d = &report.decision;
     let reasons: Vec<String> = d.reasons.iter().map(|r| r.to_string()).collect();
     if d.action == plan::Action::None {

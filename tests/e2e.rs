@@ -399,7 +399,9 @@ impl Drop for Killed {
 
 fn spawn_run(env: &SimEnv, config: &std::path::Path) -> Killed {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_nodewright"));
-    cmd.arg("run").stdout(Stdio::null()).stderr(Stdio::null());
+    cmd.args(["run", "--metrics-addr", "127.0.0.1:0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
     for (k, v) in env.env_vars(config) {
         cmd.env(k, v);
     }

@@ -2,6 +2,8 @@
 //! Every step is safe to repeat: if the process dies half-way, the next cycle observes
 //! what happened and the planner picks up from there.
 
+pub mod events;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
@@ -63,6 +65,28 @@ impl Clouds {
     pub fn groups(&self) -> impl Iterator<Item = (&String, &Arc<dyn CloudProvider>)> {
         self.by_group.iter()
     }
+
+    /// The same providers, each wrapped to record call latency and errors.
+    pub fn instrumented(&self, metrics: &Arc<crate::telemetry::metrics::Metrics>) -> Clouds {
+        let mut wrapped: Vec<(usize, Arc<dyn CloudProvider>)> = Vec::new();
+        let mut by_group = BTreeMap::new();
+        for (group, p) in &self.by_group {
+            let key = Arc::as_ptr(p) as *const () as usize;
+            let w = match wrapped.iter().find(|(k, _)| *k == key) {
+                Some((_, w)) => w.clone(),
+                None => {
+                    let w = crate::cloud::instrumented::Instrumented::wrap(
+                        p.clone(),
+                        metrics.clone(),
+                    );
+                    wrapped.push((key, w.clone()));
+                    w
+                }
+            };
+            by_group.insert(group.clone(), w);
+        }
+        Clouds { by_group }
+    }
 }
 
 /// Renders the user data for a node of `group`.
@@ -87,9 +111,10 @@ pub fn render_user_data(
     })
 }
 
-/// `<cluster>-<group>-<5 random base-36 chars>`, unique among `taken`.
-pub fn new_node_name(cluster: &str, group: &str, taken: &BTreeSet<String>) -> String {
-    loop {
+/// `n` random base-36 characters (lowercase letters and digits).
+pub fn random_suffix(n: usize) -> String {
+    let mut out = String::new();
+    while out.len() < n {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
         h.write_u128(
             std::time::SystemTime::now()
@@ -97,14 +122,19 @@ pub fn new_node_name(cluster: &str, group: &str, taken: &BTreeSet<String>) -> St
                 .map(|d| d.as_nanos())
                 .unwrap_or(0),
         );
-        let mut n = h.finish();
-        let mut suffix = String::new();
-        for _ in 0..5 {
-            let d = (n % 36) as u32;
-            n /= 36;
-            suffix.push(char::from_digit(d, 36).unwrap_or('x'));
+        let mut v = h.finish();
+        for _ in 0..(n - out.len()).min(12) {
+            out.push(char::from_digit((v % 36) as u32, 36).unwrap_or('x'));
+            v /= 36;
         }
-        let name = format!("{cluster}-{group}-{suffix}");
+    }
+    out
+}
+
+/// `<cluster>-<group>-<5 random base-36 chars>`, unique among `taken`.
+pub fn new_node_name(cluster: &str, group: &str, taken: &BTreeSet<String>) -> String {
+    loop {
+        let name = format!("{cluster}-{group}-{}", random_suffix(5));
         if !taken.contains(&name) {
             return name;
         }
@@ -117,6 +147,12 @@ pub struct Outcome {
     pub done: Vec<String>,
     /// Parts that could not be done now and will be retried (e.g. PDB-blocked evictions).
     pub deferred: Vec<String>,
+    /// VMs created, by group.
+    pub created: BTreeMap<String, u32>,
+    /// VMs deleted, by group.
+    pub deleted: BTreeMap<String, u32>,
+    /// Eviction results: `evicted`, `refused`, `gone`.
+    pub evictions: BTreeMap<&'static str, u32>,
 }
 
 pub struct Actuator<'a> {
@@ -148,6 +184,7 @@ impl Actuator<'_> {
                 }
                 for s in servers {
                     self.delete_server(s).await?;
+                    *out.deleted.entry(s.group.clone()).or_default() += 1;
                     out.done.push(format!("deleted VM {} ({})", s.name, s.id));
                 }
             }
@@ -169,6 +206,7 @@ impl Actuator<'_> {
                         user_data: rendered.content,
                     };
                     let server = provider.create_server(&req).await?;
+                    *out.created.entry(group.clone()).or_default() += 1;
                     out.done
                         .push(format!("created VM {} ({}) in group {group}", name, server.id));
                 }
@@ -179,7 +217,14 @@ impl Actuator<'_> {
             }
             Action::Drain { node, pods } => {
                 for pod in pods {
-                    match self.cluster.evict(pod).await? {
+                    let result = self.cluster.evict(pod).await?;
+                    let key = match &result {
+                        Eviction::Evicted => "evicted",
+                        Eviction::Gone => "gone",
+                        Eviction::Blocked(_) => "refused",
+                    };
+                    *out.evictions.entry(key).or_default() += 1;
+                    match result {
                         Eviction::Evicted => out.done.push(format!("evicted {pod} from {node}")),
                         Eviction::Gone => {}
                         Eviction::Blocked(why) => out
@@ -193,6 +238,7 @@ impl Actuator<'_> {
                 self.cluster.delete_node(node).await?;
                 out.done.push(format!("deleted node {node}"));
                 self.delete_server(server).await?;
+                *out.deleted.entry(server.group.clone()).or_default() += 1;
                 out.done
                     .push(format!("deleted VM {} ({})", server.name, server.id));
             }

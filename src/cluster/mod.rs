@@ -3,6 +3,9 @@
 //! implementation.
 
 pub mod convert;
+pub mod events;
+pub mod leader;
+pub mod status;
 mod kube_api;
 
 use std::path::Path;

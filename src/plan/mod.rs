@@ -7,6 +7,7 @@
 mod capacity;
 mod model;
 mod steps;
+pub mod summary;
 mod view;
 
 #[cfg(test)]
@@ -138,10 +139,40 @@ pub enum ReasonCode {
     CapacitySufficient,
 }
 
+/// A Kubernetes object a reason is about (for Events on it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ObjectRef {
+    pub kind: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+impl ObjectRef {
+    pub fn node(name: &str) -> ObjectRef {
+        ObjectRef {
+            kind: "Node".into(),
+            namespace: None,
+            name: name.to_string(),
+        }
+    }
+
+    pub fn pod(p: &PodInfo) -> ObjectRef {
+        ObjectRef {
+            kind: "Pod".into(),
+            namespace: Some(p.namespace.clone()),
+            name: p.name.clone(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Reason {
     pub code: ReasonCode,
     pub message: String,
+    /// The nodes or pods this reason is about.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub objects: Vec<ObjectRef>,
 }
 
 impl Reason {
@@ -149,7 +180,14 @@ impl Reason {
         Reason {
             code,
             message: message.into(),
+            objects: Vec::new(),
         }
+    }
+
+    /// The same reason, about these objects.
+    pub fn about(mut self, objects: impl IntoIterator<Item = ObjectRef>) -> Self {
+        self.objects.extend(objects);
+        self
     }
 }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::capacity::{self, fmt_bytes, fmt_u, Bin};
 use super::model::{normalize_image, PodInfo};
 use super::view::{Member, ServerState, View};
-use super::{Action, PodRef, Reason, ReasonCode};
+use super::{Action, ObjectRef, PodRef, Reason, ReasonCode};
 use crate::config::NodeGroupConfig;
 use crate::{ANNOTATION_CORDONED, STARTUP_TAINT_KEY};
 
@@ -43,7 +43,8 @@ pub fn finish_provisioning(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult
     let reason = Reason::new(
         ReasonCode::NodeReady,
         format!("node {node} of group {} is Ready", m.group.name),
-    );
+    )
+    .about([ObjectRef::node(&node)]);
     Some((Action::RemoveStartupTaint { node }, vec![reason]))
 }
 
@@ -59,6 +60,7 @@ pub fn clean_up_failed(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     }
     let mut reasons = Vec::new();
     for m in &failed {
+        let about = m.node.map(|n| ObjectRef::node(&n.name));
         let age = humantime::format_duration(Duration::from_secs(
             v.age(m.server.created).as_secs(),
         ));
@@ -83,7 +85,8 @@ pub fn clean_up_failed(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
                     humantime::format_duration(v.config.provision_timeout)
                 ),
             ),
-        });
+        }
+        .about(about));
     }
     let nodes = failed
         .iter()
@@ -166,7 +169,8 @@ pub fn scale_up(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
                 if v.unhostable.len() == 1 { "this pod" } else { "these pods" },
                 list_pods(&v.unhostable)
             ),
-        ));
+        )
+        .about(v.unhostable.iter().map(|p| ObjectRef::pod(p))));
     }
     let mut bins = v.bins(None);
     let unplaced = capacity::place(&mut bins, &v.unschedulable);
@@ -199,7 +203,8 @@ pub fn scale_up(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
                 fmt_u(requested),
                 list_pods(&accepted)
             ),
-        )];
+        )
+        .about(accepted.iter().map(|p| ObjectRef::pod(p)))];
         if needed > room {
             reasons.push(Reason::new(
                 ReasonCode::GroupAtMaxSize,
@@ -323,7 +328,9 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
                     "{node} keeps pods without a controller, which eviction would lose: {}; delete or move them to let the replacement finish",
                     list_pods(&bare)
                 ),
-            ));
+            )
+            .about([ObjectRef::node(node)])
+            .about(bare.iter().map(|p| ObjectRef::pod(p))));
             continue;
         }
         let reason = Reason::new(
@@ -335,7 +342,8 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
                     .map_or("", String::as_str),
                 evictable.len()
             ),
-        );
+        )
+        .about([ObjectRef::node(node)]);
         let pods = evictable.iter().map(|p| pod_ref(p)).collect();
         return Some((
             Action::Drain {
@@ -369,7 +377,8 @@ pub fn replace_old(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             node.name,
             humantime::format_duration(limit)
         ),
-    );
+    )
+    .about([ObjectRef::node(&node.name)]);
     let pods: Vec<&PodInfo> = v
         .pods_on(&node.name)
         .iter()
@@ -450,7 +459,8 @@ pub fn remove_empty(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     let reason = Reason::new(
         ReasonCode::NodeEmpty,
         format!("{node} is cordoned and runs no pods that need it"),
-    );
+    )
+    .about([ObjectRef::node(&node)]);
     Some((
         Action::DeleteNode {
             node,

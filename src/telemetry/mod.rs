@@ -1,5 +1,8 @@
 //! Logging setup. Human-readable by default, JSON for log pipelines.
 
+pub mod http;
+pub mod metrics;
+
 use tracing_subscriber::EnvFilter;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -1,0 +1,67 @@
+//! Wraps any provider to record call latency and errors in the metrics.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use async_trait::async_trait;
+
+use super::{CloudError, CloudProvider, CreateRequest, Server};
+use crate::telemetry::metrics::Metrics;
+
+pub struct Instrumented {
+    inner: Arc<dyn CloudProvider>,
+    metrics: Arc<Metrics>,
+}
+
+impl Instrumented {
+    pub fn wrap(inner: Arc<dyn CloudProvider>, metrics: Arc<Metrics>) -> Arc<dyn CloudProvider> {
+        Arc::new(Instrumented { inner, metrics })
+    }
+
+    fn observe<T>(&self, call: &str, started: Instant, r: &Result<T, CloudError>) {
+        self.metrics
+            .cloud_call(self.inner.name(), call, started.elapsed(), r.is_ok());
+    }
+}
+
+#[async_trait]
+impl CloudProvider for Instrumented {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    async fn list_servers(&self, cluster: &str) -> Result<Vec<Server>, CloudError> {
+        let t = Instant::now();
+        let r = self.inner.list_servers(cluster).await;
+        self.observe("list_servers", t, &r);
+        r
+    }
+
+    async fn create_server(&self, req: &CreateRequest) -> Result<Server, CloudError> {
+        let t = Instant::now();
+        let r = self.inner.create_server(req).await;
+        self.observe("create_server", t, &r);
+        r
+    }
+
+    async fn delete_server(&self, id: &str) -> Result<(), CloudError> {
+        let t = Instant::now();
+        let r = self.inner.delete_server(id).await;
+        self.observe("delete_server", t, &r);
+        r
+    }
+
+    async fn group_memory(&self, group: &str) -> Result<Option<u64>, CloudError> {
+        let t = Instant::now();
+        let r = self.inner.group_memory(group).await;
+        self.observe("group_memory", t, &r);
+        r
+    }
+
+    async fn verify(&self) -> Result<(), CloudError> {
+        let t = Instant::now();
+        let r = self.inner.verify().await;
+        self.observe("verify", t, &r);
+        r
+    }
+}

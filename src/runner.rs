@@ -1,0 +1,374 @@
+//! `nodewright run` as deployed: leader election, the cycle loop, metrics and health,
+//! Events, the status ConfigMap, and config reload. The cycle itself is
+//! [`Reconciler::cycle_detailed`]; this module only wires the production concerns around it.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::Context;
+use serde::Serialize;
+use tokio::sync::watch;
+
+use crate::act::events::events_for;
+use crate::act::Clouds;
+use crate::cloud::build::build_clouds;
+use crate::cluster::events::EventRecorder;
+use crate::cluster::leader::{LeaderElector, LeaseSettings};
+use crate::cluster::status::write_status;
+use crate::cluster::{client_from_env, KubeCluster};
+use crate::config::Config;
+use crate::plan::summary::{summarize, Summary, NODE_STATES};
+use crate::plan::{Action, Decision};
+use crate::reconcile::{log_report, Cycle, CycleReport, Reconciler};
+use crate::telemetry::http::{self, Health};
+use crate::telemetry::metrics::{
+    ActionLabels, FailedCreateLabels, GroupLabels, Metrics, NodeStateLabels, ResultLabels,
+};
+
+#[derive(Debug, Clone)]
+pub struct LeaderOptions {
+    pub name: String,
+    pub namespace: String,
+    pub lease_duration: Duration,
+    pub renew_deadline: Duration,
+    pub retry_period: Duration,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub config_path: PathBuf,
+    pub dry_run: bool,
+    pub metrics_addr: Option<SocketAddr>,
+    pub leader: Option<LeaderOptions>,
+    /// `/healthz` fails when the active loop made no progress for this long.
+    pub stuck_after: Duration,
+    /// Namespace and name of the status ConfigMap.
+    pub status_configmap: Option<(String, String)>,
+    /// Identical Events within this window are posted once.
+    pub event_window: Duration,
+}
+
+/// This replica's name in the Lease: the pod name when running in a pod.
+fn identity() -> String {
+    let base = std::env::var("POD_NAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "nodewright".into());
+    let base: String = base.chars().take(56).collect();
+    format!("{base}-{}", crate::act::random_suffix(6))
+}
+
+/// Re-reads the config file when it changes (a mounted ConfigMap is updated in place);
+/// an invalid new version is logged and the last good one stays in force.
+struct ConfigWatch {
+    path: PathBuf,
+    last_text: String,
+}
+
+impl ConfigWatch {
+    fn poll(&mut self) -> Option<Config> {
+        let text = std::fs::read_to_string(&self.path).ok()?;
+        if text == self.last_text {
+            return None;
+        }
+        self.last_text = text;
+        match Config::load(&self.path) {
+            Ok(c) => {
+                tracing::info!(path = %self.path.display(), "config changed; new config in force");
+                Some(c)
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "config changed but is invalid; keeping the last good config");
+                None
+            }
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusDoc<'a> {
+    time: String,
+    leader: &'a str,
+    health: &'a str,
+    dry_run: bool,
+    summary: &'a Summary,
+    last_action: LastAction<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LastAction<'a> {
+    #[serde(rename = "type")]
+    kind: &'a str,
+    description: String,
+    decision: &'a Decision,
+    done: &'a [String],
+    deferred: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+fn record_metrics(m: &Metrics, summary: &Summary, cycle: &Cycle) {
+    for (group, g) in &summary.groups {
+        for state in NODE_STATES {
+            let n = g.states.get(*state).copied().unwrap_or(0);
+            m.nodes
+                .get_or_create(&NodeStateLabels {
+                    group: group.clone(),
+                    state: state.to_string(),
+                })
+                .set(i64::from(n));
+        }
+    }
+    m.unschedulable_pods.set(summary.unschedulable_pods as i64);
+    m.free_memory.set(summary.free_memory_bytes);
+    m.free_memory_target
+        .set(i64::try_from(summary.free_memory_target_bytes).unwrap_or(i64::MAX));
+    let action = &cycle.decision.action;
+    if *action != Action::None {
+        m.actions
+            .get_or_create(&ActionLabels {
+                action: action.kind().to_string(),
+            })
+            .inc();
+    }
+    match &cycle.result {
+        Ok(o) => {
+            for (group, n) in &o.created {
+                m.scale_ups
+                    .get_or_create(&GroupLabels {
+                        group: group.clone(),
+                    })
+                    .inc_by(u64::from(*n));
+            }
+            for (group, n) in &o.deleted {
+                m.scale_downs
+                    .get_or_create(&GroupLabels {
+                        group: group.clone(),
+                    })
+                    .inc_by(u64::from(*n));
+            }
+            for (result, n) in &o.evictions {
+                m.evictions
+                    .get_or_create(&ResultLabels {
+                        result: result.to_string(),
+                    })
+                    .inc_by(u64::from(*n));
+            }
+        }
+        Err(e) => {
+            if let Action::ScaleUp { group, .. } = action {
+                m.failed_creates
+                    .get_or_create(&FailedCreateLabels {
+                        group: group.clone(),
+                        reason: failure_reason(e).to_string(),
+                    })
+                    .inc();
+            }
+        }
+    }
+}
+
+fn failure_reason(e: &crate::act::ActError) -> &'static str {
+    use crate::cloud::CloudError;
+    match e {
+        crate::act::ActError::Cloud(c) => match c {
+            CloudError::Auth { .. } => "auth",
+            CloudError::NotFound { .. } => "not-found",
+            CloudError::Quota { .. } => "quota",
+            CloudError::Api { .. } => "api",
+            CloudError::Transport { .. } => "transport",
+            CloudError::Other { .. } => "other",
+        },
+        crate::act::ActError::UserData { .. } => "user-data",
+        crate::act::ActError::Cluster(_) => "cluster",
+        crate::act::ActError::NoProvider(_) => "config",
+    }
+}
+
+/// Waits until `leading` turns false (or its sender is gone).
+async fn lost(leading: &mut watch::Receiver<bool>) {
+    while *leading.borrow_and_update() {
+        if leading.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+async fn stopped(stop: &mut watch::Receiver<bool>) {
+    while !*stop.borrow_and_update() {
+        if stop.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+fn clouds_for(config: &Config, metrics: &Arc<Metrics>) -> anyhow::Result<Clouds> {
+    Ok(build_clouds(config)?.instrumented(metrics))
+}
+
+/// Runs until `stop` is set.
+pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::Result<()> {
+    let config = Config::load(&opts.config_path)?;
+    let metrics = Arc::new(Metrics::new());
+    let health = Health::new(opts.stuck_after);
+    if let Some(addr) = opts.metrics_addr {
+        let bound = http::serve(addr, metrics.clone(), health.clone())
+            .await
+            .with_context(|| format!("binding the metrics server to {addr}"))?;
+        tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
+    }
+    let client = client_from_env().await?;
+    let mut watch_cfg = ConfigWatch {
+        path: opts.config_path.clone(),
+        last_text: std::fs::read_to_string(&opts.config_path).unwrap_or_default(),
+    };
+    let mut reconciler = Reconciler {
+        clouds: clouds_for(&config, &metrics)?,
+        config: Arc::new(config),
+        cluster: Arc::new(KubeCluster::new(client.clone())),
+        dry_run: opts.dry_run,
+    };
+    let recorder = EventRecorder::new(client.clone(), opts.event_window);
+    let me = identity();
+
+    let (lead_tx, mut leading) = watch::channel(opts.leader.is_none());
+    let election = opts.leader.clone().map(|l| {
+        let elector = LeaderElector::new(
+            client.clone(),
+            LeaseSettings {
+                name: l.name,
+                namespace: l.namespace,
+                identity: me.clone(),
+                lease_duration: l.lease_duration,
+                renew_deadline: l.renew_deadline,
+                retry_period: l.retry_period,
+            },
+        );
+        let stop = stop.clone();
+        let health = health.clone();
+        tokio::spawn(async move {
+            elector
+                .run(lead_tx, stop, || {
+                    health.election_attempted();
+                    health.set_ready();
+                })
+                .await
+        })
+    });
+    tracing::info!(
+        identity = %me,
+        cluster = %reconciler.config.cluster_name,
+        dry_run = opts.dry_run,
+        leader_election = opts.leader.is_some(),
+        "nodewright starting"
+    );
+
+    loop {
+        if *stop.borrow() {
+            break;
+        }
+        if !*leading.borrow() {
+            health.set_leading(false);
+            metrics.leader.set(0);
+            tokio::select! {
+                _ = leading.changed() => {}
+                _ = stopped(&mut stop) => {}
+            }
+            continue;
+        }
+        health.set_leading(true);
+        metrics.leader.set(1);
+        if let Some(new) = watch_cfg.poll() {
+            match clouds_for(&new, &metrics) {
+                Ok(clouds) => {
+                    reconciler.clouds = clouds;
+                    reconciler.config = Arc::new(new);
+                }
+                Err(e) => tracing::error!(error = %e, "new config's providers cannot be built; keeping the last good config"),
+            }
+        }
+        let started = Instant::now();
+        let now = SystemTime::now();
+        // Losing the lease (or a stop) abandons the cycle at once.
+        let cycle = tokio::select! {
+            c = reconciler.cycle_detailed(now) => Some(c),
+            _ = lost(&mut leading) => {
+                tracing::warn!("lost leadership mid-cycle; abandoned it");
+                None
+            }
+            _ = stopped(&mut stop) => None,
+        };
+        match cycle {
+            None => continue,
+            Some(Err(e)) => tracing::warn!(error = %e, "cycle failed; retrying next cycle"),
+            Some(Ok(cycle)) => {
+                let summary = summarize(&cycle.snapshot, &reconciler.config, now);
+                record_metrics(&metrics, &summary, &cycle);
+                let outcome = cycle.result.as_ref().ok().cloned().unwrap_or_default();
+                let error = cycle.result.as_ref().err().map(|e| e.to_string());
+                match &error {
+                    None => log_report(&CycleReport {
+                        decision: cycle.decision.clone(),
+                        outcome: outcome.clone(),
+                    }),
+                    Some(e) => tracing::warn!(action = cycle.decision.action.kind(), error = %e, "{} failed; retrying next cycle", cycle.decision.action),
+                }
+                if !opts.dry_run {
+                    let events = events_for(
+                        &cycle.decision,
+                        match &error {
+                            None => Ok(&outcome),
+                            Some(e) => Err(e.as_str()),
+                        },
+                    );
+                    recorder.record(&events).await;
+                }
+                if let Some((ns, name)) = &opts.status_configmap {
+                    let doc = StatusDoc {
+                        time: k8s_openapi::jiff::Timestamp::now().to_string(),
+                        leader: &me,
+                        health: if error.is_none() { "Healthy" } else { "Degraded" },
+                        dry_run: opts.dry_run,
+                        summary: &summary,
+                        last_action: LastAction {
+                            kind: cycle.decision.action.kind(),
+                            description: cycle.decision.action.to_string(),
+                            decision: &cycle.decision,
+                            done: &outcome.done,
+                            deferred: &outcome.deferred,
+                            error,
+                        },
+                    };
+                    match crate::yaml::to_string(&doc) {
+                        Ok(text) => {
+                            let data = BTreeMap::from([("status".to_string(), text)]);
+                            if let Err(e) = write_status(&client, ns, name, data).await {
+                                tracing::warn!(error = %e, "could not write the status ConfigMap");
+                            }
+                        }
+                        Err(e) => tracing::warn!(error = %e, "could not render the status"),
+                    }
+                }
+                metrics.record_success(started.elapsed());
+                health.cycle_completed();
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(reconciler.config.scan_interval) => {}
+            _ = lost(&mut leading) => {}
+            _ = stopped(&mut stop) => {}
+        }
+    }
+    if let Some(handle) = election {
+        let _ = handle.await;
+    }
+    tracing::info!("nodewright stopped");
+    Ok(())
+}

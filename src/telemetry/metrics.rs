@@ -1,0 +1,177 @@
+//! Prometheus metrics (OpenMetrics text on `/metrics`). One registry per process.
+
+use std::sync::atomic::AtomicU64;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ActionLabels {
+    pub action: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GroupLabels {
+    pub group: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeStateLabels {
+    pub group: String,
+    pub state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct FailedCreateLabels {
+    pub group: String,
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CloudCallLabels {
+    pub provider: String,
+    pub call: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    pub result: String,
+}
+
+fn cloud_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.005, 2.0, 14))
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub cycle_duration: Histogram,
+    pub last_success: Gauge<f64, AtomicU64>,
+    pub actions: Family<ActionLabels, Counter>,
+    pub nodes: Family<NodeStateLabels, Gauge>,
+    pub unschedulable_pods: Gauge,
+    pub free_memory: Gauge,
+    pub free_memory_target: Gauge,
+    pub scale_ups: Family<GroupLabels, Counter>,
+    pub scale_downs: Family<GroupLabels, Counter>,
+    pub failed_creates: Family<FailedCreateLabels, Counter>,
+    pub cloud_latency: Family<CloudCallLabels, Histogram, fn() -> Histogram>,
+    pub cloud_errors: Family<CloudCallLabels, Counter>,
+    pub evictions: Family<ResultLabels, Counter>,
+    pub leader: Gauge,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::default();
+        let m = Metrics {
+            cycle_duration: Histogram::new(exponential_buckets(0.01, 2.0, 14)),
+            last_success: Gauge::default(),
+            actions: Family::default(),
+            nodes: Family::default(),
+            unschedulable_pods: Gauge::default(),
+            free_memory: Gauge::default(),
+            free_memory_target: Gauge::default(),
+            scale_ups: Family::default(),
+            scale_downs: Family::default(),
+            failed_creates: Family::default(),
+            cloud_latency: Family::new_with_constructor(cloud_histogram),
+            cloud_errors: Family::default(),
+            evictions: Family::default(),
+            leader: Gauge::default(),
+            registry: Registry::default(),
+        };
+        let r = &mut registry;
+        r.register(
+            "nodewright_cycle_duration_seconds",
+            "Duration of one observe-decide-act cycle",
+            m.cycle_duration.clone(),
+        );
+        r.register(
+            "nodewright_last_successful_cycle_timestamp_seconds",
+            "Unix time of the last cycle that completed without error",
+            m.last_success.clone(),
+        );
+        r.register("nodewright_actions", "Actions taken, by type", m.actions.clone());
+        r.register("nodewright_nodes", "Managed nodes by group and state", m.nodes.clone());
+        r.register(
+            "nodewright_unschedulable_pods",
+            "Pods the scheduler marked Unschedulable",
+            m.unschedulable_pods.clone(),
+        );
+        r.register(
+            "nodewright_free_memory_bytes",
+            "Free memory on schedulable managed nodes minus unschedulable pods' requests",
+            m.free_memory.clone(),
+        );
+        r.register(
+            "nodewright_free_memory_target_bytes",
+            "The configured freeMemoryTarget",
+            m.free_memory_target.clone(),
+        );
+        r.register("nodewright_scale_ups", "VMs created, by group", m.scale_ups.clone());
+        r.register("nodewright_scale_downs", "VMs deleted, by group", m.scale_downs.clone());
+        r.register(
+            "nodewright_failed_creates",
+            "VM creations that failed, by group and reason",
+            m.failed_creates.clone(),
+        );
+        r.register(
+            "nodewright_cloud_api_duration_seconds",
+            "Cloud API call latency by provider and call",
+            m.cloud_latency.clone(),
+        );
+        r.register(
+            "nodewright_cloud_api_errors",
+            "Cloud API call errors by provider and call",
+            m.cloud_errors.clone(),
+        );
+        r.register("nodewright_evictions", "Pod evictions by result", m.evictions.clone());
+        r.register(
+            "nodewright_leader",
+            "1 while this replica holds the leader lease",
+            m.leader.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    /// The registry in OpenMetrics text.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        // Writing to a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+
+    pub fn record_success(&self, took: Duration) {
+        self.cycle_duration.observe(took.as_secs_f64());
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0);
+        self.last_success.set(now);
+    }
+
+    pub fn cloud_call(&self, provider: &str, call: &str, took: Duration, ok: bool) {
+        let labels = CloudCallLabels {
+            provider: provider.to_string(),
+            call: call.to_string(),
+        };
+        self.cloud_latency
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+        if !ok {
+            self.cloud_errors.get_or_create(&labels).inc();
+        }
+    }
+}
