@@ -1,64 +1,181 @@
-//! Proxmox VE: clone a template VM per node, ownership in VM tags.
+//! Proxmox VE: one template VM cloned per node, ownership in VM tags.
+//!
+//! - [`credentials`]: the credentials YAML file (API token or user + password, TLS trust).
+//! - [`client`]: HTTP client, TLS (CA file, certificate fingerprint pinning), token and
+//!   ticket authentication, `{"data": ..}` unwrapping and error mapping.
+//! - [`tasks`]: UPIDs and awaiting tasks with a deadline.
+//! - [`tags`]: ownership encoded into Proxmox's restricted tag alphabet.
+//! - [`ippool`]: the static IPv4 pool, derived from the live VMs every time.
+//! - [`allocate`]: template lookup, host choice, VM id allocation, clone.
+//! - [`agent`]: running the join script through the QEMU guest agent.
+//! - [`provider`]: [`ProxmoxProvider`], the [`crate::cloud::CloudProvider`].
 
-use std::collections::BTreeMap;
-use std::path::Path;
+pub mod agent;
+pub mod allocate;
+pub mod client;
+pub mod credentials;
+pub mod ippool;
+pub mod provider;
+pub mod tags;
+pub mod tasks;
+mod tls;
 
-use async_trait::async_trait;
+use bytesize::ByteSize;
 use serde::Deserialize;
 
-use crate::cloud::{CloudError, CloudProvider, CreateRequest, Server};
+pub use credentials::{ProxmoxAuth, ProxmoxCredentials, TlsTrust};
+pub use ippool::StaticPool;
+pub use provider::{JoinState, ProviderOptions, ProxmoxProvider};
 
 /// Provider name used in errors, logs and [`crate::cloud::Server::provider`].
 pub const PROVIDER: &str = "proxmox";
 
+/// The template VM to clone: its VM id or its name.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(untagged)]
+pub enum TemplateRef {
+    Id(u32),
+    Name(String),
+}
+
+impl std::fmt::Display for TemplateRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TemplateRef::Id(id) => write!(f, "{id}"),
+            TemplateRef::Name(n) => f.write_str(n),
+        }
+    }
+}
+
+/// Full clone (independent disks) or linked clone (copy-on-write on the template's disks).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum CloneMode {
+    #[default]
+    Full,
+    Linked,
+}
+
+/// How a new VM gets its address: `dhcp`, or `{static: {...}}` from a pool.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum IpConfig {
+    #[default]
+    Dhcp,
+    Static(StaticPool),
+}
+
+/// How a new VM joins the cluster.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum JoinMode {
+    /// The template joins by itself from its own cloud-init configuration (e.g. a
+    /// `cicustom` snippet); the group's rendered user data is not sent anywhere.
+    #[default]
+    CloudInit,
+    /// nodewright writes the group's rendered user data (a script) into the VM and runs
+    /// it through the QEMU guest agent once the agent answers.
+    GuestAgent,
+}
+
 /// Per-node-group Proxmox settings (the `proxmox` key of a node group).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct ProxmoxSettings {}
-
-/// Account credentials, from the file named by `PROXMOX_CREDENTIALS_FILE`.
-#[derive(Clone)]
-pub struct ProxmoxCredentials {}
-
-impl ProxmoxCredentials {
-    pub fn from_file(path: &Path) -> Result<Self, CloudError> {
-        Err(CloudError::Other {
-            provider: PROVIDER.into(),
-            message: format!("{}: the proxmox provider is not implemented yet", path.display()),
-        })
-    }
+pub struct ProxmoxSettings {
+    /// Template VM, by VM id or name.
+    pub template: TemplateRef,
+    /// Hosts (Proxmox nodes) VMs may be placed on; empty means every online host.
+    #[serde(default)]
+    pub nodes: Vec<String>,
+    #[serde(default)]
+    pub clone: CloneMode,
+    /// Target storage of a full clone (default: the template's storage).
+    #[serde(default)]
+    pub storage: Option<String>,
+    #[serde(default)]
+    pub cores: Option<u32>,
+    /// RAM of each VM (default: the template's).
+    #[serde(default)]
+    pub memory: Option<ByteSize>,
+    /// Resource pool the new VMs are added to.
+    #[serde(default)]
+    pub pool: Option<String>,
+    /// cloud-init user (`ciuser`).
+    #[serde(default)]
+    pub ciuser: Option<String>,
+    /// SSH public keys for `ciuser` (`sshkeys`).
+    #[serde(default)]
+    pub ssh_keys: Vec<String>,
+    /// Bridge of `net0` (default: the template's).
+    #[serde(default)]
+    pub bridge: Option<String>,
+    #[serde(default)]
+    pub ip_config: IpConfig,
+    #[serde(default)]
+    pub join: JoinMode,
+    /// Where the join script is written in the guest (`join: guestAgent`).
+    #[serde(default = "default_join_script_path")]
+    pub join_script_path: String,
 }
 
-pub struct ProxmoxProvider {}
-
-impl ProxmoxProvider {
-    pub fn new(
-        _credentials: ProxmoxCredentials,
-        _groups: BTreeMap<String, ProxmoxSettings>,
-    ) -> Result<Self, CloudError> {
-        Ok(ProxmoxProvider {})
-    }
+fn default_join_script_path() -> String {
+    "/var/tmp/nodewright-join.sh".into()
 }
 
-fn unimplemented_err() -> CloudError {
-    CloudError::Other {
+/// Percent-encodes one URL path segment.
+pub(crate) fn seg(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// Encodes a value the way Proxmox's `urlencoded` format wants it (e.g. `sshkeys`):
+/// every byte but ASCII letters, digits and `-_.~` as `%XX` (spaces as `%20`, never `+`).
+pub fn pve_urlencode(s: &str) -> String {
+    seg(s)
+}
+
+pub(crate) fn other(message: impl Into<String>) -> crate::cloud::CloudError {
+    crate::cloud::CloudError::Other {
         provider: PROVIDER.into(),
-        message: "the proxmox provider is not implemented yet".into(),
+        message: message.into(),
     }
 }
 
-#[async_trait]
-impl CloudProvider for ProxmoxProvider {
-    fn name(&self) -> &str {
-        PROVIDER
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_parse() {
+        let s: ProxmoxSettings = crate::yaml::from_str(
+            "template: 9000\nclone: linked\nmemory: 4 GiB\nsshKeys: [\"ssh-ed25519 AAAA x@y\"]\nipConfig:\n  static:\n    cidr: 10.0.0.0/24\n    gateway: 10.0.0.1\n    nameservers: [10.0.0.2]\njoin: guestAgent\n",
+        )
+        .expect("parses");
+        assert_eq!(s.template, TemplateRef::Id(9000));
+        assert_eq!(s.clone, CloneMode::Linked);
+        assert!(matches!(s.ip_config, IpConfig::Static(_)));
+        assert_eq!(s.join, JoinMode::GuestAgent);
+        let s: ProxmoxSettings =
+            crate::yaml::from_str("template: ubuntu-tmpl\nipConfig: dhcp\n").expect("parses");
+        assert_eq!(s.template, TemplateRef::Name("ubuntu-tmpl".into()));
+        assert_eq!(s.ip_config, IpConfig::Dhcp);
+        let e = crate::yaml::from_str::<ProxmoxSettings>("template: 1\nbogus: 1\n")
+            .expect_err("unknown key");
+        assert!(e.to_string().contains("bogus"), "{e}");
     }
-    async fn list_servers(&self, _cluster: &str) -> Result<Vec<Server>, CloudError> {
-        Err(unimplemented_err())
-    }
-    async fn create_server(&self, _req: &CreateRequest) -> Result<Server, CloudError> {
-        Err(unimplemented_err())
-    }
-    async fn delete_server(&self, _id: &str) -> Result<(), CloudError> {
-        Err(unimplemented_err())
+
+    #[test]
+    fn urlencoding_is_strict() {
+        assert_eq!(
+            pve_urlencode("ssh-ed25519 AAAA+/= me@host\nssh-rsa B"),
+            "ssh-ed25519%20AAAA%2B%2F%3D%20me%40host%0Assh-rsa%20B"
+        );
     }
 }

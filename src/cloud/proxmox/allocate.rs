@@ -1,0 +1,403 @@
+//! Scale-up placement: find the template, choose the host, allocate a VM id, clone.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use super::client::{params, Api, Params};
+use super::tags::{ownership, split, CLUSTER_PREFIX};
+use super::tasks::{upid_of, wait_task};
+use super::{other, seg, CloneMode, ProxmoxSettings, TemplateRef, PROVIDER};
+use crate::cloud::CloudError;
+
+fn de_flag<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    Ok(match Value::deserialize(d)? {
+        Value::Bool(b) => b,
+        Value::Number(n) => n.as_i64().unwrap_or(0) != 0,
+        Value::String(s) => s == "1",
+        _ => false,
+    })
+}
+
+/// A VM from `GET /cluster/resources?type=vm`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct VmResource {
+    #[serde(rename = "type", default)]
+    pub kind: String,
+    pub vmid: u32,
+    pub node: String,
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default, deserialize_with = "de_flag")]
+    pub template: bool,
+    #[serde(default)]
+    pub tags: Option<String>,
+    #[serde(default)]
+    pub maxmem: Option<u64>,
+    #[serde(default)]
+    pub lock: Option<String>,
+}
+
+impl VmResource {
+    pub fn tags(&self) -> &str {
+        self.tags.as_deref().unwrap_or("")
+    }
+    /// Carries a nodewright cluster tag (of any cluster).
+    pub fn is_nodewright(&self) -> bool {
+        split(self.tags())
+            .iter()
+            .any(|t| t.to_ascii_lowercase().starts_with(CLUSTER_PREFIX))
+    }
+}
+
+/// A host from `GET /cluster/resources?type=node`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct NodeResource {
+    pub node: String,
+    #[serde(default)]
+    pub status: String,
+    #[serde(default)]
+    pub maxmem: u64,
+    #[serde(default)]
+    pub mem: u64,
+}
+
+impl NodeResource {
+    pub fn free_memory(&self) -> u64 {
+        self.maxmem.saturating_sub(self.mem)
+    }
+}
+
+fn parse_list<T: serde::de::DeserializeOwned>(call: &str, v: Value) -> Result<Vec<T>, CloudError> {
+    let items = match v {
+        Value::Array(items) => items,
+        Value::Null => Vec::new(),
+        other_v => return Err(other(format!("{call}: expected a list, got {other_v}"))),
+    };
+    // One malformed entry must not hide the others: skip it with a warning.
+    Ok(items
+        .into_iter()
+        .filter_map(|i| match serde_json::from_value::<T>(i) {
+            Ok(t) => Some(t),
+            Err(e) => {
+                tracing::warn!(call, error = %e, "skipping an unexpected Proxmox resource entry");
+                None
+            }
+        })
+        .collect())
+}
+
+/// All QEMU VMs of the cluster (templates included).
+pub async fn list_vms(api: &Api) -> Result<Vec<VmResource>, CloudError> {
+    let data = api
+        .get("/cluster/resources", &params([("type", "vm".into())]))
+        .await?;
+    let all: Vec<VmResource> = parse_list("GET /cluster/resources?type=vm", data)?;
+    Ok(all.into_iter().filter(|v| v.kind == "qemu").collect())
+}
+
+/// All hosts of the cluster.
+pub async fn list_nodes(api: &Api) -> Result<Vec<NodeResource>, CloudError> {
+    let data = api
+        .get("/cluster/resources", &params([("type", "node".into())]))
+        .await?;
+    parse_list("GET /cluster/resources?type=node", data)
+}
+
+pub fn vm_path(node: &str, vmid: u32) -> String {
+    format!("/nodes/{}/qemu/{vmid}", seg(node))
+}
+
+/// The VM configuration (`GET .../config`) as a map of strings.
+pub async fn vm_config(
+    api: &Api,
+    node: &str,
+    vmid: u32,
+) -> Result<BTreeMap<String, String>, CloudError> {
+    let data = api
+        .get(&format!("{}/config", vm_path(node, vmid)), &[])
+        .await?;
+    let mut out = BTreeMap::new();
+    if let Value::Object(m) = data {
+        for (k, v) in m {
+            let s = match v {
+                Value::String(s) => s,
+                Value::Number(n) => n.to_string(),
+                Value::Bool(b) => u8::from(b).to_string(),
+                _ => continue,
+            };
+            out.insert(k, s);
+        }
+    }
+    Ok(out)
+}
+
+/// Finds the template VM by id or name.
+pub fn find_template<'a>(
+    vms: &'a [VmResource],
+    t: &TemplateRef,
+) -> Result<&'a VmResource, CloudError> {
+    let not_found = || CloudError::NotFound {
+        provider: PROVIDER.into(),
+        what: "template".into(),
+        name: t.to_string(),
+    };
+    match t {
+        TemplateRef::Id(id) => {
+            let vm = vms.iter().find(|v| v.vmid == *id).ok_or_else(not_found)?;
+            if !vm.template {
+                return Err(other(format!(
+                    "VM {id} is not a template (convert it with `qm template {id}`)"
+                )));
+            }
+            Ok(vm)
+        }
+        TemplateRef::Name(name) => {
+            let found: Vec<&VmResource> = vms
+                .iter()
+                .filter(|v| v.template && v.name.as_deref() == Some(name.as_str()))
+                .collect();
+            match found.as_slice() {
+                [] => Err(not_found()),
+                [one] => Ok(one),
+                many => Err(other(format!(
+                    "template name '{name}' is ambiguous ({} templates: {}); use its VM id",
+                    many.len(),
+                    many.iter()
+                        .map(|v| v.vmid.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))),
+            }
+        }
+    }
+}
+
+/// Is `key` a disk (or cloud-init drive) entry of a VM configuration?
+fn is_disk_key(key: &str) -> bool {
+    let base = key.trim_end_matches(|c: char| c.is_ascii_digit());
+    matches!(
+        base,
+        "scsi" | "virtio" | "sata" | "ide" | "efidisk" | "tpmstate"
+    ) && base.len() < key.len()
+}
+
+/// Storages the template's disks live on.
+pub fn template_storages(config: &BTreeMap<String, String>) -> BTreeSet<String> {
+    config
+        .iter()
+        // ISO images and empty drives do not move with a clone; cloud-init drives do.
+        .filter(|(k, v)| is_disk_key(k) && !v.contains(":iso/") && !v.starts_with("none"))
+        .filter_map(|(_, v)| {
+            let vol = v.split(',').next()?;
+            let (storage, _) = vol.split_once(':')?;
+            Some(storage.to_string())
+        })
+        .collect()
+}
+
+/// Whether every storage in `storages` is shared, per `GET /nodes/{node}/storage`.
+pub async fn all_shared(
+    api: &Api,
+    node: &str,
+    storages: &BTreeSet<String>,
+) -> Result<bool, CloudError> {
+    if storages.is_empty() {
+        return Ok(true);
+    }
+    let data = api
+        .get(&format!("/nodes/{}/storage", seg(node)), &[])
+        .await?;
+    let list = data.as_array().cloned().unwrap_or_default();
+    let shared: BTreeSet<String> = list
+        .iter()
+        .filter(|s| s["shared"].as_i64() == Some(1) || s["shared"].as_bool() == Some(true))
+        .filter_map(|s| s["storage"].as_str().map(str::to_string))
+        .collect();
+    Ok(storages.iter().all(|s| shared.contains(s)))
+}
+
+/// Chooses the host for a new VM of `group`: among the allowed online hosts (only the
+/// template's own host when its disks are on local storage), the one with the fewest VMs
+/// of this group, then the most free memory.
+pub fn choose_host(
+    nodes: &[NodeResource],
+    vms: &[VmResource],
+    settings: &ProxmoxSettings,
+    cluster: &str,
+    group: &str,
+    template_node: &str,
+    template_shared: bool,
+) -> Result<String, CloudError> {
+    let mut per_host: BTreeMap<&str, usize> = BTreeMap::new();
+    for v in vms {
+        let o = ownership(v.tags());
+        if o.cluster.as_deref() == Some(cluster) && o.group.as_deref() == Some(group) {
+            *per_host.entry(v.node.as_str()).or_default() += 1;
+        }
+    }
+    let candidates: Vec<&NodeResource> = nodes
+        .iter()
+        .filter(|n| n.status == "online")
+        .filter(|n| settings.nodes.is_empty() || settings.nodes.contains(&n.node))
+        .filter(|n| template_shared || n.node == template_node)
+        .collect();
+    candidates
+        .iter()
+        .min_by(|a, b| {
+            let ca = per_host.get(a.node.as_str()).copied().unwrap_or(0);
+            let cb = per_host.get(b.node.as_str()).copied().unwrap_or(0);
+            ca.cmp(&cb)
+                .then(b.free_memory().cmp(&a.free_memory()))
+                .then(a.node.cmp(&b.node))
+        })
+        .map(|n| n.node.clone())
+        .ok_or_else(|| {
+            let allowed = if settings.nodes.is_empty() {
+                "any".to_string()
+            } else {
+                settings.nodes.join(", ")
+            };
+            other(if template_shared {
+                format!("no online Proxmox host to place a VM of group {group} on (allowed: {allowed})")
+            } else {
+                format!(
+                    "the template's disks are on local storage, so it can only be cloned on its own host {template_node}, which is offline or not allowed (allowed: {allowed})"
+                )
+            })
+        })
+}
+
+fn already_exists(e: &CloudError) -> bool {
+    e.to_string()
+        .to_ascii_lowercase()
+        .contains("already exists")
+}
+
+/// `GET /cluster/nextid`, optionally asking whether `from` is free; a taken id is
+/// skipped upwards.
+async fn next_free_id(api: &Api, from: Option<u32>) -> Result<u32, CloudError> {
+    let mut candidate = from;
+    for _ in 0..1000 {
+        let p: Params = match candidate {
+            Some(c) => params([("vmid", c.to_string())]),
+            None => Vec::new(),
+        };
+        match api.get("/cluster/nextid", &p).await {
+            Ok(v) => {
+                let id = match &v {
+                    Value::String(s) => s.parse::<u32>().ok(),
+                    Value::Number(n) => n.as_u64().and_then(|n| u32::try_from(n).ok()),
+                    _ => None,
+                };
+                return id
+                    .ok_or_else(|| other(format!("GET /cluster/nextid: unexpected answer {v}")));
+            }
+            Err(e) if candidate.is_some() && already_exists(&e) => {
+                candidate = candidate.map(|c| c + 1);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(other("no free VM id found"))
+}
+
+/// What to clone and how.
+pub struct CloneSpec<'a> {
+    pub template: &'a VmResource,
+    pub target: &'a str,
+    pub name: &'a str,
+    pub settings: &'a ProxmoxSettings,
+    pub attempts: u32,
+    pub task_timeout: Duration,
+    pub poll: Duration,
+}
+
+/// Allocates a VM id and clones the template into it. `/cluster/nextid` reserves
+/// nothing, so an id taken meanwhile ("already exists") moves on to the next one.
+pub async fn clone_vm(api: &Api, spec: &CloneSpec<'_>) -> Result<u32, CloudError> {
+    let mut floor: Option<u32> = None;
+    let mut last_err = None;
+    for _ in 0..spec.attempts.max(1) {
+        let mut id = next_free_id(api, floor).await?;
+        if let Some(f) = floor {
+            // nextid without a hint may hand out the id that just collided again.
+            if id < f {
+                id = next_free_id(api, Some(f)).await?;
+            }
+        }
+        let mut p = params([
+            ("newid", id.to_string()),
+            ("name", spec.name.to_string()),
+            (
+                "full",
+                if spec.settings.clone == CloneMode::Full {
+                    "1"
+                } else {
+                    "0"
+                }
+                .to_string(),
+            ),
+        ]);
+        if spec.target != spec.template.node {
+            p.push(("target".into(), spec.target.to_string()));
+        }
+        if spec.settings.clone == CloneMode::Full {
+            if let Some(s) = &spec.settings.storage {
+                p.push(("storage".into(), s.clone()));
+            }
+        }
+        if let Some(pool) = &spec.settings.pool {
+            p.push(("pool".into(), pool.clone()));
+        }
+        let path = format!("{}/clone", vm_path(&spec.template.node, spec.template.vmid));
+        let result = match api.post(&path, &p).await {
+            Ok(data) => {
+                let upid = upid_of(&format!("POST {path}"), &data)?;
+                wait_task(api, &upid, spec.task_timeout, spec.poll).await
+            }
+            Err(e) => Err(e),
+        };
+        match result {
+            Ok(()) => return Ok(id),
+            Err(e) if already_exists(&e) => {
+                tracing::info!(vmid = id, error = %e, "VM id taken meanwhile; trying the next one");
+                floor = Some(id + 1);
+                last_err = Some(e);
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last_err.unwrap_or_else(|| other("cloning failed")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn disks_and_storages() {
+        let cfg: BTreeMap<String, String> = [
+            ("scsi0", "local-lvm:base-9000-disk-0,size=8G"),
+            ("ide2", "local-lvm:vm-9000-cloudinit,media=cdrom"),
+            ("ide0", "ceph:vm-9000-cloudinit"),
+            ("net0", "virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr0"),
+            ("scsihw", "virtio-scsi-pci"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let s = template_storages(&cfg);
+        assert_eq!(
+            s,
+            ["ceph", "local-lvm"]
+                .into_iter()
+                .map(String::from)
+                .collect()
+        );
+    }
+}

@@ -1,0 +1,575 @@
+//! [`ProxmoxProvider`]: the [`CloudProvider`] over the Proxmox VE API.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::net::Ipv4Addr;
+use std::sync::{Arc, Mutex as StdMutex};
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use serde_json::Value;
+use tokio::sync::Mutex;
+
+use super::agent::{run_join_script, JoinTimings, MAX_SCRIPT_LEN};
+use super::allocate::{
+    all_shared, choose_host, clone_vm, find_template, list_nodes, list_vms, template_storages,
+    vm_config, vm_path, CloneSpec, VmResource,
+};
+use super::client::{params, Api, Params};
+use super::credentials::ProxmoxCredentials;
+use super::ippool::{address_of, Pool};
+use super::tags::{self, ownership};
+use super::tasks::{upid_of, wait_task};
+use super::{other, pve_urlencode, IpConfig, JoinMode, ProxmoxSettings, PROVIDER};
+use crate::cloud::{CloudError, CloudProvider, CreateRequest, Server, ServerStatus};
+
+/// Tunables of [`ProxmoxProvider`]; the defaults suit real clusters.
+#[derive(Debug, Clone)]
+pub struct ProviderOptions {
+    pub connect_timeout: Duration,
+    pub request_timeout: Duration,
+    /// Deadline of each task (clone, config, start, stop, destroy).
+    pub task_timeout: Duration,
+    /// Pause between polls of a task or the guest agent.
+    pub poll_interval: Duration,
+    /// How long the guest agent may take to answer after start (`join: guestAgent`).
+    pub agent_timeout: Duration,
+    /// How long the join script may run.
+    pub exec_timeout: Duration,
+    /// VM ids tried when ids are taken meanwhile.
+    pub vmid_attempts: u32,
+    /// Renew the login ticket after this long (Proxmox tickets live 2 h).
+    pub ticket_renewal: Duration,
+}
+
+impl Default for ProviderOptions {
+    fn default() -> Self {
+        ProviderOptions {
+            connect_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(60),
+            task_timeout: Duration::from_secs(900),
+            poll_interval: Duration::from_secs(2),
+            agent_timeout: Duration::from_secs(600),
+            exec_timeout: Duration::from_secs(900),
+            vmid_attempts: 10,
+            ticket_renewal: super::client::TICKET_RENEW_AFTER,
+        }
+    }
+}
+
+/// Progress of a guest-agent join started by this process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum JoinState {
+    Running,
+    Done,
+    Failed(String),
+}
+
+struct Inner {
+    api: Api,
+    groups: BTreeMap<String, ProxmoxSettings>,
+    pools: BTreeMap<String, Pool>,
+    options: ProviderOptions,
+    /// Serialises creates so two never pick the same address or id in this process.
+    create_lock: Mutex<()>,
+    /// Guest-agent joins by VM id; a failed one shows the VM as `Error`.
+    joins: StdMutex<HashMap<u32, JoinState>>,
+    tasks: StdMutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+/// Proxmox VE as a [`CloudProvider`]: one cluster (API endpoint), one or more node groups.
+#[derive(Clone)]
+pub struct ProxmoxProvider {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for ProxmoxProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProxmoxProvider")
+            .field("api", &self.inner.api)
+            .field("groups", &self.inner.groups.keys().collect::<Vec<_>>())
+            .finish_non_exhaustive()
+    }
+}
+
+fn vmid_of(id: &str) -> Result<u32, CloudError> {
+    id.parse::<u32>()
+        .map_err(|_| other(format!("'{id}' is not a Proxmox VM id")))
+}
+
+/// Creation time from the config's `meta` (`creation-qemu=...,ctime=1700000000`).
+fn meta_ctime(config: &BTreeMap<String, String>) -> Option<SystemTime> {
+    let meta = config.get("meta")?;
+    meta.split(',').find_map(|kv| {
+        let secs = kv.trim().strip_prefix("ctime=")?.parse::<u64>().ok()?;
+        Some(SystemTime::UNIX_EPOCH + Duration::from_secs(secs))
+    })
+}
+
+/// `net0` with its `bridge=` replaced (or added).
+fn with_bridge(net0: &str, bridge: &str) -> String {
+    let mut parts: Vec<String> = net0
+        .split(',')
+        .filter(|p| !p.trim().is_empty() && !p.starts_with("bridge="))
+        .map(str::to_string)
+        .collect();
+    parts.push(format!("bridge={bridge}"));
+    parts.join(",")
+}
+
+impl ProxmoxProvider {
+    /// Builds the provider; no request is made until first use.
+    pub fn new(
+        credentials: ProxmoxCredentials,
+        groups: BTreeMap<String, ProxmoxSettings>,
+    ) -> Result<Self, CloudError> {
+        Self::with_options(credentials, groups, ProviderOptions::default())
+    }
+
+    pub fn with_options(
+        credentials: ProxmoxCredentials,
+        groups: BTreeMap<String, ProxmoxSettings>,
+        options: ProviderOptions,
+    ) -> Result<Self, CloudError> {
+        let mut api = Api::new(
+            &credentials,
+            options.connect_timeout,
+            options.request_timeout,
+        )?;
+        api.set_ticket_renewal(options.ticket_renewal);
+        let mut pools = BTreeMap::new();
+        for (name, s) in &groups {
+            if let IpConfig::Static(p) = &s.ip_config {
+                let pool = p
+                    .validate()
+                    .map_err(|m| other(format!("node group {name}: {m}")))?;
+                pools.insert(name.clone(), pool);
+            }
+            if s.cores == Some(0) {
+                return Err(other(format!(
+                    "node group {name}: cores must be at least 1"
+                )));
+            }
+            if s.memory.is_some_and(|m| m.as_u64() < 16 << 20) {
+                return Err(other(format!(
+                    "node group {name}: memory must be at least 16 MiB"
+                )));
+            }
+        }
+        Ok(ProxmoxProvider {
+            inner: Arc::new(Inner {
+                api,
+                groups,
+                pools,
+                options,
+                create_lock: Mutex::new(()),
+                joins: StdMutex::new(HashMap::new()),
+                tasks: StdMutex::new(Vec::new()),
+            }),
+        })
+    }
+
+    fn settings(&self, group: &str) -> Result<&ProxmoxSettings, CloudError> {
+        self.inner
+            .groups
+            .get(group)
+            .ok_or_else(|| other(format!("no Proxmox settings for node group '{group}'")))
+    }
+
+    /// State of the guest-agent join of VM `id` started by this process, if any.
+    pub fn join_state(&self, id: &str) -> Option<JoinState> {
+        let vmid = id.parse::<u32>().ok()?;
+        self.inner
+            .joins
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&vmid)
+            .cloned()
+    }
+
+    /// Waits for every guest-agent join started so far (tests, shutdown).
+    pub async fn wait_for_joins(&self) {
+        let handles: Vec<_> =
+            std::mem::take(&mut *self.inner.tasks.lock().unwrap_or_else(|e| e.into_inner()));
+        for h in handles {
+            let _ = h.await;
+        }
+    }
+
+    /// Verifies the credentials and that the templates and hosts the groups name exist.
+    pub async fn check(&self) -> Result<(), CloudError> {
+        let api = &self.inner.api;
+        api.get("/version", &[]).await?;
+        let vms = list_vms(api).await?;
+        let nodes = list_nodes(api).await?;
+        for (group, s) in &self.inner.groups {
+            find_template(&vms, &s.template).map_err(|e| {
+                tracing::error!(group = %group, error = %e, "Proxmox node group refers to a missing template");
+                e
+            })?;
+            for n in &s.nodes {
+                if !nodes.iter().any(|x| &x.node == n) {
+                    return Err(CloudError::NotFound {
+                        provider: PROVIDER.into(),
+                        what: "host".into(),
+                        name: n.clone(),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Addresses of the pool in use by any nodewright VM (of any cluster), read live.
+    async fn addresses_in_use(&self, vms: &[VmResource]) -> Result<BTreeSet<Ipv4Addr>, CloudError> {
+        let mut used = BTreeSet::new();
+        for v in vms.iter().filter(|v| !v.template && v.is_nodewright()) {
+            match vm_config(&self.inner.api, &v.node, v.vmid).await {
+                Ok(cfg) => {
+                    if let Some(a) = cfg.get("ipconfig0").and_then(|c| address_of(c)) {
+                        used.insert(a);
+                    }
+                }
+                // Gone between the listing and now: its address is free.
+                Err(CloudError::Api {
+                    status: 500,
+                    ref message,
+                    ..
+                }) if message.contains("does not exist") => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(used)
+    }
+
+    async fn await_upid(&self, call: &str, data: &Value) -> Result<(), CloudError> {
+        if data.is_null() {
+            return Ok(());
+        }
+        let upid = upid_of(call, data)?;
+        wait_task(
+            &self.inner.api,
+            &upid,
+            self.inner.options.task_timeout,
+            self.inner.options.poll_interval,
+        )
+        .await
+    }
+
+    /// Stops (when running) and destroys a VM, awaiting both tasks.
+    async fn destroy(&self, node: &str, vmid: u32, running: bool) -> Result<(), CloudError> {
+        let api = &self.inner.api;
+        let base = vm_path(node, vmid);
+        if running {
+            let call = format!("{base}/status/stop");
+            let data = api.post(&call, &[]).await?;
+            self.await_upid(&format!("POST {call}"), &data).await?;
+        }
+        let data = api
+            .delete(
+                &base,
+                &params([
+                    ("purge", "1".into()),
+                    ("destroy-unreferenced-disks", "1".into()),
+                ]),
+            )
+            .await?;
+        self.await_upid(&format!("DELETE {base}"), &data).await
+    }
+
+    async fn create_locked(&self, req: &CreateRequest) -> Result<Server, CloudError> {
+        let inner = &self.inner;
+        let api = &inner.api;
+        let settings = self.settings(&req.group)?;
+        if settings.join == JoinMode::GuestAgent && req.user_data.chars().count() > MAX_SCRIPT_LEN {
+            return Err(other(format!(
+                "join script for {} is {} characters; agent/file-write accepts at most {MAX_SCRIPT_LEN}",
+                req.name,
+                req.user_data.chars().count()
+            )));
+        }
+        let vms = list_vms(api).await?;
+        let nodes = list_nodes(api).await?;
+        let template = find_template(&vms, &settings.template)?.clone();
+        let tconf = vm_config(api, &template.node, template.vmid).await?;
+        let storages = template_storages(&tconf);
+        let shared = all_shared(api, &template.node, &storages).await?;
+        let target = choose_host(
+            &nodes,
+            &vms,
+            settings,
+            &req.cluster,
+            &req.group,
+            &template.node,
+            shared,
+        )?;
+        let address = match inner.pools.get(&req.group) {
+            Some(pool) => {
+                let used = self.addresses_in_use(&vms).await?;
+                let addr = pool.allocate(&used).ok_or_else(|| {
+                    other(format!(
+                        "static IP pool of group {} is exhausted ({} addresses in use)",
+                        req.group,
+                        used.len()
+                    ))
+                })?;
+                Some((pool, addr))
+            }
+            None => None,
+        };
+        let vmid = clone_vm(
+            api,
+            &CloneSpec {
+                template: &template,
+                target: &target,
+                name: &req.name,
+                settings,
+                attempts: inner.options.vmid_attempts,
+                task_timeout: inner.options.task_timeout,
+                poll: inner.options.poll_interval,
+            },
+        )
+        .await?;
+        tracing::info!(vm = %req.name, vmid, host = %target, template = template.vmid, "Proxmox VM cloned");
+
+        let created = SystemTime::now();
+        let memory_mib = settings.memory.map(|m| m.as_u64() / (1024 * 1024));
+        let result = async {
+            let mut p: Params =
+                params([("tags", tags::for_new_vm(&req.cluster, &req.group, created))]);
+            if let Some(c) = settings.cores {
+                p.push(("cores".into(), c.to_string()));
+            }
+            if let Some(m) = memory_mib {
+                p.push(("memory".into(), m.to_string()));
+            }
+            if let Some(u) = &settings.ciuser {
+                p.push(("ciuser".into(), u.clone()));
+            }
+            if !settings.ssh_keys.is_empty() {
+                p.push((
+                    "sshkeys".into(),
+                    pve_urlencode(&settings.ssh_keys.join("\n")),
+                ));
+            }
+            match &address {
+                Some((pool, addr)) => {
+                    p.push(("ipconfig0".into(), pool.ipconfig(*addr)));
+                    if let Some(ns) = pool.nameserver() {
+                        p.push(("nameserver".into(), ns));
+                    }
+                }
+                None => p.push(("ipconfig0".into(), "ip=dhcp".into())),
+            }
+            if let Some(bridge) = &settings.bridge {
+                let net0 = tconf.get("net0").cloned().ok_or_else(|| {
+                    other(format!(
+                        "template {} has no net0 to set bridge {bridge} on",
+                        template.vmid
+                    ))
+                })?;
+                // The clone has its own MAC: read it back rather than the template's.
+                let own = vm_config(api, &target, vmid).await?;
+                p.push((
+                    "net0".into(),
+                    with_bridge(own.get("net0").unwrap_or(&net0), bridge),
+                ));
+            }
+            if settings.join == JoinMode::GuestAgent {
+                p.push(("agent".into(), "1".into()));
+            }
+            let call = format!("{}/config", vm_path(&target, vmid));
+            let data = api.post(&call, &p).await?;
+            self.await_upid(&format!("POST {call}"), &data).await?;
+            let call = format!("{}/status/start", vm_path(&target, vmid));
+            let data = api.post(&call, &[]).await?;
+            self.await_upid(&format!("POST {call}"), &data).await
+        }
+        .await;
+        if let Err(e) = result {
+            tracing::warn!(vm = %req.name, vmid, error = %e, "configuring or starting the new VM failed; destroying it");
+            if let Err(e2) = self.destroy(&target, vmid, true).await {
+                if let Err(e3) = self.destroy(&target, vmid, false).await {
+                    tracing::warn!(vmid, error = %e2, again = %e3, "could not destroy the half-created VM; it will be cleaned up by its tags once it fails to join");
+                }
+            }
+            return Err(e);
+        }
+        tracing::info!(vm = %req.name, vmid, host = %target, "Proxmox VM started");
+
+        if settings.join == JoinMode::GuestAgent {
+            self.spawn_join(target.clone(), vmid, req, settings);
+        }
+        Ok(Server {
+            id: vmid.to_string(),
+            name: req.name.clone(),
+            cluster: Some(req.cluster.clone()),
+            group: Some(req.group.clone()),
+            status: ServerStatus::Building,
+            created,
+            memory_bytes: memory_mib.map(|m| m * 1024 * 1024).or(template.maxmem),
+            provider: PROVIDER.into(),
+        })
+    }
+
+    fn spawn_join(&self, node: String, vmid: u32, req: &CreateRequest, settings: &ProxmoxSettings) {
+        let inner = self.inner.clone();
+        let script = req.user_data.clone();
+        let path = settings.join_script_path.clone();
+        let name = req.name.clone();
+        let timings = JoinTimings {
+            agent_timeout: inner.options.agent_timeout,
+            exec_timeout: inner.options.exec_timeout,
+            poll: inner.options.poll_interval,
+        };
+        inner
+            .joins
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(vmid, JoinState::Running);
+        let task_inner = inner.clone();
+        let handle = tokio::spawn(async move {
+            let result =
+                run_join_script(&task_inner.api, &node, vmid, &script, &path, &timings).await;
+            let state = match result {
+                Ok(()) => JoinState::Done,
+                Err(e) => {
+                    tracing::warn!(vm = %name, vmid, error = %e, "guest-agent join failed; the VM will be reported as failed");
+                    JoinState::Failed(e.to_string())
+                }
+            };
+            task_inner
+                .joins
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(vmid, state);
+        });
+        let mut tasks = inner.tasks.lock().unwrap_or_else(|e| e.into_inner());
+        tasks.retain(|h| !h.is_finished());
+        tasks.push(handle);
+    }
+}
+
+#[async_trait]
+impl CloudProvider for ProxmoxProvider {
+    fn name(&self) -> &str {
+        PROVIDER
+    }
+
+    async fn list_servers(&self, cluster: &str) -> Result<Vec<Server>, CloudError> {
+        let api = &self.inner.api;
+        let vms = list_vms(api).await?;
+        let mut out = Vec::new();
+        for v in vms.iter().filter(|v| !v.template) {
+            let o = ownership(v.tags());
+            if o.cluster.as_deref() != Some(cluster) {
+                continue;
+            }
+            let created = match o.created {
+                Some(t) => t,
+                None => match vm_config(api, &v.node, v.vmid)
+                    .await
+                    .ok()
+                    .and_then(|c| meta_ctime(&c))
+                {
+                    Some(t) => t,
+                    None => {
+                        tracing::warn!(
+                            vmid = v.vmid,
+                            "no creation time in tags or config meta; treating it as new"
+                        );
+                        SystemTime::now()
+                    }
+                },
+            };
+            let join = self
+                .inner
+                .joins
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get(&v.vmid)
+                .cloned();
+            let status = match (v.lock.as_deref(), v.status.as_str(), join) {
+                (_, _, Some(JoinState::Failed(_))) => ServerStatus::Error,
+                (Some("destroyed"), _, _) => ServerStatus::Deleting,
+                (Some(_), _, _) => ServerStatus::Building,
+                (None, "running", Some(JoinState::Running)) => ServerStatus::Building,
+                (None, "running", _) => ServerStatus::Active,
+                (None, "stopped", _) => ServerStatus::Stopped,
+                _ => ServerStatus::Unknown,
+            };
+            out.push(Server {
+                id: v.vmid.to_string(),
+                name: v.name.clone().unwrap_or_else(|| format!("VM {}", v.vmid)),
+                cluster: o.cluster,
+                group: o.group,
+                status,
+                created,
+                memory_bytes: v.maxmem,
+                provider: PROVIDER.into(),
+            });
+        }
+        Ok(out)
+    }
+
+    async fn create_server(&self, req: &CreateRequest) -> Result<Server, CloudError> {
+        let _guard = self.inner.create_lock.lock().await;
+        self.create_locked(req).await
+    }
+
+    async fn delete_server(&self, id: &str) -> Result<(), CloudError> {
+        let vmid = vmid_of(id)?;
+        let vms = list_vms(&self.inner.api).await?;
+        let Some(vm) = vms.iter().find(|v| v.vmid == vmid) else {
+            tracing::debug!(vmid, "VM already gone");
+            return Ok(());
+        };
+        if vm.template || !vm.is_nodewright() {
+            return Err(other(format!(
+                "refusing to delete VM {vmid}: it is not tagged as a nodewright VM"
+            )));
+        }
+        self.destroy(&vm.node, vmid, vm.status == "running").await?;
+        self.inner
+            .joins
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&vmid);
+        tracing::info!(vmid, node = %vm.node, "Proxmox VM destroyed");
+        Ok(())
+    }
+
+    async fn group_memory(&self, group: &str) -> Result<Option<u64>, CloudError> {
+        let settings = self.settings(group)?;
+        if let Some(m) = settings.memory {
+            return Ok(Some(m.as_u64()));
+        }
+        let vms = list_vms(&self.inner.api).await?;
+        Ok(find_template(&vms, &settings.template)?.maxmem)
+    }
+
+    async fn verify(&self) -> Result<(), CloudError> {
+        self.check().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn helpers() {
+        assert_eq!(
+            with_bridge("virtio=AA:BB:CC:DD:EE:FF,bridge=vmbr0,firewall=1", "vmbr1"),
+            "virtio=AA:BB:CC:DD:EE:FF,firewall=1,bridge=vmbr1"
+        );
+        let cfg: BTreeMap<String, String> = [(
+            "meta".to_string(),
+            "creation-qemu=9.0.2,ctime=1700000000".to_string(),
+        )]
+        .into();
+        assert_eq!(
+            meta_ctime(&cfg),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000))
+        );
+    }
+}

@@ -1,0 +1,114 @@
+//! Ownership in Proxmox tags. Tags must match `[a-z0-9_][a-z0-9_\-+.]*` (case-insensitive,
+//! per the API schema), so values are encoded: lowercase letters, digits, `-` and `.` pass;
+//! everything else (including `_` and upper case) becomes `_xx` (hex of the byte).
+//!
+//! - `nw-c-<cluster>`: [`crate::cloud::CLUSTER_TAG`]
+//! - `nw-g-<group>`: [`crate::cloud::GROUP_TAG`]
+//! - `nw-t-<unix seconds>`: creation time
+
+use std::time::{Duration, SystemTime};
+
+pub const CLUSTER_PREFIX: &str = "nw-c-";
+pub const GROUP_PREFIX: &str = "nw-g-";
+pub const CREATED_PREFIX: &str = "nw-t-";
+
+pub fn encode(value: &str) -> String {
+    let mut out = String::new();
+    for b in value.bytes() {
+        if b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.' {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("_{b:02x}"));
+        }
+    }
+    out
+}
+
+pub fn decode(tag: &str) -> Option<String> {
+    let bytes = tag.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'_' {
+            let hex = tag.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i].to_ascii_lowercase());
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Splits a `tags` value (`;`, `,` or space separated).
+pub fn split(tags: &str) -> Vec<&str> {
+    tags.split([';', ',', ' '])
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// Ownership read back from a VM's tags.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Ownership {
+    pub cluster: Option<String>,
+    pub group: Option<String>,
+    pub created: Option<SystemTime>,
+}
+
+pub fn ownership(tags: &str) -> Ownership {
+    let mut o = Ownership::default();
+    for t in split(tags) {
+        let lower = t.to_ascii_lowercase();
+        if let Some(v) = lower.strip_prefix(CLUSTER_PREFIX) {
+            o.cluster = decode(v);
+        } else if let Some(v) = lower.strip_prefix(GROUP_PREFIX) {
+            o.group = decode(v);
+        } else if let Some(v) = lower.strip_prefix(CREATED_PREFIX) {
+            o.created = v
+                .parse::<u64>()
+                .ok()
+                .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s));
+        }
+    }
+    o
+}
+
+/// The `tags` value for a new VM.
+pub fn for_new_vm(cluster: &str, group: &str, created: SystemTime) -> String {
+    let secs = created
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    format!(
+        "{CLUSTER_PREFIX}{};{GROUP_PREFIX}{};{CREATED_PREFIX}{secs}",
+        encode(cluster),
+        encode(group)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip() {
+        for v in ["prod", "my-cluster.1", "Weird_Name/x", "ü"] {
+            assert_eq!(decode(&encode(v)).as_deref(), Some(v));
+        }
+        let t = for_new_vm(
+            "prod",
+            "workers",
+            SystemTime::UNIX_EPOCH + Duration::from_secs(42),
+        );
+        assert_eq!(t, "nw-c-prod;nw-g-workers;nw-t-42");
+        let o = ownership(&t);
+        assert_eq!(o.cluster.as_deref(), Some("prod"));
+        assert_eq!(o.group.as_deref(), Some("workers"));
+        assert_eq!(
+            o.created,
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(42))
+        );
+    }
+}
