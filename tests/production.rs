@@ -1,0 +1,362 @@
+//! The deployed shape of `nodewright run`, as real processes over loopback: leader
+//! election between replicas, /metrics, /healthz, and secrets kept out of every output.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use nodewright::sim::cluster::SimPodTemplate;
+use nodewright::sim::env::{SimEnv, SimTimings};
+
+const GI: u64 = 1 << 30;
+const JOIN_TOKEN: &str = "K10-very-secret-join-token-4f2a9c";
+
+/// `freeMemoryTarget: 0 B`: only pods that cannot be scheduled trigger a scale-up.
+fn config() -> String {
+    format!(
+        r#"clusterName: prod
+freeMemoryTarget: 0 B
+provisionTimeout: 30s
+scanInterval: 300ms
+nodeGroups:
+  - name: workers
+    provider: openstack
+    minSize: 0
+    maxSize: 4
+    openstack: {{flavor: m1.large, image: ubuntu-24.04, network: private}}
+    userData:
+      template: k3s-agent.cloud-init.yaml.j2
+      variables: {{k3s_url: "https://192.0.2.1:6443", k3s_token: "{JOIN_TOKEN}"}}
+"#
+    )
+}
+
+struct Proc {
+    child: Child,
+    stderr: PathBuf,
+}
+
+impl Proc {
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn spawn(env: &SimEnv, config: &Path, name: &str, port: u16, extra: &[&str]) -> Proc {
+    let stderr = env.dir.join(format!("{name}.log"));
+    let file = std::fs::File::create(&stderr).expect("log file");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nodewright"));
+    cmd.arg("run")
+        .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
+        .args(extra)
+        .env("POD_NAME", name)
+        .env_remove("KUBECONFIG")
+        .env_remove("POD_NAMESPACE")
+        .stdout(Stdio::null())
+        .stderr(file);
+    for (k, v) in env.env_vars(config) {
+        cmd.env(k, v);
+    }
+    Proc {
+        child: cmd.spawn().expect("start nodewright"),
+        stderr,
+    }
+}
+
+/// A plain HTTP/1.0 GET; returns (status, body).
+fn get(port: u16, path: &str) -> Option<(u16, String)> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").ok()?;
+    let mut out = String::new();
+    s.read_to_string(&mut out).ok()?;
+    let status = out.split_whitespace().nth(1)?.parse().ok()?;
+    let body = out.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
+    Some((status, body))
+}
+
+/// The value of a metric sample line starting with `prefix`, summed over matches.
+fn metric(body: &str, prefix: &str) -> f64 {
+    body.lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+async fn wait_for(what: &str, timeout: Duration, mut f: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !f() {
+        assert!(start.elapsed() < timeout, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn all_running(env: &SimEnv, n: usize) -> bool {
+    let pods: Vec<Pod> = env
+        .cluster
+        .pods()
+        .into_iter()
+        .filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("web")))
+        .collect();
+    pods.len() == n
+        && pods.iter().all(|p| {
+            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        })
+}
+
+fn holder(env: &SimEnv) -> Option<String> {
+    env.cluster
+        .get::<Lease>("default", "nodewright")
+        .and_then(|l| l.spec?.holder_identity)
+}
+
+const ELECT: &[&str] = &[
+    "--leader-elect",
+    "--lease-namespace",
+    "default",
+    "--lease-duration",
+    "3s",
+    "--renew-deadline",
+    "2s",
+    "--retry-period",
+    "300ms",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_one_acts_and_the_other_takes_over_when_the_leader_dies() {
+    let env = SimEnv::start(
+        None,
+        SimTimings {
+            boot_delay: Duration::from_secs(2),
+            ..SimTimings::default()
+        },
+    )
+    .await
+    .expect("env");
+    let (cfg, _) = env.write_config(&config()).expect("config");
+    let (pa, pb) = (free_port(), free_port());
+    let mut a = spawn(&env, &cfg, "replica-a", pa, ELECT);
+    let mut b = spawn(&env, &cfg, "replica-b", pb, ELECT);
+    wait_for("a leader", Duration::from_secs(20), || holder(&env).is_some()).await;
+    let first = holder(&env).unwrap_or_default();
+    let (leader, leader_port, standby_port) = if first.starts_with("replica-a") {
+        (&mut a, pa, pb)
+    } else {
+        (&mut b, pb, pa)
+    };
+    // 4 pods of 3 GiB need two 8 GiB nodes; kill the leader while they boot.
+    env.cluster
+        .add_replicaset("default", "web", 4, SimPodTemplate::new("nginx:1.25", 3 * GI))
+        .expect("rs");
+    wait_for("the leader to create a VM", Duration::from_secs(20), || {
+        !env.cloud.servers().is_empty()
+    })
+    .await;
+    let standby_metrics = get(standby_port, "/metrics").expect("standby serves metrics").1;
+    assert_eq!(metric(&standby_metrics, "nodewright_leader "), 0.0);
+    assert_eq!(
+        metric(&standby_metrics, "nodewright_actions_total"),
+        0.0,
+        "the standby acted:\n{standby_metrics}"
+    );
+    let leader_metrics = get(leader_port, "/metrics").expect("leader serves metrics").1;
+    assert_eq!(metric(&leader_metrics, "nodewright_leader "), 1.0);
+    leader.kill();
+    let killed = Instant::now();
+    wait_for("the standby to take over", Duration::from_secs(15), || {
+        holder(&env).is_some_and(|h| h != first)
+    })
+    .await;
+    let handover = killed.elapsed();
+    assert!(
+        handover < Duration::from_secs(3) + Duration::from_secs(2),
+        "handover took {handover:?}, more than the lease duration plus a retry"
+    );
+    wait_for("the work to complete", Duration::from_secs(40), || {
+        all_running(&env, 4)
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let servers = env.cloud.servers();
+    assert_eq!(servers.len(), 2, "work done once, not twice: {servers:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_move_during_a_scale_up() {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("env");
+    let (cfg, _) = env.write_config(&config()).expect("config");
+    let port = free_port();
+    let p = spawn(&env, &cfg, "metrics", port, &[]);
+    wait_for("/metrics", Duration::from_secs(20), || {
+        get(port, "/metrics").is_some_and(|(s, b)| s == 200 && b.contains("nodewright_free_memory_target_bytes 0"))
+    })
+    .await;
+    let before = get(port, "/metrics").expect("scrape").1;
+    assert_eq!(metric(&before, "nodewright_scale_ups_total"), 0.0, "{before}");
+    env.cluster
+        .add_replicaset("default", "web", 2, SimPodTemplate::new("nginx:1.25", 3 * GI))
+        .expect("rs");
+    wait_for("pods running", Duration::from_secs(30), || all_running(&env, 2)).await;
+    let mut after = String::new();
+    wait_for("counters to move", Duration::from_secs(10), || {
+        after = get(port, "/metrics").map(|r| r.1).unwrap_or_default();
+        metric(&after, "nodewright_scale_ups_total{group=\"workers\"}") >= 1.0
+            && metric(&after, "nodewright_actions_total{action=\"remove-startup-taint\"}") >= 1.0
+    })
+    .await;
+    assert!(metric(&after, "nodewright_actions_total{action=\"scale-up\"}") >= 1.0, "{after}");
+    assert!(metric(&after, "nodewright_actions_total{action=\"remove-startup-taint\"}") >= 1.0, "{after}");
+    assert!(
+        metric(&after, "nodewright_cloud_api_duration_seconds_count{provider=\"openstack\",call=\"create_server\"}") >= 1.0,
+        "{after}"
+    );
+    assert!(metric(&after, "nodewright_nodes{group=\"workers\",state=\"ready\"}") >= 1.0);
+    assert!(metric(&after, "nodewright_cycle_duration_seconds_count") > 0.0);
+    assert!(metric(&after, "nodewright_last_successful_cycle_timestamp_seconds") > 1.0e9);
+    assert_eq!(get(port, "/healthz").map(|r| r.0), Some(200));
+    assert_eq!(get(port, "/readyz").map(|r| r.0), Some(200));
+    drop(p);
+}
+
+/// Accepts connections and never answers: an API server that hangs.
+fn black_hole() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = l.local_addr().expect("addr").port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for s in l.incoming().flatten() {
+            held.push(s);
+        }
+    });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_fails_when_the_loop_is_stuck() {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("env");
+    let (cfg, _) = env.write_config(&config()).expect("config");
+    let hole = black_hole();
+    let kubeconfig = env.dir.join("stuck-kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"http://127.0.0.1:{hole}\"}}\nusers:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"
+        ),
+    )
+    .expect("kubeconfig");
+    let port = free_port();
+    let stderr = env.dir.join("stuck.log");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nodewright"));
+    cmd.args(["run", "--metrics-addr", &format!("127.0.0.1:{port}"), "--stuck-after", "2s"])
+        .env_remove("KUBECONFIG")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr).expect("log"));
+    for (k, v) in env.env_vars(&cfg) {
+        cmd.env(k, v);
+    }
+    cmd.env("KUBECONFIG_FILE", &kubeconfig);
+    let _p = Proc {
+        child: cmd.spawn().expect("start"),
+        stderr,
+    };
+    wait_for("/healthz to answer", Duration::from_secs(20), || {
+        get(port, "/healthz").is_some()
+    })
+    .await;
+    assert_eq!(get(port, "/healthz").map(|r| r.0), Some(200), "healthy at first");
+    assert_eq!(get(port, "/readyz").map(|r| r.0), Some(503), "no cycle completed yet");
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (status, body) = get(port, "/healthz").expect("healthz");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("reconcile loop"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_never_appear_in_logs_events_status_or_plan() {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("env");
+    let (cfg, _) = env.write_config(&config()).expect("config");
+    let password = env.cloud.options().password.clone();
+    let port = free_port();
+    let mut p = spawn(
+        &env,
+        &cfg,
+        "secrets",
+        port,
+        &["--log-format", "json", "--lease-namespace", "default"],
+    );
+    env.cluster
+        .add_replicaset("default", "web", 2, SimPodTemplate::new("nginx:1.25", 3 * GI))
+        .expect("rs");
+    wait_for("pods running", Duration::from_secs(30), || all_running(&env, 2)).await;
+    // The VM really got the token: it is in the user data, and only there.
+    assert!(env.cloud.servers().iter().any(|s| s
+        .user_data
+        .as_deref()
+        .is_some_and(|u| u.contains(JOIN_TOKEN))));
+    wait_for("status ConfigMap", Duration::from_secs(10), || {
+        env.cluster
+            .get::<ConfigMap>("default", "nodewright-status")
+            .is_some()
+    })
+    .await;
+    p.kill();
+    let log = p.log();
+    assert!(log.contains("scale-up"), "the log shows the action:\n{log}");
+    let plan = Command::new(env!("CARGO_BIN_EXE_nodewright"))
+        .args(["plan", "--json"])
+        .envs(env.env_vars(&cfg))
+        .env("RUST_LOG", "debug")
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("plan");
+    assert!(plan.status.success(), "{}", String::from_utf8_lossy(&plan.stderr));
+    let status = env
+        .cluster
+        .get::<ConfigMap>("default", "nodewright-status")
+        .and_then(|c| c.data)
+        .map(|d| format!("{d:?}"))
+        .unwrap_or_default();
+    assert!(status.contains("workers"), "status lists groups: {status}");
+    let events = format!("{:?}", env.cluster.events());
+    assert!(events.contains("TriggeredScaleUp"), "{events}");
+    let outputs = [
+        ("log", log),
+        ("plan stdout", String::from_utf8_lossy(&plan.stdout).to_string()),
+        ("plan stderr", String::from_utf8_lossy(&plan.stderr).to_string()),
+        ("status ConfigMap", status),
+        ("events", events),
+    ];
+    for (what, text) in &outputs {
+        for secret in [JOIN_TOKEN, password.as_str()] {
+            assert!(!text.contains(secret), "{what} contains a secret");
+        }
+    }
+}
