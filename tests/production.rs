@@ -360,3 +360,45 @@ async fn secrets_never_appear_in_logs_events_status_or_plan() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn config_changes_apply_without_restart_and_a_bad_one_is_rejected() {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("env");
+    let (cfg, _) = env.write_config(&config()).expect("config");
+    let port = free_port();
+    let p = spawn(&env, &cfg, "reload", port, &["--status-configmap", "off"]);
+    wait_for("first cycle", Duration::from_secs(20), || {
+        get(port, "/readyz").is_some_and(|r| r.0 == 200)
+    })
+    .await;
+    assert!(env.cloud.servers().is_empty());
+    // minSize 0 → 1, written the way a mounted ConfigMap changes: a new file renamed in.
+    let text = std::fs::read_to_string(&cfg).expect("read config");
+    let replace = |from: &str, to: &str| {
+        let tmp = cfg.with_extension("new");
+        std::fs::write(&tmp, text.replacen(from, to, 1)).expect("write");
+        std::fs::rename(&tmp, &cfg).expect("rename");
+    };
+    replace("minSize: 0", "minSize: 1");
+    wait_for("the new minSize to act", Duration::from_secs(20), || {
+        env.cloud.servers().len() == 1
+    })
+    .await;
+    // An invalid config is refused; the last good one (minSize 1) stays in force.
+    replace("minSize: 0", "minSize: 1\n    bogusKey: 1");
+    wait_for("the rejection to be logged", Duration::from_secs(10), || {
+        p.log().contains("config changed but is invalid")
+    })
+    .await;
+    assert!(p.log().contains("bogusKey"), "the error names the key");
+    env.cluster
+        .add_replicaset("default", "web", 3, SimPodTemplate::new("nginx:1.25", 3 * GI))
+        .expect("rs");
+    wait_for("scale-up under the last good config", Duration::from_secs(30), || {
+        all_running(&env, 3)
+    })
+    .await;
+    assert!(env.cloud.servers().len() >= 2);
+}
