@@ -462,3 +462,50 @@ async fn killed_mid_scale_up_the_restarted_process_converges_without_orphans_or_
         assert!(ready(&node) && !has_startup_taint(&node), "{} not joined", s.name);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_that_is_no_longer_needed_is_drained_and_removed() {
+    let (env, rec) = setup("scaleDown: {delayAfterAdd: 1s}").await;
+    env.cluster
+        .add_replicaset("default", "web", 4, SimPodTemplate::new("nginx:1.25", 3 * GI))
+        .expect("rs");
+    drive(&env, &rec, Duration::from_secs(30), |_| {}, |env| {
+        let pods = app_pods(env, "web");
+        pods.len() == 4 && pods.iter().all(|p| phase(p) == "Running")
+    })
+    .await;
+    assert_eq!(env.cloud.servers().len(), 2);
+    env.cluster
+        .scale_replicaset("default", "web", 1)
+        .expect("scale down");
+    let mut stuck = BTreeSet::new();
+    let actions = drive(
+        &env,
+        &rec,
+        Duration::from_secs(30),
+        |env| {
+            for p in app_pods(env, "web") {
+                if unschedulable(&p) {
+                    stuck.insert(p.metadata.name.clone().unwrap_or_default());
+                }
+            }
+        },
+        |env| {
+            let pods = app_pods(env, "web");
+            env.cloud.servers().len() == 1
+                && worker_names(env).len() == 1
+                && pods.len() == 1
+                && pods.iter().all(|p| phase(p) == "Running")
+        },
+    )
+    .await;
+    assert!(stuck.is_empty(), "{stuck:?}");
+    assert!(actions.iter().any(|a| matches!(a, Action::Cordon { reason, .. } if reason.contains("not needed"))), "{actions:?}");
+    assert!(actions.iter().any(|a| matches!(a, Action::DeleteNode { .. })));
+    // And it stays at one: no flapping back up.
+    for _ in 0..10 {
+        let r = rec.cycle(SystemTime::now()).await.expect("cycle");
+        assert!(!matches!(r.decision.action, Action::ScaleUp { .. }), "{:?}", r.decision);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

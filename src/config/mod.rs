@@ -54,7 +54,31 @@ pub struct Config {
     pub templates_dir: PathBuf,
     #[serde(default)]
     pub image_puller: ImagePullerConfig,
+    #[serde(default)]
+    pub scale_down: ScaleDownConfig,
     pub node_groups: Vec<NodeGroupConfig>,
+}
+
+/// Removing nodes that are not needed (their pods fit elsewhere and free memory stays at
+/// target without them).
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ScaleDownConfig {
+    #[serde(default = "default_true")]
+    pub enabled: bool,
+    /// No scale-down until the newest node is this old, so a scale-up is not undone
+    /// before its pods arrive (like Cluster Autoscaler's scale-down-delay-after-add).
+    #[serde(default = "default_scale_down_delay", with = "humantime_serde")]
+    pub delay_after_add: Duration,
+}
+
+impl Default for ScaleDownConfig {
+    fn default() -> Self {
+        ScaleDownConfig {
+            enabled: true,
+            delay_after_add: default_scale_down_delay(),
+        }
+    }
 }
 
 /// Image cache warming.
@@ -177,6 +201,9 @@ impl TaintConfig {
 
 fn default_provision_timeout() -> Duration {
     Duration::from_secs(15 * 60)
+}
+fn default_scale_down_delay() -> Duration {
+    Duration::from_secs(10 * 60)
 }
 fn default_scan_interval() -> Duration {
     Duration::from_secs(30)

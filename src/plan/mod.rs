@@ -129,6 +129,7 @@ pub enum ReasonCode {
     GroupAtMaxSize,
     NoGroupFits,
     NodeTooOld,
+    NodeUnneeded,
     ReplacementNeedsCapacity,
     WaitingForProvisioning,
     DrainInProgress,
@@ -224,6 +225,7 @@ pub const STEPS: &[(&str, Step)] = &[
     ("scale-up", steps::scale_up),
     ("drain", steps::drain),
     ("replace-old", steps::replace_old),
+    ("scale-down", steps::scale_down),
     ("remove-empty", steps::remove_empty),
     ("warm-images", steps::warm_images),
 ];

@@ -447,6 +447,84 @@ pub fn replace_old(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     ))
 }
 
+/// Cordon a node that is not needed: everything it runs fits on the others, free memory
+/// stays at target (and a node keeps `minimumFreeNodeMemory`) without it, the group stays
+/// at or above `minSize`, and no node was added within `scaleDown.delayAfterAdd`. The
+/// same memory rule that triggers scale-up guards this, so the two cannot flap.
+pub fn scale_down(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
+    let sd = &v.config.scale_down;
+    if !sd.enabled
+        || cordoned_by_us(v).next().is_some()
+        || v.provisioning().next().is_some()
+        || !v.unschedulable.is_empty()
+    {
+        return None;
+    }
+    let newest = v
+        .members
+        .iter()
+        .filter_map(|m| m.node.map(|n| v.age(n.created)))
+        .min()?;
+    if newest < sd.delay_after_add {
+        return None;
+    }
+    let target = v.config.free_memory_target.as_u64() as i64;
+    let minimum = v.config.minimum_free_node_memory.as_u64() as i64;
+    let mut candidates: Vec<&Member<'_>> = v
+        .schedulable()
+        .filter(|m| v.active_size(&m.group.name) > m.group.min_size)
+        .collect();
+    candidates.sort_by_key(|m| v.requested_on(&m.server.name));
+    for m in candidates {
+        let Some(node) = m.node else { continue };
+        let pods: Vec<&PodInfo> = v
+            .pods_on(&node.name)
+            .iter()
+            .copied()
+            .filter(|p| !p.ignored_by_drain())
+            .collect();
+        if pods.iter().any(|p| p.controller_kind.is_none()) {
+            continue;
+        }
+        let free_after = v.free_total() - node.allocatable_memory as i64;
+        if free_after < target {
+            continue;
+        }
+        let mut bins: Vec<Bin<'_>> = v
+            .schedulable()
+            .filter_map(|o| o.node)
+            .filter(|n| n.name != node.name)
+            .map(|n| Bin::for_node(n, v.free_on(n)))
+            .collect();
+        if !capacity::place(&mut bins, &pods).is_empty() {
+            continue;
+        }
+        if minimum > 0 && bins.iter().map(|b| b.free).max().unwrap_or(0) < minimum {
+            continue;
+        }
+        let reason = Reason::new(
+            ReasonCode::NodeUnneeded,
+            format!(
+                "{} runs {} pod(s) requesting {} that fit on the other nodes; without it free memory is {} (target {})",
+                node.name,
+                pods.len(),
+                fmt_u(v.requested_on(&node.name)),
+                fmt_bytes(free_after),
+                fmt_u(target as u64)
+            ),
+        )
+        .about([ObjectRef::node(&node.name)]);
+        return Some((
+            Action::Cordon {
+                node: node.name.clone(),
+                reason: "scale-down: not needed".into(),
+            },
+            vec![reason],
+        ));
+    }
+    None
+}
+
 /// A cordoned node of ours with nothing left but DaemonSet, mirror or finished pods.
 pub fn remove_empty(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     let m = v.members.iter().find(|m| {

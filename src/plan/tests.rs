@@ -356,7 +356,9 @@ fn pod_without_owner_does_not_panic_anywhere() {
 
 #[test]
 fn missing_images_are_pulled_but_ignored_prefixes_are_not() {
-    let c = mk_config("imagePuller: {ignore: [docker.io/library/busybox]}");
+    let c = mk_config(
+        "imagePuller: {ignore: [docker.io/library/busybox]}\nscaleDown: {enabled: false}",
+    );
     let mut s = Snapshot::default();
     mk_member(&mut s, "dev-workers-a", 3600);
     mk_member(&mut s, "dev-workers-b", 3600);
@@ -404,4 +406,42 @@ fn below_min_size_scales_up_even_with_enough_memory() {
         }
     );
     assert!(d.has_reason(ReasonCode::GroupBelowMinSize));
+}
+
+#[test]
+fn unneeded_node_is_cordoned_after_the_delay_but_not_below_min_or_target() {
+    let c = mk_config("scaleDown: {delayAfterAdd: 10m}");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    mk_member(&mut s, "dev-workers-b", 3600);
+    s.pods.push(mk_pod("p1", Some("dev-workers-a"), 3 * GI));
+    s.pods.push(mk_pod("p2", Some("dev-workers-b"), GI));
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::Cordon { node, .. } if node == "dev-workers-b"),
+        "{d:?}"
+    );
+    assert!(d.has_reason(ReasonCode::NodeUnneeded));
+
+    // A node added 5 minutes ago holds scale-down off.
+    let mut young = s.clone();
+    mk_member(&mut young, "dev-workers-c", 330);
+    let d = plan_it(&young, &c);
+    assert!(!matches!(d.action, Action::Cordon { .. }), "{d:?}");
+
+    // At minSize nothing is removed.
+    let mut at_min = c.clone();
+    at_min.node_groups[0].min_size = 2;
+    let d = plan_it(&s, &at_min);
+    assert!(!matches!(d.action, Action::Cordon { .. }), "{d:?}");
+
+    // When removing any node would drop free memory below target, nothing is removed.
+    let tight = mk_config("freeMemoryTarget: 12 GiB");
+    let d = plan_it(&s, &tight);
+    assert!(!matches!(d.action, Action::Cordon { .. }), "{d:?}");
+
+    // Disabled.
+    let off = mk_config("scaleDown: {enabled: false}");
+    let d = plan_it(&s, &off);
+    assert!(!matches!(d.action, Action::Cordon { .. }), "{d:?}");
 }

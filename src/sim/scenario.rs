@@ -19,6 +19,7 @@ minimumFreeNodeMemory: 1 GiB
 oldNodeAgeLimit: 50s
 provisionTimeout: 60s
 scanInterval: 1s
+scaleDown: {delayAfterAdd: 15s}
 imagePuller:
   ignore: [docker.io/library/busybox]
 nodeGroups:
