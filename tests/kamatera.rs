@@ -1,0 +1,843 @@
+//! The Kamatera provider against the simulated cloudcli API over loopback HTTP, and the
+//! reconciler scaling a `provider: kamatera` group up and down with the simulated cluster.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, Patch, PatchParams};
+use nodewright::act::Clouds;
+use nodewright::cloud::kamatera::{
+    validate_settings, KamateraCredentials, KamateraProvider, KamateraSettings, ProviderOptions,
+};
+use nodewright::cloud::{CloudError, CloudProvider, CreateRequest, ServerStatus};
+use nodewright::cluster::{kubeconfig_from_file, KubeCluster};
+use nodewright::config::Config;
+use nodewright::plan::Action;
+use nodewright::reconcile::Reconciler;
+use nodewright::sim::cluster::{SimCluster, SimClusterOptions, SimNodeSpec, SimPodTemplate};
+use nodewright::sim::env::SHIPPED_TEMPLATES;
+use nodewright::sim::kamatera::{CreateFailure, SimKamatera, SimKamateraOptions};
+use nodewright::sim::{VmEvent, VmHook};
+use nodewright::STARTUP_TAINT_KEY;
+
+const GI: u64 = 1 << 30;
+
+fn fast() -> ProviderOptions {
+    ProviderOptions {
+        poll_initial: Duration::from_millis(15),
+        poll_max: Duration::from_millis(40),
+        command_timeout: Duration::from_secs(10),
+        ..ProviderOptions::default()
+    }
+}
+
+/// Group settings: a base with `extra` lines added (or replacing base keys).
+fn settings(extra: &str) -> KamateraSettings {
+    let base = "datacenter: EU\nimage: ubuntu_server_24.04_64-bit\ncpu: 2B\nram: 4096\n";
+    let overridden = |line: &str| {
+        let key = line.split(':').next().unwrap_or("");
+        extra.lines().any(|l| l.starts_with(&format!("{key}:")))
+    };
+    let kept: String = base
+        .lines()
+        .filter(|l| !overridden(l))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let yaml = format!("{kept}{extra}");
+    nodewright::yaml::from_str(&yaml).expect("settings parse")
+}
+
+type Events = Arc<Mutex<Vec<VmEvent>>>;
+
+async fn sim_with(opts: SimKamateraOptions) -> (SimKamatera, Events) {
+    let events: Events = Arc::default();
+    let sink = events.clone();
+    let hook: VmHook = Arc::new(move |e| sink.lock().expect("events").push(e));
+    let sim = SimKamatera::start(SimKamateraOptions {
+        hook: Some(hook),
+        ..opts
+    })
+    .await
+    .expect("simulator starts");
+    (sim, events)
+}
+
+async fn start_sim() -> (SimKamatera, Events) {
+    sim_with(SimKamateraOptions::default()).await
+}
+
+fn creds(sim: &SimKamatera) -> KamateraCredentials {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("kamatera.yaml");
+    sim.write_credentials_file(&path)
+        .expect("write credentials");
+    KamateraCredentials::from_file(&path).expect("credentials load")
+}
+
+fn provider(sim: &SimKamatera, groups: &[(&str, KamateraSettings)]) -> KamateraProvider {
+    let groups: BTreeMap<String, KamateraSettings> = groups
+        .iter()
+        .map(|(n, s)| (n.to_string(), s.clone()))
+        .collect();
+    KamateraProvider::with_options(creds(sim), groups, fast()).expect("provider builds")
+}
+
+fn req(name: &str, group: &str) -> CreateRequest {
+    CreateRequest {
+        name: name.into(),
+        cluster: "c1".into(),
+        group: group.into(),
+        user_data: format!("#!/bin/sh\necho joining {name}\n"),
+    }
+}
+
+fn post_bodies(sim: &SimKamatera, path: &str) -> Vec<serde_json::Value> {
+    sim.calls()
+        .into_iter()
+        .filter(|c| c.method == "POST" && c.path == path)
+        .filter_map(|c| c.body)
+        .collect()
+}
+
+#[tokio::test]
+async fn api_key_headers_are_sent_and_a_wrong_key_is_an_auth_error() {
+    let (sim, _) = start_sim().await;
+    let p = provider(&sim, &[("workers", settings(""))]);
+    assert!(p.list_servers("c1").await.expect("list").is_empty());
+    p.verify().await.expect("verify");
+    let calls = sim.calls();
+    assert!(
+        !calls.is_empty() && calls.iter().all(|c| c.authorized),
+        "{calls:?}"
+    );
+
+    let mut wrong = creds(&sim);
+    wrong.secret = "not-the-secret".into();
+    let bad = KamateraProvider::with_options(wrong, BTreeMap::new(), fast()).expect("builds");
+    match bad.list_servers("c1").await {
+        Err(CloudError::Auth { message, .. }) => {
+            assert!(message.contains("Authentication failed"), "{message}");
+            assert!(!message.contains("not-the-secret"), "{message}");
+        }
+        other => panic!("expected an auth error, got {other:?}"),
+    }
+    assert!(!sim.calls().last().expect("call").authorized);
+}
+
+#[tokio::test]
+async fn create_sends_tags_script_password_and_space_joined_lists() {
+    let (sim, events) = start_sim().await;
+    let s = settings(
+        "ram: 8 GiB\ndisks: [\"size=50\", \"size=100\"]\nnetworks: [\"name=wan,ip=auto\", \"name=lan-12345-net,ip=auto\"]\nextraTags: [team-a]\nsshKey: ssh-ed25519 AAAAC3Nza me@host\n",
+    );
+    let s = KamateraSettings {
+        cpu: "4B".into(),
+        ..s
+    };
+    let p = provider(&sim, &[("workers", s)]);
+    let r = req("c1-workers-aaaaa", "workers");
+    let server = p.create_server(&r).await.expect("create");
+    assert_eq!(server.name, "c1-workers-aaaaa");
+    assert_eq!(server.cluster.as_deref(), Some("c1"));
+    assert_eq!(server.group.as_deref(), Some("workers"));
+    assert_eq!(server.status, ServerStatus::Active);
+    assert_eq!(server.memory_bytes, Some(8 * GI));
+    assert_eq!(
+        p.group_memory("workers").await.expect("memory"),
+        Some(8 * GI)
+    );
+
+    let vm = sim.servers().into_iter().next().expect("server exists");
+    assert_eq!(vm.id, server.id);
+    assert_eq!(
+        vm.tags,
+        vec!["nodewright-c1", "nodewright-workers", "team-a"]
+    );
+    assert_eq!(vm.script, r.user_data);
+    assert_eq!(vm.disks, vec!["size=50", "size=100"]);
+    assert_eq!(
+        vm.networks,
+        vec!["name=wan,ip=auto", "name=lan-12345-net,ip=auto"]
+    );
+    assert_eq!(vm.ram_mb, 8192);
+    assert_eq!(vm.power, "on");
+    assert_eq!(vm.ssh_key, "ssh-ed25519 AAAAC3Nza me@host");
+
+    let body = post_bodies(&sim, "/service/server")
+        .pop()
+        .expect("create body");
+    assert_eq!(body["disk"], "size=50 size=100");
+    assert_eq!(
+        body["network"],
+        "name=wan,ip=auto name=lan-12345-net,ip=auto"
+    );
+    assert_eq!(body["tag"], "nodewright-c1 nodewright-workers team-a");
+    assert_eq!(body["billingcycle"], "hourly");
+    assert_eq!(body["poweronaftercreate"], "yes");
+    assert_eq!(body["quantity"], 1);
+    assert_eq!(body["script-file"], r.user_data.as_str());
+    assert_eq!(body["password"], body["passwordValidate"]);
+
+    // The VM booted with the script as its user data.
+    let booted = events.lock().expect("events").clone();
+    match booted.as_slice() {
+        [VmEvent::Booted {
+            name,
+            user_data,
+            memory_bytes,
+            cpus,
+        }] => {
+            assert_eq!(name, "c1-workers-aaaaa");
+            assert_eq!(user_data, &r.user_data);
+            assert_eq!(memory_bytes, &(8 * GI));
+            assert_eq!(cpus, &4);
+        }
+        other => panic!("expected one boot, got {other:?}"),
+    }
+
+    // A second server gets another strong password.
+    p.create_server(&req("c1-workers-bbbbb", "workers"))
+        .await
+        .expect("create");
+    let pw: Vec<String> = sim.servers().iter().map(|s| s.password.clone()).collect();
+    assert_eq!(pw.len(), 2);
+    assert_ne!(pw[0], pw[1]);
+    for p in &pw {
+        assert!((10..=20).contains(&p.len()), "{p}");
+    }
+}
+
+#[tokio::test]
+async fn user_data_can_go_to_the_userdata_field() {
+    let (sim, events) = start_sim().await;
+    let p = provider(&sim, &[("workers", settings("userDataField: userdata\n"))]);
+    let mut r = req("c1-workers-ccccc", "workers");
+    r.user_data = "#cloud-config\nhostname: x\n".into();
+    p.create_server(&r).await.expect("create");
+    let vm = &sim.servers()[0];
+    assert_eq!(vm.userdata, r.user_data);
+    assert!(vm.script.is_empty());
+    assert!(
+        matches!(&events.lock().expect("events")[0], VmEvent::Booted { user_data, .. } if *user_data == r.user_data)
+    );
+}
+
+#[tokio::test]
+async fn list_returns_only_servers_tagged_for_the_cluster() {
+    let (sim, _) = start_sim().await;
+    let p = provider(
+        &sim,
+        &[("workers", settings("")), ("big", settings("ram: 16384\n"))],
+    );
+    let ours = p
+        .create_server(&req("c1-workers-aaaaa", "workers"))
+        .await
+        .expect("create");
+    // Another cluster's server with a name like ours, an untagged one, one tagged
+    // with another prefix, and a leftover of ours in the other group.
+    sim.insert_server(
+        "c1-workers-other",
+        &["nodewright-c2", "nodewright-workers"],
+        true,
+    );
+    sim.insert_server("c1-workers-untagged", &[], true);
+    sim.insert_server("c1-workers-foreign", &["k8sca-c1", "k8scang-workers"], true);
+    let leftover = sim.insert_server("c1-big-zzzzz", &["nodewright-c1", "nodewright-big"], false);
+    sim.insert_server("elsewhere", &["nodewright-c1", "nodewright-workers"], true);
+
+    let mut listed = p.list_servers("c1").await.expect("list");
+    listed.sort_by(|a, b| a.name.cmp(&b.name));
+    let names: Vec<&str> = listed.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, vec!["c1-big-zzzzz", "c1-workers-aaaaa"]);
+    assert_eq!(listed[1].id, ours.id);
+    assert_eq!(listed[1].group.as_deref(), Some("workers"));
+    assert_eq!(listed[1].status, ServerStatus::Active);
+    assert_eq!(listed[1].memory_bytes, Some(4 * GI));
+    assert_eq!(listed[0].id, leftover);
+    assert_eq!(listed[0].group.as_deref(), Some("big"));
+    assert_eq!(listed[0].status, ServerStatus::Stopped);
+    assert_eq!(listed[0].memory_bytes, Some(16 * GI));
+    assert!(listed.iter().all(|s| s.provider == "kamatera"));
+    assert!(p.list_servers("c2").await.expect("list").is_empty());
+
+    // Tags are read once per server, not on every cycle.
+    let tag_calls = |sim: &SimKamatera| {
+        sim.calls()
+            .iter()
+            .filter(|c| c.path == "/server/tags")
+            .count()
+    };
+    let before = tag_calls(&sim);
+    p.list_servers("c1").await.expect("list");
+    assert_eq!(tag_calls(&sim), before);
+}
+
+#[tokio::test]
+async fn queue_is_polled_through_pending_and_running_with_both_id_forms() {
+    let (sim, _) = sim_with(SimKamateraOptions {
+        step: Duration::from_millis(80),
+        ..SimKamateraOptions::default()
+    })
+    .await;
+    let p = provider(&sim, &[("workers", settings(""))]);
+    p.create_server(&req("c1-workers-aaaaa", "workers"))
+        .await
+        .expect("create");
+    p.create_server(&req("c1-workers-bbbbb", "workers"))
+        .await
+        .expect("create");
+    let commands = sim.commands();
+    assert!(commands.iter().any(|c| c.id_as_string));
+    assert!(commands.iter().any(|c| !c.id_as_string));
+    assert!(
+        commands.iter().all(|c| c.status == "complete"),
+        "{commands:?}"
+    );
+    for c in &commands {
+        let polls = sim
+            .calls()
+            .iter()
+            .filter(|call| {
+                call.path == "/service/queue"
+                    && call.query.as_deref() == Some(&format!("id={}", c.id))
+            })
+            .count();
+        assert!(polls >= 2, "command {} polled {polls} times", c.id);
+    }
+}
+
+#[tokio::test]
+async fn delete_terminates_with_force_and_tolerates_a_missing_server() {
+    let (sim, events) = start_sim().await;
+    let p = provider(&sim, &[("workers", settings(""))]);
+    let s = p
+        .create_server(&req("c1-workers-aaaaa", "workers"))
+        .await
+        .expect("create");
+    p.delete_server(&s.id).await.expect("delete");
+    assert!(sim.servers().is_empty());
+    let body = post_bodies(&sim, "/service/server/terminate")
+        .pop()
+        .expect("terminate body");
+    assert_eq!(body, serde_json::json!({ "id": s.id, "force": true }));
+    assert!(
+        matches!(events.lock().expect("events").last(), Some(VmEvent::Deleted { name }) if name == "c1-workers-aaaaa")
+    );
+    // Gone already: success.
+    p.delete_server(&s.id).await.expect("delete again");
+    assert!(p.list_servers("c1").await.expect("list").is_empty());
+}
+
+#[tokio::test]
+async fn power_off_and_on_wait_for_their_commands() {
+    let (sim, _) = start_sim().await;
+    let p = provider(&sim, &[("workers", settings(""))]);
+    let s = p
+        .create_server(&req("c1-workers-aaaaa", "workers"))
+        .await
+        .expect("create");
+    p.power_off(&s.id, true).await.expect("power off");
+    assert_eq!(sim.servers()[0].power, "off");
+    assert_eq!(
+        p.list_servers("c1").await.expect("list")[0].status,
+        ServerStatus::Stopped
+    );
+    p.power_on(&s.id).await.expect("power on");
+    assert_eq!(sim.servers()[0].power, "on");
+}
+
+#[tokio::test]
+async fn api_errors_keep_the_api_message() {
+    // Refused for lack of balance: a quota error.
+    let (sim, _) = sim_with(SimKamateraOptions {
+        max_servers: Some(0),
+        ..SimKamateraOptions::default()
+    })
+    .await;
+    let p = provider(&sim, &[("workers", settings(""))]);
+    match p.create_server(&req("c1-workers-aaaaa", "workers")).await {
+        Err(CloudError::Quota { message, .. }) => {
+            assert!(message.contains("server limit of 0"), "{message}")
+        }
+        other => panic!("expected a quota error, got {other:?}"),
+    }
+    // A datacenter the API does not know: an API error with its message.
+    let (sim, _) = start_sim().await;
+    let bad = KamateraSettings {
+        datacenter: "XX".into(),
+        ..settings("")
+    };
+    let p = provider(&sim, &[("workers", bad)]);
+    match p.create_server(&req("c1-workers-aaaaa", "workers")).await {
+        Err(CloudError::Api {
+            status,
+            message,
+            call,
+            ..
+        }) => {
+            assert_eq!(status, 400);
+            assert_eq!(call, "POST /service/server");
+            assert!(message.contains("Invalid datacenter: XX"), "{message}");
+        }
+        other => panic!("expected an API error, got {other:?}"),
+    }
+    // An unknown group and a bad name never reach the API.
+    assert!(p.create_server(&req("c1-x-aaaaa", "nope")).await.is_err());
+    let p = provider(&sim, &[("workers", settings(""))]);
+    assert!(p.create_server(&req("c1 bad", "workers")).await.is_err());
+}
+
+#[tokio::test]
+async fn a_create_command_that_fails_reports_its_log_and_leaves_nothing() {
+    let (sim, events) = start_sim().await;
+    let p = provider(&sim, &[("workers", settings(""))]);
+    sim.fail_next_creates(1, CreateFailure::CommandError);
+    let e = p
+        .create_server(&req("c1-workers-aaaaa", "workers"))
+        .await
+        .expect_err("create fails");
+    let text = e.to_string();
+    assert!(
+        text.contains("no available resources in datacenter EU"),
+        "{text}"
+    );
+    assert!(sim.servers().is_empty());
+    assert!(events.lock().expect("events").is_empty());
+    // Refused outright: a quota error; the next create works.
+    sim.fail_next_creates(1, CreateFailure::Refused);
+    assert!(matches!(
+        p.create_server(&req("c1-workers-bbbbb", "workers")).await,
+        Err(CloudError::Quota { .. })
+    ));
+    p.create_server(&req("c1-workers-ccccc", "workers"))
+        .await
+        .expect("create after failures");
+    assert_eq!(sim.servers().len(), 1);
+}
+
+#[tokio::test]
+async fn a_delete_that_fails_once_succeeds_when_retried() {
+    let (sim, _) = start_sim().await;
+    let p = provider(&sim, &[("workers", settings(""))]);
+    let s = p
+        .create_server(&req("c1-workers-aaaaa", "workers"))
+        .await
+        .expect("create");
+    sim.fail_next_deletes(1);
+    match p.delete_server(&s.id).await {
+        Err(CloudError::Api {
+            status, message, ..
+        }) => {
+            assert_eq!(status, 500);
+            assert!(message.contains("try again"), "{message}");
+        }
+        other => panic!("expected an API error, got {other:?}"),
+    }
+    assert_eq!(sim.servers().len(), 1);
+    p.delete_server(&s.id).await.expect("retry succeeds");
+    assert!(sim.servers().is_empty());
+}
+
+#[tokio::test]
+async fn a_command_past_its_deadline_is_an_error() {
+    let (sim, _) = sim_with(SimKamateraOptions {
+        step: Duration::from_secs(5),
+        ..SimKamateraOptions::default()
+    })
+    .await;
+    let s = KamateraSettings {
+        command_timeout: Duration::from_millis(300),
+        ..settings("")
+    };
+    let p = provider(&sim, &[("workers", s)]);
+    let started = Instant::now();
+    let e = p
+        .create_server(&req("c1-workers-aaaaa", "workers"))
+        .await
+        .expect_err("times out");
+    assert!(started.elapsed() < Duration::from_secs(3));
+    assert!(e.to_string().contains("did not finish within"), "{e}");
+}
+
+#[test]
+fn names_are_checked_against_kamatera_tag_limits() {
+    let s = settings("");
+    assert!(validate_settings("prod", "workers", &s).is_empty());
+    let problems = validate_settings("production-eu", "workers", &s);
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].contains("`nodewright-production-eu` (24 characters)"),
+        "{}",
+        problems[0]
+    );
+    assert!(problems[0].contains("at most 23"), "{}", problems[0]);
+    let short = settings("tagPrefix: nw\n");
+    assert!(validate_settings("production-eu", "workers", &short).is_empty());
+    assert!(!validate_settings("prod", "gpu-workers-large", &s).is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// The loop: a `provider: kamatera` group scaled up and down.
+
+struct Env {
+    cluster: SimCluster,
+    cloud: SimKamatera,
+    events: Events,
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.cluster.shutdown();
+    }
+}
+
+const TEMPLATE: &str = "#!/bin/sh\n# k3s agent for a Kamatera server\ncurl -sfL https://get.k3s.io | K3S_URL={{ k3s_url }} K3S_TOKEN={{ k3s_token }} sh -s - agent{% for a in k3s_node_args %} {{ a }}{% endfor %}\n";
+
+async fn env() -> Env {
+    let cluster = SimCluster::start(SimClusterOptions {
+        node_ready_delay: Duration::from_millis(200),
+        pod_start_delay: Duration::from_millis(150),
+        ..SimClusterOptions::default()
+    })
+    .await
+    .expect("cluster starts");
+    cluster
+        .add_node(
+            SimNodeSpec::new("control-plane", 4 * GI)
+                .label("node-role.kubernetes.io/control-plane", "true")
+                .taint("node-role.kubernetes.io/control-plane", None, "NoSchedule"),
+        )
+        .expect("control plane");
+    let events: Events = Arc::default();
+    let (sink, kubelet) = (events.clone(), cluster.vm_hook());
+    let hook: VmHook = Arc::new(move |e: VmEvent| {
+        sink.lock().expect("events").push(e.clone());
+        kubelet(e)
+    });
+    let cloud = SimKamatera::start(SimKamateraOptions {
+        hook: Some(hook),
+        step: Duration::from_millis(50),
+        ..SimKamateraOptions::default()
+    })
+    .await
+    .expect("kamatera starts");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let templates = dir.path().join("templates");
+    std::fs::create_dir_all(&templates).expect("templates dir");
+    for (name, text) in SHIPPED_TEMPLATES {
+        std::fs::write(templates.join(name), text).expect("template");
+    }
+    std::fs::write(templates.join("k3s-agent.sh.j2"), TEMPLATE).expect("template");
+    cluster
+        .write_kubeconfig(&dir.path().join("kubeconfig"))
+        .expect("kubeconfig");
+    cloud
+        .write_credentials_file(&dir.path().join("kamatera.yaml"))
+        .expect("credentials");
+    Env {
+        cluster,
+        cloud,
+        events,
+        dir,
+    }
+}
+
+impl Env {
+    fn config(&self, min_size: u32, extra: &str) -> Config {
+        let text = format!(
+            r#"templatesDir: {}
+clusterName: kt
+freeMemoryTarget: 0 B
+provisionTimeout: 3s
+scanInterval: 200ms
+{extra}
+nodeGroups:
+  - name: workers
+    provider: kamatera
+    minSize: {min_size}
+    maxSize: 3
+    kamatera:
+      datacenter: EU
+      image: ubuntu_server_24.04_64-bit
+      cpu: 4B
+      ram: 8 GiB
+      disks: ["size=40"]
+    userData:
+      template: k3s-agent.sh.j2
+      variables: {{k3s_url: "https://192.0.2.1:6443", k3s_token: "kt-secret-token"}}
+"#,
+            self.dir.path().join("templates").display()
+        );
+        let path = self.dir.path().join("autoscaler.yaml");
+        std::fs::write(&path, text).expect("config written");
+        Config::load(&path).expect("config loads")
+    }
+
+    /// A reconciler like `SimEnv::reconciler`, with the Kamatera provider built from the
+    /// credentials file (fast queue polling for the test).
+    async fn reconciler(&self, config: Config) -> Reconciler {
+        let kube = kubeconfig_from_file(&self.dir.path().join("kubeconfig"))
+            .await
+            .expect("kubeconfig");
+        let client = kube::Client::try_from(kube).expect("client");
+        let creds_path: PathBuf = self.dir.path().join("kamatera.yaml");
+        let creds = KamateraCredentials::from_file(&creds_path).expect("credentials");
+        let groups: BTreeMap<String, KamateraSettings> = config
+            .node_groups
+            .iter()
+            .filter_map(|g| g.kamatera.clone().map(|k| (g.name.clone(), k)))
+            .collect();
+        let provider: Arc<dyn CloudProvider> =
+            Arc::new(KamateraProvider::with_options(creds, groups, fast()).expect("provider"));
+        let mut clouds = Clouds::new();
+        for g in &config.node_groups {
+            clouds.add_group(&g.name, provider.clone());
+        }
+        Reconciler {
+            config: Arc::new(config),
+            cluster: Arc::new(KubeCluster::new(client)),
+            clouds,
+            dry_run: false,
+        }
+    }
+}
+
+fn ready(n: &Node) -> bool {
+    n.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+fn has_startup_taint(n: &Node) -> bool {
+    n.spec
+        .as_ref()
+        .and_then(|s| s.taints.as_ref())
+        .is_some_and(|ts| ts.iter().any(|t| t.key == STARTUP_TAINT_KEY))
+}
+
+fn running(p: &Pod) -> bool {
+    p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+}
+
+async fn drive(
+    env: &Env,
+    rec: &Reconciler,
+    timeout: Duration,
+    done: impl Fn(&Env) -> bool,
+) -> Vec<Action> {
+    let start = Instant::now();
+    let mut actions = Vec::new();
+    loop {
+        let report = rec
+            .cycle(SystemTime::now())
+            .await
+            .expect("cycle succeeds against the simulators");
+        if report.decision.action != Action::None {
+            actions.push(report.decision.action.clone());
+        }
+        if done(env) {
+            return actions;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "did not converge in {timeout:?}; actions so far: {actions:#?}\nservers: {:?}",
+            env.cloud
+                .servers()
+                .iter()
+                .map(|s| &s.name)
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loop_scales_a_kamatera_group_up_and_down() {
+    let env = env().await;
+    let rec = env.reconciler(env.config(0, "")).await;
+    env.cluster
+        .add_replicaset(
+            "default",
+            "web",
+            3,
+            SimPodTemplate::new("nginx:1.25", 2 * GI),
+        )
+        .expect("replicaset");
+    let actions = drive(&env, &rec, Duration::from_secs(40), |env| {
+        let pods: Vec<Pod> = env.cluster.pods();
+        pods.iter().filter(|p| running(p)).count() >= 3
+    })
+    .await;
+    assert!(
+        actions.contains(&Action::ScaleUp {
+            group: "workers".into(),
+            count: 1
+        }),
+        "{actions:#?}"
+    );
+    let servers = env.cloud.servers();
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    let vm = servers[0].clone();
+    assert!(vm.name.starts_with("kt-workers-"));
+    assert_eq!(vm.tags, vec!["nodewright-kt", "nodewright-workers"]);
+    assert!(vm.script.starts_with("#!/bin/sh"));
+    assert!(vm
+        .script
+        .contains("--node-taint=nodewright.io/startup=true:NoSchedule"));
+    let node = env.cluster.node(&vm.name).expect("node registered");
+    assert!(ready(&node) && !has_startup_taint(&node));
+
+    // The work goes away and a human cordons the node: it is drained, its Node
+    // deleted, then its server terminated.
+    env.cluster
+        .scale_replicaset("default", "web", 0)
+        .expect("scale down");
+    let client = env.cluster.kube_client().await.expect("client");
+    let nodes: Api<Node> = Api::all(client);
+    nodes
+        .patch(
+            &vm.name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("cordon");
+    let actions = drive(&env, &rec, Duration::from_secs(40), |env| {
+        env.cluster.node(&vm.name).is_none() && env.cloud.servers().is_empty()
+    })
+    .await;
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::DeleteNode { node, .. } if *node == vm.name)),
+        "{actions:#?}"
+    );
+    let terminate = env
+        .cloud
+        .calls()
+        .into_iter()
+        .filter(|c| c.path == "/service/server/terminate")
+        .filter_map(|c| c.body)
+        .next()
+        .expect("terminate called");
+    assert_eq!(terminate["force"], true);
+    assert!(
+        matches!(env.events.lock().expect("events").last(), Some(VmEvent::Deleted { name }) if *name == vm.name)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_never_boots_is_replaced_after_the_provision_timeout() {
+    let env = env().await;
+    env.cloud.never_boot("");
+    let rec = env.reconciler(env.config(1, "")).await;
+    // The first server never joins: it is deleted after provisionTimeout (3s) and
+    // another is created.
+    let first = Arc::new(Mutex::new(None::<String>));
+    let seen = first.clone();
+    drive(&env, &rec, Duration::from_secs(40), move |env| {
+        let servers = env.cloud.servers();
+        let mut f = seen.lock().expect("first");
+        if f.is_none() {
+            *f = servers.first().map(|s| s.name.clone());
+        }
+        let Some(name) = f.clone() else { return false };
+        !servers.iter().any(|s| s.name == name) && !servers.is_empty()
+    })
+    .await;
+    let gone = first.lock().expect("first").clone().expect("first server");
+    assert!(env.cluster.node(&gone).is_none());
+    assert!(env
+        .events
+        .lock()
+        .expect("events")
+        .iter()
+        .any(|e| matches!(e, VmEvent::Deleted { name } if *name == gone)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leftover_server_found_by_its_tags_is_removed() {
+    let env = env().await;
+    // A crashed process left a server with our tags; it never joined.
+    let leftover = env.cloud.insert_server(
+        "kt-workers-crash",
+        &["nodewright-kt", "nodewright-workers"],
+        true,
+    );
+    // Someone else's server with similar tags must stay.
+    env.cloud.insert_server(
+        "kt-workers-other",
+        &["nodewright-other", "nodewright-workers"],
+        true,
+    );
+    let rec = env.reconciler(env.config(0, "")).await;
+    let actions = drive(&env, &rec, Duration::from_secs(30), |env| {
+        !env.cloud.servers().iter().any(|s| s.id == leftover)
+    })
+    .await;
+    assert!(!actions.is_empty());
+    assert_eq!(env.cloud.servers().len(), 1);
+    assert_eq!(env.cloud.servers()[0].name, "kt-workers-other");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_creates_and_a_failed_delete_are_retried_by_the_loop() {
+    let env = env().await;
+    env.cloud.fail_next_creates(1, CreateFailure::Refused);
+    env.cloud.fail_next_creates(1, CreateFailure::CommandError);
+    let rec = env.reconciler(env.config(1, "")).await;
+    let start = Instant::now();
+    // Errors of a cycle are reported, not fatal: keep cycling until a node joins.
+    loop {
+        let _ = rec.cycle(SystemTime::now()).await;
+        let joined = env.cluster.nodes().iter().any(|n| {
+            n.metadata
+                .name
+                .as_deref()
+                .is_some_and(|m| m.starts_with("kt-workers-"))
+                && ready(n)
+                && !has_startup_taint(n)
+        });
+        if joined {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(40), "no node joined");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(env.cloud.servers().len(), 1);
+    let vm = env.cloud.servers()[0].clone();
+
+    // Scale down with a terminate that fails once.
+    env.cloud.fail_next_deletes(1);
+    let rec = env.reconciler(env.config(0, "")).await;
+    let client = env.cluster.kube_client().await.expect("client");
+    Api::<Node>::all(client)
+        .patch(
+            &vm.name,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("cordon");
+    let start = Instant::now();
+    while !env.cloud.servers().is_empty() {
+        let _ = rec.cycle(SystemTime::now()).await;
+        assert!(
+            start.elapsed() < Duration::from_secs(40),
+            "server not removed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let terminates = env
+        .cloud
+        .calls()
+        .iter()
+        .filter(|c| c.path == "/service/server/terminate")
+        .count();
+    assert!(terminates >= 2, "{terminates}");
+}
