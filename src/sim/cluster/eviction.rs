@@ -4,7 +4,7 @@
 use serde_json::{json, Value};
 
 use super::meta;
-use super::resources::{PDBS, PODS};
+use super::resources::{DAEMONSETS, PDBS, PODS, REPLICASETS};
 use super::selectors::LabelSelector;
 use super::status::{success_status, ApiError};
 use super::store::Txn;
@@ -38,6 +38,55 @@ fn scaled(v: &Value, total: i64) -> Result<i64, String> {
     }
 }
 
+/// How many pods should exist: the scale of each owning ReplicaSet (desired count of
+/// a DaemonSet), plus one per pod without a known controller. Counting the controller's
+/// scale rather than present pods keeps an evicted-but-not-yet-replaced pod counted.
+fn expected_pods(txn: &Txn<'_>, pods: &[&Value]) -> i64 {
+    let mut owners = std::collections::BTreeMap::new();
+    let mut bare = 0;
+    for pod in pods {
+        let owner = meta::path(pod, &["metadata", "ownerReferences"])
+            .and_then(Value::as_array)
+            .and_then(|refs| {
+                refs.iter()
+                    .find(|o| o.get("controller").and_then(Value::as_bool) == Some(true))
+            });
+        let scale = owner.and_then(|o| {
+            let name = o.get("name").and_then(Value::as_str)?;
+            match o.get("kind").and_then(Value::as_str)? {
+                "ReplicaSet" => txn.get(&REPLICASETS, meta::namespace(pod), name).map(|rs| {
+                    meta::path(rs, &["spec", "replicas"])
+                        .and_then(Value::as_i64)
+                        .unwrap_or(1)
+                }),
+                "DaemonSet" => txn
+                    .get(&DAEMONSETS, meta::namespace(pod), name)
+                    .and_then(|ds| {
+                        meta::path(ds, &["status", "desiredNumberScheduled"])
+                            .and_then(Value::as_i64)
+                    }),
+                _ => None,
+            }
+            .map(|scale| {
+                (
+                    o.get("uid")
+                        .and_then(Value::as_str)
+                        .unwrap_or(name)
+                        .to_string(),
+                    scale,
+                )
+            })
+        });
+        match scale {
+            Some((uid, n)) => {
+                owners.insert(uid, n);
+            }
+            None => bare += 1,
+        }
+    }
+    owners.values().sum::<i64>() + bare
+}
+
 /// What the disruption controller reports for one budget.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Budget {
@@ -57,7 +106,7 @@ pub fn evaluate(txn: &Txn<'_>, pdb: &Value) -> Option<Result<Budget, String>> {
         .into_iter()
         .filter(|p| !terminal(p) && sel.matches(&meta::labels(p)))
         .collect();
-    let expected = pods.len() as i64;
+    let expected = expected_pods(txn, &pods);
     let current_healthy = pods.iter().filter(|p| pod_healthy(p)).count() as i64;
     let spec = pdb.get("spec")?;
     let desired = if let Some(min) = spec.get("minAvailable") {

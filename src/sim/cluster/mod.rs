@@ -223,15 +223,20 @@ impl SimCluster {
         std::fs::write(path, self.kubeconfig_yaml())
     }
 
-    /// A kube-rs client for this cluster, built from the generated kubeconfig.
-    pub async fn kube_client(&self) -> anyhow::Result<kube::Client> {
+    /// The kube-rs configuration the generated kubeconfig yields.
+    ///
+    /// Note kube's `default_retry` (on by default) retries 429 answers, including
+    /// evictions refused by a PodDisruptionBudget, with exponential backoff for
+    /// minutes; tests that expect such refusals should turn it off.
+    pub async fn kube_config(&self) -> anyhow::Result<kube::Config> {
         let kubeconfig = kube::config::Kubeconfig::from_yaml(&self.kubeconfig_yaml())?;
-        let config = kube::Config::from_custom_kubeconfig(
-            kubeconfig,
-            &kube::config::KubeConfigOptions::default(),
-        )
-        .await?;
-        Ok(kube::Client::try_from(config)?)
+        let options = kube::config::KubeConfigOptions::default();
+        Ok(kube::Config::from_custom_kubeconfig(kubeconfig, &options).await?)
+    }
+
+    /// A kube-rs client for this cluster, built from [`Self::kube_config`].
+    pub async fn kube_client(&self) -> anyhow::Result<kube::Client> {
+        Ok(kube::Client::try_from(self.kube_config().await?)?)
     }
 
     /// The hook a simulated cloud calls as its VMs boot and go away.
