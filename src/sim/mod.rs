@@ -4,6 +4,7 @@
 pub mod cluster;
 pub mod env;
 pub mod openstack;
+pub mod proxmox;
 pub mod scenario;
 
 use std::sync::Arc;

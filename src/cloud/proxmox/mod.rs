@@ -57,12 +57,60 @@ pub enum CloneMode {
 }
 
 /// How a new VM gets its address: `dhcp`, or `{static: {...}}` from a pool.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum IpConfig {
     #[default]
     Dhcp,
     Static(StaticPool),
+}
+
+impl<'de> Deserialize<'de> for IpConfig {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = IpConfig;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("`dhcp` or `{static: {cidr, gateway, ...}}`")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<IpConfig, E> {
+                match v {
+                    "dhcp" => Ok(IpConfig::Dhcp),
+                    other => Err(E::custom(format!(
+                        "unknown ipConfig '{other}': expected `dhcp` or `{{static: {{...}}}}`"
+                    ))),
+                }
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<IpConfig, A::Error> {
+                let Some(key) = m.next_key::<String>()? else {
+                    return Err(serde::de::Error::custom(
+                        "empty ipConfig: expected `dhcp` or `static`",
+                    ));
+                };
+                let out = match key.as_str() {
+                    "static" => IpConfig::Static(m.next_value()?),
+                    "dhcp" => {
+                        m.next_value::<serde::de::IgnoredAny>()?;
+                        IpConfig::Dhcp
+                    }
+                    other => {
+                        return Err(serde::de::Error::custom(format!(
+                            "unknown ipConfig '{other}': expected `dhcp` or `static`"
+                        )))
+                    }
+                };
+                if m.next_key::<String>()?.is_some() {
+                    return Err(serde::de::Error::custom(
+                        "ipConfig takes exactly one of `dhcp` or `static`",
+                    ));
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// How a new VM joins the cluster.
