@@ -54,7 +54,6 @@ fn yaml_docs(text: &str, what: &str) -> Vec<Value> {
     out
 }
 
-
 fn roundtrip<T: DeserializeOwned + Serialize>(doc: &Value) -> Result<Value, String> {
     let typed: T = serde_json::from_value(doc.clone()).map_err(|e| e.to_string())?;
     serde_json::to_value(&typed).map_err(|e| e.to_string())
@@ -119,7 +118,11 @@ fn check_typed(doc: &Value, what: &str) -> String {
     let back = back.unwrap_or_else(|e| panic!("{what}: {id} does not parse as {api} {kind}: {e}"));
     let mut problems = Vec::new();
     diff(doc, &back, "", &mut problems);
-    assert!(problems.is_empty(), "{what}: {id}:\n  {}", problems.join("\n  "));
+    assert!(
+        problems.is_empty(),
+        "{what}: {id}:\n  {}",
+        problems.join("\n  ")
+    );
     id
 }
 
@@ -181,14 +184,20 @@ fn check_kustomization(path: &Path) {
     for list in ["resources", "components"] {
         for r in k[list].as_array().into_iter().flatten() {
             let r = r.as_str().expect("string entry");
-            assert!(dir.join(r).exists(), "{what}: {list} entry {r} does not exist");
+            assert!(
+                dir.join(r).exists(),
+                "{what}: {list} entry {r} does not exist"
+            );
         }
     }
     for gen in k["configMapGenerator"].as_array().into_iter().flatten() {
         for f in gen["files"].as_array().into_iter().flatten() {
             let f = f.as_str().expect("string entry");
             let file = f.split_once('=').map_or(f, |(_, file)| file);
-            assert!(dir.join(file).is_file(), "{what}: generator file {file} missing");
+            assert!(
+                dir.join(file).is_file(),
+                "{what}: generator file {file} missing"
+            );
         }
     }
 }
@@ -302,8 +311,14 @@ fn kustomize_renders_base_and_monitoring_overlay() {
     }
     let base = kustomize(&base_dir());
     let ids: BTreeSet<String> = base.iter().map(|d| check_typed(d, "base")).collect();
-    assert!(ids.contains("ConfigMap/nodewright/nodewright-config"), "{ids:?}");
-    assert!(ids.contains("ConfigMap/nodewright/nodewright-templates"), "{ids:?}");
+    assert!(
+        ids.contains("ConfigMap/nodewright/nodewright-config"),
+        "{ids:?}"
+    );
+    assert!(
+        ids.contains("ConfigMap/nodewright/nodewright-templates"),
+        "{ids:?}"
+    );
     assert!(
         !ids.iter().any(|i| i.starts_with("Secret/")),
         "the base must not ship (placeholder) credentials: {ids:?}"
@@ -331,8 +346,14 @@ fn kustomize_renders_base_and_monitoring_overlay() {
         assert_eq!(templates.get(&name), Some(&text), "{name}");
     }
     let monitoring = kustomize(&root().join("deploy/kustomize/overlays/monitoring"));
-    let ids: BTreeSet<String> = monitoring.iter().map(|d| check_typed(d, "overlay")).collect();
-    assert!(ids.contains("ServiceMonitor/nodewright/nodewright"), "{ids:?}");
+    let ids: BTreeSet<String> = monitoring
+        .iter()
+        .map(|d| check_typed(d, "overlay"))
+        .collect();
+    assert!(
+        ids.contains("ServiceMonitor/nodewright/nodewright"),
+        "{ids:?}"
+    );
 }
 
 /// templates/*: file name → content.
@@ -388,7 +409,10 @@ fn shipped_copies_of_config_and_templates_match_the_originals() {
     // The chart's default `config:` is the same document (comments aside).
     let values = chart_values();
     let config: serde_yaml::Value = serde_yaml::from_str(&original).expect("config yaml");
-    assert_eq!(values["config"], config, "values.yaml `config:` drifted from config/autoscaler.yaml");
+    assert_eq!(
+        values["config"], config,
+        "values.yaml `config:` drifted from config/autoscaler.yaml"
+    );
 }
 
 #[test]
@@ -398,16 +422,28 @@ fn shipped_config_loads_with_the_mounted_layout_and_the_puller_role_follows_it()
     let config = nodewright::config::Config::load(&base_dir().join("files/config/autoscaler.yaml"))
         .unwrap_or_else(|e| panic!("shipped config does not load: {e}"));
     assert_eq!(
-        config.templates_dir.canonicalize().expect("templates dir exists"),
-        base_dir().join("files/templates").canonicalize().expect("dir"),
+        config
+            .templates_dir
+            .canonicalize()
+            .expect("templates dir exists"),
+        base_dir()
+            .join("files/templates")
+            .canonicalize()
+            .expect("dir"),
     );
     let objects = base_objects();
     let ns = &config.image_puller.namespace;
     let role: Role = typed_obj(&objects, &format!("Role/{ns}/nodewright-image-puller"));
     let rules = role.rules.unwrap_or_default();
     assert_eq!(rules.len(), 1);
-    assert_eq!(rules[0].resources.as_deref(), Some(&["pods".to_string()][..]));
-    let _: RoleBinding = typed_obj(&objects, &format!("RoleBinding/{ns}/nodewright-image-puller"));
+    assert_eq!(
+        rules[0].resources.as_deref(),
+        Some(&["pods".to_string()][..])
+    );
+    let _: RoleBinding = typed_obj(
+        &objects,
+        &format!("RoleBinding/{ns}/nodewright-image-puller"),
+    );
 }
 
 fn arg_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
@@ -440,7 +476,10 @@ fn deployment_is_locked_down_probed_and_wired_to_its_rbac_and_config() {
 
     assert_eq!(pod.containers.len(), 1);
     let c = &pod.containers[0];
-    let sc = c.security_context.clone().expect("container securityContext");
+    let sc = c
+        .security_context
+        .clone()
+        .expect("container securityContext");
     assert_eq!(sc.read_only_root_filesystem, Some(true));
     assert_eq!(sc.allow_privilege_escalation, Some(false));
     assert_eq!(sc.run_as_non_root, Some(true));
@@ -450,7 +489,9 @@ fn deployment_is_locked_down_probed_and_wired_to_its_rbac_and_config() {
         Some(vec!["ALL".to_string()])
     );
     let res = c.resources.clone().expect("resources");
-    assert!(res.requests.is_some_and(|r| r.contains_key("cpu") && r.contains_key("memory")));
+    assert!(res
+        .requests
+        .is_some_and(|r| r.contains_key("cpu") && r.contains_key("memory")));
     assert!(res.limits.is_some_and(|l| l.contains_key("memory")));
 
     // Probes on the metrics port, which serves /metrics /healthz /readyz on 8080.
@@ -464,7 +505,10 @@ fn deployment_is_locked_down_probed_and_wired_to_its_rbac_and_config() {
     assert_eq!(port.container_port, 8080);
     let probe_path = |p: Option<k8s_openapi::api::core::v1::Probe>| {
         let g = p.and_then(|p| p.http_get).expect("httpGet probe");
-        (g.path.unwrap_or_default(), serde_json::to_value(&g.port).expect("port"))
+        (
+            g.path.unwrap_or_default(),
+            serde_json::to_value(&g.port).expect("port"),
+        )
     };
     assert_eq!(
         probe_path(c.liveness_probe.clone()),
@@ -492,7 +536,10 @@ fn deployment_is_locked_down_probed_and_wired_to_its_rbac_and_config() {
     let lease = arg_value(&args, "--lease-name").expect("--lease-name");
     assert_eq!(names_for("leases"), BTreeSet::from([lease.to_string()]));
     let status = arg_value(&args, "--status-configmap").expect("--status-configmap");
-    assert_eq!(names_for("configmaps"), BTreeSet::from([status.to_string()]));
+    assert_eq!(
+        names_for("configmaps"),
+        BTreeSet::from([status.to_string()])
+    );
     // No --lease-namespace: it defaults to POD_NAMESPACE, which must come from the pod.
     assert!(arg_value(&args, "--lease-namespace").is_none());
     let env = c.env.clone().unwrap_or_default();
@@ -546,7 +593,10 @@ fn deployment_is_locked_down_probed_and_wired_to_its_rbac_and_config() {
         Some("nodewright-templates".into())
     );
     let secret = volume("credentials").secret.expect("secret volume");
-    assert_eq!(secret.secret_name.as_deref(), Some("nodewright-credentials"));
+    assert_eq!(
+        secret.secret_name.as_deref(),
+        Some("nodewright-credentials")
+    );
     assert_eq!(secret.default_mode, Some(0o440));
     for var in [
         "OPENSTACK_CREDENTIALS_FILE",
@@ -561,14 +611,16 @@ fn deployment_is_locked_down_probed_and_wired_to_its_rbac_and_config() {
     let example: Secret = typed_obj(&objects, "Secret/nodewright/nodewright-credentials");
     let example = example.string_data.unwrap_or_default();
     assert!(example.contains_key("openstack.yaml"));
-    assert!(example.values().all(|v| v.contains("REPLACE-ME")), "placeholders only");
+    assert!(
+        example.values().all(|v| v.contains("REPLACE-ME")),
+        "placeholders only"
+    );
 
     // Runs on control-plane nodes, never on one it manages, replicas spread.
     let tolerations = pod.tolerations.clone().unwrap_or_default();
-    assert!(tolerations
-        .iter()
-        .any(|t| t.key.as_deref() == Some("node-role.kubernetes.io/control-plane")
-            && t.effect.as_deref() == Some("NoSchedule")));
+    assert!(tolerations.iter().any(|t| t.key.as_deref()
+        == Some("node-role.kubernetes.io/control-plane")
+        && t.effect.as_deref() == Some("NoSchedule")));
     let affinity = pod.affinity.clone().expect("affinity");
     let node_aff = serde_json::to_string(&affinity.node_affinity).expect("json");
     assert!(node_aff.contains("node-role.kubernetes.io/control-plane"));
@@ -584,7 +636,11 @@ fn deployment_is_locked_down_probed_and_wired_to_its_rbac_and_config() {
         .clone()
         .and_then(|s| s.match_labels)
         .expect("matchLabels");
-    let pod_labels = spec.template.metadata.and_then(|m| m.labels).unwrap_or_default();
+    let pod_labels = spec
+        .template
+        .metadata
+        .and_then(|m| m.labels)
+        .unwrap_or_default();
     assert!(selector.iter().all(|(k, v)| pod_labels.get(k) == Some(v)));
 
     // The metrics Service selects these pods on the metrics port.
@@ -639,7 +695,10 @@ fn chart_rbac_default() -> Vec<Value> {
         ("{{ .Release.Namespace }}", "nodewright".into()),
         (
             "{{ .Values.leaderElection.leaseName | quote }}",
-            format!("{:?}", values_str(&values, &["leaderElection", "leaseName"])),
+            format!(
+                "{:?}",
+                values_str(&values, &["leaderElection", "leaseName"])
+            ),
         ),
         (
             "{{ .Values.statusConfigMap | quote }}",
@@ -677,9 +736,7 @@ fn chart_rbac_default() -> Vec<Value> {
 /// roleRef, subjects), labels and the like left out.
 fn rbac_essence(docs: &[Value]) -> BTreeMap<String, Value> {
     docs.iter()
-        .filter(|d| {
-            d["apiVersion"] == "rbac.authorization.k8s.io/v1"
-        })
+        .filter(|d| d["apiVersion"] == "rbac.authorization.k8s.io/v1")
         .map(|d| {
             let id = format!(
                 "{}/{}/{}",
@@ -712,7 +769,10 @@ fn helm_chart_grants_exactly_the_kustomize_rbac() {
         "same RBAC objects"
     );
     for (id, essence) in &base {
-        assert_eq!(&chart[id], essence, "{id} differs between the chart and the base");
+        assert_eq!(
+            &chart[id], essence,
+            "{id} differs between the chart and the base"
+        );
     }
 }
 
@@ -756,7 +816,10 @@ fn helm_templates_use_only_values_that_exist() {
         "logFormat",
         "dryRun",
     ] {
-        assert!(used.contains(must), "no template uses .Values.{must}: {used:?}");
+        assert!(
+            used.contains(must),
+            "no template uses .Values.{must}: {used:?}"
+        );
     }
 }
 
@@ -766,7 +829,10 @@ fn chart_metadata_and_image_versions_follow_the_crate() {
         serde_yaml::from_str(&read(&chart_dir().join("Chart.yaml"))).expect("Chart.yaml");
     assert_eq!(chart["apiVersion"].as_str(), Some("v2"));
     assert_eq!(chart["name"].as_str(), Some("nodewright"));
-    assert_eq!(chart["appVersion"].as_str(), Some(env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        chart["appVersion"].as_str(),
+        Some(env!("CARGO_PKG_VERSION"))
+    );
     let objects = base_objects();
     let d: Deployment = typed_obj(&objects, "Deployment/nodewright/nodewright");
     let image = d.spec.template.spec.expect("pod").containers[0]
@@ -838,14 +904,20 @@ fn dockerfile_is_multi_stage_and_runs_as_non_root() {
         .find_map(|l| l.trim().strip_prefix("USER "))
         .expect("USER in the final stage");
     assert!(
-        user.split(':').next().and_then(|u| u.parse::<u32>().ok()).is_some_and(|u| u != 0),
+        user.split(':')
+            .next()
+            .and_then(|u| u.parse::<u32>().ok())
+            .is_some_and(|u| u != 0),
         "numeric non-root USER: {user}"
     );
     assert!(text.contains("--locked"));
     assert!(text.contains("ENTRYPOINT"));
     let ignore = read(&root().join(".dockerignore"));
     for needed in ["Cargo.toml", "Cargo.lock", "src", "templates"] {
-        assert!(ignore.lines().any(|l| l.trim() == format!("!{needed}")), "{needed}");
+        assert!(
+            ignore.lines().any(|l| l.trim() == format!("!{needed}")),
+            "{needed}"
+        );
     }
 }
 
@@ -909,7 +981,10 @@ fn grafana_dashboard_queries_exactly_the_exported_metrics() {
     }
     let known: BTreeSet<String> = METRICS.iter().map(|s| s.to_string()).collect();
     let unknown: Vec<_> = used.difference(&known).collect();
-    assert!(unknown.is_empty(), "dashboard queries metrics nodewright does not export: {unknown:?}");
+    assert!(
+        unknown.is_empty(),
+        "dashboard queries metrics nodewright does not export: {unknown:?}"
+    );
     let unused: Vec<_> = known.difference(&used).collect();
     assert!(unused.is_empty(), "metrics without a panel: {unused:?}");
 }

@@ -1,0 +1,733 @@
+//! The RBAC in deploy/kustomize/base is exactly what the binary needs: the real
+//! `nodewright run`, started as the Deployment starts it (leader election, status
+//! ConfigMap, events), goes through a representative scenario against the simulated
+//! cluster (scale up, image pulls, an old node replaced: cordon, drain through the
+//! Eviction API, node and VM deleted), and every API request the simulated API server
+//! recorded must be allowed by the roles bound to the ServiceAccount (a), while every verb
+//! those roles grant must have been used by some request (b), except the ones listed in
+//! [`NOT_EXERCISED`] with the reason.
+//!
+//! Evaluation follows Kubernetes RBAC: a ClusterRole bound by a ClusterRoleBinding applies
+//! everywhere, a Role (or a ClusterRole bound by a RoleBinding) only in its namespace;
+//! subresources are `resource/subresource`; a rule with resourceNames matches only
+//! requests naming one of them (so never a create or a list). Discovery requests
+//! (non-resource URLs, allowed to every authenticated user by default) are not checked.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use nodewright::sim::cluster::{ApiCall, PdbBudget, SimPodTemplate};
+use nodewright::sim::env::{SimEnv, SimTimings};
+use serde::Deserialize;
+use serde_json::Value;
+
+const GI: u64 = 1 << 30;
+
+/// Granted verbs the representative run does not use, each with the reason it is granted
+/// anyway: (role, apiGroup, resource, verb, reason). A verb listed here that the run does
+/// use fails the test too, so this list stays true.
+const NOT_EXERCISED: &[(&str, &str, &str, &str, &str)] = &[
+    (
+        "ClusterRole/nodewright",
+        "",
+        "nodes",
+        "watch",
+        "issue 4 grants it for watch-based observation; the binary lists nodes every cycle",
+    ),
+    (
+        "ClusterRole/nodewright",
+        "",
+        "pods",
+        "get",
+        "issue 4 grants it; the binary only lists pods",
+    ),
+    (
+        "ClusterRole/nodewright",
+        "",
+        "pods",
+        "watch",
+        "issue 4 grants it for watch-based observation; the binary lists pods every cycle",
+    ),
+    (
+        "ClusterRole/nodewright",
+        "policy",
+        "poddisruptionbudgets",
+        "list",
+        "issue 4 grants it to plan drains around PDBs; the binary relies on the Eviction API refusing instead",
+    ),
+    (
+        "ClusterRole/nodewright",
+        "policy",
+        "poddisruptionbudgets",
+        "watch",
+        "as list",
+    ),
+    (
+        "ClusterRole/nodewright",
+        "storage.k8s.io",
+        "volumeattachments",
+        "list",
+        "issue 4 grants it to wait for volumes to detach before deleting a node; the binary does not check yet (and the simulated cluster does not serve storage.k8s.io)",
+    ),
+    (
+        "ClusterRole/nodewright",
+        "storage.k8s.io",
+        "volumeattachments",
+        "watch",
+        "as list",
+    ),
+];
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn base_docs(file: &str) -> Vec<Value> {
+    let path = root().join("deploy/kustomize/base").join(file);
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|de| Value::deserialize(de).expect("valid YAML"))
+        .filter(|v| !v.is_null())
+        .collect()
+}
+
+/// One rule as it applies to one subject: where (`None`: cluster-wide) and from which role.
+#[derive(Debug, Clone)]
+struct Grant {
+    role: String,
+    namespace: Option<String>,
+    rule: PolicyRule,
+}
+
+/// The rules bound to ServiceAccount `namespace/name` by the base's bindings.
+fn grants_for(sa_namespace: &str, sa_name: &str) -> Vec<Grant> {
+    let docs = base_docs("rbac.yaml");
+    let of_kind = |kind: &'static str| -> Vec<Value> {
+        docs.iter().filter(|d| d["kind"] == kind).cloned().collect()
+    };
+    let cluster_roles: BTreeMap<String, ClusterRole> = of_kind("ClusterRole")
+        .into_iter()
+        .map(|d| serde_json::from_value::<ClusterRole>(d).expect("ClusterRole"))
+        .map(|r| (r.metadata.name.clone().unwrap_or_default(), r))
+        .collect();
+    let roles: BTreeMap<(String, String), Role> = of_kind("Role")
+        .into_iter()
+        .map(|d| serde_json::from_value::<Role>(d).expect("Role"))
+        .map(|r| {
+            let key = (
+                r.metadata.namespace.clone().unwrap_or_default(),
+                r.metadata.name.clone().unwrap_or_default(),
+            );
+            (key, r)
+        })
+        .collect();
+    let binds_sa = |subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>| {
+        subjects.iter().flatten().any(|s| {
+            s.kind == "ServiceAccount"
+                && s.name == sa_name
+                && s.namespace.as_deref() == Some(sa_namespace)
+        })
+    };
+    let mut out = Vec::new();
+    for b in of_kind("ClusterRoleBinding") {
+        let b: ClusterRoleBinding = serde_json::from_value(b).expect("ClusterRoleBinding");
+        if !binds_sa(&b.subjects) {
+            continue;
+        }
+        assert_eq!(b.role_ref.kind, "ClusterRole");
+        let role = cluster_roles
+            .get(&b.role_ref.name)
+            .unwrap_or_else(|| panic!("ClusterRole {} not in the base", b.role_ref.name));
+        for rule in role.rules.iter().flatten() {
+            out.push(Grant {
+                role: format!("ClusterRole/{}", b.role_ref.name),
+                namespace: None,
+                rule: rule.clone(),
+            });
+        }
+    }
+    for b in of_kind("RoleBinding") {
+        let b: RoleBinding = serde_json::from_value(b).expect("RoleBinding");
+        if !binds_sa(&b.subjects) {
+            continue;
+        }
+        let ns = b.metadata.namespace.clone().expect("RoleBinding namespace");
+        let (role, rules) = match b.role_ref.kind.as_str() {
+            "Role" => (
+                format!("Role/{ns}/{}", b.role_ref.name),
+                roles
+                    .get(&(ns.clone(), b.role_ref.name.clone()))
+                    .unwrap_or_else(|| panic!("Role {ns}/{} not in the base", b.role_ref.name))
+                    .rules
+                    .clone(),
+            ),
+            "ClusterRole" => (
+                format!("ClusterRole/{}", b.role_ref.name),
+                cluster_roles
+                    .get(&b.role_ref.name)
+                    .expect("bound ClusterRole")
+                    .rules
+                    .clone(),
+            ),
+            other => panic!("roleRef kind {other}"),
+        };
+        for rule in rules.iter().flatten() {
+            out.push(Grant {
+                role: role.clone(),
+                namespace: Some(ns.clone()),
+                rule: rule.clone(),
+            });
+        }
+    }
+    out
+}
+
+fn any_or(list: &[String], item: &str) -> bool {
+    list.iter().any(|x| x == "*" || x == item)
+}
+
+fn call_resource(call: &ApiCall) -> String {
+    match &call.subresource {
+        Some(sub) => format!("{}/{sub}", call.resource),
+        None => call.resource.clone(),
+    }
+}
+
+fn grant_allows(g: &Grant, call: &ApiCall) -> bool {
+    if let Some(ns) = &g.namespace {
+        if call.namespace.as_deref() != Some(ns.as_str()) {
+            return false;
+        }
+    }
+    let r = &g.rule;
+    any_or(r.api_groups.as_deref().unwrap_or_default(), &call.group)
+        && any_or(
+            r.resources.as_deref().unwrap_or_default(),
+            &call_resource(call),
+        )
+        && any_or(&r.verbs, &call.verb)
+        && match r.resource_names.as_deref() {
+            None | Some([]) => true,
+            Some(names) => call.name.as_ref().is_some_and(|n| names.contains(n)),
+        }
+}
+
+/// Non-resource discovery URLs: /version, /api, /api/v1, /apis, /apis/G, /apis/G/V,
+/// /openapi/...
+fn is_discovery(call: &ApiCall) -> bool {
+    if !call.resource.is_empty() {
+        return false;
+    }
+    let segs: Vec<&str> = call.path.trim_matches('/').split('/').collect();
+    matches!(
+        segs.as_slice(),
+        ["version"] | ["api"] | ["api", _] | ["apis"] | ["apis", _] | ["apis", _, _]
+    ) || segs.first() == Some(&"openapi")
+}
+
+fn describe(call: &ApiCall) -> String {
+    format!(
+        "{} {} (group `{}`, namespace {:?}, name {:?}) {}",
+        call.verb,
+        call_resource(call),
+        call.group,
+        call.namespace,
+        call.name,
+        call.path
+    )
+}
+
+/// (a): requests no grant allows, and requests for resources the simulated cluster does
+/// not serve (recorded as non-resource URLs, so they cannot be judged).
+fn disallowed(grants: &[Grant], calls: &[ApiCall]) -> Vec<String> {
+    let mut out = BTreeSet::new();
+    for c in calls {
+        if is_discovery(c) {
+            continue;
+        }
+        if c.resource.is_empty() {
+            out.insert(format!(
+                "{} is not served by the simulated cluster (add it there so it can be checked)",
+                c.path
+            ));
+        } else if !grants.iter().any(|g| grant_allows(g, c)) {
+            out.insert(describe(c));
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// One granted (role, group, resource, verb).
+type Unit = (String, String, String, String);
+
+/// (b): every granted unit, with whether some request used it.
+fn exercised(grants: &[Grant], calls: &[ApiCall]) -> BTreeMap<Unit, bool> {
+    let mut out = BTreeMap::new();
+    for g in grants {
+        for group in g.rule.api_groups.iter().flatten() {
+            for resource in g.rule.resources.iter().flatten() {
+                for verb in &g.rule.verbs {
+                    let used = calls.iter().any(|c| {
+                        &c.group == group
+                            && &call_resource(c) == resource
+                            && &c.verb == verb
+                            && grant_allows(g, c)
+                    });
+                    let e = out
+                        .entry((
+                            g.role.clone(),
+                            group.clone(),
+                            resource.clone(),
+                            verb.clone(),
+                        ))
+                        .or_insert(false);
+                    *e |= used;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Both checks; returns the problems, empty when the RBAC is exactly right.
+fn rbac_problems(grants: &[Grant], calls: &[ApiCall]) -> Vec<String> {
+    let mut problems: Vec<String> = disallowed(grants, calls)
+        .into_iter()
+        .map(|c| format!("(a) not allowed by deploy/kustomize/base/rbac.yaml: {c}"))
+        .collect();
+    let units = exercised(grants, calls);
+    for ((role, group, resource, verb), used) in &units {
+        let exempt = NOT_EXERCISED
+            .iter()
+            .find(|(r, g, res, v, _)| r == role && g == group && res == resource && v == verb);
+        match (used, exempt) {
+            (false, None) => problems.push(format!(
+                "(b) granted but never used: {role} {verb} {resource} (group `{group}`); drop it or list it in NOT_EXERCISED with the reason"
+            )),
+            (true, Some(_)) => problems.push(format!(
+                "(b) {role} {verb} {resource} (group `{group}`) is used now: remove it from NOT_EXERCISED"
+            )),
+            _ => {}
+        }
+    }
+    for (role, group, resource, verb, _) in NOT_EXERCISED {
+        let key = (
+            role.to_string(),
+            group.to_string(),
+            resource.to_string(),
+            verb.to_string(),
+        );
+        if !units.contains_key(&key) {
+            problems.push(format!(
+                "NOT_EXERCISED lists {role} {verb} {resource}, which the RBAC does not grant"
+            ));
+        }
+    }
+    problems
+}
+
+fn call(verb: &str, group: &str, resource: &str, ns: Option<&str>, name: Option<&str>) -> ApiCall {
+    let (resource, sub) = match resource.split_once('/') {
+        Some((r, s)) => (r.to_string(), Some(s.to_string())),
+        None => (resource.to_string(), None),
+    };
+    ApiCall {
+        verb: verb.into(),
+        group: group.into(),
+        version: "v1".into(),
+        resource,
+        subresource: sub,
+        namespace: ns.map(str::to_string),
+        name: name.map(str::to_string),
+        path: "/synthetic".into(),
+    }
+}
+
+/// The evaluator on hand-made requests, independent of the binary.
+#[test]
+fn rbac_evaluation_honours_namespaces_subresources_and_resource_names() {
+    let grants = grants_for("nodewright", "nodewright");
+    let ok = |c: &ApiCall| grants.iter().any(|g| grant_allows(g, c));
+    // Cluster-wide reads and node writes.
+    assert!(ok(&call("list", "", "nodes", None, None)));
+    assert!(ok(&call("patch", "", "nodes", None, Some("n1"))));
+    assert!(ok(&call("delete", "", "nodes", None, Some("n1"))));
+    assert!(!ok(&call("update", "", "nodes", None, Some("n1"))));
+    assert!(ok(&call("list", "", "pods", None, None)));
+    // Eviction is a subresource; it does not grant deleting pods.
+    assert!(ok(&call(
+        "create",
+        "",
+        "pods/eviction",
+        Some("default"),
+        Some("p")
+    )));
+    assert!(!ok(&call("delete", "", "pods", Some("default"), Some("p"))));
+    assert!(!ok(&call("create", "", "pods", Some("default"), None)));
+    // Image pullers only in the puller namespace.
+    assert!(ok(&call("create", "", "pods", Some("kube-system"), None)));
+    assert!(ok(&call(
+        "delete",
+        "",
+        "pods",
+        Some("kube-system"),
+        Some("x")
+    )));
+    // Leases and the status ConfigMap: create anywhere in the namespace, the rest by name.
+    assert!(ok(&call(
+        "create",
+        "coordination.k8s.io",
+        "leases",
+        Some("nodewright"),
+        None
+    )));
+    assert!(ok(&call(
+        "get",
+        "coordination.k8s.io",
+        "leases",
+        Some("nodewright"),
+        Some("nodewright")
+    )));
+    assert!(ok(&call(
+        "update",
+        "coordination.k8s.io",
+        "leases",
+        Some("nodewright"),
+        Some("nodewright")
+    )));
+    assert!(!ok(&call(
+        "update",
+        "coordination.k8s.io",
+        "leases",
+        Some("nodewright"),
+        Some("other")
+    )));
+    assert!(!ok(&call(
+        "get",
+        "coordination.k8s.io",
+        "leases",
+        Some("kube-system"),
+        Some("nodewright")
+    )));
+    assert!(!ok(&call(
+        "list",
+        "coordination.k8s.io",
+        "leases",
+        Some("nodewright"),
+        None
+    )));
+    assert!(ok(&call(
+        "patch",
+        "",
+        "configmaps",
+        Some("nodewright"),
+        Some("nodewright-status")
+    )));
+    assert!(!ok(&call(
+        "patch",
+        "",
+        "configmaps",
+        Some("nodewright"),
+        Some("nodewright-config")
+    )));
+    assert!(!ok(&call(
+        "get",
+        "",
+        "configmaps",
+        Some("nodewright"),
+        Some("nodewright-status")
+    )));
+    assert!(!ok(&call("list", "", "secrets", Some("nodewright"), None)));
+    // Another ServiceAccount gets nothing.
+    assert!(grants_for("nodewright", "someone-else").is_empty());
+
+    // (a) and (b) on a synthetic run.
+    let calls = vec![
+        call("list", "", "nodes", None, None),
+        call("list", "", "secrets", Some("nodewright"), None),
+    ];
+    let problems = rbac_problems(&grants, &calls);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("(a)") && p.contains("secrets")),
+        "{problems:#?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("never used") && p.contains("patch nodes")),
+        "{problems:#?}"
+    );
+    assert!(
+        !problems.iter().any(|p| p.contains("list nodes")),
+        "{problems:#?}"
+    );
+    let unserved = ApiCall {
+        path: "/apis/storage.k8s.io/v1/volumeattachments".into(),
+        ..call("get", "", "", None, None)
+    };
+    assert!(!is_discovery(&unserved));
+    assert_eq!(disallowed(&grants, &[unserved]).len(), 1);
+    let discovery = ApiCall {
+        path: "/apis/coordination.k8s.io/v1".into(),
+        ..call("get", "", "", None, None)
+    };
+    assert!(disallowed(&grants, &[discovery]).is_empty());
+}
+
+// ---------------------------------------------------------------------------------
+// The representative run
+
+struct Killed(Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("free port")
+        .port()
+}
+
+fn config() -> String {
+    r#"clusterName: rbac
+freeMemoryTarget: 1 GiB
+provisionTimeout: 30s
+scanInterval: 200ms
+oldNodeAgeLimit: 10s
+nodeGroups:
+  - name: workers
+    provider: openstack
+    minSize: 2
+    maxSize: 5
+    openstack: {flavor: m1.large, image: ubuntu-24.04, network: private}
+    userData:
+      template: k3s-agent.cloud-init.yaml.j2
+      variables: {k3s_url: "https://192.0.2.1:6443", k3s_token: "rbac-token"}
+"#
+    .to_string()
+}
+
+/// The Deployment's own `run` flags for the Lease and the status ConfigMap, so the run
+/// uses the names the Role grants.
+fn deployment_flag(flag: &str) -> String {
+    let doc = base_docs("deployment.yaml").remove(0);
+    let d: Deployment = serde_json::from_value(doc).expect("Deployment");
+    let args = d.spec.template.spec.expect("pod").containers[0]
+        .args
+        .clone()
+        .unwrap_or_default();
+    args.iter()
+        .find_map(|a| a.strip_prefix(&format!("{flag}=")).map(str::to_string))
+        .unwrap_or_else(|| panic!("deployment.yaml has no {flag}=..."))
+}
+
+fn tail(path: &Path) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(30)..].join("\n")
+}
+
+/// Starts the binary as the Deployment does and drives the scenario until it scaled up,
+/// pulled images, and replaced an old node (cordon, evictions, Node deleted, VM deleted).
+/// Returns every request the API server saw from it.
+async fn representative_run() -> Vec<ApiCall> {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("simulated environment starts");
+    let namespace = "nodewright";
+    env.cluster.add_namespace(namespace).expect("namespace");
+    let (config_path, _) = env.write_config(&config()).expect("config");
+    env.cluster
+        .add_replicaset(
+            "default",
+            "web",
+            2,
+            SimPodTemplate::new("nginx:1.25", 2 * GI),
+        )
+        .expect("rs");
+    env.cluster
+        .add_replicaset(
+            "default",
+            "tool",
+            1,
+            SimPodTemplate::new("busybox:1.36", GI),
+        )
+        .expect("rs");
+    env.cluster
+        .add_pdb(
+            "default",
+            "web",
+            BTreeMap::from([("app".to_string(), "web".to_string())]),
+            PdbBudget::MinAvailable(
+                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1),
+            ),
+        )
+        .expect("pdb");
+    // A pod no group can host (its nodeSelector matches no group's labels): reported
+    // with a NotTriggerScaleUp event every cycle, so with a short --event-window the
+    // event is posted again, meets 409 AlreadyExists and is read and patched.
+    env.cluster
+        .add_replicaset(
+            "default",
+            "nowhere",
+            1,
+            SimPodTemplate::new("nginx:1.25", 64 << 20).node_selector("disktype", "nvme"),
+        )
+        .expect("rs");
+    env.cluster.clear_calls();
+
+    let log = env.dir.join("nodewright.log");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nodewright"));
+    cmd.args([
+        "run",
+        "--leader-elect",
+        "--lease-name",
+        &deployment_flag("--lease-name"),
+        "--lease-namespace",
+        namespace,
+        "--lease-duration",
+        "3s",
+        "--renew-deadline",
+        "2s",
+        "--retry-period",
+        "500ms",
+        "--status-configmap",
+        &deployment_flag("--status-configmap"),
+        "--metrics-addr",
+        &format!("127.0.0.1:{}", free_port()),
+        // Short, so repeated events take the already-exists path (get + patch).
+        "--event-window",
+        "1s",
+    ])
+    .stdout(Stdio::null())
+    .stderr(std::fs::File::create(&log).expect("log file"))
+    .env("POD_NAMESPACE", namespace)
+    .env("POD_NAME", "nodewright-rbac-0")
+    .env_remove("KUBECONFIG");
+    for (k, v) in env.env_vars(&config_path) {
+        cmd.env(k, v);
+    }
+    let mut child = Killed(cmd.spawn().expect("start nodewright run"));
+
+    let started = Instant::now();
+    let mut originals: Vec<String> = Vec::new();
+    loop {
+        if let Some(status) = child.0.try_wait().expect("try_wait") {
+            panic!(
+                "nodewright run exited early ({status}); its log:\n{}",
+                tail(&log)
+            );
+        }
+        if originals.len() < 2 {
+            originals = env.cloud.servers().into_iter().map(|s| s.name).collect();
+        }
+        let calls = env.cluster.calls();
+        let seen = |verb: &str, resource: &str, sub: Option<&str>| {
+            calls.iter().any(|c| {
+                c.verb == verb && c.resource == resource && c.subresource.as_deref() == sub
+            })
+        };
+        let servers: BTreeSet<String> = env.cloud.servers().into_iter().map(|s| s.name).collect();
+        let replaced = originals.len() >= 2
+            && originals
+                .iter()
+                .any(|n| !servers.contains(n) && env.cluster.node(n).is_none());
+        let running = env
+            .cluster
+            .pods()
+            .iter()
+            .filter(|p| p.metadata.namespace.as_deref() == Some("default"))
+            .filter(|p| {
+                !p.metadata
+                    .name
+                    .as_deref()
+                    .unwrap_or_default()
+                    .starts_with("nowhere")
+            })
+            .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            .count();
+        let steps = [
+            ("an original node replaced (Node and VM gone)", replaced),
+            ("the 3 schedulable app pods running", running == 3),
+            ("a pod evicted", seen("create", "pods", Some("eviction"))),
+            ("an image-puller pod created", seen("create", "pods", None)),
+            ("an image-puller pod deleted", seen("delete", "pods", None)),
+            ("a Node deleted", seen("delete", "nodes", None)),
+            ("a Node patched", seen("patch", "nodes", None)),
+            ("a repeated Event patched", seen("patch", "events", None)),
+            (
+                "5 s elapsed (Lease renewals)",
+                started.elapsed() > Duration::from_secs(5),
+            ),
+        ];
+        let missing: Vec<&str> = steps
+            .iter()
+            .filter(|(_, ok)| !ok)
+            .map(|(s, _)| *s)
+            .collect();
+        if missing.is_empty() {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "scenario incomplete after 120s, still missing: {missing:?} (originals \
+             {originals:?}, servers {servers:?}); nodewright's log:\n{}",
+            tail(&log)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // A graceful stop (SIGTERM, as the kubelet sends) so that shutdown's requests (e.g.
+    // releasing the Lease) are checked too.
+    let pid = child.0.id().to_string();
+    let _ = Command::new("kill").args(["-TERM", &pid]).status();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while child.0.try_wait().expect("try_wait").is_none() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(child);
+    env.cluster.calls()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rbac_allows_every_call_of_a_representative_run_and_grants_nothing_unused() {
+    let calls = representative_run().await;
+    let grants = grants_for("nodewright", "nodewright");
+    assert!(
+        !grants.is_empty(),
+        "no roles bound to nodewright/nodewright"
+    );
+    let problems = rbac_problems(&grants, &calls);
+    let mut seen: BTreeMap<String, usize> = BTreeMap::new();
+    for c in calls.iter().filter(|c| !is_discovery(c)) {
+        let key = format!(
+            "{} {} {} ns={} name={}",
+            c.verb,
+            if c.group.is_empty() { "core" } else { &c.group },
+            call_resource(c),
+            c.namespace.as_deref().unwrap_or("-"),
+            if c.name.is_some() { "set" } else { "-" }
+        );
+        *seen.entry(key).or_default() += 1;
+    }
+    assert!(
+        problems.is_empty(),
+        "{}\n\nrequests made (verb group resource namespace name: count):\n{}",
+        problems.join("\n"),
+        seen.iter()
+            .map(|(k, n)| format!("  {k}: {n}"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
