@@ -75,6 +75,21 @@ fn simulate_serve_is_driven_by_kubectl_and_a_separate_nodewright() {
     assert!(check.status.success(), "{}", text(&check));
     assert!(text(&check).contains("openstack: credentials ok"), "{}", text(&check));
 
+    // check names what a group refers to that the cloud lacks.
+    for (from, to) in [("m1.large", "m9.huge"), ("ubuntu-24.04", "windows-95"), ("network: private", "network: nowhere")] {
+        let text_cfg = std::fs::read_to_string(dir.join("autoscaler.yaml")).expect("config");
+        let bad = dir.join("bad.yaml");
+        std::fs::write(&bad, text_cfg.replacen(from, to, 1)).expect("write");
+        let check = with_env(nodewright(), &dir)
+            .env("AUTOSCALER_CONFIG_FILE", &bad)
+            .arg("check")
+            .output()
+            .expect("check");
+        assert!(!check.status.success(), "{}", text(&check));
+        let missing = to.rsplit(' ').next().unwrap_or(to);
+        assert!(text(&check).contains(missing), "{from} -> {to}: {}", text(&check));
+    }
+
     // plan: minSize 1 and no worker yet, so it would add one; it changes nothing.
     let plan = with_env(nodewright(), &dir).arg("plan").output().expect("plan");
     assert!(plan.status.success(), "{}", text(&plan));
