@@ -99,7 +99,7 @@ pub fn parse_quantity_milli(s: &str) -> Option<i128> {
 
 /// Memory quantity in the kubelet's style ("8148200Ki").
 pub fn format_memory(bytes: u64) -> String {
-    if bytes % 1024 == 0 {
+    if bytes.is_multiple_of(1024) {
         format!("{}Ki", bytes / 1024)
     } else {
         bytes.to_string()

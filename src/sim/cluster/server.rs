@@ -840,7 +840,9 @@ fn stream_response(rx: mpsc::Receiver<Bytes>) -> Response {
 mod tests {
     use super::*;
 
-    fn target(path: &str) -> Option<(String, Option<String>, Option<String>, Option<String>)> {
+    type Parts = (String, Option<String>, Option<String>, Option<String>);
+
+    fn target(path: &str) -> Option<Parts> {
         match route(path) {
             Ok(Routed::Resource(t)) => Some((t.res.id.to_string(), t.ns, t.name, t.sub)),
             _ => None,

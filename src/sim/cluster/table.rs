@@ -207,7 +207,10 @@ fn event_row(e: &Value) -> Vec<Value> {
     ]
 }
 
-fn columns(res: &ResourceDef) -> (Vec<Value>, fn(&Value) -> Vec<Value>) {
+/// Renders one object into its row's cells.
+type RowFn = fn(&Value) -> Vec<Value>;
+
+fn columns(res: &ResourceDef) -> (Vec<Value>, RowFn) {
     match (res.group, res.plural) {
         ("", "nodes") => (
             vec![
