@@ -367,14 +367,18 @@ async fn list_servers(State(shared): State<Arc<Shared>>) -> Response {
     Json(Value::Array(st.servers.iter().map(server_json).collect())).into_response()
 }
 
-fn parse_object(body: &Bytes) -> Result<Map<String, Value>, Response> {
+fn parse_object(body: &Bytes) -> Option<Map<String, Value>> {
     match serde_json::from_slice::<Value>(body) {
-        Ok(Value::Object(m)) => Ok(m),
-        _ => Err(error(
-            StatusCode::BAD_REQUEST,
-            "Invalid request: expected a JSON object",
-        )),
+        Ok(Value::Object(m)) => Some(m),
+        _ => None,
     }
+}
+
+fn not_object() -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        "Invalid request: expected a JSON object",
+    )
 }
 
 /// A field as text: strings as is, numbers as their decimal form.
@@ -599,9 +603,8 @@ fn finish(shared: &Shared, id: u64, fails: Option<String>) {
 }
 
 async fn create_server(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    let m = match parse_object(&body) {
-        Ok(m) => m,
-        Err(r) => return r,
+    let Some(m) = parse_object(&body) else {
+        return not_object();
     };
     let bad = |msg: String| error(StatusCode::BAD_REQUEST, &msg);
     if let Some(k) = m.keys().find(|k| !CREATE_FIELDS.contains(&k.as_str())) {
@@ -733,9 +736,8 @@ fn info_json(s: &SimServer) -> Value {
 }
 
 async fn server_info(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    let m = match parse_object(&body) {
-        Ok(m) => m,
-        Err(r) => return r,
+    let Some(m) = parse_object(&body) else {
+        return not_object();
     };
     let st = shared.lock();
     let found = select(&st, &m);
@@ -749,9 +751,8 @@ async fn server_info(State(shared): State<Arc<Shared>>, body: Bytes) -> Response
 }
 
 async fn server_tags(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    let m = match parse_object(&body) {
-        Ok(m) => m,
-        Err(r) => return r,
+    let Some(m) = parse_object(&body) else {
+        return not_object();
     };
     let mut st = shared.lock();
     let found = select(&st, &m);
@@ -788,9 +789,8 @@ async fn server_tags(State(shared): State<Arc<Shared>>, body: Bytes) -> Response
 }
 
 async fn terminate(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
-    let m = match parse_object(&body) {
-        Ok(m) => m,
-        Err(r) => return r,
+    let Some(m) = parse_object(&body) else {
+        return not_object();
     };
     let force = matches!(m.get("force"), Some(Value::Bool(true)))
         || matches!(text(&m, "force").as_deref(), Some("true" | "1" | "yes"));
@@ -824,9 +824,8 @@ async fn terminate(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
 }
 
 async fn power(shared: Arc<Shared>, body: Bytes, kind: &str) -> Response {
-    let m = match parse_object(&body) {
-        Ok(m) => m,
-        Err(r) => return r,
+    let Some(m) = parse_object(&body) else {
+        return not_object();
     };
     let mut st = shared.lock();
     let found = select(&st, &m);

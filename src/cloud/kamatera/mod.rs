@@ -100,7 +100,7 @@ pub fn parse_ram(text: &str) -> Result<RamMb, String> {
         format!("`{t}` is not a RAM size ({e}); expected MB as a number (4096) or a size (4 GiB)")
     })?;
     let bytes = size.as_u64();
-    if bytes % (1024 * 1024) != 0 {
+    if !bytes.is_multiple_of(1024 * 1024) {
         return Err(format!(
             "`{t}` is not a whole number of MiB; Kamatera sizes RAM in MB (e.g. 4096 or 4 GiB)"
         ));

@@ -657,7 +657,7 @@ impl CloudProvider for KamateraProvider {
         let mut found: Option<ServerEntry> = None;
         for s in servers.into_iter().filter(|s| s.name == req.name) {
             let tags = self.server_tags(&s.id).await?;
-            if found.is_none() || tags.iter().any(|t| *t == own_tag) {
+            if found.is_none() || tags.contains(&own_tag) {
                 found = Some(s);
             }
         }
