@@ -11,7 +11,7 @@ use nodewright::cloud::openstack::{
 use nodewright::cloud::{
     CloudError, CloudProvider, CreateRequest, ServerStatus, CLUSTER_TAG, GROUP_TAG,
 };
-use nodewright::sim::openstack::{CreateFailure, SimOpenStack, SimOpenStackOptions};
+use nodewright::sim::openstack::{CreateFailure, SimNetwork, SimOpenStack, SimOpenStackOptions};
 use nodewright::sim::{VmEvent, VmHook};
 
 const EXAMPLE: &str = r#"OS_AUTH_URL: "https://pouta.csc.fi:5001/v3"
@@ -356,6 +356,13 @@ async fn password_auth_create_list_boot_delete() {
         .any(|c| c.path == "/network/v2.0/networks" && c.query.as_deref() == Some("name=private")));
 
     f.provider.delete_server(&created.id).await.unwrap();
+    // Like real Nova, the server is listed as deleting for a moment after the 204.
+    for _ in 0..100 {
+        if f.sim.servers().is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     assert!(f.sim.servers().is_empty());
     assert!(f.provider.list_servers("c1").await.unwrap().is_empty());
     assert!(matches!(
@@ -888,8 +895,11 @@ async fn simulator_matches_api_shapes() {
     let old: serde_json::Value = show("2.1").await.unwrap().json().await.unwrap();
     assert_eq!(old["server"]["flavor"]["id"], "2");
 
-    // Delete: 204, then 404 itemNotFound.
-    for want in [204, 404] {
+    // Delete: 204, again 204 while it is still being deleted, then 404 itemNotFound.
+    for want in [204, 204, 404] {
+        if want == 404 {
+            tokio::time::sleep(sim.options().delete_delay + Duration::from_millis(100)).await;
+        }
         let r = http
             .delete(format!("{compute}/servers/{id}"))
             .header("X-Auth-Token", &token)
@@ -902,4 +912,205 @@ async fn simulator_matches_api_shapes() {
             assert_eq!(v["itemNotFound"]["code"], 404);
         }
     }
+}
+
+// ---------------------------------------------------------------------------
+// Differences found against the real OpenStack (tests/openstack_real.rs), kept here so
+// the simulator keeps behaving like the real thing.
+
+/// Compute URL and a token, straight from the simulator's Keystone.
+async fn raw_compute(sim: &SimOpenStack, http: &reqwest::Client) -> (String, String) {
+    let (token, body) = raw_token(sim, http).await;
+    let compute = body["token"]["catalog"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["type"] == "compute")
+        .unwrap()["endpoints"][0]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    (compute, token)
+}
+
+#[tokio::test]
+async fn real_nova_lists_a_deleted_server_as_deleting_for_a_moment() {
+    // Real Nova answers DELETE with 204 and keeps listing the server (task_state
+    // "deleting") for ~300 ms; a second DELETE meanwhile is 204 again.
+    let f = fixture_with(
+        SimOpenStackOptions {
+            boot_delay: Duration::from_millis(10),
+            ..Default::default()
+        },
+        false,
+        settings("m1.small", "fedora-coreos", None),
+    )
+    .await;
+    let s = f
+        .provider
+        .create_server(&request("c1-d", "c1", "x"))
+        .await
+        .unwrap();
+    wait_for_status(&f, "c1", &s.id, ServerStatus::Active).await;
+    f.provider.delete_server(&s.id).await.unwrap();
+    let listed = f.provider.list_servers("c1").await.unwrap();
+    assert_eq!(listed.len(), 1, "still listed right after the delete");
+    assert_eq!(listed[0].status, ServerStatus::Deleting);
+    f.provider.delete_server(&s.id).await.unwrap();
+    for _ in 0..100 {
+        if f.provider.list_servers("c1").await.unwrap().is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("server never went away");
+}
+
+#[tokio::test]
+async fn real_nova_refuses_a_network_without_a_subnet() {
+    let mut opts = SimOpenStackOptions::default();
+    opts.networks.push(SimNetwork {
+        id: "0b8f6c2a-1d3e-4f5a-9b7c-8d9e0f1a2b05".into(),
+        name: "bare".into(),
+        subnets: Vec::new(),
+    });
+    let f = fixture_with(
+        opts,
+        false,
+        settings("m1.small", "fedora-coreos", Some("bare")),
+    )
+    .await;
+    // The network exists, so `check` is happy; Nova is not.
+    f.provider.verify().await.unwrap();
+    let err = f
+        .provider
+        .create_server(&request("c1-n", "c1", "x"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, CloudError::Api { status: 400, message, .. }
+            if message == "Network 0b8f6c2a-1d3e-4f5a-9b7c-8d9e0f1a2b05 requires a subnet in order to boot instances on."),
+        "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn real_nova_quota_recheck_fails_a_raced_create_late_with_a_413_fault() {
+    // Creates that race past the API's quota check are accepted (202) and put in ERROR by
+    // the recheck after scheduling, with a 413 "Quota exceeded" fault.
+    let f = fixture_with(
+        SimOpenStackOptions {
+            boot_delay: Duration::from_millis(10),
+            ..Default::default()
+        },
+        false,
+        settings("m1.small", "fedora-coreos", None),
+    )
+    .await;
+    f.sim.fail_next_creates(1, CreateFailure::QuotaOnRecheck);
+    let s = f
+        .provider
+        .create_server(&request("c1-raced", "c1", "x"))
+        .await
+        .expect("accepted at first");
+    assert_eq!(s.status, ServerStatus::Building);
+    wait_for_status(&f, "c1", &s.id, ServerStatus::Error).await;
+    let http = raw_client();
+    let (compute, token) = raw_compute(&f.sim, &http).await;
+    let v: serde_json::Value = http
+        .get(format!("{compute}/servers/{}", s.id))
+        .header("X-Auth-Token", &token)
+        .header("OpenStack-API-Version", "compute 2.79")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["server"]["fault"]["code"], 413);
+    assert!(v["server"]["fault"]["message"]
+        .as_str()
+        .unwrap()
+        .starts_with("Quota exceeded for instances"));
+    assert!(f.events.lock().unwrap().is_empty(), "never booted");
+}
+
+#[tokio::test]
+async fn real_nova_shows_no_availability_zone_until_scheduled() {
+    let f = fixture_with(
+        SimOpenStackOptions {
+            boot_delay: Duration::from_millis(300),
+            ..Default::default()
+        },
+        false,
+        settings("m1.small", "fedora-coreos", None),
+    )
+    .await;
+    let s = f
+        .provider
+        .create_server(&request("c1-az", "c1", "x"))
+        .await
+        .unwrap();
+    let http = raw_client();
+    let (compute, token) = raw_compute(&f.sim, &http).await;
+    let az = |v: serde_json::Value| v["server"]["OS-EXT-AZ:availability_zone"].clone();
+    let get = || async {
+        http.get(format!("{compute}/servers/{}", s.id))
+            .header("X-Auth-Token", &token)
+            .header("OpenStack-API-Version", "compute 2.79")
+            .send()
+            .await
+            .unwrap()
+            .json::<serde_json::Value>()
+            .await
+            .unwrap()
+    };
+    assert_eq!(az(get().await), "");
+    wait_for_status(&f, "c1", &s.id, ServerStatus::Active).await;
+    assert_eq!(az(get().await), "nova");
+}
+
+#[tokio::test]
+async fn real_glance_answers_an_unknown_image_id_with_an_html_404() {
+    let f = fixture_with(
+        SimOpenStackOptions::default(),
+        false,
+        settings("m1.small", "00000000-0000-4000-8000-000000000000", None),
+    )
+    .await;
+    let err = f.provider.verify().await.unwrap_err();
+    assert!(
+        matches!(&err, CloudError::NotFound { what, name, .. }
+            if what == "image" && name == "00000000-0000-4000-8000-000000000000"),
+        "{err:?}"
+    );
+    let http = raw_client();
+    let (token, body) = raw_token(&f.sim, &http).await;
+    let image = body["token"]["catalog"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["type"] == "image")
+        .unwrap()["endpoints"][0]["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let resp = http
+        .get(format!(
+            "{image}/v2/images/00000000-0000-4000-8000-000000000000"
+        ))
+        .header("X-Auth-Token", &token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 404);
+    assert!(resp.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/html"));
+    assert!(resp
+        .text()
+        .await
+        .unwrap()
+        .contains("<h1>404 Not Found</h1>"));
 }

@@ -4,7 +4,7 @@
 //! Paths: Keystone under `/identity/v3`, Nova under `/compute/v2.1`, Glance under
 //! `/image` and Neutron under `/network`, all listed in the token's catalog.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -42,6 +42,8 @@ pub struct SimImage {
 pub struct SimNetwork {
     pub id: String,
     pub name: String,
+    /// Subnet ids. Real Nova refuses to boot on a network without a subnet.
+    pub subnets: Vec<String>,
 }
 
 /// An application credential of the simulated user, scoped to the project.
@@ -61,6 +63,10 @@ pub enum CreateFailure {
     ServerError,
     /// Accepted (202), then the server goes to ERROR with fault "No valid host was found."
     NoValidHost,
+    /// Accepted (202), then the server goes to ERROR with a 413 fault "Quota exceeded for
+    /// instances ...": real Nova's quota recheck after scheduling, which catches creates
+    /// that raced past the API's quota check (e.g. several at once).
+    QuotaOnRecheck,
 }
 
 /// Options of [`SimOpenStack::start`].
@@ -103,7 +109,9 @@ impl Default for SimOpenStackOptions {
         };
         SimOpenStackOptions {
             boot_delay: Duration::from_millis(200),
-            delete_delay: Duration::ZERO,
+            // Real Nova (fake driver) keeps listing a deleted server, task_state
+            // "deleting", for about 300 ms after the 204.
+            delete_delay: Duration::from_millis(300),
             flavors: vec![
                 flavor("2", "m1.small", 2048, 1, 20),
                 flavor("3", "m1.medium", 4096, 2, 40),
@@ -122,6 +130,7 @@ impl Default for SimOpenStackOptions {
             networks: vec![SimNetwork {
                 id: "e3f1c2d4-5b6a-4789-9abc-def012345603".into(),
                 name: "private".into(),
+                subnets: vec!["7a0c5b1e-2d3f-4e5a-8b6c-9d0e1f2a3b04".into()],
             }],
             hook: None,
             username: "nodewright".into(),
@@ -182,7 +191,8 @@ struct State_ {
     fail_creates: Vec<CreateFailure>,
     fail_deletes: usize,
     never_boot: Vec<String>,
-    no_valid_host: HashSet<String>,
+    /// Servers that go to ERROR instead of ACTIVE, with their fault message.
+    late_faults: HashMap<String, String>,
     counter: u64,
     token_lifetime: Duration,
 }
@@ -264,7 +274,7 @@ impl SimOpenStack {
                 fail_creates: Vec::new(),
                 fail_deletes: 0,
                 never_boot: Vec::new(),
-                no_valid_host: HashSet::new(),
+                late_faults: HashMap::new(),
                 counter: 0,
                 token_lifetime: opts.token_lifetime,
             }),
@@ -748,7 +758,10 @@ fn server_json(shared: &Shared, s: &SimServer, mv: (u32, u32)) -> Value {
         "OS-EXT-STS:task_state": s.task_state,
         "OS-EXT-STS:vm_state": vm_state,
         "OS-EXT-STS:power_state": if s.status == "ACTIVE" { 1 } else { 0 },
-        "OS-EXT-AZ:availability_zone": s.availability_zone.clone().unwrap_or_else(|| "nova".into()),
+        // Real Nova shows "" until the server is scheduled (and for one never scheduled).
+        "OS-EXT-AZ:availability_zone": s.availability_zone.clone().unwrap_or_else(|| {
+            if s.status == "ACTIVE" { "nova".into() } else { String::new() }
+        }),
         "OS-DCF:diskConfig": "MANUAL",
         "accessIPv4": "",
         "accessIPv6": "",
@@ -759,7 +772,7 @@ fn server_json(shared: &Shared, s: &SimServer, mv: (u32, u32)) -> Value {
         "links": [{ "rel": "self", "href": format!("{base}/compute/v2.1/servers/{}", s.id) }],
     });
     if let Some(f) = &s.fault {
-        v["fault"] = json!({ "code": 500, "message": f, "created": rfc3339(s.created) });
+        v["fault"] = json!({ "code": fault_code(f), "message": f, "created": rfc3339(s.created) });
     }
     v
 }
@@ -875,8 +888,13 @@ async fn create_server(
                 let Some(uuid) = n["uuid"].as_str() else {
                     return bad("Invalid input for field/attribute networks.");
                 };
-                if !o.networks.iter().any(|x| x.id == uuid) {
+                let Some(net) = o.networks.iter().find(|x| x.id == uuid) else {
                     return bad(&format!("Network {uuid} could not be found."));
+                };
+                if net.subnets.is_empty() {
+                    return bad(&format!(
+                        "Network {uuid} requires a subnet in order to boot instances on."
+                    ));
                 }
                 ids.push(uuid.to_string());
             }
@@ -910,7 +928,7 @@ async fn create_server(
     };
 
     let mut st = shared.lock();
-    let mut no_valid_host = false;
+    let mut late_fault = None;
     if !st.fail_creates.is_empty() {
         match st.fail_creates.remove(0) {
             CreateFailure::Quota => {
@@ -927,7 +945,13 @@ async fn create_server(
                     "Unexpected API Error. Please report this at http://bugs.launchpad.net/nova/ and attach the Nova API log if possible.",
                 )
             }
-            CreateFailure::NoValidHost => no_valid_host = true,
+            CreateFailure::NoValidHost => late_fault = Some(NO_VALID_HOST.to_string()),
+            CreateFailure::QuotaOnRecheck => {
+                let used = st.servers.len();
+                late_fault = Some(format!(
+                    "Quota exceeded for instances: Requested 1, but already used {used} of {used} instances"
+                ))
+            }
         }
     }
     if let Some(max) = o.max_instances {
@@ -944,8 +968,8 @@ async fn create_server(
     }
     st.counter += 1;
     let id = pseudo_uuid(st.counter);
-    if no_valid_host {
-        st.no_valid_host.insert(id.clone());
+    if let Some(fault) = late_fault {
+        st.late_faults.insert(id.clone(), fault);
     }
     st.servers.push(SimServer {
         id: id.clone(),
@@ -991,10 +1015,21 @@ async fn create_server(
     resp
 }
 
+const NO_VALID_HOST: &str = "No valid host was found. There are not enough hosts available.";
+
+/// Code of a server fault as real Nova reports it: 413 for the quota recheck, else 500.
+fn fault_code(message: &str) -> u16 {
+    if message.starts_with("Quota exceeded") {
+        413
+    } else {
+        500
+    }
+}
+
 fn finish_boot(shared: &Shared, id: &str) {
     let event = {
         let mut st = shared.lock();
-        let no_valid_host = st.no_valid_host.remove(id);
+        let late_fault = st.late_faults.remove(id);
         let never: Vec<String> = st.never_boot.clone();
         let Some(s) = st.servers.iter_mut().find(|s| s.id == id) else {
             return;
@@ -1002,10 +1037,10 @@ fn finish_boot(shared: &Shared, id: &str) {
         if s.status != "BUILD" || s.task_state.as_deref() == Some("deleting") {
             return;
         }
-        if no_valid_host {
+        if let Some(fault) = late_fault {
             s.status = "ERROR".into();
             s.task_state = None;
-            s.fault = Some("No valid host was found. ".into());
+            s.fault = Some(fault);
             return;
         }
         if never.iter().any(|p| s.name.starts_with(p.as_str())) {
@@ -1121,8 +1156,11 @@ async fn show_image(
         Some(i) => Json(image_json(i)).into_response(),
         None => (
             StatusCode::NOT_FOUND,
-            [("Content-Type", "text/plain; charset=UTF-8")],
-            format!("404 Not Found\n\nNo image found with ID {id}\n\n   "),
+            // Real Glance answers 404 with webob's HTML error page.
+            [("Content-Type", "text/html; charset=UTF-8")],
+            format!(
+                "<html>\n <head>\n  <title>404 Not Found</title>\n </head>\n <body>\n  <h1>404 Not Found</h1>\n  No image found with ID {id}<br /><br />\n\n\n\n </body>\n</html>"
+            ),
         )
             .into_response(),
     }
@@ -1131,7 +1169,7 @@ async fn show_image(
 fn network_json(shared: &Shared, n: &SimNetwork) -> Value {
     json!({
         "id": n.id, "name": n.name, "status": "ACTIVE", "admin_state_up": true,
-        "shared": false, "subnets": [], "mtu": 1450, "router:external": false,
+        "shared": false, "subnets": n.subnets, "mtu": 1450, "router:external": false,
         "tenant_id": shared.opts.project_id, "project_id": shared.opts.project_id,
         "availability_zones": ["nova"], "tags": [],
     })

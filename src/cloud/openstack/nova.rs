@@ -69,6 +69,19 @@ pub struct NovaServer {
     pub metadata: BTreeMap<String, String>,
     #[serde(default)]
     pub flavor: Option<EmbeddedFlavor>,
+    /// Why a server is in ERROR ("No valid host was found. ...", or a 413 "Quota
+    /// exceeded ..." when creates raced past the API's quota check and Nova's recheck
+    /// after scheduling failed them).
+    #[serde(default)]
+    pub fault: Option<Fault>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct Fault {
+    #[serde(default)]
+    pub code: Option<u16>,
+    #[serde(default)]
+    pub message: String,
 }
 
 #[derive(Debug, Deserialize)]

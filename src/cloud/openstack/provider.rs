@@ -516,12 +516,19 @@ impl CloudProvider for OpenStackProvider {
                 .await?;
             let page: ServerList = read_json(call, ensure_success(call, resp).await?).await?;
             let done = page.servers.is_empty();
-            out.extend(
-                page.servers
-                    .iter()
-                    .filter(|s| s.metadata.get(CLUSTER_TAG).map(String::as_str) == Some(cluster))
-                    .map(|s| s.to_server()),
-            );
+            for s in page
+                .servers
+                .iter()
+                .filter(|s| s.metadata.get(CLUSTER_TAG).map(String::as_str) == Some(cluster))
+            {
+                let server = s.to_server();
+                if server.status == ServerStatus::Error {
+                    if let Some(f) = &s.fault {
+                        tracing::warn!(server = %s.name, id = %s.id, code = ?f.code, fault = %f.message, "OpenStack server is in ERROR");
+                    }
+                }
+                out.push(server);
+            }
             query = next_query(&page.servers_links);
             if query.is_none() || done {
                 break;
