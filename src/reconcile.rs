@@ -47,7 +47,11 @@ impl Reconciler {
     /// Reads nodes, pods and our servers from every provider, concurrently.
     pub async fn observe(&self) -> Result<Snapshot, CycleError> {
         let cluster_name = &self.config.cluster_name;
-        let (nodes, pods) = tokio::try_join!(self.cluster.nodes(), self.cluster.pods())?;
+        let (nodes, pods, pdbs) = tokio::try_join!(
+            self.cluster.nodes(),
+            self.cluster.pods(),
+            self.cluster.pdbs()
+        )?;
         let providers = self.clouds.distinct();
         let listings = futures::future::try_join_all(
             providers.iter().map(|p| p.list_servers(cluster_name)),
@@ -71,6 +75,7 @@ impl Reconciler {
             pods,
             servers,
             group_memory,
+            pdbs,
         })
     }
 

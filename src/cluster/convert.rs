@@ -5,9 +5,10 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use crate::plan::{normalize_image, NodeInfo, PodInfo, PodPhase, Taint, Toleration};
+use crate::plan::{normalize_image, NodeInfo, PdbInfo, PodInfo, PodPhase, Taint, Toleration};
 
 pub fn time_to_system(t: &Time) -> SystemTime {
     let secs = t.0.as_second();
@@ -212,6 +213,26 @@ pub fn pod_info(p: &Pod) -> Option<PodInfo> {
             .as_ref()
             .map(time_to_system)
             .unwrap_or(UNIX_EPOCH),
+    })
+}
+
+pub fn pdb_info(b: &PodDisruptionBudget) -> Option<PdbInfo> {
+    let selector = b.spec.as_ref().and_then(|s| s.selector.as_ref());
+    Some(PdbInfo {
+        namespace: b.metadata.namespace.clone()?,
+        name: b.metadata.name.clone()?,
+        match_labels: selector
+            .and_then(|s| s.match_labels.clone())
+            .unwrap_or_default(),
+        has_expressions: selector
+            .and_then(|s| s.match_expressions.as_ref())
+            .is_some_and(|e| !e.is_empty()),
+        // Without a status the controller has not computed it yet: assume none allowed.
+        disruptions_allowed: b
+            .status
+            .as_ref()
+            .and_then(|s| s.disruptions_allowed)
+            .unwrap_or(0),
     })
 }
 

@@ -2,13 +2,14 @@
 
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::json;
 
-use super::convert::{node_info, pod_info};
+use super::convert::{node_info, pdb_info, pod_info};
 use super::{ClusterApi, ClusterError, Eviction};
-use crate::plan::{NodeInfo, PodInfo, PodRef};
+use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodRef};
 use crate::{ANNOTATION_CORDONED, LABEL_IMAGE_PULLER};
 
 /// Large clusters are listed in pages of this size.
@@ -67,6 +68,15 @@ impl ClusterApi for KubeCluster {
     async fn pods(&self) -> Result<Vec<PodInfo>, ClusterError> {
         let api: Api<Pod> = Api::all(self.client.clone());
         Ok(list_all(&api, "pods").await?.iter().filter_map(pod_info).collect())
+    }
+
+    async fn pdbs(&self) -> Result<Vec<PdbInfo>, ClusterError> {
+        let api: Api<PodDisruptionBudget> = Api::all(self.client.clone());
+        Ok(list_all(&api, "poddisruptionbudgets")
+            .await?
+            .iter()
+            .filter_map(pdb_info)
+            .collect())
     }
 
     async fn cordon(&self, node: &str, reason: &str) -> Result<(), ClusterError> {

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 
 pub use kube_api::KubeCluster;
 
-use crate::plan::{NodeInfo, PodInfo, PodRef};
+use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodRef};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {
@@ -42,6 +42,7 @@ pub enum Eviction {
 pub trait ClusterApi: Send + Sync {
     async fn nodes(&self) -> Result<Vec<NodeInfo>, ClusterError>;
     async fn pods(&self) -> Result<Vec<PodInfo>, ClusterError>;
+    async fn pdbs(&self) -> Result<Vec<PdbInfo>, ClusterError>;
     /// Marks the node unschedulable and records why in an annotation.
     async fn cordon(&self, node: &str, reason: &str) -> Result<(), ClusterError>;
     async fn remove_taint(&self, node: &str, key: &str) -> Result<(), ClusterError>;

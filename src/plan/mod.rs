@@ -21,7 +21,7 @@ use serde::Serialize;
 use crate::config::Config;
 
 pub use model::{
-    normalize_image, NodeInfo, PodInfo, PodPhase, Snapshot, Taint, Toleration,
+    normalize_image, NodeInfo, PdbInfo, PodInfo, PodPhase, Snapshot, Taint, Toleration,
 };
 pub use view::ServerState;
 

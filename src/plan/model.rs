@@ -17,6 +17,30 @@ pub struct Snapshot {
     pub servers: Vec<Server>,
     /// Memory of a new VM per group, as the provider reports it (flavor size).
     pub group_memory: BTreeMap<String, u64>,
+    pub pdbs: Vec<PdbInfo>,
+}
+
+/// A PodDisruptionBudget, as far as planning needs it.
+#[derive(Debug, Clone, Serialize)]
+pub struct PdbInfo {
+    pub namespace: String,
+    pub name: String,
+    pub match_labels: BTreeMap<String, String>,
+    /// `matchExpressions` present: the selector is only partly known, so it is taken to
+    /// match whatever `matchLabels` matches (erring toward "protected").
+    pub has_expressions: bool,
+    pub disruptions_allowed: i32,
+}
+
+impl PdbInfo {
+    pub fn selects(&self, pod: &PodInfo) -> bool {
+        pod.namespace == self.namespace
+            && (!self.match_labels.is_empty() || self.has_expressions)
+            && self
+                .match_labels
+                .iter()
+                .all(|(k, v)| pod.labels.get(k) == Some(v))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]

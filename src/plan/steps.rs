@@ -344,7 +344,32 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             ),
         )
         .about([ObjectRef::node(node)]);
-        let pods = evictable.iter().map(|p| pod_ref(p)).collect();
+        let (blocked, allowed): (Vec<&PodInfo>, Vec<&PodInfo>) = evictable
+            .iter()
+            .copied()
+            .partition(|p| v.blocking_pdb(p).is_some());
+        if !blocked.is_empty() {
+            let budgets: BTreeSet<String> = blocked
+                .iter()
+                .filter_map(|p| v.blocking_pdb(p))
+                .map(|b| format!("{}/{}", b.namespace, b.name))
+                .collect();
+            notes.push(
+                Reason::new(
+                    ReasonCode::DrainBlocked,
+                    format!(
+                        "{node}: PodDisruptionBudget {} allows no disruption now; waiting to evict {}",
+                        budgets.into_iter().collect::<Vec<_>>().join(", "),
+                        list_pods(&blocked)
+                    ),
+                )
+                .about([ObjectRef::node(node)]),
+            );
+        }
+        if allowed.is_empty() {
+            continue;
+        }
+        let pods = allowed.iter().map(|p| pod_ref(p)).collect();
         return Some((
             Action::Drain {
                 node: node.clone(),
@@ -483,7 +508,10 @@ pub fn scale_down(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
             .copied()
             .filter(|p| !p.ignored_by_drain())
             .collect();
-        if pods.iter().any(|p| p.controller_kind.is_none()) {
+        if pods
+            .iter()
+            .any(|p| p.controller_kind.is_none() || v.blocking_pdb(p).is_some())
+        {
             continue;
         }
         let free_after = v.free_total() - node.allocatable_memory as i64;

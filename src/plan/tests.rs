@@ -445,3 +445,44 @@ fn unneeded_node_is_cordoned_after_the_delay_but_not_below_min_or_target() {
     let d = plan_it(&s, &off);
     assert!(!matches!(d.action, Action::Cordon { .. }), "{d:?}");
 }
+
+fn mk_pdb(app: &str, allowed: i32) -> PdbInfo {
+    PdbInfo {
+        namespace: "default".into(),
+        name: format!("{app}-pdb"),
+        match_labels: BTreeMap::from([("app".to_string(), app.to_string())]),
+        has_expressions: false,
+        disruptions_allowed: allowed,
+    }
+}
+
+#[test]
+fn pod_disruption_budgets_hold_back_scale_down_and_eviction() {
+    let c = mk_config("scaleDown: {delayAfterAdd: 10m}");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    mk_member(&mut s, "dev-workers-b", 3600);
+    s.pods.push(mk_pod("p1", Some("dev-workers-a"), 3 * GI));
+    let mut db = mk_pod("db-0", Some("dev-workers-b"), GI);
+    db.labels.insert("app".into(), "db".into());
+    s.pods.push(db);
+    s.pdbs.push(mk_pdb("db", 0));
+    // b would be the one to go, but its pod may not be disrupted: a goes instead? No:
+    // a's 3 GiB pod fits on b, so a is the candidate when b is protected.
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::Cordon { node, .. } if node == "dev-workers-a"),
+        "{d:?}"
+    );
+    // Draining a node whose remaining pod is protected waits instead of evicting.
+    s.nodes[1].unschedulable = true;
+    s.nodes[1]
+        .annotations
+        .insert(ANNOTATION_CORDONED.into(), "scale-down".into());
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::Drain { .. }), "{d:?}");
+    assert!(d.has_reason(ReasonCode::DrainBlocked));
+    s.pdbs[0].disruptions_allowed = 1;
+    let d = plan_it(&s, &c);
+    assert!(matches!(&d.action, Action::Drain { pods, .. } if pods.len() == 1), "{d:?}");
+}

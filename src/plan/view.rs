@@ -69,6 +69,7 @@ pub struct View<'a> {
     /// Unschedulable pods nothing of ours could ever host (selector, taints, size).
     pub unhostable: Vec<&'a PodInfo>,
     pub pods: &'a [PodInfo],
+    pub pdbs: &'a [super::model::PdbInfo],
     group_memory: BTreeMap<&'a str, u64>,
 }
 
@@ -142,6 +143,7 @@ impl<'a> View<'a> {
             unschedulable: Vec::new(),
             unhostable: Vec::new(),
             pods: &s.pods,
+            pdbs: &s.pdbs,
             group_memory,
         };
         let (hostable, unhostable) = unschedulable.into_iter().partition(|p| view.hostable(p));
@@ -162,6 +164,13 @@ impl<'a> View<'a> {
                 Bin::for_group(g, &self.config.cluster_name, 0).accepts(pod)
                     && memory.is_none_or(|m| pod.memory_request <= m)
             })
+    }
+
+    /// A PodDisruptionBudget that allows no disruption of `pod` right now, if any.
+    pub fn blocking_pdb(&self, pod: &PodInfo) -> Option<&'a super::model::PdbInfo> {
+        self.pdbs
+            .iter()
+            .find(|b| b.disruptions_allowed <= 0 && b.selects(pod))
     }
 
     /// Memory one new node of `group` is expected to offer, if known.
