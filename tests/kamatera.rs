@@ -310,6 +310,22 @@ async fn queue_is_polled_through_pending_and_running_with_both_id_forms() {
 }
 
 #[tokio::test]
+async fn a_create_completes_when_the_queue_stays_silent_but_the_server_is_up() {
+    let (sim, _) = sim_with(SimKamateraOptions {
+        silent_queue: true,
+        ..SimKamateraOptions::default()
+    })
+    .await;
+    let p = provider(&sim, &[("workers", settings(""))]);
+    let s = p
+        .create_server(&req("c1-workers-aaaaa", "workers"))
+        .await
+        .expect("create completes by the server list");
+    assert_eq!(s.status, ServerStatus::Active);
+    assert_eq!(sim.servers()[0].power, "on");
+}
+
+#[tokio::test]
 async fn delete_terminates_with_force_and_tolerates_a_missing_server() {
     let (sim, events) = start_sim().await;
     let p = provider(&sim, &[("workers", settings(""))]);

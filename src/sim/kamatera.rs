@@ -53,6 +53,9 @@ pub struct SimKamateraOptions {
     pub datacenters: Vec<String>,
     /// Account limit on servers: a create beyond it is refused with a balance message.
     pub max_servers: Option<usize>,
+    /// The queue answers `[]` for every command (some accounts see this); commands still
+    /// run and take effect.
+    pub silent_queue: bool,
 }
 
 impl Default for SimKamateraOptions {
@@ -64,6 +67,7 @@ impl Default for SimKamateraOptions {
             hook: None,
             datacenters: vec!["EU".into(), "US-NY2".into(), "IL".into(), "AS".into()],
             max_servers: None,
+            silent_queue: false,
         }
     }
 }
@@ -862,7 +866,7 @@ async fn queue(
     let entries: Vec<Value> = st
         .commands
         .iter()
-        .filter(|c| c.id == id)
+        .filter(|c| c.id == id && !shared.opts.silent_queue)
         .map(|c| {
             // The queue answers ids as numbers, whatever form the command call used.
             let mut e: BTreeMap<&str, Value> = BTreeMap::new();
