@@ -72,6 +72,8 @@ const BAD: &[(&str, &str, &str, &str, &[&str])] = &[
     ("wrong type for list", "ignore: [docker.io/foo]", "ignore: docker.io/foo", "imagePuller.ignore", &["docker.io/foo"]),
     ("name too long", "clusterName: dev", "clusterName: a-very-long-cluster-name-that-goes-on-and-on-and-on-and-on", "nodeGroups[0].name", &["at most"]),
     ("duplicate key", "scanInterval: 30s", "scanInterval: 30s\nscanInterval: 10s", "scanInterval", &["appears more than once"]),
+    ("variable file missing", "    variables:", "    variableFiles: {k3s_ca: /nonexistent/ca}\n    variables:", "nodeGroups[0].userData.variableFiles.k3s_ca", &["/nonexistent/ca", "not a readable file"]),
+    ("variable in two places", "    variables:", "    variableFiles: {k3s_token: Cargo.toml}\n    variables:", "nodeGroups[0].userData.variableFiles.k3s_token", &["also in userData.variables"]),
     ("unknown userData key", "    variables:", "    variabels:", "nodeGroups[0].userData.variabels", &["did you mean `variables`"]),
 ];
 
@@ -139,4 +141,27 @@ fn binary_exits_2_with_the_field_named() {
 fn unreadable_config_is_a_clear_error() {
     let err = Config::load(Path::new("/nonexistent/autoscaler.yaml")).expect_err("missing file");
     assert!(err.to_string().contains("/nonexistent/autoscaler.yaml"), "{err}");
+}
+
+#[test]
+fn secret_variables_come_from_files_relative_to_the_config() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("token"), "from-a-secret\n").expect("write");
+    let text = GOOD
+        .replacen(
+            "variables: {k3s_url: \"https://10.0.0.1:6443\", k3s_token: \"t\"}",
+            "variables: {k3s_url: \"https://10.0.0.1:6443\"}\n    variableFiles: {k3s_token: token}",
+            1,
+        )
+        .replacen(
+            "templatesDir: templates",
+            &format!("templatesDir: {}", repo().join("templates").display()),
+            1,
+        );
+    assert!(text.contains("variableFiles"));
+    let c = Config::parse(&text, dir.path()).expect("valid");
+    let rendered = nodewright::act::render_user_data(&c, &c.node_groups[0], "dev-workers-abcde")
+        .expect("renders");
+    assert!(rendered.content.contains("from-a-secret"));
+    assert!(!rendered.content.contains("from-a-secret\n\""), "trailing newline trimmed");
 }

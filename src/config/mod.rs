@@ -237,6 +237,13 @@ impl Config {
         if config.templates_dir.is_relative() {
             config.templates_dir = base_dir.join(&config.templates_dir);
         }
+        for g in &mut config.node_groups {
+            for path in g.user_data.variable_files.values_mut() {
+                if path.is_relative() {
+                    *path = base_dir.join(&*path);
+                }
+            }
+        }
         let problems = validate::validate(&config);
         if problems.is_empty() {
             Ok(config)

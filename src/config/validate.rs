@@ -95,6 +95,11 @@ fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGrou
             ));
         }
     }
+    if let Some(k) = &g.kamatera {
+        for problem in crate::cloud::kamatera::validate_settings(&c.cluster_name, &g.name, k) {
+            p.push(ConfigProblem::new(format!("{at}.kamatera"), problem));
+        }
+    }
     if let Some(os) = &g.openstack {
         for (field, value) in [("flavor", &os.flavor), ("image", &os.image)] {
             if value.trim().is_empty() {
@@ -122,7 +127,22 @@ fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGrou
             ),
         ));
     }
-    for name in g.user_data.variables.keys() {
+    for (name, path) in &g.user_data.variable_files {
+        let at_var = format!("{at}.userData.variableFiles.{name}");
+        if g.user_data.variables.contains_key(name) {
+            p.push(ConfigProblem::new(
+                &at_var,
+                format!("`{name}` is also in userData.variables; expected it in one place"),
+            ));
+        }
+        if !path.is_file() {
+            p.push(ConfigProblem::new(
+                &at_var,
+                format!("{} is not a readable file; expected a path such as a mounted Secret's key (relative paths are relative to the config file)", path.display()),
+            ));
+        }
+    }
+    for name in g.user_data.variables.keys().chain(g.user_data.variable_files.keys()) {
         if crate::userdata::BUILTIN_VARIABLES.contains(&name.as_str()) {
             p.push(ConfigProblem::new(
                 format!("{at}.userData.variables.{name}"),

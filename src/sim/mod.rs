@@ -3,6 +3,7 @@
 
 pub mod cluster;
 pub mod env;
+pub mod kamatera;
 pub mod openstack;
 pub mod proxmox;
 pub mod scenario;

@@ -54,6 +54,10 @@ pub struct UserDataConfig {
     /// Free-form variables passed to the template.
     #[serde(default)]
     pub variables: BTreeMap<String, serde_json::Value>,
+    /// Variables read from files at render time (trailing newline trimmed), so secrets such
+    /// as join tokens can come from a mounted Secret instead of the config.
+    #[serde(default)]
+    pub variable_files: BTreeMap<String, PathBuf>,
 }
 
 impl UserDataConfig {
@@ -271,6 +275,15 @@ pub enum UserDataError {
         dir: PathBuf,
         available: Vec<String>,
     },
+    #[error(
+        "userData.variableFiles.{name}: cannot read {}: {source}; expected a readable file (e.g. a mounted Secret)",
+        path.display()
+    )]
+    VariableFile {
+        name: String,
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("cannot read templates directory {}: {source}", dir.display())]
     Io {
         dir: PathBuf,
@@ -358,6 +371,7 @@ impl UserDataError {
             | UserDataError::Butane { template, .. }
             | UserDataError::CloudConfigYaml { template, .. }
             | UserDataError::ScriptWithoutShebang { template } => Some(template),
+            UserDataError::VariableFile { .. } => None,
         }
     }
 
@@ -495,6 +509,7 @@ pub fn render(
     if let Some(clash) = cfg
         .variables
         .keys()
+        .chain(cfg.variable_files.keys())
         .find(|k| BUILTIN_VARIABLES.contains(&k.as_str()))
     {
         return Err(UserDataError::ReservedVariable {
@@ -503,6 +518,16 @@ pub fn render(
         });
     }
     let mut context: BTreeMap<String, serde_json::Value> = cfg.variables.clone();
+    for (var, path) in &cfg.variable_files {
+        let text = std::fs::read_to_string(path).map_err(|source| UserDataError::VariableFile {
+            name: var.clone(),
+            path: path.clone(),
+            source,
+        })?;
+        let value = text.strip_suffix('\n').unwrap_or(&text);
+        let value = value.strip_suffix('\r').unwrap_or(value);
+        context.insert(var.clone(), serde_json::Value::String(value.to_string()));
+    }
     context.extend(ctx.builtins().into_iter().map(|(k, v)| (k.to_string(), v)));
 
     let env = environment(templates_dir);
