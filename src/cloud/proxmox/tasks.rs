@@ -58,6 +58,7 @@ pub async fn wait_task(
 ) -> Result<(), CloudError> {
     let deadline = Instant::now() + timeout;
     let path = format!("/nodes/{}/tasks/{}/status", seg(&upid.node), seg(&upid.raw));
+    let mut pause = poll.min(Duration::from_millis(100));
     loop {
         let status = api.get(&path, &[]).await?;
         if status["status"].as_str() == Some("stopped") {
@@ -77,7 +78,9 @@ pub async fn wait_task(
                 humantime::format_duration(timeout)
             )));
         }
-        tokio::time::sleep(poll).await;
+        // Short tasks finish fast: start polling quickly, back off to `poll`.
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(poll);
     }
 }
 

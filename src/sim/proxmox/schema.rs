@@ -4,23 +4,43 @@
 
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use regex::Regex;
 use serde_json::{Map, Value};
 
-/// Where the schema is read from: `$PVE_API_SCHEMA`, else `../shared/proxmox/pve-api-schema.json`
-/// next to the crate (as the workspace lays it out).
+/// Where the schema is read from: `$PVE_API_SCHEMA`; else `shared/proxmox/pve-api-schema.json`
+/// beside the project (`../shared/...` from the crate root, found from the run-time
+/// `CARGO_MANIFEST_DIR`, the current directory and its ancestors, or the build-time crate root).
 pub fn schema_path() -> PathBuf {
     if let Some(p) = std::env::var_os("PVE_API_SCHEMA") {
         return PathBuf::from(p);
     }
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .join("shared")
+    let rel = Path::new("shared")
         .join("proxmox")
-        .join("pve-api-schema.json")
+        .join("pve-api-schema.json");
+    let mut roots: Vec<PathBuf> = Vec::new();
+    if let Some(d) = std::env::var_os("CARGO_MANIFEST_DIR") {
+        roots.push(PathBuf::from(d));
+    }
+    if let Ok(cwd) = std::env::current_dir() {
+        roots.extend(cwd.ancestors().map(Path::to_path_buf));
+    }
+    roots.push(PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    let candidates: Vec<PathBuf> = roots
+        .iter()
+        .flat_map(|r| [r.join("..").join(&rel), r.join(&rel)])
+        .collect();
+    candidates
+        .iter()
+        .find(|c| c.is_file())
+        .cloned()
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join(rel)
+        })
 }
 
 #[derive(Debug, Clone)]

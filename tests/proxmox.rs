@@ -1,0 +1,987 @@
+//! The Proxmox VE provider against the simulated Proxmox VE over loopback HTTP(S); every
+//! request the client sends is checked against the official API schema by the simulator.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use nodewright::cloud::proxmox::{
+    pve_urlencode, ProviderOptions, ProxmoxCredentials, ProxmoxProvider, ProxmoxSettings,
+};
+use nodewright::cloud::{CloudError, CloudProvider, CreateRequest, ServerStatus};
+use nodewright::sim::proxmox::{SimAuth, SimProxmox, SimProxmoxOptions, SimTls};
+use nodewright::sim::{VmEvent, VmHook};
+
+type Events = Arc<Mutex<Vec<VmEvent>>>;
+
+fn recorder() -> (Events, VmHook) {
+    let events: Events = Arc::default();
+    let e2 = events.clone();
+    (
+        events,
+        Arc::new(move |e| e2.lock().unwrap_or_else(|p| p.into_inner()).push(e)),
+    )
+}
+
+async fn sim_with(opts: SimProxmoxOptions) -> SimProxmox {
+    SimProxmox::start(opts)
+        .await
+        .expect("simulator starts (needs ../shared/proxmox/pve-api-schema.json or PVE_API_SCHEMA)")
+}
+
+async fn sim() -> (SimProxmox, Events) {
+    let (events, hook) = recorder();
+    let s = sim_with(SimProxmoxOptions {
+        hook: Some(hook),
+        ..SimProxmoxOptions::default()
+    })
+    .await;
+    (s, events)
+}
+
+fn fast() -> ProviderOptions {
+    ProviderOptions {
+        poll_interval: Duration::from_millis(50),
+        task_timeout: Duration::from_secs(10),
+        agent_timeout: Duration::from_secs(5),
+        exec_timeout: Duration::from_secs(5),
+        ..ProviderOptions::default()
+    }
+}
+
+fn settings(yaml: &str) -> ProxmoxSettings {
+    nodewright::yaml::from_str(yaml).expect("settings parse")
+}
+
+fn token_creds(s: &SimProxmox) -> ProxmoxCredentials {
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = dir.path().join("pve.yaml");
+    s.write_credentials_file(&p).expect("write");
+    ProxmoxCredentials::from_file(&p).expect("credentials load")
+}
+
+fn provider(s: &SimProxmox, groups: &[(&str, &str)]) -> ProxmoxProvider {
+    provider_with(token_creds(s), groups)
+}
+
+fn provider_with(creds: ProxmoxCredentials, groups: &[(&str, &str)]) -> ProxmoxProvider {
+    let groups: BTreeMap<String, ProxmoxSettings> = groups
+        .iter()
+        .map(|(n, y)| (n.to_string(), settings(y)))
+        .collect();
+    ProxmoxProvider::with_options(creds, groups, fast()).expect("provider builds")
+}
+
+fn req(name: &str, group: &str, user_data: &str) -> CreateRequest {
+    CreateRequest {
+        name: name.into(),
+        cluster: "prod".into(),
+        group: group.into(),
+        user_data: user_data.into(),
+    }
+}
+
+fn assert_clean(s: &SimProxmox) {
+    let v = s.violations();
+    assert!(v.is_empty(), "schema violations: {v:#?}");
+}
+
+const SHARED: &str = "template: k3s-shared\ncores: 4\nmemory: 6 GiB\nciuser: ubuntu\nsshKeys: [\"ssh-ed25519 AAAAC3Nza+/x= me@laptop\"]\nbridge: vmbr1\npool: k8s\n";
+
+#[tokio::test]
+async fn full_scale_up_and_down_passes_the_schema_with_token_auth() {
+    let (s, events) = sim().await;
+    let static_group = format!(
+        "{SHARED}clone: linked\nipConfig:\n  static:\n    cidr: 10.20.0.0/24\n    first: 10.20.0.10\n    last: 10.20.0.20\n    gateway: 10.20.0.1\n    nameservers: [10.20.0.2, 10.20.0.3]\n"
+    );
+    let p = provider(
+        &s,
+        &[
+            ("workers", static_group.as_str()),
+            (
+                "agents",
+                "template: 9002\njoin: guestAgent\nstorage: ceph\n",
+            ),
+        ],
+    );
+    p.verify().await.expect("verify");
+    assert_eq!(
+        p.group_memory("workers").await.expect("memory"),
+        Some(6 << 30)
+    );
+    assert_eq!(
+        p.group_memory("agents").await.expect("memory"),
+        Some(4096 << 20)
+    );
+
+    let a = p
+        .create_server(&req("prod-workers-aaaaa", "workers", ""))
+        .await
+        .expect("create");
+    let script = "#!/bin/sh\nk3s agent --node-name=prod-agents-bbbbb --node-label=nodewright.io/cluster=prod\n";
+    let b = p
+        .create_server(&req("prod-agents-bbbbb", "agents", script))
+        .await
+        .expect("create");
+    assert_eq!(a.status, ServerStatus::Building);
+    assert_eq!(a.memory_bytes, Some(6 << 30));
+    p.wait_for_joins().await;
+    assert_eq!(
+        p.join_state(&b.id),
+        Some(nodewright::cloud::proxmox::JoinState::Done)
+    );
+
+    let vm = s
+        .guests()
+        .into_iter()
+        .find(|v| v.name == a.name)
+        .expect("vm");
+    assert_eq!(vm.config.get("cores").map(String::as_str), Some("4"));
+    assert_eq!(vm.config.get("memory").map(String::as_str), Some("6144"));
+    assert_eq!(
+        vm.config.get("ipconfig0").map(String::as_str),
+        Some("ip=10.20.0.10/24,gw=10.20.0.1")
+    );
+    assert_eq!(
+        vm.config.get("nameserver").map(String::as_str),
+        Some("10.20.0.2 10.20.0.3")
+    );
+    assert!(vm
+        .config
+        .get("net0")
+        .is_some_and(|n| n.ends_with("bridge=vmbr1") && !n.contains("vmbr0")));
+    assert!(vm.tags().contains("nw-c-prod") && vm.tags().contains("nw-g-workers"));
+    assert_eq!(vm.status, "running");
+
+    // Booted: the cloud-init template joins by itself; the agent VM after its script ran.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let booted: BTreeMap<String, String> = events
+        .lock()
+        .expect("events")
+        .iter()
+        .filter_map(|e| match e {
+            VmEvent::Booted {
+                name, user_data, ..
+            } => Some((name.clone(), user_data.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(booted.get(&b.name).map(String::as_str), Some(script));
+    let generated = booted.get(&a.name).expect("cloud-init join");
+    assert!(
+        generated.contains("--node-label=nodewright.io/cluster=prod"),
+        "{generated}"
+    );
+    assert!(
+        generated.contains("--node-label=nodewright.io/group=workers"),
+        "{generated}"
+    );
+    assert!(generated.contains("--node-taint=nodewright.io/startup=true:NoSchedule"));
+
+    let listed = p.list_servers("prod").await.expect("list");
+    assert_eq!(listed.len(), 2, "{listed:?}");
+    for l in &listed {
+        assert_eq!(l.status, ServerStatus::Active);
+        assert_eq!(l.cluster.as_deref(), Some("prod"));
+        assert!(
+            SystemTime::now()
+                .duration_since(l.created)
+                .unwrap_or_default()
+                < Duration::from_secs(60)
+        );
+    }
+    assert!(p.list_servers("other").await.expect("list").is_empty());
+
+    p.delete_server(&a.id).await.expect("delete");
+    p.delete_server(&b.id).await.expect("delete");
+    p.delete_server(&b.id)
+        .await
+        .expect("deleting a gone VM is success");
+    assert!(s.guests().is_empty());
+    assert!(events
+        .lock()
+        .expect("events")
+        .iter()
+        .any(|e| matches!(e, VmEvent::Deleted { name } if *name == a.name)));
+
+    assert_clean(&s);
+    let calls = s.calls();
+    let endpoints: BTreeSet<String> = calls
+        .iter()
+        .filter_map(|c| c.endpoint.clone().map(|e| format!("{} {e}", c.method)))
+        .collect();
+    for want in [
+        "GET /cluster/resources",
+        "GET /cluster/nextid",
+        "GET /nodes/{node}/storage",
+        "GET /nodes/{node}/qemu/{vmid}/config",
+        "POST /nodes/{node}/qemu/{vmid}/clone",
+        "POST /nodes/{node}/qemu/{vmid}/config",
+        "POST /nodes/{node}/qemu/{vmid}/status/start",
+        "POST /nodes/{node}/qemu/{vmid}/status/stop",
+        "DELETE /nodes/{node}/qemu/{vmid}",
+        "GET /nodes/{node}/tasks/{upid}/status",
+        "POST /nodes/{node}/qemu/{vmid}/agent/ping",
+        "POST /nodes/{node}/qemu/{vmid}/agent/file-write",
+        "POST /nodes/{node}/qemu/{vmid}/agent/exec",
+        "GET /nodes/{node}/qemu/{vmid}/agent/exec-status",
+    ] {
+        assert!(
+            endpoints.contains(want),
+            "{want} never called: {endpoints:#?}"
+        );
+    }
+    let token = format!(
+        "PVEAPIToken={}={}",
+        s.options().token_id,
+        s.options().token_secret
+    );
+    assert_eq!(
+        token,
+        "PVEAPIToken=nodewright@pve!autoscaler=5f0c2a9e-1b7d-4c3e-9a8f-6d2e1c0b9a87"
+    );
+    for c in &calls {
+        assert_eq!(c.auth, SimAuth::Token(token.clone()), "{c:?}");
+        assert!(
+            c.status < 400 || c.endpoint.as_deref() == Some("/nodes/{node}/qemu/{vmid}/agent/ping"),
+            "{c:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn ticket_auth_sends_csrf_on_writes_only_and_logs_in_again() {
+    let (s, _) = sim().await;
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("pve.yaml");
+    s.write_password_credentials_file(&path).expect("write");
+    let creds = ProxmoxCredentials::from_file(&path).expect("load");
+    let p = provider_with(creds.clone(), &[("workers", "template: k3s-shared\n")]);
+    let a = p
+        .create_server(&req("prod-workers-aaaaa", "workers", ""))
+        .await
+        .expect("create");
+    p.delete_server(&a.id).await.expect("delete");
+    assert_clean(&s);
+    assert_eq!(s.tickets_issued(), 1);
+    let calls = s.calls();
+    assert_eq!(calls[0].path, "/access/ticket");
+    assert_eq!(calls[0].auth, SimAuth::None);
+    for c in &calls[1..] {
+        match &c.auth {
+            SimAuth::Ticket { csrf } if c.method == "GET" => assert!(csrf.is_none(), "{c:?}"),
+            SimAuth::Ticket { csrf } => assert!(csrf.is_some(), "write without CSRF token: {c:?}"),
+            other => panic!("not ticket auth: {other:?}"),
+        }
+        assert!(c.status < 400, "{c:?}");
+    }
+    // An expired ticket: 401, one fresh login, the call goes through.
+    s.expire_tickets();
+    p.list_servers("prod")
+        .await
+        .expect("list after ticket expiry");
+    assert_eq!(s.tickets_issued(), 2);
+    // Renewal before expiry.
+    let renewing = ProxmoxProvider::with_options(
+        creds,
+        BTreeMap::new(),
+        ProviderOptions {
+            ticket_renewal: Duration::from_millis(50),
+            ..fast()
+        },
+    )
+    .expect("provider");
+    renewing.list_servers("prod").await.expect("list");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    renewing.list_servers("prod").await.expect("list");
+    assert_eq!(s.tickets_issued(), 4);
+    // Wrong password: an authentication error.
+    let bad = ProxmoxCredentials::from_yaml_str(&format!(
+        "url: {}\nusername: nodewright@pve\npassword: wrong\n",
+        s.url()
+    ))
+    .expect("creds");
+    let e = provider_with(bad, &[])
+        .list_servers("prod")
+        .await
+        .expect_err("refused");
+    assert!(matches!(e, CloudError::Auth { .. }), "{e}");
+}
+
+struct Pki {
+    ca_pem: String,
+    leaf_pem: String,
+    leaf_der: Vec<u8>,
+    key_pem: String,
+}
+
+fn pki() -> Pki {
+    use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair};
+    let ca_key = KeyPair::generate().expect("key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca_params
+        .distinguished_name
+        .push(DnType::CommonName, "Proxmox Virtual Environment (sim)");
+    let ca = ca_params.self_signed(&ca_key).expect("ca");
+    let issuer = Issuer::new(ca_params, ca_key);
+    let key = KeyPair::generate().expect("key");
+    let mut params = CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+        .expect("params");
+    params
+        .distinguished_name
+        .push(DnType::CommonName, "pve1.sim");
+    let leaf = params.signed_by(&key, &issuer).expect("leaf");
+    Pki {
+        ca_pem: ca.pem(),
+        leaf_pem: leaf.pem(),
+        leaf_der: leaf.der().to_vec(),
+        key_pem: key.serialize_pem(),
+    }
+}
+
+fn fingerprint(der: &[u8]) -> String {
+    let d = ring::digest::digest(&ring::digest::SHA256, der);
+    d.as_ref()
+        .iter()
+        .map(|b| format!("{b:02X}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+#[tokio::test]
+async fn tls_fingerprint_pinning_and_ca_file() {
+    let pki = pki();
+    let s = sim_with(SimProxmoxOptions {
+        tls: Some(SimTls {
+            cert_chain_pem: pki.leaf_pem.clone(),
+            key_pem: pki.key_pem.clone(),
+        }),
+        ..SimProxmoxOptions::default()
+    })
+    .await;
+    assert!(s.url().starts_with("https://127.0.0.1:"));
+    let o = s.options();
+    let base = format!(
+        "url: {}\ntokenId: {}\ntokenSecret: {}\n",
+        s.url(),
+        o.token_id,
+        o.token_secret
+    );
+    let with = |extra: &str| {
+        let creds = ProxmoxCredentials::from_yaml_str(&format!("{base}{extra}")).expect("creds");
+        provider_with(creds, &[])
+    };
+    // Verification is on by default: the self-signed chain is refused.
+    let e = with("").list_servers("prod").await.expect_err("untrusted");
+    assert!(matches!(e, CloudError::Transport { .. }), "{e}");
+    // Pinned fingerprint of the server certificate.
+    with(&format!(
+        "fingerprint: \"{}\"\n",
+        fingerprint(&pki.leaf_der)
+    ))
+    .list_servers("prod")
+    .await
+    .expect("pinned fingerprint accepted");
+    // A different fingerprint is refused.
+    let e = with(&format!(
+        "fingerprint: \"{}\"\n",
+        fingerprint(b"another certificate")
+    ))
+    .list_servers("prod")
+    .await
+    .expect_err("wrong pin");
+    assert!(
+        format!("{e}").contains("fingerprint") || matches!(e, CloudError::Transport { .. }),
+        "{e}"
+    );
+    // The CA file.
+    let dir = tempfile::tempdir().expect("tmp");
+    let ca = dir.path().join("pve-root-ca.pem");
+    std::fs::write(&ca, &pki.ca_pem).expect("write");
+    with(&format!("caFile: {}\n", ca.display()))
+        .list_servers("prod")
+        .await
+        .expect("CA file trusted");
+    // Explicit opt-out.
+    with("insecureSkipTlsVerify: true\n")
+        .list_servers("prod")
+        .await
+        .expect("insecure accepted");
+    assert_clean(&s);
+}
+
+#[tokio::test]
+async fn vm_id_race_moves_on_to_the_next_id() {
+    let (s, _) = sim().await;
+    let p = provider(&s, &[("workers", "template: k3s-shared\n")]);
+    s.race_next_clones(2);
+    let a = p
+        .create_server(&req("prod-workers-aaaaa", "workers", ""))
+        .await
+        .expect("create despite races");
+    let ids: BTreeSet<u32> = s.vms().iter().map(|v| v.vmid).collect();
+    // Two ids were taken by the racer; ours is a third, fresh one.
+    assert!(ids.contains(&100) && ids.contains(&101), "{ids:?}");
+    assert_eq!(a.id, "102");
+    let vm = s
+        .guests()
+        .into_iter()
+        .find(|v| v.vmid == 102)
+        .expect("ours");
+    assert_eq!(vm.name, "prod-workers-aaaaa");
+    // The racer's VMs are not ours.
+    assert_eq!(p.list_servers("prod").await.expect("list").len(), 1);
+    assert_clean(&s);
+}
+
+#[tokio::test]
+async fn static_pool_never_hands_out_an_address_twice_even_across_restarts() {
+    let (s, _) = sim().await;
+    let group = "template: k3s-shared\nipConfig:\n  static:\n    cidr: 192.168.50.0/24\n    first: 192.168.50.10\n    last: 192.168.50.13\n    gateway: 192.168.50.1\n";
+    // Someone else's nodewright VM (another cluster) already holds .10.
+    s.insert_vm(
+        "pve3",
+        "other-x-11111",
+        "nw-c-other;nw-g-x",
+        Some("ip=192.168.50.10/24,gw=192.168.50.1"),
+    );
+    let p = provider(&s, &[("workers", group)]);
+    let a = p
+        .create_server(&req("prod-workers-aaaaa", "workers", ""))
+        .await
+        .expect("create");
+    let b = p
+        .create_server(&req("prod-workers-bbbbb", "workers", ""))
+        .await
+        .expect("create");
+    drop(p);
+    // A restarted nodewright knows nothing but what it reads back.
+    let p = provider(&s, &[("workers", group)]);
+    let c = p
+        .create_server(&req("prod-workers-ccccc", "workers", ""))
+        .await
+        .expect("create");
+    let e = p
+        .create_server(&req("prod-workers-ddddd", "workers", ""))
+        .await
+        .expect_err("exhausted");
+    assert!(e.to_string().contains("exhausted"), "{e}");
+    let ip = |id: &str| {
+        s.vms()
+            .into_iter()
+            .find(|v| v.vmid.to_string() == id)
+            .and_then(|v| v.config.get("ipconfig0").cloned())
+            .unwrap_or_default()
+    };
+    let addrs: Vec<String> = [&a.id, &b.id, &c.id].iter().map(|id| ip(id)).collect();
+    assert_eq!(
+        addrs,
+        vec![
+            "ip=192.168.50.11/24,gw=192.168.50.1",
+            "ip=192.168.50.12/24,gw=192.168.50.1",
+            "ip=192.168.50.13/24,gw=192.168.50.1",
+        ]
+    );
+    // Freed by a delete, the address may be used again, but only once.
+    p.delete_server(&b.id).await.expect("delete");
+    let d = p
+        .create_server(&req("prod-workers-eeeee", "workers", ""))
+        .await
+        .expect("create");
+    assert_eq!(ip(&d.id), "ip=192.168.50.12/24,gw=192.168.50.1");
+    let live: Vec<String> = s
+        .guests()
+        .iter()
+        .filter_map(|v| v.config.get("ipconfig0").cloned())
+        .collect();
+    let unique: BTreeSet<&String> = live.iter().collect();
+    assert_eq!(unique.len(), live.len(), "{live:?}");
+    assert_clean(&s);
+}
+
+#[tokio::test]
+async fn host_choice_spreads_the_group_and_respects_local_templates() {
+    let (s, _) = sim().await;
+    let p = provider(
+        &s,
+        &[
+            ("spread", "template: k3s-shared\n"),
+            ("local", "template: k3s-local\n"),
+            ("pinned", "template: k3s-shared\nnodes: [pve2, pve3]\n"),
+        ],
+    );
+    let host_of = |id: &str| {
+        s.vms()
+            .into_iter()
+            .find(|v| v.vmid.to_string() == id)
+            .map(|v| v.node)
+            .unwrap_or_default()
+    };
+    let mut spread = Vec::new();
+    for n in ["aaaaa", "bbbbb", "ccccc"] {
+        let v = p
+            .create_server(&req(&format!("prod-spread-{n}"), "spread", ""))
+            .await
+            .expect("create");
+        spread.push(host_of(&v.id));
+    }
+    // Most free memory first (pve1: 56 GiB free), then the hosts without a VM of the group.
+    assert_eq!(spread[0], "pve1");
+    assert_eq!(
+        spread.iter().collect::<BTreeSet<_>>().len(),
+        3,
+        "{spread:?}"
+    );
+    for n in ["aaaaa", "bbbbb"] {
+        let v = p
+            .create_server(&req(&format!("prod-local-{n}"), "local", ""))
+            .await
+            .expect("create");
+        assert_eq!(
+            host_of(&v.id),
+            "pve1",
+            "a template on local storage clones on its own host"
+        );
+    }
+    for n in ["aaaaa", "bbbbb", "ccccc"] {
+        let v = p
+            .create_server(&req(&format!("prod-pinned-{n}"), "pinned", ""))
+            .await
+            .expect("create");
+        assert!(["pve2", "pve3"].contains(&host_of(&v.id).as_str()));
+    }
+    // A local template restricted to other hosts cannot be placed.
+    let q = provider(&s, &[("bad", "template: k3s-local\nnodes: [pve2]\n")]);
+    let e = q
+        .create_server(&req("prod-bad-aaaaa", "bad", ""))
+        .await
+        .expect_err("no host");
+    assert!(e.to_string().contains("local storage"), "{e}");
+    assert_clean(&s);
+}
+
+#[tokio::test]
+async fn ssh_keys_are_percent_encoded_as_proxmox_expects() {
+    let (s, _) = sim().await;
+    let keys = [
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAI+b/c= alice@laptop",
+        "ssh-rsa AAAAB3NzaC1yc2E= cardno:000609769932",
+    ];
+    let p = provider(
+        &s,
+        &[(
+            "workers",
+            &format!(
+                "template: k3s-shared\nsshKeys: [\"{}\", \"{}\"]\n",
+                keys[0], keys[1]
+            ),
+        )],
+    );
+    let a = p
+        .create_server(&req("prod-workers-aaaaa", "workers", ""))
+        .await
+        .expect("create");
+    let vm = s
+        .guests()
+        .into_iter()
+        .find(|v| v.vmid.to_string() == a.id)
+        .expect("vm");
+    let stored = vm.config.get("sshkeys").cloned().unwrap_or_default();
+    assert_eq!(
+        stored,
+        "ssh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAI%2Bb%2Fc%3D%20alice%40laptop%0Assh-rsa%20AAAAB3NzaC1yc2E%3D%20cardno%3A000609769932"
+    );
+    assert_eq!(stored, pve_urlencode(&keys.join("\n")));
+    assert!(!stored.contains('+') && !stored.contains(' '));
+    assert_clean(&s);
+}
+
+#[tokio::test]
+async fn task_failure_is_surfaced_and_the_half_made_vm_removed() {
+    let (s, _) = sim().await;
+    let p = provider(&s, &[("workers", "template: k3s-shared\n")]);
+    s.fail_next_tasks("qmstart", 1, "start failed: QEMU exited with code 1");
+    let e = p
+        .create_server(&req("prod-workers-aaaaa", "workers", ""))
+        .await
+        .expect_err("start fails");
+    let m = e.to_string();
+    assert!(
+        m.contains("qmstart") && m.contains("start failed: QEMU exited with code 1"),
+        "{m}"
+    );
+    assert!(s.guests().is_empty(), "the half-made VM is destroyed");
+    assert_clean(&s);
+}
+
+#[tokio::test]
+async fn create_failing_leaves_nothing_behind() {
+    let (s, _) = sim().await;
+    let p = provider(&s, &[("workers", "template: k3s-shared\n")]);
+    s.fail_next_tasks("qmclone", 1, "clone failed: storage 'ceph' is full");
+    let e = p
+        .create_server(&req("prod-workers-aaaaa", "workers", ""))
+        .await
+        .expect_err("clone fails");
+    assert!(e.to_string().contains("storage 'ceph' is full"), "{e}");
+    assert!(s.guests().is_empty());
+    // Not a template: a clear error.
+    let q = provider(&s, &[("x", "template: 12345\n")]);
+    let e = q
+        .create_server(&req("prod-x-aaaaa", "x", ""))
+        .await
+        .expect_err("missing template");
+    assert!(matches!(e, CloudError::NotFound { .. }), "{e}");
+    // The next create works.
+    p.create_server(&req("prod-workers-bbbbb", "workers", ""))
+        .await
+        .expect("create");
+    assert_clean(&s);
+}
+
+#[tokio::test]
+async fn guest_agent_join_failure_and_never_ready_show_as_errors() {
+    let (s, events) = sim().await;
+    let p = provider(
+        &s,
+        &[("agents", "template: agent-shared\njoin: guestAgent\n")],
+    );
+    s.set_join_exit_code(3);
+    s.never_ready("prod-agents-stuck");
+    let a = p
+        .create_server(&req("prod-agents-aaaaa", "agents", "#!/bin/sh\nexit 3\n"))
+        .await
+        .expect("create");
+    let b = p
+        .create_server(&req("prod-agents-stuck1", "agents", "#!/bin/sh\ntrue\n"))
+        .await
+        .expect("create");
+    p.wait_for_joins().await;
+    let listed = p.list_servers("prod").await.expect("list");
+    for id in [&a.id, &b.id] {
+        let l = listed.iter().find(|l| &l.id == id).expect("listed");
+        assert_eq!(l.status, ServerStatus::Error, "{l:?}");
+    }
+    assert!(
+        matches!(p.join_state(&a.id), Some(nodewright::cloud::proxmox::JoinState::Failed(m)) if m.contains("exit code 3"))
+    );
+    assert!(
+        matches!(p.join_state(&b.id), Some(nodewright::cloud::proxmox::JoinState::Failed(m)) if m.contains("guest agent"))
+    );
+    assert!(!events
+        .lock()
+        .expect("events")
+        .iter()
+        .any(|e| matches!(e, VmEvent::Booted { .. })));
+    assert_clean(&s);
+}
+
+#[tokio::test]
+async fn leftover_vm_found_by_tags_and_delete_failing_once() {
+    let (s, _) = sim().await;
+    let p = provider(&s, &[("workers", "template: k3s-shared\n")]);
+    let left = s.insert_vm(
+        "pve2",
+        "prod-workers-crash",
+        "nw-c-prod;nw-g-workers;nw-t-1700000000",
+        None,
+    );
+    let untagged = s.insert_vm("pve2", "prod-workers-manual", "", None);
+    let listed = p.list_servers("prod").await.expect("list");
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].id, left.to_string());
+    assert_eq!(listed[0].group.as_deref(), Some("workers"));
+    assert_eq!(
+        listed[0].created,
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
+    );
+    // Without a time tag, the config's meta ctime is used.
+    let no_time = s.insert_vm(
+        "pve1",
+        "prod-workers-notime",
+        "nw-c-prod;nw-g-workers",
+        None,
+    );
+    let l = p.list_servers("prod").await.expect("list");
+    assert!(l.iter().any(|x| x.id == no_time.to_string()
+        && x.created > SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)));
+    s.fail_next_deletes(1);
+    let e = p
+        .delete_server(&left.to_string())
+        .await
+        .expect_err("fails once");
+    assert!(e.to_string().contains("locked"), "{e}");
+    p.delete_server(&left.to_string())
+        .await
+        .expect("second attempt works");
+    assert!(!s.vms().iter().any(|v| v.vmid == left));
+    // Never deletes what is not ours.
+    let e = p
+        .delete_server(&untagged.to_string())
+        .await
+        .expect_err("refused");
+    assert!(e.to_string().contains("not tagged"), "{e}");
+    assert!(s.vms().iter().any(|v| v.vmid == untagged));
+    assert_clean(&s);
+}
+
+// ---------------------------------------------------------------------------
+// End to end: the reconciler with a `provider: proxmox` group.
+
+mod e2e {
+    use super::*;
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Api, Patch, PatchParams};
+    use nodewright::act::Clouds;
+    use nodewright::cluster::{kubeconfig_from_file, KubeCluster};
+    use nodewright::config::Config;
+    use nodewright::reconcile::Reconciler;
+    use nodewright::sim::cluster::{SimCluster, SimClusterOptions, SimNodeSpec};
+    use nodewright::STARTUP_TAINT_KEY;
+
+    pub struct Env {
+        pub cluster: SimCluster,
+        pub pve: SimProxmox,
+        pub dir: tempfile::TempDir,
+    }
+
+    impl Drop for Env {
+        fn drop(&mut self) {
+            self.cluster.shutdown();
+        }
+    }
+
+    pub async fn env() -> Env {
+        let cluster = SimCluster::start(SimClusterOptions {
+            node_ready_delay: Duration::from_millis(200),
+            pod_start_delay: Duration::from_millis(100),
+            ..SimClusterOptions::default()
+        })
+        .await
+        .expect("cluster");
+        cluster
+            .add_node(
+                SimNodeSpec::new("control-plane", 4 << 30)
+                    .label("node-role.kubernetes.io/control-plane", "true")
+                    .taint("node-role.kubernetes.io/control-plane", None, "NoSchedule"),
+            )
+            .expect("control plane");
+        let pve = sim_with(SimProxmoxOptions {
+            hook: Some(cluster.vm_hook()),
+            ..SimProxmoxOptions::default()
+        })
+        .await;
+        let dir = tempfile::tempdir().expect("tmp");
+        cluster
+            .write_kubeconfig(&dir.path().join("kubeconfig"))
+            .expect("kubeconfig");
+        std::fs::create_dir_all(dir.path().join("templates")).expect("dir");
+        std::fs::write(
+            dir.path().join("templates/join.sh.j2"),
+            "#!/bin/sh\nexec k3s agent --server {{ k3s_url }} {{ k3s_node_args | join(\" \") }}\n",
+        )
+        .expect("template");
+        Env { cluster, pve, dir }
+    }
+
+    pub async fn reconciler(env: &Env, groups: &str) -> Reconciler {
+        let path = env.dir.path().join("autoscaler.yaml");
+        std::fs::write(
+            &path,
+            format!(
+                "clusterName: e2e\nfreeMemoryTarget: 0 B\nprovisionTimeout: 4s\nscanInterval: 200ms\ntemplatesDir: {}\nnodeGroups:\n{groups}",
+                env.dir.path().join("templates").display()
+            ),
+        )
+        .expect("config");
+        let config = Config::load(&path).expect("config loads");
+        let creds = token_creds(&env.pve);
+        let settings: BTreeMap<String, ProxmoxSettings> = config
+            .node_groups
+            .iter()
+            .filter_map(|g| g.proxmox.clone().map(|s| (g.name.clone(), s)))
+            .collect();
+        let provider =
+            Arc::new(ProxmoxProvider::with_options(creds, settings, fast()).expect("provider"));
+        let mut clouds = Clouds::new();
+        for g in &config.node_groups {
+            clouds.add_group(&g.name, provider.clone());
+        }
+        let kube = kubeconfig_from_file(&env.dir.path().join("kubeconfig"))
+            .await
+            .expect("kubeconfig");
+        let client = kube::Client::try_from(kube).expect("client");
+        Reconciler {
+            config: Arc::new(config),
+            cluster: Arc::new(KubeCluster::new(client)),
+            clouds,
+            dry_run: false,
+        }
+    }
+
+    pub fn group(name: &str, min: u32, proxmox: &str) -> String {
+        format!(
+            "  - name: {name}\n    provider: proxmox\n    minSize: {min}\n    maxSize: 3\n    proxmox: {proxmox}\n    userData:\n      template: join.sh.j2\n      variables: {{k3s_url: \"https://192.0.2.1:6443\"}}\n"
+        )
+    }
+
+    pub fn ready_joined(n: &Node) -> bool {
+        let ready = n
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        let tainted = n
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .is_some_and(|ts| ts.iter().any(|t| t.key == STARTUP_TAINT_KEY));
+        ready && !tainted
+    }
+
+    /// Runs cycles (errors tolerated: a failing delete is retried next cycle) until `done`.
+    pub async fn drive(
+        rec: &Reconciler,
+        timeout: Duration,
+        done: impl Fn() -> bool,
+    ) -> Vec<String> {
+        let start = Instant::now();
+        let mut errors = Vec::new();
+        loop {
+            match rec.cycle(SystemTime::now()).await {
+                Err(e) => errors.push(e.to_string()),
+                Ok(r) => {
+                    if std::env::var_os("NW_DEBUG").is_some() {
+                        eprintln!("{:?} {:?}", r.decision.action, r.decision.reasons);
+                        if let Ok(snap) = rec.observe().await {
+                            eprintln!("servers: {:?}", snap.servers);
+                        }
+                    }
+                }
+            }
+            if done() {
+                return errors;
+            }
+            assert!(
+                start.elapsed() < timeout,
+                "did not converge in {timeout:?}; errors: {errors:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    pub async fn cordon(env: &Env, name: &str) {
+        let client = env.cluster.kube_client().await.expect("client");
+        let nodes: Api<Node> = Api::all(client);
+        nodes
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}})),
+            )
+            .await
+            .expect("cordon");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e2e_reconciler_scales_proxmox_groups_up_and_down() {
+    let env = e2e::env().await;
+    let groups = format!(
+        "{}{}",
+        e2e::group("ci", 1, "{template: k3s-shared}"),
+        e2e::group("ga", 1, "{template: agent-shared, join: guestAgent}")
+    );
+    let rec = e2e::reconciler(&env, &groups).await;
+    let joined = |env: &e2e::Env| -> Vec<String> {
+        env.cluster
+            .nodes()
+            .into_iter()
+            .filter(|n| e2e::ready_joined(n))
+            .filter_map(|n| n.metadata.name)
+            .filter(|n| n.starts_with("e2e-"))
+            .collect()
+    };
+    e2e::drive(&rec, Duration::from_secs(30), || joined(&env).len() == 2).await;
+    let names = joined(&env);
+    assert!(
+        names.iter().any(|n| n.starts_with("e2e-ci-"))
+            && names.iter().any(|n| n.starts_with("e2e-ga-")),
+        "{names:?}"
+    );
+    for n in &names {
+        let node = env.cluster.node(n).expect("node");
+        let labels = node.metadata.labels.unwrap_or_default();
+        assert_eq!(
+            labels.get(nodewright::LABEL_CLUSTER).map(String::as_str),
+            Some("e2e")
+        );
+    }
+    assert_eq!(env.pve.guests().len(), 2);
+
+    // Scale down: minSize 0, both nodes cordoned → node and VM removed (stop + destroy).
+    let groups = format!(
+        "{}{}",
+        e2e::group("ci", 0, "{template: k3s-shared}"),
+        e2e::group("ga", 0, "{template: agent-shared, join: guestAgent}")
+    );
+    let rec = e2e::reconciler(&env, &groups).await;
+    for n in &names {
+        e2e::cordon(&env, n).await;
+    }
+    env.pve.fail_next_deletes(1);
+    let errors = e2e::drive(&rec, Duration::from_secs(30), || {
+        env.pve.guests().is_empty()
+    })
+    .await;
+    assert!(
+        errors.iter().any(|e| e.contains("locked")),
+        "the failed delete surfaced: {errors:?}"
+    );
+    for n in &names {
+        assert!(env.cluster.node(n).is_none());
+    }
+    assert_clean(&env.pve);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e2e_never_ready_and_leftover_vms_are_removed_after_provision_timeout() {
+    let env = e2e::env().await;
+    // A VM of ours left behind by a crash long ago, never joined.
+    env.pve.insert_vm(
+        "pve3",
+        "e2e-stuck-crash1",
+        "nw-c-e2e;nw-g-stuck;nw-t-1700000000",
+        None,
+    );
+    env.pve.never_ready("e2e-stuck-");
+    let rec = e2e::reconciler(&env, &e2e::group("stuck", 1, "{template: k3s-shared}")).await;
+    // By name: Proxmox (and the simulator) hands out the lowest free VM id again.
+    let created: Arc<Mutex<BTreeSet<String>>> = Arc::default();
+    let seen = created.clone();
+    let pve = env.pve.clone();
+    // Converges when the leftover is gone and a VM created by us was also removed after
+    // the provision timeout (the group keeps trying to reach minSize).
+    e2e::drive(&rec, Duration::from_secs(40), move || {
+        let guests = pve.guests();
+        let now: BTreeSet<String> = guests.iter().map(|v| v.name.clone()).collect();
+        let mut s = seen.lock().unwrap_or_else(|p| p.into_inner());
+        let removed_ours = s.iter().any(|n| !now.contains(n));
+        s.extend(
+            guests
+                .iter()
+                .filter(|v| v.name != "e2e-stuck-crash1")
+                .map(|v| v.name.clone()),
+        );
+        !now.contains("e2e-stuck-crash1") && removed_ours
+    })
+    .await;
+    assert!(env.cluster.nodes().iter().all(|n| !n
+        .metadata
+        .name
+        .as_deref()
+        .unwrap_or("")
+        .starts_with("e2e-stuck")));
+    assert_clean(&env.pve);
+}
