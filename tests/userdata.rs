@@ -66,6 +66,7 @@ fn config(template: &str, vars: serde_json::Value) -> UserDataConfig {
         template: template.to_string(),
         format: None,
         variables: serde_json::from_value(vars).unwrap_or_else(|e| panic!("vars: {e}")),
+        variable_files: Default::default(),
     }
 }
 

@@ -696,6 +696,7 @@ mod tests {
             template: template.to_string(),
             format: None,
             variables: serde_json::from_value(vars).unwrap_or_default(),
+            variable_files: Default::default(),
         }
     }
 
