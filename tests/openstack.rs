@@ -1114,3 +1114,52 @@ async fn real_glance_answers_an_unknown_image_id_with_an_html_404() {
         .unwrap()
         .contains("<h1>404 Not Found</h1>"));
 }
+
+#[tokio::test]
+async fn real_nova_omits_the_fault_of_an_unscheduled_server_from_the_detail_list() {
+    // "No valid host" leaves the server in cell0; real Nova's GET /servers/detail then
+    // has no "fault" for it, GET /servers/{id} has {"code": 500, "message":
+    // "No valid host was found. "} (trailing space and all).
+    let f = fixture_with(
+        SimOpenStackOptions {
+            boot_delay: Duration::from_millis(10),
+            ..Default::default()
+        },
+        false,
+        settings("m1.small", "fedora-coreos", None),
+    )
+    .await;
+    f.sim.fail_next_creates(1, CreateFailure::NoValidHost);
+    let s = f
+        .provider
+        .create_server(&request("c1-nvh", "c1", "x"))
+        .await
+        .unwrap();
+    wait_for_status(&f, "c1", &s.id, ServerStatus::Error).await;
+    let http = raw_client();
+    let (compute, token) = raw_compute(&f.sim, &http).await;
+    let get = |url: String| {
+        let (http, token) = (http.clone(), token.clone());
+        async move {
+            http.get(url)
+                .header("X-Auth-Token", &token)
+                .header("OpenStack-API-Version", "compute 2.79")
+                .send()
+                .await
+                .unwrap()
+                .json::<serde_json::Value>()
+                .await
+                .unwrap()
+        }
+    };
+    let list = get(format!("{compute}/servers/detail")).await;
+    let listed = &list["servers"][0];
+    assert_eq!(listed["status"], "ERROR");
+    assert!(listed.get("fault").is_none(), "{listed}");
+    let shown = get(format!("{compute}/servers/{}", s.id)).await;
+    assert_eq!(shown["server"]["fault"]["code"], 500);
+    assert_eq!(
+        shown["server"]["fault"]["message"],
+        "No valid host was found. "
+    );
+}

@@ -197,6 +197,8 @@ struct AdminServer {
     user_data: Option<String>,
     ram_mib: u64,
     vcpus: u32,
+    fault: String,
+    fault_code: Option<u64>,
 }
 
 fn admin_server(v: &Value) -> AdminServer {
@@ -212,6 +214,8 @@ fn admin_server(v: &Value) -> AdminServer {
         user_data,
         ram_mib: v["flavor"]["ram"].as_u64().unwrap_or(0),
         vcpus: v["flavor"]["vcpus"].as_u64().unwrap_or(0) as u32,
+        fault: v["fault"]["message"].as_str().unwrap_or_default().into(),
+        fault_code: v["fault"]["code"].as_u64(),
     }
 }
 
@@ -288,6 +292,18 @@ impl Admin {
             .map(admin_server)
             .filter(|s| s.metadata.get(CLUSTER_TAG).map(String::as_str) == Some(cluster))
             .collect()
+    }
+
+    /// `GET /servers/{id}`: unlike the detail list, it always carries the fault.
+    async fn server(&self, id: &str) -> AdminServer {
+        let resp = self
+            .nova(self.http.get(format!("{}/servers/{id}", self.compute)))
+            .send()
+            .await
+            .expect("Nova answers");
+        assert!(resp.status().is_success(), "admin show: {}", resp.status());
+        let v: Value = resp.json().await.expect("server");
+        admin_server(&v["server"])
     }
 
     /// HTTP status of `GET /servers/{id}`.
@@ -680,7 +696,129 @@ async fn real_quota_exceeded_is_a_quota_error() {
     assert!(err.to_string().contains("instances"), "{err}");
     p.delete_server(&first.id).await.expect("delete");
     wait_gone(&p, &cluster, &first.id).await;
+
+    // Creates at the same moment race past the API's check: Nova accepts them and its
+    // recheck after scheduling puts the extra ones in ERROR with a 413 fault. Either
+    // way, no more than the quota ever becomes ACTIVE.
+    let requests: Vec<CreateRequest> = (3..6)
+        .map(|i| {
+            request(
+                &format!("{cluster}-workers-0000{i}"),
+                &cluster,
+                "#!/bin/sh\n",
+            )
+        })
+        .collect();
+    let results = futures::future::join_all(requests.iter().map(|r| p.create_server(r))).await;
+    let accepted: Vec<Server> = results
+        .into_iter()
+        .filter_map(|r| match r {
+            Ok(s) => Some(s),
+            Err(CloudError::Quota { .. }) => None,
+            Err(e) => panic!("a create over the quota failed otherwise: {e:?}"),
+        })
+        .collect();
+    assert!(!accepted.is_empty(), "one of them fits");
+    let start = Instant::now();
+    let settled = loop {
+        let listed = p.list_servers(&cluster).await.expect("list");
+        let mine: Vec<&Server> = listed
+            .iter()
+            .filter(|s| accepted.iter().any(|a| a.id == s.id))
+            .collect();
+        if mine.len() == accepted.len()
+            && mine
+                .iter()
+                .all(|s| matches!(s.status, ServerStatus::Active | ServerStatus::Error))
+        {
+            break listed;
+        }
+        assert!(start.elapsed() < BOOT_TIMEOUT, "not settled: {listed:?}");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
+    let active = settled
+        .iter()
+        .filter(|s| s.status == ServerStatus::Active)
+        .count();
+    assert!(active <= 1, "over the quota: {settled:?}");
+    for listed in admin.servers(&cluster).await {
+        let s = admin.server(&listed.id).await;
+        if s.status == "ERROR" {
+            assert_eq!(s.fault_code, Some(413), "{s:?}");
+            assert!(s.fault.starts_with("Quota exceeded for instances"), "{s:?}");
+        }
+    }
+    eprintln!(
+        "concurrent creates over a quota of 1: {} accepted, {active} ACTIVE, {} ERROR",
+        accepted.len(),
+        accepted.len() - active
+    );
+    admin.delete_cluster(&cluster).await;
     admin.reset_quota(&project).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_no_valid_host_shows_as_error_status() {
+    let os = real_os_or_skip!("real_no_valid_host_shows_as_error_status");
+    let admin = Admin::login(&os).await;
+    let cluster = unique_cluster("nv");
+    let _guard = ClusterGuard {
+        admin: admin.clone(),
+        cluster: cluster.clone(),
+    };
+    // m1.toobig wants more memory than the fake hypervisor has: accepted, then ERROR.
+    let p = provider(
+        &os.password,
+        settings("m1.toobig", "nodewright-test-image", None),
+    );
+    let s = p
+        .create_server(&request(
+            &format!("{cluster}-workers-big01"),
+            &cluster,
+            "#!/bin/sh\n",
+        ))
+        .await
+        .expect("Nova accepts it");
+    let failed = wait_for_status(&p, &cluster, &s.id, ServerStatus::Error).await;
+    assert_eq!(failed.name, s.name);
+    // Never scheduled, so in cell0: the detail list has no fault, GET has it, with the
+    // text the simulator uses for CreateFailure::NoValidHost.
+    let listed = admin.servers(&cluster).await;
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].fault, "", "{listed:?}");
+    let shown = admin.server(&s.id).await;
+    assert_eq!(shown.fault, "No valid host was found. ", "{shown:?}");
+    assert_eq!(shown.fault_code, Some(500));
+    p.delete_server(&s.id).await.expect("delete");
+    wait_gone(&p, &cluster, &s.id).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_wrong_password_or_secret_is_an_auth_error() {
+    let os = real_os_or_skip!("real_wrong_password_or_secret_is_an_auth_error");
+    let dir = tempfile::tempdir().expect("tempdir");
+    for (file, key) in [
+        (&os.password, "OS_PASSWORD"),
+        (&os.appcred, "OS_APPLICATION_CREDENTIAL_SECRET"),
+    ] {
+        let text = std::fs::read_to_string(file).expect("credentials file");
+        let bad: String = text
+            .lines()
+            .map(|l| {
+                if l.starts_with(&format!("{key}:")) {
+                    format!("{key}: \"not-the-secret\"\n")
+                } else {
+                    format!("{l}\n")
+                }
+            })
+            .collect();
+        let path = dir.path().join("bad.yaml");
+        std::fs::write(&path, bad).expect("write");
+        let p = provider(&path, settings("m1.small", "nodewright-test-image", None));
+        let err = p.verify().await.expect_err("wrong credentials are refused");
+        assert!(matches!(err, CloudError::Auth { .. }), "{key}: {err:?}");
+        assert!(err.to_string().contains("401"), "{err}");
+    }
 }
 
 // ---------------------------------------------------------------------------

@@ -817,7 +817,20 @@ async fn list_servers(
         },
     };
     let page: Vec<&SimServer> = all.iter().skip(start).take(limit).copied().collect();
-    let servers: Vec<Value> = page.iter().map(|s| server_json(&shared, s, mv)).collect();
+    let servers: Vec<Value> = page
+        .iter()
+        .map(|s| {
+            let mut v = server_json(&shared, s, mv);
+            // A server no host was found for stays in cell0, and real Nova's detail
+            // list leaves out the fault of cell0 servers: only GET /servers/{id} has it.
+            if s.fault.as_deref() == Some(NO_VALID_HOST) {
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("fault");
+                }
+            }
+            v
+        })
+        .collect();
     let mut body = json!({ "servers": servers });
     if limit > 0 && page.len() == limit && start + limit < all.len() {
         if let Some(last) = page.last() {
@@ -1015,7 +1028,8 @@ async fn create_server(
     resp
 }
 
-const NO_VALID_HOST: &str = "No valid host was found. There are not enough hosts available.";
+/// Real Nova's fault message, trailing space included.
+const NO_VALID_HOST: &str = "No valid host was found. ";
 
 /// Code of a server fault as real Nova reports it: 413 for the quota recheck, else 500.
 fn fault_code(message: &str) -> u16 {

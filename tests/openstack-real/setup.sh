@@ -386,6 +386,8 @@ flavor() { # flavor NAME RAM_MIB VCPUS: a public flavor, Nova picks the id (a UU
 }
 SMALL=$(flavor m1.small 2048 1)
 LARGE=$(flavor m1.large 8192 2)
+# More memory than the fake hypervisor has (800000 MiB): Nova accepts, then "No valid host".
+flavor m1.toobig 1048576 1 >/dev/null
 
 qemu-img create -q -f qcow2 "$DATA/nodewright-test.qcow2" 64M
 IMAGE=$(api POST "$GLANCE/v2/images" '{"name":"nodewright-test-image","disk_format":"qcow2","container_format":"bare","visibility":"public"}' | jget "d['id']")
@@ -409,14 +411,17 @@ yaml() { # yaml FILE KEY=VALUE...
   for kv in "$@"; do printf '%s: "%s"\n' "${kv%%=*}" "${kv#*=}" >>"$f"; done
   chmod 600 "$f"
 }
-yaml "$BASE/nodewright-password.yaml" OS_AUTH_URL=$KS OS_IDENTITY_API_VERSION=3 OS_USERNAME=nodewright \
-  OS_PASSWORD=$PW OS_USER_DOMAIN_NAME=Default OS_PROJECT_NAME=nodewright OS_PROJECT_DOMAIN_NAME=Default \
-  OS_REGION=$REGION
+# The forms users have: password with OS_PROJECT_NAME (project domain = user domain) ...
+yaml "$BASE/nodewright-password.yaml" OS_AUTH_URL=$KS OS_USERNAME=nodewright OS_PASSWORD=$PW \
+  OS_USER_DOMAIN_NAME=Default OS_PROJECT_NAME=nodewright OS_REGION=$REGION
+# ... an application credential (already scoped to its project) ...
 yaml "$BASE/nodewright-appcred.yaml" OS_AUTH_TYPE=v3applicationcredential OS_AUTH_URL=$KS \
   OS_IDENTITY_API_VERSION=3 OS_APPLICATION_CREDENTIAL_ID="$APPCRED_ID" \
   OS_APPLICATION_CREDENTIAL_SECRET="$APPCRED_SECRET" OS_REGION_NAME=$REGION OS_INTERFACE=public
-yaml "$BASE/nodewright-quota.yaml" OS_AUTH_URL=$KS OS_USERNAME=nodewright OS_PASSWORD=$PW \
-  OS_USER_DOMAIN_NAME=Default OS_TENANT_NAME=nodewright-quota OS_PROJECT_DOMAIN_NAME=Default OS_REGION=$REGION
+# ... and the older OS_TENANT_NAME form with an explicit project domain (quota tests).
+yaml "$BASE/nodewright-quota.yaml" OS_AUTH_URL=$KS OS_IDENTITY_API_VERSION=3 OS_USERNAME=nodewright \
+  OS_PASSWORD=$PW OS_USER_DOMAIN_NAME=Default OS_TENANT_NAME=nodewright-quota OS_PROJECT_DOMAIN_NAME=Default \
+  OS_REGION=$REGION
 yaml "$BASE/admin.yaml" OS_AUTH_URL=$KS OS_USERNAME=admin OS_PASSWORD=$PW OS_USER_DOMAIN_NAME=Default \
   OS_PROJECT_NAME=admin OS_PROJECT_DOMAIN_NAME=Default OS_REGION=$REGION
 cat >"$BASE/resources.env" <<EOF
