@@ -140,10 +140,13 @@ async fn cluster() -> SimCluster {
     )
     .expect("pdb");
     let settled = sim
-        .wait_until(WAIT, |s| {
-            let pods = s.pods();
-            pods.len() == 7 && pods.iter().all(|p| phase(p) == "Running")
-        })
+        .wait_until(
+            |s| {
+                let pods = s.pods();
+                pods.len() == 7 && pods.iter().all(|p| phase(p) == "Running")
+            },
+            WAIT,
+        )
         .await;
     assert!(settled, "cluster did not settle: {:?}", sim.pods());
     sim
@@ -220,18 +223,21 @@ async fn cordon_and_drain() {
     assert_eq!(left.len(), 1, "{left:?}");
     assert_eq!(owner_kind(&left[0]), Some("DaemonSet"));
     let settled = sim
-        .wait_until(WAIT, |s| {
-            let web: Vec<Pod> = s
-                .pods()
-                .into_iter()
-                .filter(|p| owner_kind(p) == Some("ReplicaSet"))
-                .collect();
-            web.len() == 4
-                && web.iter().all(|p| {
-                    phase(p) == "Running"
-                        && p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some("w2")
-                })
-        })
+        .wait_until(
+            |s| {
+                let web: Vec<Pod> = s
+                    .pods()
+                    .into_iter()
+                    .filter(|p| owner_kind(p) == Some("ReplicaSet"))
+                    .collect();
+                web.len() == 4
+                    && web.iter().all(|p| {
+                        phase(p) == "Running"
+                            && p.spec.as_ref().and_then(|s| s.node_name.as_deref()) == Some("w2")
+                    })
+            },
+            WAIT,
+        )
         .await;
     assert!(
         settled,

@@ -379,9 +379,11 @@ async fn eviction_honours_disruption_budgets() {
     )
     .expect("pdb");
     assert!(
-        sim.wait_until(WAIT, |s| running_pods(s, "strict-").len() == 2
-            && running_pods(s, "loose-").len() == 2)
-            .await
+        sim.wait_until(
+            |s| running_pods(s, "strict-").len() == 2 && running_pods(s, "loose-").len() == 2,
+            WAIT
+        )
+        .await
     );
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
@@ -414,15 +416,17 @@ async fn eviction_honours_disruption_budgets() {
     );
 
     assert!(
-        sim.wait_until(WAIT, |s| s.pdbs().iter().any(|p| p
-            .metadata
-            .name
-            .as_deref()
-            == Some("loose")
-            && p.status
-                .as_ref()
-                .is_some_and(|st| st.disruptions_allowed == Some(1))))
-            .await
+        sim.wait_until(
+            |s| s
+                .pdbs()
+                .iter()
+                .any(|p| p.metadata.name.as_deref() == Some("loose")
+                    && p.status
+                        .as_ref()
+                        .is_some_and(|st| st.disruptions_allowed == Some(1))),
+            WAIT
+        )
+        .await
     );
     let pdbs: Api<PodDisruptionBudget> = Api::namespaced(client.clone(), "default");
     assert_eq!(
@@ -453,7 +457,7 @@ async fn eviction_honours_disruption_budgets() {
     assert_eq!(err.code, 429);
     assert!(sim.pod("default", &first).is_none());
     assert!(
-        sim.wait_until(WAIT, |s| running_pods(s, "loose-").len() == 2)
+        sim.wait_until(|s| running_pods(s, "loose-").len() == 2, WAIT)
             .await,
         "ReplicaSet replaced the evicted pod"
     );
@@ -621,7 +625,7 @@ async fn scheduler_waits_for_a_vm_node_and_its_startup_taint() {
                 })
         })
     };
-    assert!(sim.wait_until(WAIT, |s| unschedulable(s, "0/1 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }.")).await,
+    assert!(sim.wait_until(|s| unschedulable(s, "0/1 nodes are available: 1 node(s) had untolerated taint {node-role.kubernetes.io/control-plane: }."), WAIT).await,
         "pods: {:?}", sim.pods());
 
     let user_data = "#!/bin/sh\ncurl -sfL https://get.k3s.io | sh -s - agent --node-label nodewright.io/group=small \
@@ -633,7 +637,7 @@ async fn scheduler_waits_for_a_vm_node_and_its_startup_taint() {
         memory_bytes: 4 * GIB,
         cpus: 2,
     });
-    assert!(sim.wait_until(WAIT, |s| s.node("small-1").is_some()).await);
+    assert!(sim.wait_until(|s| s.node("small-1").is_some(), WAIT).await);
     let node = sim.node("small-1").expect("registered");
     assert_eq!(
         node.labels().get("nodewright.io/group").map(String::as_str),
@@ -661,12 +665,15 @@ async fn scheduler_waits_for_a_vm_node_and_its_startup_taint() {
             .iter()
             .any(|c| c.type_ == "Ready" && c.status == "True")
     };
-    assert!(sim.wait_until(WAIT, ready).await);
+    assert!(sim.wait_until(ready, WAIT).await);
     assert!(
-        sim.wait_until(WAIT, |s| unschedulable(
-            s,
-            "1 node(s) had untolerated taint {nodewright.io/startup: true}"
-        ))
+        sim.wait_until(
+            |s| unschedulable(
+                s,
+                "1 node(s) had untolerated taint {nodewright.io/startup: true}"
+            ),
+            WAIT
+        )
         .await
     );
 
@@ -681,10 +688,13 @@ async fn scheduler_waits_for_a_vm_node_and_its_startup_taint() {
         .await
         .expect("untaint");
     assert!(
-        sim.wait_until(WAIT, |s| running_pods(s, "app-")
-            .iter()
-            .any(|p| node_of(p) == Some("small-1")))
-            .await
+        sim.wait_until(
+            |s| running_pods(s, "app-")
+                .iter()
+                .any(|p| node_of(p) == Some("small-1")),
+            WAIT
+        )
+        .await
     );
     let images: Vec<String> = sim
         .node("small-1")
@@ -699,7 +709,7 @@ async fn scheduler_waits_for_a_vm_node_and_its_startup_taint() {
     // A second pod does not fit in the remaining memory.
     sim.scale_replicaset("default", "app", 4).expect("scale");
     assert!(
-        sim.wait_until(WAIT, |s| unschedulable(s, "1 Insufficient memory"))
+        sim.wait_until(|s| unschedulable(s, "1 Insufficient memory"), WAIT)
             .await,
         "pods: {:?}",
         sim.pods()
@@ -719,7 +729,7 @@ async fn scheduler_waits_for_a_vm_node_and_its_startup_taint() {
     assert_eq!(cond.status, "Unknown");
     sim.delete_node("small-1").expect("delete node");
     assert!(
-        sim.wait_until(WAIT, |s| s.pods_on("small-1").is_empty())
+        sim.wait_until(|s| s.pods_on("small-1").is_empty(), WAIT)
             .await,
         "pod GC"
     );
@@ -737,7 +747,7 @@ async fn ignition_user_data_without_startup_taint_registers_untainted() {
         memory_bytes: 2 * GIB,
         cpus: 1,
     });
-    assert!(sim.wait_until(WAIT, |s| s.node("ign-1").is_some()).await);
+    assert!(sim.wait_until(|s| s.node("ign-1").is_some(), WAIT).await);
     let node = sim.node("ign-1").expect("node");
     assert_eq!(
         node.labels().get("nodewright.io/group").map(String::as_str),
@@ -767,13 +777,16 @@ async fn run_to_completion_pods_and_daemonsets() {
     )
     .expect("pod");
     assert!(
-        sim.wait_until(WAIT, |s| s
-            .pod("default", "job")
-            .is_some_and(|p| phase(&p) == "Succeeded"))
-            .await
+        sim.wait_until(
+            |s| s
+                .pod("default", "job")
+                .is_some_and(|p| phase(&p) == "Succeeded"),
+            WAIT
+        )
+        .await
     );
     assert!(
-        sim.wait_until(WAIT, |s| running_pods(s, "agent-").len() == 2)
+        sim.wait_until(|s| running_pods(s, "agent-").len() == 2, WAIT)
             .await,
         "one daemon pod per node, taints tolerated"
     );
@@ -796,10 +809,13 @@ async fn run_to_completion_pods_and_daemonsets() {
         Some("Always")
     );
     assert!(
-        sim.wait_until(WAIT, |s| s
-            .pod("default", "api-pod")
-            .is_some_and(|p| phase(&p) == "Running" && node_of(&p) == Some("n1")))
-            .await
+        sim.wait_until(
+            |s| s
+                .pod("default", "api-pod")
+                .is_some_and(|p| phase(&p) == "Running" && node_of(&p) == Some("n1")),
+            WAIT
+        )
+        .await
     );
     let on_n1 = pods
         .list(&ListParams::default().fields("spec.nodeName=n1,status.phase!=Succeeded"))

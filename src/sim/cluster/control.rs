@@ -313,8 +313,8 @@ impl SimCluster {
     /// `timeout` passes; returns whether it held.
     pub async fn wait_until(
         &self,
-        timeout: Duration,
         mut pred: impl FnMut(&SimCluster) -> bool,
+        timeout: Duration,
     ) -> bool {
         let deadline = tokio::time::Instant::now() + timeout;
         let mut changed = self.inner.store.subscribe();

@@ -123,6 +123,13 @@ fn register(
             for (k, v) in &reg.labels {
                 labels.insert(k.clone(), json!(v));
             }
+            for (kind, reason) in [
+                ("MemoryPressure", "KubeletHasSufficientMemory"),
+                ("DiskPressure", "KubeletHasNoDiskPressure"),
+                ("PIDPressure", "KubeletHasSufficientPID"),
+            ] {
+                set_condition(node, kind, "False", reason, "");
+            }
             set_condition(
                 node,
                 "Ready",
