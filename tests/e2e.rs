@@ -441,14 +441,17 @@ async fn killed_mid_scale_up_the_restarted_process_converges_without_orphans_or_
     let _second = spawn_run(&env, &config_path);
     let converged = env
         .cluster
-        .wait_until(Duration::from_secs(60), |c| {
-            let pods: Vec<Pod> = c
-                .pods()
-                .into_iter()
-                .filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("web")))
-                .collect();
-            pods.len() == 5 && pods.iter().all(|p| phase(p) == "Running")
-        })
+        .wait_until(
+            |c| {
+                let pods: Vec<Pod> = c
+                    .pods()
+                    .into_iter()
+                    .filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("web")))
+                    .collect();
+                pods.len() == 5 && pods.iter().all(|p| phase(p) == "Running")
+            },
+            Duration::from_secs(60),
+        )
         .await;
     assert!(converged, "pods not all running after restart");
     // Let the new process run a few more cycles, then look for orphans and duplicates.
@@ -508,4 +511,60 @@ async fn a_node_that_is_no_longer_needed_is_drained_and_removed() {
         assert!(!matches!(r.decision.action, Action::ScaleUp { .. }), "{:?}", r.decision);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Regression: kube's default client retried the 429 of a PDB-refused eviction (which
+/// has no Retry-After) for minutes, stalling the whole cycle.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pdb_refused_eviction_returns_at_once_instead_of_retrying_for_minutes() {
+    use nodewright::cluster::{ClusterApi, Eviction, KubeCluster};
+    use nodewright::plan::PodRef;
+    use nodewright::sim::cluster::PdbBudget;
+    let (env, _rec) = setup("").await;
+    env.cluster
+        .add_node(nodewright::sim::cluster::SimNodeSpec::new("n1", 8 * GI))
+        .expect("node");
+    env.cluster
+        .add_replicaset("default", "db", 1, SimPodTemplate::new("postgres:16", GI))
+        .expect("rs");
+    env.cluster
+        .add_pdb(
+            "default",
+            "db",
+            std::collections::BTreeMap::from([("app".to_string(), "db".to_string())]),
+            PdbBudget::MinAvailable(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1)),
+        )
+        .expect("pdb");
+    assert!(
+        env.cluster
+            .wait_until(
+                |c| {
+                    let pods = c.pods();
+                    !pods.is_empty() && pods.iter().all(|p| phase(p) == "Running")
+                },
+                Duration::from_secs(10)
+            )
+            .await
+    );
+    let pod = app_pods(&env, "db")[0].metadata.name.clone().expect("name");
+    let kube = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(&env.kubeconfig).expect("kubeconfig"),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("config");
+    let cluster = KubeCluster::new(nodewright::cluster::client_from_config(kube).expect("client"));
+    let started = Instant::now();
+    let r = tokio::time::timeout(
+        Duration::from_secs(10),
+        cluster.evict(&PodRef {
+            namespace: "default".into(),
+            name: pod,
+        }),
+    )
+    .await
+    .expect("eviction answered within 10s")
+    .expect("no error");
+    assert!(matches!(r, Eviction::Blocked(ref m) if m.contains("disruption budget")), "{r:?}");
+    assert!(started.elapsed() < Duration::from_secs(5));
 }

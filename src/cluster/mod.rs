@@ -72,6 +72,14 @@ pub async fn client_from_env() -> Result<kube::Client, ClusterError> {
                 message: e.to_string(),
             })?,
     };
+    client_from_config(config)
+}
+
+/// A client that does not retry on its own: a 429 from an eviction blocked by a
+/// PodDisruptionBudget carries no Retry-After and would otherwise be retried for minutes,
+/// stalling the cycle; the loop itself is the retry.
+pub fn client_from_config(mut config: kube::Config) -> Result<kube::Client, ClusterError> {
+    config.default_retry = false;
     kube::Client::try_from(config).map_err(|e| ClusterError::Api {
         call: "building the Kubernetes client".into(),
         source: Box::new(e),

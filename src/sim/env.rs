@@ -157,7 +157,7 @@ impl SimEnv {
     /// but without reading the process environment.
     pub async fn reconciler(&self, config: Config) -> anyhow::Result<Reconciler> {
         let kube = kubeconfig_from_file(&self.kubeconfig).await?;
-        let client = kube::Client::try_from(kube)?;
+        let client = crate::cluster::client_from_config(kube)?;
         let credentials = self.credentials.clone();
         let clouds = build_clouds_with(&config, |kind| {
             (kind == ProviderKind::Openstack).then(|| credentials.clone())
