@@ -898,7 +898,7 @@ async fn e2e_reconciler_scales_proxmox_groups_up_and_down() {
         env.cluster
             .nodes()
             .into_iter()
-            .filter(|n| e2e::ready_joined(n))
+            .filter(e2e::ready_joined)
             .filter_map(|n| n.metadata.name)
             .filter(|n| n.starts_with("e2e-"))
             .collect()

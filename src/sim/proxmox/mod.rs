@@ -1006,7 +1006,7 @@ async fn respond(
                 Some(vm) if vm.status == "running" && vm.booted => data(json!({ "result": {} })),
                 _ => fail(
                     StatusCode::INTERNAL_SERVER_ERROR,
-                    &format!("QEMU guest agent is not running"),
+                    "QEMU guest agent is not running",
                 ),
             }
         }
