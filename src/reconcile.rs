@@ -47,10 +47,11 @@ impl Reconciler {
     /// Reads nodes, pods and our servers from every provider, concurrently.
     pub async fn observe(&self) -> Result<Snapshot, CycleError> {
         let cluster_name = &self.config.cluster_name;
-        let (nodes, pods, pdbs) = tokio::try_join!(
+        let (nodes, pods, pdbs, volume_attachments) = tokio::try_join!(
             self.cluster.nodes(),
             self.cluster.pods(),
-            self.cluster.pdbs()
+            self.cluster.pdbs(),
+            self.cluster.volume_attachments()
         )?;
         let providers = self.clouds.distinct();
         let listings = futures::future::try_join_all(
@@ -76,6 +77,7 @@ impl Reconciler {
             servers,
             group_memory,
             pdbs,
+            volume_attachments,
         })
     }
 

@@ -568,3 +568,45 @@ async fn pdb_refused_eviction_returns_at_once_instead_of_retrying_for_minutes() 
     assert!(matches!(r, Eviction::Blocked(ref m) if m.contains("disruption budget")), "{r:?}");
     assert!(started.elapsed() < Duration::from_secs(5));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_node_is_deleted_only_after_its_volumes_detach() {
+    let (env, rec) = setup("freeMemoryTarget: 0 B").await;
+    let mut cfg = (*rec.config).clone();
+    cfg.node_groups[0].min_size = 1;
+    let rec = env.reconciler(cfg.clone()).await.expect("reconciler");
+    drive(&env, &rec, Duration::from_secs(30), |_| {}, |env| {
+        env.cluster.nodes().iter().any(|n| {
+            n.metadata.name.as_deref().is_some_and(|m| m.starts_with("e2e-"))
+                && ready(n)
+                && !has_startup_taint(n)
+        })
+    })
+    .await;
+    let node = env.cloud.servers()[0].name.clone();
+    env.cluster
+        .attach_volume("csi-pv-1", &node, "pv-1")
+        .expect("attach");
+    cfg.node_groups[0].min_size = 0;
+    let rec = env.reconciler(cfg).await.expect("reconciler");
+    let nodes: Api<Node> = Api::all(env.cluster.kube_client().await.expect("client"));
+    nodes
+        .patch(
+            &node,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("cordon");
+    for _ in 0..5 {
+        let r = rec.cycle(SystemTime::now()).await.expect("cycle");
+        assert!(!matches!(r.decision.action, Action::DeleteNode { .. }), "{:?}", r.decision);
+        assert!(r.decision.has_reason(nodewright::plan::ReasonCode::VolumesAttached));
+    }
+    assert_eq!(env.cloud.servers().len(), 1);
+    env.cluster.detach_volume("csi-pv-1").expect("detach");
+    drive(&env, &rec, Duration::from_secs(20), |_| {}, |env| {
+        env.cloud.servers().is_empty() && env.cluster.node(&node).is_none()
+    })
+    .await;
+}

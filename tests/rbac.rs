@@ -30,57 +30,7 @@ const GI: u64 = 1 << 30;
 /// Granted verbs the representative run does not use, each with the reason it is granted
 /// anyway: (role, apiGroup, resource, verb, reason). A verb listed here that the run does
 /// use fails the test too, so this list stays true.
-const NOT_EXERCISED: &[(&str, &str, &str, &str, &str)] = &[
-    (
-        "ClusterRole/nodewright",
-        "",
-        "nodes",
-        "watch",
-        "issue 4 grants it for watch-based observation; the binary lists nodes every cycle",
-    ),
-    (
-        "ClusterRole/nodewright",
-        "",
-        "pods",
-        "get",
-        "issue 4 grants it; the binary only lists pods",
-    ),
-    (
-        "ClusterRole/nodewright",
-        "",
-        "pods",
-        "watch",
-        "issue 4 grants it for watch-based observation; the binary lists pods every cycle",
-    ),
-    (
-        "ClusterRole/nodewright",
-        "policy",
-        "poddisruptionbudgets",
-        "list",
-        "issue 4 grants it to plan drains around PDBs; the binary relies on the Eviction API refusing instead",
-    ),
-    (
-        "ClusterRole/nodewright",
-        "policy",
-        "poddisruptionbudgets",
-        "watch",
-        "as list",
-    ),
-    (
-        "ClusterRole/nodewright",
-        "storage.k8s.io",
-        "volumeattachments",
-        "list",
-        "issue 4 grants it to wait for volumes to detach before deleting a node; the binary does not check yet (and the simulated cluster does not serve storage.k8s.io)",
-    ),
-    (
-        "ClusterRole/nodewright",
-        "storage.k8s.io",
-        "volumeattachments",
-        "watch",
-        "as list",
-    ),
-];
+const NOT_EXERCISED: &[(&str, &str, &str, &str, &str)] = &[];
 
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))

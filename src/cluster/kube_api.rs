@@ -3,6 +3,7 @@
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::json;
@@ -76,6 +77,15 @@ impl ClusterApi for KubeCluster {
             .await?
             .iter()
             .filter_map(pdb_info)
+            .collect())
+    }
+
+    async fn volume_attachments(&self) -> Result<Vec<(String, String)>, ClusterError> {
+        let api: Api<VolumeAttachment> = Api::all(self.client.clone());
+        Ok(list_all(&api, "volumeattachments")
+            .await?
+            .into_iter()
+            .filter_map(|va| Some((va.metadata.name?, va.spec.node_name)))
             .collect())
     }
 

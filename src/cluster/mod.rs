@@ -43,6 +43,8 @@ pub trait ClusterApi: Send + Sync {
     async fn nodes(&self) -> Result<Vec<NodeInfo>, ClusterError>;
     async fn pods(&self) -> Result<Vec<PodInfo>, ClusterError>;
     async fn pdbs(&self) -> Result<Vec<PdbInfo>, ClusterError>;
+    /// Attached volumes as (VolumeAttachment name, node name).
+    async fn volume_attachments(&self) -> Result<Vec<(String, String)>, ClusterError>;
     /// Marks the node unschedulable and records why in an annotation.
     async fn cordon(&self, node: &str, reason: &str) -> Result<(), ClusterError>;
     async fn remove_taint(&self, node: &str, key: &str) -> Result<(), ClusterError>;

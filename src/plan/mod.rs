@@ -135,6 +135,7 @@ pub enum ReasonCode {
     DrainInProgress,
     DrainBlocked,
     NodeEmpty,
+    VolumesAttached,
     ImageMissing,
     PullerFinished,
     CapacitySufficient,

@@ -18,6 +18,8 @@ pub struct Snapshot {
     /// Memory of a new VM per group, as the provider reports it (flavor size).
     pub group_memory: BTreeMap<String, u64>,
     pub pdbs: Vec<PdbInfo>,
+    /// Attached volumes as (VolumeAttachment name, node name).
+    pub volume_attachments: Vec<(String, String)>,
 }
 
 /// A PodDisruptionBudget, as far as planning needs it.

@@ -553,27 +553,51 @@ pub fn scale_down(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     None
 }
 
-/// A cordoned node of ours with nothing left but DaemonSet, mirror or finished pods.
-pub fn remove_empty(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
-    let m = v.members.iter().find(|m| {
-        m.state == ServerState::Joined
-            && m.node.is_some_and(|n| {
-                n.unschedulable && v.pods_on(&n.name).iter().all(|p| p.ignored_by_drain())
-            })
-    })?;
-    let node = m.server.name.clone();
-    let reason = Reason::new(
-        ReasonCode::NodeEmpty,
-        format!("{node} is cordoned and runs no pods that need it"),
-    )
-    .about([ObjectRef::node(&node)]);
-    Some((
-        Action::DeleteNode {
-            node,
-            server: m.server_ref(),
-        },
-        vec![reason],
-    ))
+/// A cordoned node of ours with nothing left but DaemonSet, mirror or finished pods,
+/// once no volume is attached to it any more (deleting the VM earlier could corrupt data).
+pub fn remove_empty(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
+    for m in &v.members {
+        let Some(n) = m.node else { continue };
+        let empty = n.unschedulable && v.pods_on(&n.name).iter().all(|p| p.ignored_by_drain());
+        if m.state != ServerState::Joined || !empty {
+            continue;
+        }
+        let attached: Vec<&str> = v
+            .volume_attachments
+            .iter()
+            .filter(|(_, node)| *node == n.name)
+            .map(|(name, _)| name.as_str())
+            .collect();
+        if !attached.is_empty() {
+            notes.push(
+                Reason::new(
+                    ReasonCode::VolumesAttached,
+                    format!(
+                        "{} is empty but {} volume(s) are still attached ({}); waiting for them to detach",
+                        n.name,
+                        attached.len(),
+                        attached.join(", ")
+                    ),
+                )
+                .about([ObjectRef::node(&n.name)]),
+            );
+            continue;
+        }
+        let node = n.name.clone();
+        let reason = Reason::new(
+            ReasonCode::NodeEmpty,
+            format!("{node} is cordoned and runs no pods that need it"),
+        )
+        .about([ObjectRef::node(&node)]);
+        return Some((
+            Action::DeleteNode {
+                node,
+                server: m.server_ref(),
+            },
+            vec![reason],
+        ));
+    }
+    None
 }
 
 fn ignored_image(v: &View<'_>, raw: &str, normalized: &str) -> bool {

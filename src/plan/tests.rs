@@ -282,6 +282,22 @@ fn empty_cordoned_managed_node_is_deleted() {
 }
 
 #[test]
+fn empty_node_waits_for_its_volumes_to_detach() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    s.nodes[0].unschedulable = true;
+    s.volume_attachments
+        .push(("csi-123".into(), "dev-workers-a".into()));
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::DeleteNode { .. }), "{d:?}");
+    assert!(d.has_reason(ReasonCode::VolumesAttached));
+    s.volume_attachments.clear();
+    let d = plan_it(&s, &c);
+    assert!(matches!(d.action, Action::DeleteNode { .. }), "{d:?}");
+}
+
+#[test]
 fn old_node_is_cordoned_when_the_rest_can_hold_its_pods() {
     let c = mk_config("");
     let mut s = Snapshot::default();

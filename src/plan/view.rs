@@ -70,6 +70,7 @@ pub struct View<'a> {
     pub unhostable: Vec<&'a PodInfo>,
     pub pods: &'a [PodInfo],
     pub pdbs: &'a [super::model::PdbInfo],
+    pub volume_attachments: &'a [(String, String)],
     group_memory: BTreeMap<&'a str, u64>,
 }
 
@@ -144,6 +145,7 @@ impl<'a> View<'a> {
             unhostable: Vec::new(),
             pods: &s.pods,
             pdbs: &s.pdbs,
+            volume_attachments: &s.volume_attachments,
             group_memory,
         };
         let (hostable, unhostable) = unschedulable.into_iter().partition(|p| view.hostable(p));

@@ -15,7 +15,7 @@ use super::kubelet;
 use super::meta;
 use super::objects::{self, NodeBuild, SimNodeSpec, SimPodTemplate};
 use super::resources::{
-    self, ResourceDef, DAEMONSETS, EVENTS, EVENTS_V1, NAMESPACES, NODES, PDBS, PODS, REPLICASETS,
+    self, ResourceDef, DAEMONSETS, VOLUMEATTACHMENTS, EVENTS, EVENTS_V1, NAMESPACES, NODES, PDBS, PODS, REPLICASETS,
 };
 use super::status::ApiError;
 use super::SimCluster;
@@ -92,6 +92,25 @@ impl SimCluster {
     /// garbage collected.
     pub fn delete_node(&self, name: &str) -> Result<(), ApiError> {
         self.inner.store.lock().delete(&NODES, "", name).map(|_| ())
+    }
+
+    /// A CSI volume attached to `node` (as the attach/detach controller records it).
+    pub fn attach_volume(&self, name: &str, node: &str, pv: &str) -> Result<(), ApiError> {
+        let obj = json!({"apiVersion": "storage.k8s.io/v1", "kind": "VolumeAttachment",
+            "metadata": {"name": name},
+            "spec": {"attacher": "csi.sim.nodewright.io", "nodeName": node,
+                     "source": {"persistentVolumeName": pv}},
+            "status": {"attached": true}});
+        self.create(&VOLUMEATTACHMENTS, obj).map(|_| ())
+    }
+
+    /// The volume was detached: its VolumeAttachment goes away.
+    pub fn detach_volume(&self, name: &str) -> Result<(), ApiError> {
+        self.inner
+            .store
+            .lock()
+            .delete(&VOLUMEATTACHMENTS, "", name)
+            .map(|_| ())
     }
 
     pub fn add_namespace(&self, name: &str) -> Result<(), ApiError> {

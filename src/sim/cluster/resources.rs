@@ -6,6 +6,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod};
 use k8s_openapi::api::events::v1::Event as EventsV1Event;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::VolumeAttachment;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
@@ -202,7 +203,23 @@ pub static DAEMONSETS: ResourceDef = ResourceDef {
     normalize: roundtrip::<DaemonSet>,
 };
 
-pub static ALL: [&ResourceDef; 10] = [
+/// Read by nodewright to wait for volumes to detach before deleting a VM.
+pub static VOLUMEATTACHMENTS: ResourceDef = ResourceDef {
+    id: "volumeattachments.storage.k8s.io",
+    group: "storage.k8s.io",
+    version: "v1",
+    plural: "volumeattachments",
+    singular: "volumeattachment",
+    kind: "VolumeAttachment",
+    namespaced: false,
+    short_names: NO_NAMES,
+    categories: NO_NAMES,
+    status_subresource: true,
+    has_generation: false,
+    normalize: roundtrip::<VolumeAttachment>,
+};
+
+pub static ALL: [&ResourceDef; 11] = [
     &NAMESPACES,
     &NODES,
     &PODS,
@@ -213,10 +230,12 @@ pub static ALL: [&ResourceDef; 10] = [
     &PDBS,
     &REPLICASETS,
     &DAEMONSETS,
+    &VOLUMEATTACHMENTS,
 ];
 
 /// Served API groups (other than the core group) with their single version.
-pub const GROUPS: [(&str, &str); 4] = [
+pub const GROUPS: [(&str, &str); 5] = [
+    ("storage.k8s.io", "v1"),
     ("apps", "v1"),
     ("policy", "v1"),
     ("coordination.k8s.io", "v1"),
