@@ -942,7 +942,7 @@ async fn real_loop_scales_up_and_down_against_real_nova() {
                 .taint("node-role.kubernetes.io/control-plane", None, "NoSchedule"),
         )
         .expect("control-plane node");
-    let _bridge = NovaKubeletBridge::start(admin.clone(), cluster_name.clone(), cluster.vm_hook());
+    let bridge = NovaKubeletBridge::start(admin.clone(), cluster_name.clone(), cluster.vm_hook());
 
     let dir = tempfile::tempdir().expect("tempdir");
     let templates = dir.path().join("templates");
@@ -1084,8 +1084,12 @@ nodeGroups:
         0,
         "no VM left in the real Nova"
     );
-    // The bridge saw the boot, then the deletion.
-    let seen = _bridge.log();
+    // The bridge saw the boot, then (on its next poll) the deletion.
+    let start = Instant::now();
+    while bridge.log().len() < 2 && start.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let seen = bridge.log();
     assert_eq!(
         seen,
         vec![
