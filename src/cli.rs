@@ -2,9 +2,9 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 use std::time::SystemTime;
 
 use clap::{Args, Parser, Subcommand};
@@ -187,8 +187,8 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                     names.join(", ")
                 ))
             })?;
-            let name = node_name
-                .unwrap_or_else(|| format!("{}-{}-example", config.cluster_name, g.name));
+            let name =
+                node_name.unwrap_or_else(|| format!("{}-{}-example", config.cluster_name, g.name));
             let rendered = render_user_data(&config, g, &name).map_err(anyhow::Error::from)?;
             println!("{}", rendered.content);
             Ok(())

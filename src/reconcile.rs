@@ -54,10 +54,9 @@ impl Reconciler {
             self.cluster.volume_attachments()
         )?;
         let providers = self.clouds.distinct();
-        let listings = futures::future::try_join_all(
-            providers.iter().map(|p| p.list_servers(cluster_name)),
-        )
-        .await?;
+        let listings =
+            futures::future::try_join_all(providers.iter().map(|p| p.list_servers(cluster_name)))
+                .await?;
         let mut servers = Vec::new();
         let mut seen = BTreeSet::new();
         for s in listings.into_iter().flatten() {

@@ -291,7 +291,9 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
                     reconciler.clouds = clouds;
                     reconciler.config = Arc::new(new);
                 }
-                Err(e) => tracing::error!(error = %e, "new config's providers cannot be built; keeping the last good config"),
+                Err(e) => {
+                    tracing::error!(error = %e, "new config's providers cannot be built; keeping the last good config")
+                }
             }
         }
         let started = Instant::now();
@@ -318,7 +320,9 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
                         decision: cycle.decision.clone(),
                         outcome: outcome.clone(),
                     }),
-                    Some(e) => tracing::warn!(action = cycle.decision.action.kind(), error = %e, "{} failed; retrying next cycle", cycle.decision.action),
+                    Some(e) => {
+                        tracing::warn!(action = cycle.decision.action.kind(), error = %e, "{} failed; retrying next cycle", cycle.decision.action)
+                    }
                 }
                 if !opts.dry_run {
                     let events = events_for(
@@ -334,7 +338,11 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
                     let doc = StatusDoc {
                         time: k8s_openapi::jiff::Timestamp::now().to_string(),
                         leader: &me,
-                        health: if error.is_none() { "Healthy" } else { "Degraded" },
+                        health: if error.is_none() {
+                            "Healthy"
+                        } else {
+                            "Degraded"
+                        },
                         dry_run: opts.dry_run,
                         summary: &summary,
                         last_action: LastAction {

@@ -56,7 +56,10 @@ fn simulate_serve_is_driven_by_kubectl_and_a_separate_nodewright() {
     let _serve = Serve(child);
     let start = Instant::now();
     while !dir.join("autoscaler.yaml").exists() {
-        assert!(start.elapsed() < Duration::from_secs(30), "no files written");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no files written"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_millis(300));
@@ -71,12 +74,23 @@ fn simulate_serve_is_driven_by_kubectl_and_a_separate_nodewright() {
     assert!(text(&nodes).contains("control-plane"), "{}", text(&nodes));
 
     // check: credentials work and the flavor, image and network exist in the cloud.
-    let check = with_env(nodewright(), &dir).arg("check").output().expect("check");
+    let check = with_env(nodewright(), &dir)
+        .arg("check")
+        .output()
+        .expect("check");
     assert!(check.status.success(), "{}", text(&check));
-    assert!(text(&check).contains("openstack: credentials ok"), "{}", text(&check));
+    assert!(
+        text(&check).contains("openstack: credentials ok"),
+        "{}",
+        text(&check)
+    );
 
     // check names what a group refers to that the cloud lacks.
-    for (from, to) in [("m1.large", "m9.huge"), ("ubuntu-24.04", "windows-95"), ("network: private", "network: nowhere")] {
+    for (from, to) in [
+        ("m1.large", "m9.huge"),
+        ("ubuntu-24.04", "windows-95"),
+        ("network: private", "network: nowhere"),
+    ] {
         let text_cfg = std::fs::read_to_string(dir.join("autoscaler.yaml")).expect("config");
         let bad = dir.join("bad.yaml");
         std::fs::write(&bad, text_cfg.replacen(from, to, 1)).expect("write");
@@ -87,13 +101,24 @@ fn simulate_serve_is_driven_by_kubectl_and_a_separate_nodewright() {
             .expect("check");
         assert!(!check.status.success(), "{}", text(&check));
         let missing = to.rsplit(' ').next().unwrap_or(to);
-        assert!(text(&check).contains(missing), "{from} -> {to}: {}", text(&check));
+        assert!(
+            text(&check).contains(missing),
+            "{from} -> {to}: {}",
+            text(&check)
+        );
     }
 
     // plan: minSize 1 and no worker yet, so it would add one; it changes nothing.
-    let plan = with_env(nodewright(), &dir).arg("plan").output().expect("plan");
+    let plan = with_env(nodewright(), &dir)
+        .arg("plan")
+        .output()
+        .expect("plan");
     assert!(plan.status.success(), "{}", text(&plan));
-    assert!(text(&plan).contains("add 1 node(s) to group workers"), "{}", text(&plan));
+    assert!(
+        text(&plan).contains("add 1 node(s) to group workers"),
+        "{}",
+        text(&plan)
+    );
     assert!(text(&plan).contains("minSize is 1"), "{}", text(&plan));
 
     // run --once acts: a VM is created, and its node registers.
@@ -117,7 +142,10 @@ fn simulate_serve_is_driven_by_kubectl_and_a_separate_nodewright() {
         std::thread::sleep(Duration::from_millis(200));
     }
     // And plan now has nothing to add for minSize.
-    let plan = with_env(nodewright(), &dir).arg("plan").output().expect("plan");
+    let plan = with_env(nodewright(), &dir)
+        .arg("plan")
+        .output()
+        .expect("plan");
     assert!(!text(&plan).contains("minSize is 1"), "{}", text(&plan));
 }
 
@@ -140,7 +168,12 @@ fn check_offline_and_render_work_on_the_shipped_example() {
     let render = nodewright()
         .arg("--config")
         .arg(&config)
-        .args(["render", "coreos", "--node-name", "dev-cluster-coreos-abcde"])
+        .args([
+            "render",
+            "coreos",
+            "--node-name",
+            "dev-cluster-coreos-abcde",
+        ])
         .output()
         .expect("render");
     assert!(render.status.success(), "{}", text(&render));
@@ -155,7 +188,11 @@ fn check_offline_and_render_work_on_the_shipped_example() {
         .output()
         .expect("render");
     assert_eq!(missing.status.code(), Some(2));
-    assert!(text(&missing).contains("no node group `gpu`"), "{}", text(&missing));
+    assert!(
+        text(&missing).contains("no node group `gpu`"),
+        "{}",
+        text(&missing)
+    );
 }
 
 #[test]
@@ -168,5 +205,9 @@ fn check_without_credentials_names_the_variable() {
         .output()
         .expect("check");
     assert_eq!(check.status.code(), Some(2), "{}", text(&check));
-    assert!(text(&check).contains("OPENSTACK_CREDENTIALS_FILE"), "{}", text(&check));
+    assert!(
+        text(&check).contains("OPENSTACK_CREDENTIALS_FILE"),
+        "{}",
+        text(&check)
+    );
 }

@@ -47,41 +47,188 @@ fn example_config_and_good_config_load() {
         Some(std::time::Duration::from_secs(72 * 3600))
     );
     let c = parse(GOOD).expect("good config loads");
-    assert_eq!(c.node_groups[0].taints[0].to_flag(), "dedicated=batch:NoSchedule");
+    assert_eq!(
+        c.node_groups[0].taints[0].to_flag(),
+        "dedicated=batch:NoSchedule"
+    );
 }
 
 /// (case, replace this, with this, expected path, fragments the message must contain)
 const BAD: &[(&str, &str, &str, &str, &[&str])] = &[
-    ("typo in top-level key", "freeMemoryTarget:", "freeMemoryTaget:", "freeMemoryTaget", &["unknown key `freeMemoryTaget`", "did you mean `freeMemoryTarget`"]),
-    ("typo in group key", "  maxSize: 3", "  maxSzie: 3", "nodeGroups[0].maxSzie", &["did you mean `maxSize`"]),
-    ("bad size", "9 GiB", "nine gigs", "freeMemoryTarget", &["nine gigs"]),
-    ("bad duration", "oldNodeAgeLimit: 72h", "oldNodeAgeLimit: 72 hours please", "oldNodeAgeLimit", &["duration"]),
-    ("negative max", "maxSize: 3", "maxSize: -1", "nodeGroups[0].maxSize", &["-1"]),
-    ("min above max", "minSize: 1", "minSize: 7", "nodeGroups[0].minSize", &["got 7", "at most maxSize (3)"]),
-    ("zero max", "maxSize: 3", "maxSize: 0", "nodeGroups[0].maxSize", &["got 0", "at least 1"]),
-    ("unknown provider", "provider: openstack", "provider: openstak", "nodeGroups[0].provider", &["`openstak`", "did you mean `openstack`"]),
-    ("missing provider block", "  openstack: {flavor: m1.large, image: ubuntu-24.04, network: private}\n", "", "nodeGroups[0].openstack", &["needs a `openstack:` block"]),
-    ("empty flavor", "flavor: m1.large", "flavor: \"\"", "nodeGroups[0].openstack.flavor", &["empty"]),
-    ("bad cluster name", "clusterName: dev", "clusterName: Dev_Cluster", "clusterName", &["`Dev_Cluster`", "lowercase"]),
-    ("missing template", "template: k3s-agent.cloud-init.yaml.j2", "template: nope.j2", "nodeGroups[0].userData.template", &["`nope.j2` not found"]),
-    ("bad taint effect", "effect: NoSchedule", "effect: NoScheduel", "nodeGroups[0].taints[0].effect", &["did you mean `NoSchedule`"]),
-    ("reserved label", "labels: {role: worker}", "labels: {nodewright.io/group: x}", "nodeGroups[0].labels.nodewright.io/group", &["reserved"]),
-    ("bad label value", "labels: {role: worker}", "labels: {role: \"a b\"}", "nodeGroups[0].labels.role", &["`a b`"]),
-    ("scan interval too short", "scanInterval: 30s", "scanInterval: 1ms", "scanInterval", &["got 1ms", "at least 100ms"]),
-    ("missing required key", "clusterName: dev\n", "", "", &["`clusterName` is missing"]),
-    ("wrong type for list", "ignore: [docker.io/foo]", "ignore: docker.io/foo", "imagePuller.ignore", &["docker.io/foo"]),
-    ("name too long", "clusterName: dev", "clusterName: a-very-long-cluster-name-that-goes-on-and-on-and-on-and-on", "nodeGroups[0].name", &["at most"]),
-    ("duplicate key", "scanInterval: 30s", "scanInterval: 30s\nscanInterval: 10s", "scanInterval", &["appears more than once"]),
-    ("variable file missing", "    variables:", "    variableFiles: {k3s_ca: /nonexistent/ca}\n    variables:", "nodeGroups[0].userData.variableFiles.k3s_ca", &["/nonexistent/ca", "not a readable file"]),
-    ("variable in two places", "    variables:", "    variableFiles: {k3s_token: Cargo.toml}\n    variables:", "nodeGroups[0].userData.variableFiles.k3s_token", &["also in userData.variables"]),
-    ("unknown userData key", "    variables:", "    variabels:", "nodeGroups[0].userData.variabels", &["did you mean `variables`"]),
+    (
+        "typo in top-level key",
+        "freeMemoryTarget:",
+        "freeMemoryTaget:",
+        "freeMemoryTaget",
+        &[
+            "unknown key `freeMemoryTaget`",
+            "did you mean `freeMemoryTarget`",
+        ],
+    ),
+    (
+        "typo in group key",
+        "  maxSize: 3",
+        "  maxSzie: 3",
+        "nodeGroups[0].maxSzie",
+        &["did you mean `maxSize`"],
+    ),
+    (
+        "bad size",
+        "9 GiB",
+        "nine gigs",
+        "freeMemoryTarget",
+        &["nine gigs"],
+    ),
+    (
+        "bad duration",
+        "oldNodeAgeLimit: 72h",
+        "oldNodeAgeLimit: 72 hours please",
+        "oldNodeAgeLimit",
+        &["duration"],
+    ),
+    (
+        "negative max",
+        "maxSize: 3",
+        "maxSize: -1",
+        "nodeGroups[0].maxSize",
+        &["-1"],
+    ),
+    (
+        "min above max",
+        "minSize: 1",
+        "minSize: 7",
+        "nodeGroups[0].minSize",
+        &["got 7", "at most maxSize (3)"],
+    ),
+    (
+        "zero max",
+        "maxSize: 3",
+        "maxSize: 0",
+        "nodeGroups[0].maxSize",
+        &["got 0", "at least 1"],
+    ),
+    (
+        "unknown provider",
+        "provider: openstack",
+        "provider: openstak",
+        "nodeGroups[0].provider",
+        &["`openstak`", "did you mean `openstack`"],
+    ),
+    (
+        "missing provider block",
+        "  openstack: {flavor: m1.large, image: ubuntu-24.04, network: private}\n",
+        "",
+        "nodeGroups[0].openstack",
+        &["needs a `openstack:` block"],
+    ),
+    (
+        "empty flavor",
+        "flavor: m1.large",
+        "flavor: \"\"",
+        "nodeGroups[0].openstack.flavor",
+        &["empty"],
+    ),
+    (
+        "bad cluster name",
+        "clusterName: dev",
+        "clusterName: Dev_Cluster",
+        "clusterName",
+        &["`Dev_Cluster`", "lowercase"],
+    ),
+    (
+        "missing template",
+        "template: k3s-agent.cloud-init.yaml.j2",
+        "template: nope.j2",
+        "nodeGroups[0].userData.template",
+        &["`nope.j2` not found"],
+    ),
+    (
+        "bad taint effect",
+        "effect: NoSchedule",
+        "effect: NoScheduel",
+        "nodeGroups[0].taints[0].effect",
+        &["did you mean `NoSchedule`"],
+    ),
+    (
+        "reserved label",
+        "labels: {role: worker}",
+        "labels: {nodewright.io/group: x}",
+        "nodeGroups[0].labels.nodewright.io/group",
+        &["reserved"],
+    ),
+    (
+        "bad label value",
+        "labels: {role: worker}",
+        "labels: {role: \"a b\"}",
+        "nodeGroups[0].labels.role",
+        &["`a b`"],
+    ),
+    (
+        "scan interval too short",
+        "scanInterval: 30s",
+        "scanInterval: 1ms",
+        "scanInterval",
+        &["got 1ms", "at least 100ms"],
+    ),
+    (
+        "missing required key",
+        "clusterName: dev\n",
+        "",
+        "",
+        &["`clusterName` is missing"],
+    ),
+    (
+        "wrong type for list",
+        "ignore: [docker.io/foo]",
+        "ignore: docker.io/foo",
+        "imagePuller.ignore",
+        &["docker.io/foo"],
+    ),
+    (
+        "name too long",
+        "clusterName: dev",
+        "clusterName: a-very-long-cluster-name-that-goes-on-and-on-and-on-and-on",
+        "nodeGroups[0].name",
+        &["at most"],
+    ),
+    (
+        "duplicate key",
+        "scanInterval: 30s",
+        "scanInterval: 30s\nscanInterval: 10s",
+        "scanInterval",
+        &["appears more than once"],
+    ),
+    (
+        "variable file missing",
+        "    variables:",
+        "    variableFiles: {k3s_ca: /nonexistent/ca}\n    variables:",
+        "nodeGroups[0].userData.variableFiles.k3s_ca",
+        &["/nonexistent/ca", "not a readable file"],
+    ),
+    (
+        "variable in two places",
+        "    variables:",
+        "    variableFiles: {k3s_token: Cargo.toml}\n    variables:",
+        "nodeGroups[0].userData.variableFiles.k3s_token",
+        &["also in userData.variables"],
+    ),
+    (
+        "unknown userData key",
+        "    variables:",
+        "    variabels:",
+        "nodeGroups[0].userData.variabels",
+        &["did you mean `variables`"],
+    ),
 ];
 
 #[test]
 fn every_bad_config_gets_its_own_clear_error() {
     let mut failures = Vec::new();
     for (case, from, to, path, fragments) in BAD {
-        assert!(GOOD.contains(from), "case {case}: base config lacks {from:?}");
+        assert!(
+            GOOD.contains(from),
+            "case {case}: base config lacks {from:?}"
+        );
         let text = GOOD.replacen(from, to, 1);
         let err = match parse(&text) {
             Ok(_) => {
@@ -96,7 +243,10 @@ fn every_bad_config_gets_its_own_clear_error() {
             continue;
         };
         if problem.path != *path {
-            failures.push(format!("{case}: path {:?}, expected {path:?} ({problem})", problem.path));
+            failures.push(format!(
+                "{case}: path {:?}, expected {path:?} ({problem})",
+                problem.path
+            ));
         }
         for f in *fragments {
             if !problem.message.contains(f) {
@@ -109,9 +259,11 @@ fn every_bad_config_gets_its_own_clear_error() {
 
 #[test]
 fn all_semantic_problems_are_reported_at_once() {
-    let text = GOOD
-        .replacen("minSize: 1", "minSize: 9", 1)
-        .replacen("clusterName: dev", "clusterName: DEV", 1);
+    let text = GOOD.replacen("minSize: 1", "minSize: 9", 1).replacen(
+        "clusterName: dev",
+        "clusterName: DEV",
+        1,
+    );
     let err = parse(&text).expect_err("two problems");
     let paths: Vec<&str> = err.problems().iter().map(|p| p.path.as_str()).collect();
     assert!(paths.contains(&"clusterName"), "{paths:?}");
@@ -122,9 +274,11 @@ fn all_semantic_problems_are_reported_at_once() {
 fn binary_exits_2_with_the_field_named() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("autoscaler.yaml");
-    let text = GOOD
-        .replacen("maxSize: 3", "maxSize: 0", 1)
-        .replacen("templatesDir: templates", &format!("templatesDir: {}", repo().join("templates").display()), 1);
+    let text = GOOD.replacen("maxSize: 3", "maxSize: 0", 1).replacen(
+        "templatesDir: templates",
+        &format!("templatesDir: {}", repo().join("templates").display()),
+        1,
+    );
     std::fs::write(&file, text).expect("write config");
     let out = Command::new(env!("CARGO_BIN_EXE_nodewright"))
         .args(["check", "--offline"])
@@ -140,7 +294,10 @@ fn binary_exits_2_with_the_field_named() {
 #[test]
 fn unreadable_config_is_a_clear_error() {
     let err = Config::load(Path::new("/nonexistent/autoscaler.yaml")).expect_err("missing file");
-    assert!(err.to_string().contains("/nonexistent/autoscaler.yaml"), "{err}");
+    assert!(
+        err.to_string().contains("/nonexistent/autoscaler.yaml"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -163,5 +320,8 @@ fn secret_variables_come_from_files_relative_to_the_config() {
     let rendered = nodewright::act::render_user_data(&c, &c.node_groups[0], "dev-workers-abcde")
         .expect("renders");
     assert!(rendered.content.contains("from-a-secret"));
-    assert!(!rendered.content.contains("from-a-secret\n\""), "trailing newline trimmed");
+    assert!(
+        !rendered.content.contains("from-a-secret\n\""),
+        "trailing newline trimmed"
+    );
 }

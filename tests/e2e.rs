@@ -142,7 +142,12 @@ async fn drive(
 async fn pods_that_do_not_fit_get_a_tainted_node_that_is_untainted_when_ready() {
     let (env, rec) = setup("").await;
     env.cluster
-        .add_replicaset("default", "web", 3, SimPodTemplate::new("nginx:1.25", 2 * GI))
+        .add_replicaset(
+            "default",
+            "web",
+            3,
+            SimPodTemplate::new("nginx:1.25", 2 * GI),
+        )
         .expect("replicaset");
     let mut seen_tainted = BTreeSet::new();
     let actions = drive(
@@ -170,10 +175,19 @@ async fn pods_that_do_not_fit_get_a_tainted_node_that_is_untainted_when_ready() 
     let user_data = vm.user_data.clone().unwrap_or_default();
     assert!(user_data.starts_with("#cloud-config"), "{user_data}");
     assert!(user_data.contains("nodewright.io/startup=true:NoSchedule"));
-    assert_eq!(vm.metadata.get("nodewright-cluster").map(String::as_str), Some("e2e"));
-    assert_eq!(vm.metadata.get("nodewright-group").map(String::as_str), Some("workers"));
+    assert_eq!(
+        vm.metadata.get("nodewright-cluster").map(String::as_str),
+        Some("e2e")
+    );
+    assert_eq!(
+        vm.metadata.get("nodewright-group").map(String::as_str),
+        Some("workers")
+    );
     // The node registered tainted, and the taint is gone now that it is Ready.
-    assert!(seen_tainted.contains(&vm.name), "node never seen with the startup taint");
+    assert!(
+        seen_tainted.contains(&vm.name),
+        "node never seen with the startup taint"
+    );
     let node = env.cluster.node(&vm.name).expect("node registered");
     assert!(ready(&node) && !has_startup_taint(&node));
     let labels = node.metadata.labels.clone().unwrap_or_default();
@@ -196,13 +210,24 @@ async fn pods_that_do_not_fit_get_a_tainted_node_that_is_untainted_when_ready() 
 async fn old_node_is_replaced_without_leaving_pods_unschedulable() {
     let (env, rec) = setup("oldNodeAgeLimit: 6s").await;
     env.cluster
-        .add_replicaset("default", "web", 3, SimPodTemplate::new("nginx:1.25", 2 * GI))
+        .add_replicaset(
+            "default",
+            "web",
+            3,
+            SimPodTemplate::new("nginx:1.25", 2 * GI),
+        )
         .expect("replicaset");
     // First: the initial node, all pods running.
-    drive(&env, &rec, Duration::from_secs(30), |_| {}, |env| {
-        let pods = app_pods(env, "web");
-        pods.iter().filter(|p| phase(p) == "Running").count() == 3
-    })
+    drive(
+        &env,
+        &rec,
+        Duration::from_secs(30),
+        |_| {},
+        |env| {
+            let pods = app_pods(env, "web");
+            pods.iter().filter(|p| phase(p) == "Running").count() == 3
+        },
+    )
     .await;
     let first = env.cloud.servers()[0].clone();
     // Then: wait for it to age out and be replaced, watching that no pod is ever stuck.
@@ -226,12 +251,19 @@ async fn old_node_is_replaced_without_leaving_pods_unschedulable() {
     )
     .await;
     assert!(stuck.is_empty(), "pods left unschedulable: {stuck:?}");
-    assert!(env.cluster.node(&first.name).is_none(), "old node object deleted");
     assert!(
-        actions.iter().any(|a| matches!(a, Action::Cordon { node, .. } if *node == first.name)),
+        env.cluster.node(&first.name).is_none(),
+        "old node object deleted"
+    );
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Cordon { node, .. } if *node == first.name)),
         "{actions:?}"
     );
-    assert!(actions.iter().any(|a| matches!(a, Action::Drain { node, .. } if *node == first.name)));
+    assert!(actions
+        .iter()
+        .any(|a| matches!(a, Action::Drain { node, .. } if *node == first.name)));
     // The replacement came up before the old node was cordoned.
     let cordon_at = actions
         .iter()
@@ -272,14 +304,24 @@ async fn empty_cordoned_managed_node_is_deleted_but_unmanaged_one_is_not() {
     let mut cfg = (*rec.config).clone();
     cfg.node_groups[0].min_size = 1;
     let rec = env.reconciler(cfg.clone()).await.expect("reconciler");
-    drive(&env, &rec, Duration::from_secs(30), |_| {}, |env| {
-        env.cloud.servers().len() == 1
-            && env
-                .cluster
-                .nodes()
-                .iter()
-                .any(|n| n.metadata.name.as_deref().is_some_and(|m| m.starts_with("e2e-workers-")) && ready(n) && !has_startup_taint(n) && n.metadata.name.as_deref() != Some("e2e-workers-imposter"))
-    })
+    drive(
+        &env,
+        &rec,
+        Duration::from_secs(30),
+        |_| {},
+        |env| {
+            env.cloud.servers().len() == 1
+                && env.cluster.nodes().iter().any(|n| {
+                    n.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|m| m.starts_with("e2e-workers-"))
+                        && ready(n)
+                        && !has_startup_taint(n)
+                        && n.metadata.name.as_deref() != Some("e2e-workers-imposter")
+                })
+        },
+    )
     .await;
     let managed = env.cloud.servers()[0].name.clone();
     // minSize back to 0, and a human cordons all three nodes.
@@ -297,11 +339,17 @@ async fn empty_cordoned_managed_node_is_deleted_but_unmanaged_one_is_not() {
             .await
             .expect("cordon");
     }
-    let actions = drive(&env, &rec, Duration::from_secs(30), |_| {}, |env| {
-        env.cluster.node(&managed).is_none() && env.cloud.servers().is_empty()
-    })
+    let actions = drive(
+        &env,
+        &rec,
+        Duration::from_secs(30),
+        |_| {},
+        |env| env.cluster.node(&managed).is_none() && env.cloud.servers().is_empty(),
+    )
     .await;
-    assert!(actions.iter().any(|a| matches!(a, Action::DeleteNode { node, .. } if *node == managed)));
+    assert!(actions
+        .iter()
+        .any(|a| matches!(a, Action::DeleteNode { node, .. } if *node == managed)));
     // Node object first, then the VM: when the VM went, its node was already gone.
     let log = env.vm_log.lock().expect("log").clone();
     let deleted = log
@@ -327,14 +375,23 @@ async fn missing_images_are_pulled_but_ignored_prefixes_are_not() {
         .add_replicaset("default", "web", 1, SimPodTemplate::new("nginx:1.25", GI))
         .expect("rs");
     env.cluster
-        .add_replicaset("default", "tool", 1, SimPodTemplate::new("busybox:1.36", GI))
+        .add_replicaset(
+            "default",
+            "tool",
+            1,
+            SimPodTemplate::new("busybox:1.36", GI),
+        )
         .expect("rs");
     let mut puller_images = BTreeSet::new();
     let images_of = |n: &Node| -> BTreeSet<String> {
         n.status
             .as_ref()
             .and_then(|s| s.images.as_ref())
-            .map(|imgs| imgs.iter().flat_map(|i| i.names.clone().unwrap_or_default()).collect())
+            .map(|imgs| {
+                imgs.iter()
+                    .flat_map(|i| i.names.clone().unwrap_or_default())
+                    .collect()
+            })
             .unwrap_or_default()
     };
     drive(
@@ -360,12 +417,17 @@ async fn missing_images_are_pulled_but_ignored_prefixes_are_not() {
                 .cluster
                 .nodes()
                 .into_iter()
-                .filter(|n| n.metadata.name.as_deref().is_some_and(|m| m.starts_with("e2e-")))
+                .filter(|n| {
+                    n.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|m| m.starts_with("e2e-"))
+                })
                 .collect();
             workers.len() == 2
-                && workers.iter().all(|n| {
-                    images_of(n).iter().any(|i| i.contains("nginx:1.25"))
-                })
+                && workers
+                    .iter()
+                    .all(|n| images_of(n).iter().any(|i| i.contains("nginx:1.25")))
         },
     )
     .await;
@@ -382,7 +444,12 @@ async fn missing_images_are_pulled_but_ignored_prefixes_are_not() {
         .cluster
         .nodes()
         .iter()
-        .filter(|n| n.metadata.name.as_deref().is_some_and(|m| m.starts_with("e2e-")))
+        .filter(|n| {
+            n.metadata
+                .name
+                .as_deref()
+                .is_some_and(|m| m.starts_with("e2e-"))
+        })
         .filter(|n| !images_of(n).iter().any(|i| i.contains("busybox")))
         .count();
     assert_eq!(without_busybox, 1);
@@ -423,7 +490,12 @@ async fn killed_mid_scale_up_the_restarted_process_converges_without_orphans_or_
     let (config_path, _) = env.write_config(&config("")).expect("config");
     // 5 pods of 3 GiB: two per 8 GiB node, so three nodes in one scale-up.
     env.cluster
-        .add_replicaset("default", "web", 5, SimPodTemplate::new("nginx:1.25", 3 * GI))
+        .add_replicaset(
+            "default",
+            "web",
+            5,
+            SimPodTemplate::new("nginx:1.25", 3 * GI),
+        )
         .expect("rs");
     let first = spawn_run(&env, &config_path);
     // Kill it as soon as the cloud has accepted a VM, while the VMs are still booting.
@@ -446,7 +518,12 @@ async fn killed_mid_scale_up_the_restarted_process_converges_without_orphans_or_
                 let pods: Vec<Pod> = c
                     .pods()
                     .into_iter()
-                    .filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("web")))
+                    .filter(|p| {
+                        p.metadata
+                            .name
+                            .as_deref()
+                            .is_some_and(|n| n.starts_with("web"))
+                    })
                     .collect();
                 pods.len() == 5 && pods.iter().all(|p| phase(p) == "Running")
             },
@@ -459,10 +536,18 @@ async fn killed_mid_scale_up_the_restarted_process_converges_without_orphans_or_
     let servers = env.cloud.servers();
     let names: BTreeSet<String> = servers.iter().map(|s| s.name.clone()).collect();
     assert_eq!(names.len(), servers.len(), "duplicate VM names");
-    assert_eq!(servers.len(), 3, "exactly the VMs needed (had {at_kill} at kill): {names:?}");
+    assert_eq!(
+        servers.len(),
+        3,
+        "exactly the VMs needed (had {at_kill} at kill): {names:?}"
+    );
     for s in &servers {
         let node = env.cluster.node(&s.name).expect("every VM became a node");
-        assert!(ready(&node) && !has_startup_taint(&node), "{} not joined", s.name);
+        assert!(
+            ready(&node) && !has_startup_taint(&node),
+            "{} not joined",
+            s.name
+        );
     }
 }
 
@@ -470,12 +555,23 @@ async fn killed_mid_scale_up_the_restarted_process_converges_without_orphans_or_
 async fn a_node_that_is_no_longer_needed_is_drained_and_removed() {
     let (env, rec) = setup("scaleDown: {delayAfterAdd: 1s}").await;
     env.cluster
-        .add_replicaset("default", "web", 4, SimPodTemplate::new("nginx:1.25", 3 * GI))
+        .add_replicaset(
+            "default",
+            "web",
+            4,
+            SimPodTemplate::new("nginx:1.25", 3 * GI),
+        )
         .expect("rs");
-    drive(&env, &rec, Duration::from_secs(30), |_| {}, |env| {
-        let pods = app_pods(env, "web");
-        pods.len() == 4 && pods.iter().all(|p| phase(p) == "Running")
-    })
+    drive(
+        &env,
+        &rec,
+        Duration::from_secs(30),
+        |_| {},
+        |env| {
+            let pods = app_pods(env, "web");
+            pods.len() == 4 && pods.iter().all(|p| phase(p) == "Running")
+        },
+    )
     .await;
     assert_eq!(env.cloud.servers().len(), 2);
     env.cluster
@@ -503,12 +599,23 @@ async fn a_node_that_is_no_longer_needed_is_drained_and_removed() {
     )
     .await;
     assert!(stuck.is_empty(), "{stuck:?}");
-    assert!(actions.iter().any(|a| matches!(a, Action::Cordon { reason, .. } if reason.contains("not needed"))), "{actions:?}");
-    assert!(actions.iter().any(|a| matches!(a, Action::DeleteNode { .. })));
+    assert!(
+        actions
+            .iter()
+            .any(|a| matches!(a, Action::Cordon { reason, .. } if reason.contains("not needed"))),
+        "{actions:?}"
+    );
+    assert!(actions
+        .iter()
+        .any(|a| matches!(a, Action::DeleteNode { .. })));
     // And it stays at one: no flapping back up.
     for _ in 0..10 {
         let r = rec.cycle(SystemTime::now()).await.expect("cycle");
-        assert!(!matches!(r.decision.action, Action::ScaleUp { .. }), "{:?}", r.decision);
+        assert!(
+            !matches!(r.decision.action, Action::ScaleUp { .. }),
+            "{:?}",
+            r.decision
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -532,7 +639,9 @@ async fn pdb_refused_eviction_returns_at_once_instead_of_retrying_for_minutes() 
             "default",
             "db",
             std::collections::BTreeMap::from([("app".to_string(), "db".to_string())]),
-            PdbBudget::MinAvailable(k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1)),
+            PdbBudget::MinAvailable(
+                k8s_openapi::apimachinery::pkg::util::intstr::IntOrString::Int(1),
+            ),
         )
         .expect("pdb");
     assert!(
@@ -565,7 +674,10 @@ async fn pdb_refused_eviction_returns_at_once_instead_of_retrying_for_minutes() 
     .await
     .expect("eviction answered within 10s")
     .expect("no error");
-    assert!(matches!(r, Eviction::Blocked(ref m) if m.contains("disruption budget")), "{r:?}");
+    assert!(
+        matches!(r, Eviction::Blocked(ref m) if m.contains("disruption budget")),
+        "{r:?}"
+    );
     assert!(started.elapsed() < Duration::from_secs(5));
 }
 
@@ -575,13 +687,22 @@ async fn an_empty_node_is_deleted_only_after_its_volumes_detach() {
     let mut cfg = (*rec.config).clone();
     cfg.node_groups[0].min_size = 1;
     let rec = env.reconciler(cfg.clone()).await.expect("reconciler");
-    drive(&env, &rec, Duration::from_secs(30), |_| {}, |env| {
-        env.cluster.nodes().iter().any(|n| {
-            n.metadata.name.as_deref().is_some_and(|m| m.starts_with("e2e-"))
-                && ready(n)
-                && !has_startup_taint(n)
-        })
-    })
+    drive(
+        &env,
+        &rec,
+        Duration::from_secs(30),
+        |_| {},
+        |env| {
+            env.cluster.nodes().iter().any(|n| {
+                n.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|m| m.starts_with("e2e-"))
+                    && ready(n)
+                    && !has_startup_taint(n)
+            })
+        },
+    )
     .await;
     let node = env.cloud.servers()[0].name.clone();
     env.cluster
@@ -600,13 +721,134 @@ async fn an_empty_node_is_deleted_only_after_its_volumes_detach() {
         .expect("cordon");
     for _ in 0..5 {
         let r = rec.cycle(SystemTime::now()).await.expect("cycle");
-        assert!(!matches!(r.decision.action, Action::DeleteNode { .. }), "{:?}", r.decision);
-        assert!(r.decision.has_reason(nodewright::plan::ReasonCode::VolumesAttached));
+        assert!(
+            !matches!(r.decision.action, Action::DeleteNode { .. }),
+            "{:?}",
+            r.decision
+        );
+        assert!(r
+            .decision
+            .has_reason(nodewright::plan::ReasonCode::VolumesAttached));
     }
     assert_eq!(env.cloud.servers().len(), 1);
     env.cluster.detach_volume("csi-pv-1").expect("detach");
-    drive(&env, &rec, Duration::from_secs(20), |_| {}, |env| {
-        env.cloud.servers().is_empty() && env.cluster.node(&node).is_none()
-    })
+    drive(
+        &env,
+        &rec,
+        Duration::from_secs(20),
+        |_| {},
+        |env| env.cloud.servers().is_empty() && env.cluster.node(&node).is_none(),
+    )
     .await;
+}
+
+/// Issue 3: one cluster, three node groups on three clouds, each scaled up and down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_groups_on_three_providers_each_scale_up_and_down() {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("env");
+    let join = r#"{template: k3s-agent.join.sh.j2, variables: {k3s_url: "https://192.0.2.1:6443", k3s_token: "e2e-secret-token"}}"#;
+    let text = format!(
+        r#"clusterName: e2e
+freeMemoryTarget: 0 B
+provisionTimeout: 60s
+scanInterval: 200ms
+scaleDown: {{delayAfterAdd: 1s}}
+nodeGroups:
+  - name: os
+    provider: openstack
+    maxSize: 2
+    openstack: {{flavor: m1.large, image: ubuntu-24.04, network: private}}
+    userData:
+      template: k3s-agent.cloud-init.yaml.j2
+      variables: {{k3s_url: "https://192.0.2.1:6443", k3s_token: "e2e-secret-token"}}
+  - name: pve
+    provider: proxmox
+    maxSize: 2
+    proxmox: {{template: agent-shared, memory: 8 GiB, cores: 2, join: guestAgent}}
+    userData: {join}
+  - name: kam
+    provider: kamatera
+    maxSize: 2
+    kamatera: {{datacenter: EU, image: ubuntu_server_24.04_64-bit, cpu: 2B, ram: 8 GiB}}
+    userData: {join}
+"#
+    );
+    let (_, cfg) = env.write_config(&text).expect("config");
+    let rec = env.reconciler(cfg).await.expect("reconciler");
+    for g in ["os", "pve", "kam"] {
+        env.cluster
+            .add_replicaset(
+                "default",
+                &format!("app-{g}"),
+                2,
+                SimPodTemplate::new("nginx:1.25", 3 * GI).node_selector(LABEL_GROUP, g),
+            )
+            .expect("rs");
+    }
+    let group_nodes = |env: &SimEnv, g: &str| -> usize {
+        env.cluster
+            .nodes()
+            .iter()
+            .filter(|n| {
+                n.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(LABEL_GROUP))
+                    .map(String::as_str)
+                    == Some(g)
+                    && ready(n)
+                    && !has_startup_taint(n)
+            })
+            .count()
+    };
+    drive(
+        &env,
+        &rec,
+        Duration::from_secs(60),
+        |_| {},
+        |env| {
+            ["os", "pve", "kam"].iter().all(|g| {
+                let pods = app_pods(env, &format!("app-{g}"));
+                pods.len() == 2 && pods.iter().all(|p| phase(p) == "Running")
+            })
+        },
+    )
+    .await;
+    for g in ["os", "pve", "kam"] {
+        assert_eq!(group_nodes(&env, g), 1, "group {g}");
+    }
+    assert_eq!(env.cloud.servers().len(), 1);
+    assert_eq!(env.proxmox.guests().len(), 1);
+    assert_eq!(env.kamatera.servers().len(), 1);
+    assert!(
+        env.proxmox.violations().is_empty(),
+        "{:?}",
+        env.proxmox.violations()
+    );
+
+    for g in ["os", "pve", "kam"] {
+        env.cluster
+            .scale_replicaset("default", &format!("app-{g}"), 0)
+            .expect("scale");
+    }
+    drive(
+        &env,
+        &rec,
+        Duration::from_secs(60),
+        |_| {},
+        |env| {
+            env.cloud.servers().is_empty()
+                && env.proxmox.guests().is_empty()
+                && env.kamatera.servers().is_empty()
+        },
+    )
+    .await;
+    assert!(worker_names(&env).is_empty(), "{:?}", worker_names(&env));
+    assert!(
+        env.proxmox.violations().is_empty(),
+        "{:?}",
+        env.proxmox.violations()
+    );
 }

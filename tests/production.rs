@@ -118,12 +118,17 @@ fn all_running(env: &SimEnv, n: usize) -> bool {
         .cluster
         .pods()
         .into_iter()
-        .filter(|p| p.metadata.name.as_deref().is_some_and(|n| n.starts_with("web")))
+        .filter(|p| {
+            p.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("web"))
+        })
         .collect();
     pods.len() == n
-        && pods.iter().all(|p| {
-            p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
-        })
+        && pods
+            .iter()
+            .all(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
 }
 
 fn holder(env: &SimEnv) -> Option<String> {
@@ -159,7 +164,10 @@ async fn two_replicas_one_acts_and_the_other_takes_over_when_the_leader_dies() {
     let (pa, pb) = (free_port(), free_port());
     let mut a = spawn(&env, &cfg, "replica-a", pa, ELECT);
     let mut b = spawn(&env, &cfg, "replica-b", pb, ELECT);
-    wait_for("a leader", Duration::from_secs(20), || holder(&env).is_some()).await;
+    wait_for("a leader", Duration::from_secs(20), || {
+        holder(&env).is_some()
+    })
+    .await;
     let first = holder(&env).unwrap_or_default();
     let (leader, leader_port, standby_port) = if first.starts_with("replica-a") {
         (&mut a, pa, pb)
@@ -168,20 +176,29 @@ async fn two_replicas_one_acts_and_the_other_takes_over_when_the_leader_dies() {
     };
     // 4 pods of 3 GiB need two 8 GiB nodes; kill the leader while they boot.
     env.cluster
-        .add_replicaset("default", "web", 4, SimPodTemplate::new("nginx:1.25", 3 * GI))
+        .add_replicaset(
+            "default",
+            "web",
+            4,
+            SimPodTemplate::new("nginx:1.25", 3 * GI),
+        )
         .expect("rs");
     wait_for("the leader to create a VM", Duration::from_secs(20), || {
         !env.cloud.servers().is_empty()
     })
     .await;
-    let standby_metrics = get(standby_port, "/metrics").expect("standby serves metrics").1;
+    let standby_metrics = get(standby_port, "/metrics")
+        .expect("standby serves metrics")
+        .1;
     assert_eq!(metric(&standby_metrics, "nodewright_leader "), 0.0);
     assert_eq!(
         metric(&standby_metrics, "nodewright_actions_total"),
         0.0,
         "the standby acted:\n{standby_metrics}"
     );
-    let leader_metrics = get(leader_port, "/metrics").expect("leader serves metrics").1;
+    let leader_metrics = get(leader_port, "/metrics")
+        .expect("leader serves metrics")
+        .1;
     assert_eq!(metric(&leader_metrics, "nodewright_leader "), 1.0);
     leader.kill();
     let killed = Instant::now();
@@ -212,29 +229,59 @@ async fn metrics_move_during_a_scale_up() {
     let port = free_port();
     let p = spawn(&env, &cfg, "metrics", port, &[]);
     wait_for("/metrics", Duration::from_secs(20), || {
-        get(port, "/metrics").is_some_and(|(s, b)| s == 200 && b.contains("nodewright_free_memory_target_bytes 0"))
+        get(port, "/metrics")
+            .is_some_and(|(s, b)| s == 200 && b.contains("nodewright_free_memory_target_bytes 0"))
     })
     .await;
     let before = get(port, "/metrics").expect("scrape").1;
-    assert_eq!(metric(&before, "nodewright_scale_ups_total"), 0.0, "{before}");
+    assert_eq!(
+        metric(&before, "nodewright_scale_ups_total"),
+        0.0,
+        "{before}"
+    );
     env.cluster
-        .add_replicaset("default", "web", 2, SimPodTemplate::new("nginx:1.25", 3 * GI))
+        .add_replicaset(
+            "default",
+            "web",
+            2,
+            SimPodTemplate::new("nginx:1.25", 3 * GI),
+        )
         .expect("rs");
-    wait_for("pods running", Duration::from_secs(30), || all_running(&env, 2)).await;
+    wait_for("pods running", Duration::from_secs(30), || {
+        all_running(&env, 2)
+    })
+    .await;
     let mut after = String::new();
     wait_for("counters to move", Duration::from_secs(10), || {
         after = get(port, "/metrics").map(|r| r.1).unwrap_or_default();
         metric(&after, "nodewright_scale_ups_total{group=\"workers\"}") >= 1.0
-            && metric(&after, "nodewright_actions_total{action=\"remove-startup-taint\"}") >= 1.0
+            && metric(
+                &after,
+                "nodewright_actions_total{action=\"remove-startup-taint\"}",
+            ) >= 1.0
     })
     .await;
-    assert!(metric(&after, "nodewright_actions_total{action=\"scale-up\"}") >= 1.0, "{after}");
-    assert!(metric(&after, "nodewright_actions_total{action=\"remove-startup-taint\"}") >= 1.0, "{after}");
+    assert!(
+        metric(&after, "nodewright_actions_total{action=\"scale-up\"}") >= 1.0,
+        "{after}"
+    );
+    assert!(
+        metric(
+            &after,
+            "nodewright_actions_total{action=\"remove-startup-taint\"}"
+        ) >= 1.0,
+        "{after}"
+    );
     assert!(
         metric(&after, "nodewright_cloud_api_duration_seconds_count{provider=\"openstack\",call=\"create_server\"}") >= 1.0,
         "{after}"
     );
-    assert!(metric(&after, "nodewright_nodes{group=\"workers\",state=\"ready\"}") >= 1.0);
+    assert!(
+        metric(
+            &after,
+            "nodewright_nodes{group=\"workers\",state=\"ready\"}"
+        ) >= 1.0
+    );
     assert!(metric(&after, "nodewright_cycle_duration_seconds_count") > 0.0);
     assert!(metric(&after, "nodewright_last_successful_cycle_timestamp_seconds") > 1.0e9);
     assert_eq!(get(port, "/healthz").map(|r| r.0), Some(200));
@@ -273,10 +320,16 @@ async fn healthz_fails_when_the_loop_is_stuck() {
     let port = free_port();
     let stderr = env.dir.join("stuck.log");
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_nodewright"));
-    cmd.args(["run", "--metrics-addr", &format!("127.0.0.1:{port}"), "--stuck-after", "2s"])
-        .env_remove("KUBECONFIG")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr).expect("log"));
+    cmd.args([
+        "run",
+        "--metrics-addr",
+        &format!("127.0.0.1:{port}"),
+        "--stuck-after",
+        "2s",
+    ])
+    .env_remove("KUBECONFIG")
+    .stdout(Stdio::null())
+    .stderr(std::fs::File::create(&stderr).expect("log"));
     for (k, v) in env.env_vars(&cfg) {
         cmd.env(k, v);
     }
@@ -289,8 +342,16 @@ async fn healthz_fails_when_the_loop_is_stuck() {
         get(port, "/healthz").is_some()
     })
     .await;
-    assert_eq!(get(port, "/healthz").map(|r| r.0), Some(200), "healthy at first");
-    assert_eq!(get(port, "/readyz").map(|r| r.0), Some(503), "no cycle completed yet");
+    assert_eq!(
+        get(port, "/healthz").map(|r| r.0),
+        Some(200),
+        "healthy at first"
+    );
+    assert_eq!(
+        get(port, "/readyz").map(|r| r.0),
+        Some(503),
+        "no cycle completed yet"
+    );
     tokio::time::sleep(Duration::from_secs(3)).await;
     let (status, body) = get(port, "/healthz").expect("healthz");
     assert_eq!(status, 503, "{body}");
@@ -313,9 +374,17 @@ async fn secrets_never_appear_in_logs_events_status_or_plan() {
         &["--log-format", "json", "--lease-namespace", "default"],
     );
     env.cluster
-        .add_replicaset("default", "web", 2, SimPodTemplate::new("nginx:1.25", 3 * GI))
+        .add_replicaset(
+            "default",
+            "web",
+            2,
+            SimPodTemplate::new("nginx:1.25", 3 * GI),
+        )
         .expect("rs");
-    wait_for("pods running", Duration::from_secs(30), || all_running(&env, 2)).await;
+    wait_for("pods running", Duration::from_secs(30), || {
+        all_running(&env, 2)
+    })
+    .await;
     // The VM really got the token: it is in the user data, and only there.
     assert!(env.cloud.servers().iter().any(|s| s
         .user_data
@@ -337,7 +406,11 @@ async fn secrets_never_appear_in_logs_events_status_or_plan() {
         .env_remove("KUBECONFIG")
         .output()
         .expect("plan");
-    assert!(plan.status.success(), "{}", String::from_utf8_lossy(&plan.stderr));
+    assert!(
+        plan.status.success(),
+        "{}",
+        String::from_utf8_lossy(&plan.stderr)
+    );
     let status = env
         .cluster
         .get::<ConfigMap>("default", "nodewright-status")
@@ -349,8 +422,14 @@ async fn secrets_never_appear_in_logs_events_status_or_plan() {
     assert!(events.contains("TriggeredScaleUp"), "{events}");
     let outputs = [
         ("log", log),
-        ("plan stdout", String::from_utf8_lossy(&plan.stdout).to_string()),
-        ("plan stderr", String::from_utf8_lossy(&plan.stderr).to_string()),
+        (
+            "plan stdout",
+            String::from_utf8_lossy(&plan.stdout).to_string(),
+        ),
+        (
+            "plan stderr",
+            String::from_utf8_lossy(&plan.stderr).to_string(),
+        ),
         ("status ConfigMap", status),
         ("events", events),
     ];
@@ -388,17 +467,26 @@ async fn config_changes_apply_without_restart_and_a_bad_one_is_rejected() {
     .await;
     // An invalid config is refused; the last good one (minSize 1) stays in force.
     replace("minSize: 0", "minSize: 1\n    bogusKey: 1");
-    wait_for("the rejection to be logged", Duration::from_secs(10), || {
-        p.log().contains("config changed but is invalid")
-    })
+    wait_for(
+        "the rejection to be logged",
+        Duration::from_secs(10),
+        || p.log().contains("config changed but is invalid"),
+    )
     .await;
     assert!(p.log().contains("bogusKey"), "the error names the key");
     env.cluster
-        .add_replicaset("default", "web", 3, SimPodTemplate::new("nginx:1.25", 3 * GI))
+        .add_replicaset(
+            "default",
+            "web",
+            3,
+            SimPodTemplate::new("nginx:1.25", 3 * GI),
+        )
         .expect("rs");
-    wait_for("scale-up under the last good config", Duration::from_secs(30), || {
-        all_running(&env, 3)
-    })
+    wait_for(
+        "scale-up under the last good config",
+        Duration::from_secs(30),
+        || all_running(&env, 3),
+    )
     .await;
     assert!(env.cloud.servers().len() >= 2);
 }

@@ -39,11 +39,14 @@ fn ctx() -> RenderContext {
     )
 }
 
-/// Only the required variables.
+const JOIN_COMMAND: &str = "kubeadm join 10.0.0.10:6443 --token abcdef.0123456789abcdef --discovery-token-ca-cert-hash sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/// Only the required variables (of every shipped template).
 fn minimal_vars() -> serde_json::Value {
     json!({
         "k3s_url": "https://10.0.0.10:6443",
         "k3s_token": TOKEN,
+        "join_command": JOIN_COMMAND,
     })
 }
 
@@ -58,6 +61,7 @@ fn full_vars() -> serde_json::Value {
             "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQExample admin@example"
         ],
         "k3s_extra_config": {"kubelet-arg": ["max-pods=50"], "node-ip": "10.0.0.21"},
+        "join_command": JOIN_COMMAND,
     })
 }
 
@@ -144,6 +148,8 @@ fn validate(template: &str, out: &RenderedUserData) {
             let path = f.path().to_string_lossy().into_owned();
             let (ok, text) = run_validator("sh", &["-n", &path], "dash");
             assert!(ok, "sh -n rejected {template}:\n{text}");
+            let (ok, text) = run_validator("shellcheck", &["-s", "sh", &path], "shellcheck");
+            assert!(ok, "shellcheck rejected {template}:\n{text}");
         }
     }
 }
@@ -195,7 +201,10 @@ fn every_shipped_template_passes_the_real_validator() {
 
 #[test]
 fn shipped_templates_carry_startup_taint_ownership_labels_and_node_name() {
-    for template in shipped_templates() {
+    for template in shipped_templates()
+        .into_iter()
+        .filter(|t| t.starts_with("k3s-"))
+    {
         let out = render_ok(&shipped_dir(), &template, full_vars());
         let text = node_visible_text(&out);
         for needle in [
@@ -399,4 +408,21 @@ fn unknown_butane_field_names_field_template_and_line() {
     );
     assert_eq!(e.line(), Some(7), "{msg}");
     assert!(msg.contains("the line reads: `content:`"), "{msg}");
+}
+
+#[test]
+fn kubeadm_join_script_registers_with_labels_and_startup_taint() {
+    let out = render_ok(&shipped_dir(), "kubeadm-join.sh.j2", full_vars());
+    assert_eq!(out.format, UserDataFormat::Script);
+    let text = &out.content;
+    assert!(text.starts_with("#!/bin/sh"), "{text}");
+    assert!(text.contains(&format!("--register-with-taints=nvidia.com/gpu=present:NoSchedule,dedicated:NoExecute,{STARTUP_TAINT}")), "{text}");
+    assert!(text.contains("--node-labels="), "{text}");
+    assert!(text.contains("nodewright.io/cluster=prod"), "{text}");
+    assert!(text.contains("nodewright.io/group=gpu-workers"), "{text}");
+    assert!(text.contains(JOIN_COMMAND), "{text}");
+    assert!(
+        text.contains("--node-name prod-gpu-workers-7f3k2"),
+        "{text}"
+    );
 }

@@ -65,7 +65,11 @@ pub fn events_for(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<Ev
     };
     match &decision.action {
         Action::ScaleUp { group, count } => {
-            for r in decision.reasons.iter().filter(|r| r.code == ReasonCode::UnschedulablePods) {
+            for r in decision
+                .reasons
+                .iter()
+                .filter(|r| r.code == ReasonCode::UnschedulablePods)
+            {
                 for o in &r.objects {
                     out.push(ev(
                         o.clone(),
@@ -93,7 +97,12 @@ pub fn events_for(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<Ev
             if !outcome.deferred.is_empty() {
                 msg.push_str(&format!("; {}", outcome.deferred.join("; ")));
             }
-            out.push(ev(ObjectRef::node(node), "Draining", msg, !outcome.deferred.is_empty()));
+            out.push(ev(
+                ObjectRef::node(node),
+                "Draining",
+                msg,
+                !outcome.deferred.is_empty(),
+            ));
         }
         Action::DeleteNode { node, server } => out.push(ev(
             ObjectRef::node(node),

@@ -75,10 +75,8 @@ impl Clouds {
             let w = match wrapped.iter().find(|(k, _)| *k == key) {
                 Some((_, w)) => w.clone(),
                 None => {
-                    let w = crate::cloud::instrumented::Instrumented::wrap(
-                        p.clone(),
-                        metrics.clone(),
-                    );
+                    let w =
+                        crate::cloud::instrumented::Instrumented::wrap(p.clone(), metrics.clone());
                     wrapped.push((key, w.clone()));
                     w
                 }
@@ -195,8 +193,7 @@ impl Actuator<'_> {
                     .ok_or_else(|| ActError::NoProvider(format!("group {group}")))?;
                 let provider = self.clouds.for_group(group)?.clone();
                 for _ in 0..*count {
-                    let name =
-                        new_node_name(&self.config.cluster_name, &g.name, &self.taken_names);
+                    let name = new_node_name(&self.config.cluster_name, &g.name, &self.taken_names);
                     self.taken_names.insert(name.clone());
                     let rendered = render_user_data(self.config, g, &name)?;
                     let req = CreateRequest {
@@ -207,8 +204,10 @@ impl Actuator<'_> {
                     };
                     let server = provider.create_server(&req).await?;
                     *out.created.entry(group.clone()).or_default() += 1;
-                    out.done
-                        .push(format!("created VM {} ({}) in group {group}", name, server.id));
+                    out.done.push(format!(
+                        "created VM {} ({}) in group {group}",
+                        name, server.id
+                    ));
                 }
             }
             Action::Cordon { node, reason } => {
@@ -245,8 +244,10 @@ impl Actuator<'_> {
             Action::PullImages { node, images } => {
                 let ns = &self.config.image_puller.namespace;
                 let pod = self.cluster.create_image_puller(ns, node, images).await?;
-                out.done
-                    .push(format!("started {ns}/{pod} to pull {} on {node}", images.join(", ")));
+                out.done.push(format!(
+                    "started {ns}/{pod} to pull {} on {node}",
+                    images.join(", ")
+                ));
             }
             Action::DeletePods { pods } => {
                 for pod in pods {
@@ -259,7 +260,10 @@ impl Actuator<'_> {
     }
 
     async fn delete_server(&self, s: &ServerRef) -> Result<(), ActError> {
-        self.clouds.for_group(&s.group)?.delete_server(&s.id).await?;
+        self.clouds
+            .for_group(&s.group)?
+            .delete_server(&s.id)
+            .await?;
         Ok(())
     }
 }

@@ -29,7 +29,12 @@ pub fn parse_quantity(q: &str) -> Option<u64> {
         .unwrap_or(q.len());
     let (num, suffix) = q.split_at(split);
     let (num, suffix) = match suffix.strip_prefix(['e', 'E']) {
-        Some(exp) if !exp.is_empty() && exp.chars().all(|c| c.is_ascii_digit() || c == '-' || c == '+') => {
+        Some(exp)
+            if !exp.is_empty()
+                && exp
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || c == '-' || c == '+') =>
+        {
             let e: i32 = exp.parse().ok()?;
             (num.parse::<f64>().ok()? * 10f64.powi(e), "")
         }
@@ -194,7 +199,11 @@ pub fn pod_info(p: &Pod) -> Option<PodInfo> {
         })
         .unwrap_or_default();
     Some(PodInfo {
-        namespace: p.metadata.namespace.clone().unwrap_or_else(|| "default".into()),
+        namespace: p
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into()),
         name,
         node_name: spec.and_then(|s| s.node_name.clone()),
         phase,
@@ -203,7 +212,9 @@ pub fn pod_info(p: &Pod) -> Option<PodInfo> {
         controller_kind,
         mirror,
         images,
-        node_selector: spec.and_then(|s| s.node_selector.clone()).unwrap_or_default(),
+        node_selector: spec
+            .and_then(|s| s.node_selector.clone())
+            .unwrap_or_default(),
         tolerations,
         labels: labels(&p.metadata.labels),
         deleting: p.metadata.deletion_timestamp.is_some(),

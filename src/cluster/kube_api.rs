@@ -49,7 +49,10 @@ where
     let mut out = Vec::new();
     let mut params = ListParams::default().limit(PAGE);
     loop {
-        let page = api.list(&params).await.map_err(api_err(format!("list {what}")))?;
+        let page = api
+            .list(&params)
+            .await
+            .map_err(api_err(format!("list {what}")))?;
         let next = page.metadata.continue_.clone().filter(|c| !c.is_empty());
         out.extend(page.items);
         match next {
@@ -63,12 +66,20 @@ where
 impl ClusterApi for KubeCluster {
     async fn nodes(&self) -> Result<Vec<NodeInfo>, ClusterError> {
         let api: Api<Node> = Api::all(self.client.clone());
-        Ok(list_all(&api, "nodes").await?.iter().filter_map(node_info).collect())
+        Ok(list_all(&api, "nodes")
+            .await?
+            .iter()
+            .filter_map(node_info)
+            .collect())
     }
 
     async fn pods(&self) -> Result<Vec<PodInfo>, ClusterError> {
         let api: Api<Pod> = Api::all(self.client.clone());
-        Ok(list_all(&api, "pods").await?.iter().filter_map(pod_info).collect())
+        Ok(list_all(&api, "pods")
+            .await?
+            .iter()
+            .filter_map(pod_info)
+            .collect())
     }
 
     async fn pdbs(&self) -> Result<Vec<PdbInfo>, ClusterError> {
@@ -153,12 +164,11 @@ impl ClusterApi for KubeCluster {
         images: &[String],
     ) -> Result<String, ClusterError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        let pod: Pod = serde_json::from_value(puller_pod(node, images)).map_err(|e| {
-            ClusterError::Api {
+        let pod: Pod =
+            serde_json::from_value(puller_pod(node, images)).map_err(|e| ClusterError::Api {
                 call: "build image puller pod".into(),
                 source: Box::new(kube::Error::SerdeError(e)),
-            }
-        })?;
+            })?;
         let created = api
             .create(&PostParams::default(), &pod)
             .await

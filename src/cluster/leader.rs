@@ -150,8 +150,7 @@ impl LeaderElector {
         let s = &self.settings;
         let mut last_renewal: Option<Instant> = None;
         loop {
-            let attempt =
-                tokio::time::timeout(s.renew_deadline, self.try_acquire_or_renew()).await;
+            let attempt = tokio::time::timeout(s.renew_deadline, self.try_acquire_or_renew()).await;
             let was_leading = *leading.borrow();
             match attempt {
                 Ok(Ok(true)) => {

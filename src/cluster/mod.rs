@@ -4,9 +4,9 @@
 
 pub mod convert;
 pub mod events;
+mod kube_api;
 pub mod leader;
 pub mod status;
-mod kube_api;
 
 use std::path::Path;
 

@@ -200,7 +200,8 @@ mod tests {
 
     #[test]
     fn no_suggestion_for_unrelated_key() {
-        let m = explain_serde_message("unknown field `zzz`, expected `clusterName` or `nodeGroups`");
+        let m =
+            explain_serde_message("unknown field `zzz`, expected `clusterName` or `nodeGroups`");
         assert!(!m.contains("did you mean"), "{m}");
     }
 }

@@ -232,8 +232,8 @@ impl Config {
 
     /// Parses and validates YAML text; `base_dir` anchors a relative `templatesDir`.
     pub fn parse(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
-        let mut config: Config = crate::yaml::from_str_with_path(text)
-            .map_err(|e| ConfigError::from_yaml(e, text))?;
+        let mut config: Config =
+            crate::yaml::from_str_with_path(text).map_err(|e| ConfigError::from_yaml(e, text))?;
         if config.templates_dir.is_relative() {
             config.templates_dir = base_dir.join(&config.templates_dir);
         }

@@ -12,8 +12,18 @@ const NAME_SUFFIX_LEN: usize = 6;
 pub(super) fn validate(c: &Config) -> Vec<ConfigProblem> {
     let mut p = Vec::new();
     check_dns_label(&mut p, "clusterName", &c.cluster_name);
-    check_min_duration(&mut p, "scanInterval", c.scan_interval, Duration::from_millis(100));
-    check_min_duration(&mut p, "provisionTimeout", c.provision_timeout, Duration::from_secs(1));
+    check_min_duration(
+        &mut p,
+        "scanInterval",
+        c.scan_interval,
+        Duration::from_millis(100),
+    );
+    check_min_duration(
+        &mut p,
+        "provisionTimeout",
+        c.provision_timeout,
+        Duration::from_secs(1),
+    );
     if let Some(age) = c.old_node_age_limit {
         check_min_duration(&mut p, "oldNodeAgeLimit", age, Duration::from_secs(1));
     }
@@ -38,7 +48,10 @@ pub(super) fn validate(c: &Config) -> Vec<ConfigProblem> {
         if !seen.insert(g.name.as_str()) {
             p.push(ConfigProblem::new(
                 format!("{at}.name"),
-                format!("duplicate group name `{}`; expected each group name once", g.name),
+                format!(
+                    "duplicate group name `{}`; expected each group name once",
+                    g.name
+                ),
             ));
         }
         validate_group(&mut p, c, &at, g);
@@ -69,7 +82,10 @@ fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGrou
     if g.min_size > g.max_size {
         p.push(ConfigProblem::new(
             format!("{at}.minSize"),
-            format!("got {}; expected at most maxSize ({})", g.min_size, g.max_size),
+            format!(
+                "got {}; expected at most maxSize ({})",
+                g.min_size, g.max_size
+            ),
         ));
     }
     // Exactly the settings block of the group's provider, no other.
@@ -142,7 +158,12 @@ fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGrou
             ));
         }
     }
-    for name in g.user_data.variables.keys().chain(g.user_data.variable_files.keys()) {
+    for name in g
+        .user_data
+        .variables
+        .keys()
+        .chain(g.user_data.variable_files.keys())
+    {
         if crate::userdata::BUILTIN_VARIABLES.contains(&name.as_str()) {
             p.push(ConfigProblem::new(
                 format!("{at}.userData.variables.{name}"),
@@ -153,7 +174,10 @@ fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGrou
     for (key, value) in &g.labels {
         let path = format!("{at}.labels.{key}");
         if let Err(why) = check_qualified_name(key) {
-            p.push(ConfigProblem::new(&path, format!("invalid label key `{key}`: {why}")));
+            p.push(ConfigProblem::new(
+                &path,
+                format!("invalid label key `{key}`: {why}"),
+            ));
         } else if key.starts_with("nodewright.io/") {
             p.push(ConfigProblem::new(
                 &path,
@@ -170,7 +194,10 @@ fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGrou
     for (i, t) in g.taints.iter().enumerate() {
         let path = format!("{at}.taints[{i}].key");
         if let Err(why) = check_qualified_name(&t.key) {
-            p.push(ConfigProblem::new(&path, format!("invalid taint key `{}`: {why}", t.key)));
+            p.push(ConfigProblem::new(
+                &path,
+                format!("invalid taint key `{}`: {why}", t.key),
+            ));
         } else if t.key == crate::STARTUP_TAINT_KEY {
             p.push(ConfigProblem::new(
                 &path,
@@ -180,7 +207,10 @@ fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGrou
         if !t.value.is_empty() && !is_label_value(&t.value) {
             p.push(ConfigProblem::new(
                 format!("{at}.taints[{i}].value"),
-                format!("invalid taint value `{}`; expected at most 63 characters of [A-Za-z0-9._-]", t.value),
+                format!(
+                    "invalid taint value `{}`; expected at most 63 characters of [A-Za-z0-9._-]",
+                    t.value
+                ),
             ));
         }
     }
@@ -211,14 +241,16 @@ fn check_dns_label(p: &mut Vec<ConfigProblem>, path: &str, v: &str) {
 pub(crate) fn is_dns_label(v: &str) -> bool {
     !v.is_empty()
         && v.len() <= 63
-        && v.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && v.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !v.starts_with('-')
         && !v.ends_with('-')
 }
 
 fn is_label_value(v: &str) -> bool {
     v.len() <= 63
-        && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+        && v.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
         && v.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
         && v.bytes().last().is_some_and(|b| b.is_ascii_alphanumeric())
 }
@@ -230,9 +262,7 @@ fn check_qualified_name(key: &str) -> Result<(), &'static str> {
         None => (None, key),
     };
     if let Some(prefix) = prefix {
-        let ok = !prefix.is_empty()
-            && prefix.len() <= 253
-            && prefix.split('.').all(is_dns_label);
+        let ok = !prefix.is_empty() && prefix.len() <= 253 && prefix.split('.').all(is_dns_label);
         if !ok {
             return Err("the prefix before '/' must be a lowercase DNS subdomain");
         }

@@ -102,7 +102,10 @@ pub fn nodes_needed(
 
 /// Human-readable signed byte count (`-1.5 GiB`).
 pub fn fmt_bytes(v: i64) -> String {
-    let s = bytesize::ByteSize(v.unsigned_abs()).display().iec().to_string();
+    let s = bytesize::ByteSize(v.unsigned_abs())
+        .display()
+        .iec()
+        .to_string();
     if v < 0 {
         format!("-{s}")
     } else {

@@ -211,7 +211,10 @@ pub struct Decision {
 
 impl Decision {
     pub fn has_reason(&self, code: ReasonCode) -> bool {
-        self.reasons.iter().chain(&self.notes).any(|r| r.code == code)
+        self.reasons
+            .iter()
+            .chain(&self.notes)
+            .any(|r| r.code == code)
     }
 }
 
@@ -249,7 +252,9 @@ pub fn plan(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Decision {
         format!(
             "free memory {} meets target {}; nothing to replace, remove or warm",
             capacity::fmt_bytes(view.free_total()),
-            bytesize::ByteSize(config.free_memory_target.as_u64()).display().iec()
+            bytesize::ByteSize(config.free_memory_target.as_u64())
+                .display()
+                .iec()
         ),
     )];
     Decision {

@@ -204,11 +204,23 @@ mod tests {
     #[test]
     fn image_normalization() {
         assert_eq!(normalize_image("nginx"), "docker.io/library/nginx:latest");
-        assert_eq!(normalize_image("nginx:1.25"), "docker.io/library/nginx:1.25");
-        assert_eq!(normalize_image("bitnami/redis:7"), "docker.io/bitnami/redis:7");
+        assert_eq!(
+            normalize_image("nginx:1.25"),
+            "docker.io/library/nginx:1.25"
+        );
+        assert_eq!(
+            normalize_image("bitnami/redis:7"),
+            "docker.io/bitnami/redis:7"
+        );
         assert_eq!(normalize_image("quay.io/x/y:1"), "quay.io/x/y:1");
-        assert_eq!(normalize_image("localhost:5000/y"), "localhost:5000/y:latest");
-        assert_eq!(normalize_image("ghcr.io/a/b@sha256:ab"), "ghcr.io/a/b@sha256:ab");
+        assert_eq!(
+            normalize_image("localhost:5000/y"),
+            "localhost:5000/y:latest"
+        );
+        assert_eq!(
+            normalize_image("ghcr.io/a/b@sha256:ab"),
+            "ghcr.io/a/b@sha256:ab"
+        );
     }
 
     #[test]

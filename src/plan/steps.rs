@@ -61,32 +61,33 @@ pub fn clean_up_failed(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     let mut reasons = Vec::new();
     for m in &failed {
         let about = m.node.map(|n| ObjectRef::node(&n.name));
-        let age = humantime::format_duration(Duration::from_secs(
-            v.age(m.server.created).as_secs(),
-        ));
-        reasons.push(match m.server.status {
-            crate::cloud::ServerStatus::Error => Reason::new(
-                ReasonCode::ServerError,
-                format!("VM {} reports an error state", m.server.name),
-            ),
-            _ if m.node.is_none() => Reason::new(
-                ReasonCode::ProvisionTimeout,
-                format!(
-                    "VM {} has no node of ours after {age} (provisionTimeout {})",
-                    m.server.name,
-                    humantime::format_duration(v.config.provision_timeout)
+        let age =
+            humantime::format_duration(Duration::from_secs(v.age(m.server.created).as_secs()));
+        reasons.push(
+            match m.server.status {
+                crate::cloud::ServerStatus::Error => Reason::new(
+                    ReasonCode::ServerError,
+                    format!("VM {} reports an error state", m.server.name),
                 ),
-            ),
-            _ => Reason::new(
-                ReasonCode::ProvisionTimeout,
-                format!(
-                    "node {} is not Ready {age} after its VM was created (provisionTimeout {})",
-                    m.server.name,
-                    humantime::format_duration(v.config.provision_timeout)
+                _ if m.node.is_none() => Reason::new(
+                    ReasonCode::ProvisionTimeout,
+                    format!(
+                        "VM {} has no node of ours after {age} (provisionTimeout {})",
+                        m.server.name,
+                        humantime::format_duration(v.config.provision_timeout)
+                    ),
                 ),
-            ),
-        }
-        .about(about));
+                _ => Reason::new(
+                    ReasonCode::ProvisionTimeout,
+                    format!(
+                        "node {} is not Ready {age} after its VM was created (provisionTimeout {})",
+                        m.server.name,
+                        humantime::format_duration(v.config.provision_timeout)
+                    ),
+                ),
+            }
+            .about(about),
+        );
     }
     let nodes = failed
         .iter()
@@ -162,15 +163,21 @@ pub fn scale_up(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     }
 
     if !v.unhostable.is_empty() {
-        notes.push(Reason::new(
-            ReasonCode::NoGroupFits,
-            format!(
-                "no node group can host {} (nodeSelector, taints or memory request): {}",
-                if v.unhostable.len() == 1 { "this pod" } else { "these pods" },
-                list_pods(&v.unhostable)
-            ),
-        )
-        .about(v.unhostable.iter().map(|p| ObjectRef::pod(p))));
+        notes.push(
+            Reason::new(
+                ReasonCode::NoGroupFits,
+                format!(
+                    "no node group can host {} (nodeSelector, taints or memory request): {}",
+                    if v.unhostable.len() == 1 {
+                        "this pod"
+                    } else {
+                        "these pods"
+                    },
+                    list_pods(&v.unhostable)
+                ),
+            )
+            .about(v.unhostable.iter().map(|p| ObjectRef::pod(p))),
+        );
     }
     let mut bins = v.bins(None);
     let unplaced = capacity::place(&mut bins, &v.unschedulable);
@@ -256,7 +263,9 @@ pub fn scale_up(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         let largest = v.bins(None).iter().map(|b| b.free).max().unwrap_or(0);
         if largest < minimum {
             let g = general_group(v, notes)?;
-            if v.group_memory(&g.name).is_some_and(|m| (m as i64) < minimum) {
+            if v.group_memory(&g.name)
+                .is_some_and(|m| (m as i64) < minimum)
+            {
                 notes.push(Reason::new(
                     ReasonCode::NodeFreeMemoryBelowMinimum,
                     format!(
@@ -421,7 +430,10 @@ pub fn replace_old(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     let free_after = v.free_total() - node.allocatable_memory as i64;
     let target = v.config.free_memory_target.as_u64() as i64;
     if left.is_empty() && free_after >= target {
-        let reason = format!("replacing: older than {}", humantime::format_duration(limit));
+        let reason = format!(
+            "replacing: older than {}",
+            humantime::format_duration(limit)
+        );
         return Some((
             Action::Cordon {
                 node: node.name.clone(),

@@ -6,7 +6,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::*;
 use crate::cloud::{Server, ServerStatus};
-use crate::{ANNOTATION_CORDONED, LABEL_CLUSTER, LABEL_GROUP, LABEL_IMAGE_PULLER, STARTUP_TAINT_KEY};
+use crate::{
+    ANNOTATION_CORDONED, LABEL_CLUSTER, LABEL_GROUP, LABEL_IMAGE_PULLER, STARTUP_TAINT_KEY,
+};
 
 const GI: u64 = 1 << 30;
 
@@ -20,7 +22,8 @@ fn ago(secs: u64) -> SystemTime {
 
 fn mk_config(extra: &str) -> Config {
     let dir = std::env::temp_dir();
-    std::fs::write(dir.join("nodewright-plan-test.j2"), "#cloud-config\n").expect("temp dir is writable");
+    std::fs::write(dir.join("nodewright-plan-test.j2"), "#cloud-config\n")
+        .expect("temp dir is writable");
     let target = if extra.contains("freeMemoryTarget") {
         ""
     } else {
@@ -147,7 +150,10 @@ fn memory_counted_by_requests_of_pods_and_pending_pods() {
     // 3 GiB free minus 2 GiB pending that fits = 1 GiB < 2 GiB target.
     s.pods.push(mk_pod("pending", None, 2 * GI));
     let d = plan_it(&s, &c);
-    assert!(matches!(d.action, Action::ScaleUp { count: 1, .. }), "{d:?}");
+    assert!(
+        matches!(d.action, Action::ScaleUp { count: 1, .. }),
+        "{d:?}"
+    );
     assert!(d.has_reason(ReasonCode::FreeMemoryBelowTarget));
 }
 
@@ -188,7 +194,11 @@ fn scale_up_respects_max_size() {
     let mut s = Snapshot::default();
     for i in 0..5 {
         mk_member(&mut s, &format!("dev-workers-{i}"), 3600);
-        s.pods.push(mk_pod(&format!("full{i}"), Some(&format!("dev-workers-{i}")), 8 * GI));
+        s.pods.push(mk_pod(
+            &format!("full{i}"),
+            Some(&format!("dev-workers-{i}")),
+            8 * GI,
+        ));
     }
     s.pods.push(mk_pod("pending", None, GI));
     let d = plan_it(&s, &c);
@@ -403,7 +413,10 @@ fn finished_image_pullers_are_cleaned_up() {
     p.phase = PodPhase::Succeeded;
     s.pods.push(p);
     let d = plan_it(&s, &c);
-    assert!(matches!(&d.action, Action::DeletePods { pods } if pods.len() == 1), "{d:?}");
+    assert!(
+        matches!(&d.action, Action::DeletePods { pods } if pods.len() == 1),
+        "{d:?}"
+    );
 }
 
 #[test]
@@ -500,5 +513,8 @@ fn pod_disruption_budgets_hold_back_scale_down_and_eviction() {
     assert!(d.has_reason(ReasonCode::DrainBlocked));
     s.pdbs[0].disruptions_allowed = 1;
     let d = plan_it(&s, &c);
-    assert!(matches!(&d.action, Action::Drain { pods, .. } if pods.len() == 1), "{d:?}");
+    assert!(
+        matches!(&d.action, Action::Drain { pods, .. } if pods.len() == 1),
+        "{d:?}"
+    );
 }

@@ -156,10 +156,9 @@ impl<'a> View<'a> {
 
     /// Whether some managed node or a new node of some group could take `pod` at all.
     fn hostable(&self, pod: &PodInfo) -> bool {
-        let on_node = self
-            .schedulable()
-            .filter_map(|m| m.node)
-            .any(|n| Bin::for_node(n, 0).accepts(pod) && n.allocatable_memory >= pod.memory_request);
+        let on_node = self.schedulable().filter_map(|m| m.node).any(|n| {
+            Bin::for_node(n, 0).accepts(pod) && n.allocatable_memory >= pod.memory_request
+        });
         on_node
             || self.config.node_groups.iter().any(|g| {
                 let memory = self.group_memory(&g.name);
@@ -181,7 +180,10 @@ impl<'a> View<'a> {
     }
 
     pub fn pods_on(&self, node: &str) -> &[&'a PodInfo] {
-        self.pods_by_node.get(node).map(Vec::as_slice).unwrap_or(&[])
+        self.pods_by_node
+            .get(node)
+            .map(Vec::as_slice)
+            .unwrap_or(&[])
     }
 
     /// Sum of memory requests of the (non-terminal) pods on `node`.

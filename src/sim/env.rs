@@ -9,7 +9,9 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::cluster::{SimCluster, SimClusterOptions, SimNodeSpec};
+use super::kamatera::{SimKamatera, SimKamateraOptions};
 use super::openstack::{SimOpenStack, SimOpenStackOptions};
+use super::proxmox::{SimProxmox, SimProxmoxOptions};
 use super::{VmEvent, VmHook};
 use crate::cloud::build::build_clouds_with;
 use crate::cluster::{kubeconfig_from_file, KubeCluster};
@@ -25,6 +27,14 @@ pub const SHIPPED_TEMPLATES: &[(&str, &str)] = &[
     (
         "k3s-agent.butane.yaml.j2",
         include_str!("../../templates/k3s-agent.butane.yaml.j2"),
+    ),
+    (
+        "k3s-agent.join.sh.j2",
+        include_str!("../../templates/k3s-agent.join.sh.j2"),
+    ),
+    (
+        "kubeadm-join.sh.j2",
+        include_str!("../../templates/kubeadm-join.sh.j2"),
     ),
 ];
 
@@ -57,6 +67,10 @@ pub struct VmLogEntry {
 
 pub struct SimEnv {
     pub cluster: SimCluster,
+    pub proxmox: SimProxmox,
+    pub kamatera: SimKamatera,
+    pub proxmox_credentials: PathBuf,
+    pub kamatera_credentials: PathBuf,
     /// Every VM boot and deletion, in order (e.g. to check a Node went before its VM).
     pub vm_log: Arc<Mutex<Vec<VmLogEntry>>>,
     pub cloud: SimOpenStack,
@@ -117,16 +131,33 @@ impl SimEnv {
         };
         let cloud = SimOpenStack::start(SimOpenStackOptions {
             boot_delay: timings.boot_delay,
-            hook: Some(hook),
+            hook: Some(hook.clone()),
             ..SimOpenStackOptions::default()
         })
         .await
         .context("starting the simulated OpenStack")?;
+        let proxmox = SimProxmox::start(SimProxmoxOptions {
+            boot_delay: timings.boot_delay,
+            hook: Some(hook.clone()),
+            ..SimProxmoxOptions::default()
+        })
+        .await
+        .context("starting the simulated Proxmox VE")?;
+        let kamatera = SimKamatera::start(SimKamateraOptions {
+            hook: Some(hook),
+            ..SimKamateraOptions::default()
+        })
+        .await
+        .context("starting the simulated Kamatera API")?;
 
         let kubeconfig = dir.join("kubeconfig");
         cluster.write_kubeconfig(&kubeconfig)?;
         let credentials = dir.join("openstack.yaml");
         cloud.write_credentials_file(&credentials)?;
+        let proxmox_credentials = dir.join("proxmox.yaml");
+        proxmox.write_credentials_file(&proxmox_credentials)?;
+        let kamatera_credentials = dir.join("kamatera.yaml");
+        kamatera.write_credentials_file(&kamatera_credentials)?;
         let templates = dir.join("templates");
         std::fs::create_dir_all(&templates)?;
         for (name, text) in SHIPPED_TEMPLATES {
@@ -134,6 +165,10 @@ impl SimEnv {
         }
         Ok(SimEnv {
             cluster,
+            proxmox,
+            kamatera,
+            proxmox_credentials,
+            kamatera_credentials,
             vm_log,
             cloud,
             dir,
@@ -158,10 +193,7 @@ impl SimEnv {
     pub async fn reconciler(&self, config: Config) -> anyhow::Result<Reconciler> {
         let kube = kubeconfig_from_file(&self.kubeconfig).await?;
         let client = crate::cluster::client_from_config(kube)?;
-        let credentials = self.credentials.clone();
-        let clouds = build_clouds_with(&config, |kind| {
-            (kind == ProviderKind::Openstack).then(|| credentials.clone())
-        })?;
+        let clouds = build_clouds_with(&config, |kind| Some(self.credentials_for(kind)))?;
         Ok(Reconciler {
             config: Arc::new(config),
             cluster: Arc::new(KubeCluster::new(client)),
@@ -170,13 +202,29 @@ impl SimEnv {
         })
     }
 
+    /// The credentials file of a provider's simulator.
+    pub fn credentials_for(&self, kind: ProviderKind) -> PathBuf {
+        match kind {
+            ProviderKind::Openstack => self.credentials.clone(),
+            ProviderKind::Proxmox => self.proxmox_credentials.clone(),
+            ProviderKind::Kamatera => self.kamatera_credentials.clone(),
+        }
+    }
+
     /// Environment variables for a separately started `nodewright` process.
     pub fn env_vars(&self, config: &Path) -> Vec<(&'static str, PathBuf)> {
-        vec![
+        let mut vars = vec![
             (crate::config::ENV_CONFIG_FILE, config.to_path_buf()),
             (crate::config::ENV_KUBECONFIG_FILE, self.kubeconfig.clone()),
-            (crate::config::ENV_OPENSTACK_CREDENTIALS, self.credentials.clone()),
-        ]
+        ];
+        for kind in [
+            ProviderKind::Openstack,
+            ProviderKind::Proxmox,
+            ProviderKind::Kamatera,
+        ] {
+            vars.push((kind.credentials_env(), self.credentials_for(kind)));
+        }
+        vars
     }
 }
 

@@ -56,7 +56,10 @@ enum Step {
 
 fn script() -> Vec<(u64, Step)> {
     vec![
-        (0, Step::Say("an empty cluster: only the control plane; minSize is 1")),
+        (
+            0,
+            Step::Say("an empty cluster: only the control plane; minSize is 1"),
+        ),
         (
             6,
             Step::ReplicaSet {
@@ -83,10 +86,13 @@ fn script() -> Vec<(u64, Step)> {
                 image: "redis:7",
             },
         ),
-        (70, Step::Scale {
-            name: "web",
-            replicas: 3,
-        }),
+        (
+            70,
+            Step::Scale {
+                name: "web",
+                replicas: 3,
+            },
+        ),
     ]
 }
 
@@ -97,7 +103,9 @@ pub async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     if args.serve {
         return serve(&env, &config_path).await;
     }
-    println!("nodewright simulate: the real loop against a simulated cluster and OpenStack on 127.0.0.1");
+    println!(
+        "nodewright simulate: the real loop against a simulated cluster and OpenStack on 127.0.0.1"
+    );
     println!(
         "  cluster {}  cloud {}  files in {}",
         env.cluster.url(),
@@ -164,8 +172,13 @@ fn run_step(env: &SimEnv, step: Step, t: Duration) -> anyhow::Result<()> {
             memory,
             image,
         } => {
-            c.add_replicaset("default", name, replicas, SimPodTemplate::new(image, memory))
-                .map_err(err)?;
+            c.add_replicaset(
+                "default",
+                name,
+                replicas,
+                SimPodTemplate::new(image, memory),
+            )
+            .map_err(err)?;
             println!(
                 "{} {:<22} {replicas} pods of {name} ({image}, {} GiB each) arrive",
                 stamp(t),
@@ -183,7 +196,8 @@ fn run_step(env: &SimEnv, step: Step, t: Duration) -> anyhow::Result<()> {
                     .restart_policy("Never")
                     .annotation(ANNOTATION_RUN_FOR, run_for)
                     .label("job", "batch");
-                c.add_pod("default", &format!("batch-{i}"), tpl).map_err(err)?;
+                c.add_pod("default", &format!("batch-{i}"), tpl)
+                    .map_err(err)?;
             }
             println!(
                 "{} {:<22} {count} batch pods ({} GiB each) that finish after {run_for}",
@@ -228,7 +242,12 @@ fn describe(env: &SimEnv) -> String {
     let ready = workers.iter().filter(|n| is_ready(n)).count();
     let cordoned = workers
         .iter()
-        .filter(|n| n.spec.as_ref().and_then(|s| s.unschedulable).unwrap_or(false))
+        .filter(|n| {
+            n.spec
+                .as_ref()
+                .and_then(|s| s.unschedulable)
+                .unwrap_or(false)
+        })
         .count();
     let pods = env.cluster.pods();
     let count = |ph: &str| pods.iter().filter(|p| phase(p) == ph).count();
@@ -242,7 +261,9 @@ fn describe(env: &SimEnv) -> String {
 }
 
 async fn serve(env: &SimEnv, config_path: &std::path::Path) -> anyhow::Result<()> {
-    println!("simulated cluster and OpenStack are running (no autoscaler inside); Ctrl-C stops them\n");
+    println!(
+        "simulated cluster and OpenStack are running (no autoscaler inside); Ctrl-C stops them\n"
+    );
     println!("  Kubernetes API  {}", env.cluster.url());
     println!("  kubeconfig      {}", env.kubeconfig.display());
     println!("  Keystone        {}", env.cloud.auth_url());
@@ -252,7 +273,10 @@ async fn serve(env: &SimEnv, config_path: &std::path::Path) -> anyhow::Result<()
     for (k, v) in env.env_vars(config_path) {
         println!("  export {k}={}", v.display());
     }
-    println!("  kubectl --kubeconfig {} get nodes", env.kubeconfig.display());
+    println!(
+        "  kubectl --kubeconfig {} get nodes",
+        env.kubeconfig.display()
+    );
     println!("  nodewright run");
     tokio::signal::ctrl_c().await?;
     env.cluster.shutdown();

@@ -102,8 +102,16 @@ impl Metrics {
             "Unix time of the last cycle that completed without error",
             m.last_success.clone(),
         );
-        r.register("nodewright_actions", "Actions taken, by type", m.actions.clone());
-        r.register("nodewright_nodes", "Managed nodes by group and state", m.nodes.clone());
+        r.register(
+            "nodewright_actions",
+            "Actions taken, by type",
+            m.actions.clone(),
+        );
+        r.register(
+            "nodewright_nodes",
+            "Managed nodes by group and state",
+            m.nodes.clone(),
+        );
         r.register(
             "nodewright_unschedulable_pods",
             "Pods the scheduler marked Unschedulable",
@@ -119,8 +127,16 @@ impl Metrics {
             "The configured freeMemoryTarget",
             m.free_memory_target.clone(),
         );
-        r.register("nodewright_scale_ups", "VMs created, by group", m.scale_ups.clone());
-        r.register("nodewright_scale_downs", "VMs deleted, by group", m.scale_downs.clone());
+        r.register(
+            "nodewright_scale_ups",
+            "VMs created, by group",
+            m.scale_ups.clone(),
+        );
+        r.register(
+            "nodewright_scale_downs",
+            "VMs deleted, by group",
+            m.scale_downs.clone(),
+        );
         r.register(
             "nodewright_failed_creates",
             "VM creations that failed, by group and reason",
@@ -136,7 +152,11 @@ impl Metrics {
             "Cloud API call errors by provider and call",
             m.cloud_errors.clone(),
         );
-        r.register("nodewright_evictions", "Pod evictions by result", m.evictions.clone());
+        r.register(
+            "nodewright_evictions",
+            "Pod evictions by result",
+            m.evictions.clone(),
+        );
         r.register(
             "nodewright_leader",
             "1 while this replica holds the leader lease",

@@ -39,7 +39,7 @@ impl Default for ProviderOptions {
         ProviderOptions {
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(120),
-            poll_initial: Duration::from_secs(2),
+            poll_initial: Duration::from_millis(250),
             poll_max: Duration::from_secs(10),
             command_timeout: Duration::from_secs(30 * 60),
         }

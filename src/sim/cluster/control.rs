@@ -15,7 +15,8 @@ use super::kubelet;
 use super::meta;
 use super::objects::{self, NodeBuild, SimNodeSpec, SimPodTemplate};
 use super::resources::{
-    self, ResourceDef, DAEMONSETS, VOLUMEATTACHMENTS, EVENTS, EVENTS_V1, NAMESPACES, NODES, PDBS, PODS, REPLICASETS,
+    self, ResourceDef, DAEMONSETS, EVENTS, EVENTS_V1, NAMESPACES, NODES, PDBS, PODS, REPLICASETS,
+    VOLUMEATTACHMENTS,
 };
 use super::status::ApiError;
 use super::SimCluster;
