@@ -12,6 +12,7 @@
 //! ends.
 
 use std::collections::{BTreeMap, HashMap};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -100,10 +101,12 @@ fn real_os(test: &str) -> Option<RealOs> {
             !asked,
             "{test}: real OpenStack requested but not usable: {why}"
         );
-        eprintln!(
+        // Straight to the stderr descriptor: libtest captures eprintln! of passing tests.
+        let _ = writeln!(
+            std::io::stderr(),
             "\n!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n\
-             SKIPPED {test}: real OpenStack not available: {why}; \
-             run tests/openstack-real/setup.sh\n\
+             SKIPPED: real OpenStack not available: {why}; \
+             run tests/openstack-real/setup.sh ({test})\n\
              !!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!\n"
         );
         return None;
