@@ -47,7 +47,7 @@ TIMINGS=()
 elapsed() { local ns=$(( $(date +%s%N) - $1 )); printf '%d.%01d' $((ns / 1000000000)) $(((ns / 100000000) % 10)); }
 step() { # step NAME: prints the time since the previous step and since the start
   local now; now=$(date +%s%N)
-  TIMINGS+=("$(printf '%-34s %6ss' "$1" "$(elapsed "$LAST")")")
+  TIMINGS+=("$(printf '%-52s %6ss' "$1" "$(elapsed "$LAST")")")
   printf '[setup %6ss] %s (%ss)\n' "$(elapsed "$T0")" "$1" "$(elapsed "$LAST")"
   LAST=$now
 }
@@ -124,70 +124,6 @@ for db in keystone placement glance neutron nova_api nova nova_cell0; do
 done
 DB="mysql+pymysql://os:$PW@127.0.0.1:3306"
 step "mariadb up, databases created"
-
-# ---------------------------------------------------------------- Keystone
-cat >"$ETC/keystone/keystone.conf" <<EOF
-[database]
-connection = $DB/keystone
-[token]
-provider = fernet
-expiration = 7200
-[fernet_tokens]
-key_repository = $DATA/fernet-keys
-[fernet_receipts]
-key_repository = $DATA/fernet-keys
-[credential]
-key_repository = $DATA/credential-keys
-EOF
-KM=(keystone-manage --config-file "$ETC/keystone/keystone.conf")
-"${KM[@]}" db_sync >"$LOG/keystone-manage.log" 2>&1 || die "keystone db_sync failed"
-"${KM[@]}" fernet_setup --keystone-user root --keystone-group root >>"$LOG/keystone-manage.log" 2>&1
-"${KM[@]}" credential_setup --keystone-user root --keystone-group root >>"$LOG/keystone-manage.log" 2>&1
-"${KM[@]}" bootstrap --bootstrap-password "$PW" --bootstrap-region-id "$REGION" \
-  --bootstrap-admin-url "$KS/" --bootstrap-internal-url "$KS/" --bootstrap-public-url "$KS/" \
-  >>"$LOG/keystone-manage.log" 2>&1 || die "keystone bootstrap failed"
-bg keystone uwsgi --plugin python3 --add-header "Connection: close" --http-socket 127.0.0.1:5000 --wsgi-file /usr/bin/keystone-wsgi-public \
-  --processes 2 --threads 1 --master --die-on-term --env OS_KEYSTONE_CONFIG_FILES="$ETC/keystone/keystone.conf"
-wait_for 60 "Keystone" curl -sf "$KS"
-step "keystone up"
-
-# ---------------------------------------------------------------- REST helpers
-token() { # token USER PASSWORD PROJECT: a project-scoped token (domain Default)
-  curl -sf -D - -o /dev/null -X POST "$KS/auth/tokens" -H 'Content-Type: application/json' -d "{\"auth\":{
-    \"identity\":{\"methods\":[\"password\"],\"password\":{\"user\":{\"name\":\"$1\",\"domain\":{\"name\":\"Default\"},\"password\":\"$2\"}}},
-    \"scope\":{\"project\":{\"name\":\"$3\",\"domain\":{\"name\":\"Default\"}}}}}" |
-    awk 'tolower($1)=="x-subject-token:"{print $2}' | tr -d '\r'
-}
-TOKEN=$(token admin "$PW" admin)
-[ -n "$TOKEN" ] || die "no admin token from Keystone"
-api() { # api METHOD URL [JSON]: as admin; fails loudly with the response body
-  local out code
-  out=$(curl -s -w '\n%{http_code}' -X "$1" "$2" -H "X-Auth-Token: $TOKEN" \
-        -H 'Content-Type: application/json' -H 'OpenStack-API-Version: compute 2.79' ${3:+-d "$3"})
-  code=${out##*$'\n'}
-  [ "${code:0:1}" = 2 ] || die "$1 $2 -> HTTP $code: ${out%$'\n'*}"
-  printf '%s' "${out%$'\n'*}"
-}
-id_of() { jget "d['$1']['id']"; }
-
-SERVICE_PROJECT=$(api POST "$KS/projects" '{"project":{"name":"service","domain_id":"default"}}' | id_of project)
-ADMIN_ROLE=$(api GET "$KS/roles?name=admin" | jget "d['roles'][0]['id']")
-MEMBER_ROLE=$(api GET "$KS/roles?name=member" | jget "d['roles'][0]['id']")
-for svc in nova placement glance neutron; do
-  uid=$(api POST "$KS/users" "{\"user\":{\"name\":\"$svc\",\"domain_id\":\"default\",\"password\":\"$PW\"}}" | id_of user)
-  api PUT "$KS/projects/$SERVICE_PROJECT/users/$uid/roles/$ADMIN_ROLE" >/dev/null
-done
-catalog() { # catalog NAME TYPE URL
-  local sid; sid=$(api POST "$KS/services" "{\"service\":{\"name\":\"$1\",\"type\":\"$2\"}}" | id_of service)
-  for iface in public internal admin; do
-    api POST "$KS/endpoints" "{\"endpoint\":{\"service_id\":\"$sid\",\"interface\":\"$iface\",\"url\":\"$3\",\"region_id\":\"$REGION\"}}" >/dev/null
-  done
-}
-catalog nova compute "$NOVA"
-catalog placement placement "$PLACEMENT"
-catalog glance image "$GLANCE"
-catalog neutron network "$NEUTRON"
-step "keystone service users and catalog"
 
 keystone_authtoken() { # the [keystone_authtoken] section for service user $1
   cat <<EOF
@@ -315,7 +251,8 @@ EOF
 NOVA_CONF=(--config-file "$ETC/nova/nova.conf")
 
 # ---------------------------------------------------------------- schemas, in parallel
-# The migrations are the slow part; MariaDB lets them run side by side.
+# The migrations are the slow part; they need only MariaDB, so they run side by side
+# with each other and with Keystone's setup below.
 placement-manage --config-file "$ETC/placement/placement.conf" db sync >"$LOG/placement-db.log" 2>&1 &
 p_placement=$!
 glance-manage --config-file "$ETC/glance/glance-api.conf" db_sync >"$LOG/glance-db.log" 2>&1 &
@@ -327,6 +264,72 @@ p_neutron=$!
   nova-manage "${NOVA_CONF[@]}" cell_v2 create_cell --name cell1 &&
   nova-manage "${NOVA_CONF[@]}" db sync; } >"$LOG/nova-db.log" 2>&1 &
 p_nova=$!
+step "service configs written, schema migrations started"
+
+# ---------------------------------------------------------------- Keystone
+cat >"$ETC/keystone/keystone.conf" <<EOF
+[database]
+connection = $DB/keystone
+[token]
+provider = fernet
+expiration = 7200
+[fernet_tokens]
+key_repository = $DATA/fernet-keys
+[fernet_receipts]
+key_repository = $DATA/fernet-keys
+[credential]
+key_repository = $DATA/credential-keys
+EOF
+KM=(keystone-manage --config-file "$ETC/keystone/keystone.conf")
+"${KM[@]}" db_sync >"$LOG/keystone-manage.log" 2>&1 || die "keystone db_sync failed"
+"${KM[@]}" fernet_setup --keystone-user root --keystone-group root >>"$LOG/keystone-manage.log" 2>&1
+"${KM[@]}" credential_setup --keystone-user root --keystone-group root >>"$LOG/keystone-manage.log" 2>&1
+"${KM[@]}" bootstrap --bootstrap-password "$PW" --bootstrap-region-id "$REGION" \
+  --bootstrap-admin-url "$KS/" --bootstrap-internal-url "$KS/" --bootstrap-public-url "$KS/" \
+  >>"$LOG/keystone-manage.log" 2>&1 || die "keystone bootstrap failed"
+bg keystone uwsgi --plugin python3 --add-header "Connection: close" --http-socket 127.0.0.1:5000 --wsgi-file /usr/bin/keystone-wsgi-public \
+  --processes 2 --threads 1 --master --die-on-term --env OS_KEYSTONE_CONFIG_FILES="$ETC/keystone/keystone.conf"
+wait_for 60 "Keystone" curl -sf "$KS"
+step "keystone up"
+
+# ---------------------------------------------------------------- REST helpers
+token() { # token USER PASSWORD PROJECT: a project-scoped token (domain Default)
+  curl -sf -D - -o /dev/null -X POST "$KS/auth/tokens" -H 'Content-Type: application/json' -d "{\"auth\":{
+    \"identity\":{\"methods\":[\"password\"],\"password\":{\"user\":{\"name\":\"$1\",\"domain\":{\"name\":\"Default\"},\"password\":\"$2\"}}},
+    \"scope\":{\"project\":{\"name\":\"$3\",\"domain\":{\"name\":\"Default\"}}}}}" |
+    awk 'tolower($1)=="x-subject-token:"{print $2}' | tr -d '\r'
+}
+TOKEN=$(token admin "$PW" admin)
+[ -n "$TOKEN" ] || die "no admin token from Keystone"
+api() { # api METHOD URL [JSON]: as admin; fails loudly with the response body
+  local out code
+  out=$(curl -s -w '\n%{http_code}' -X "$1" "$2" -H "X-Auth-Token: $TOKEN" \
+        -H 'Content-Type: application/json' -H 'OpenStack-API-Version: compute 2.79' ${3:+-d "$3"})
+  code=${out##*$'\n'}
+  [ "${code:0:1}" = 2 ] || die "$1 $2 -> HTTP $code: ${out%$'\n'*}"
+  printf '%s' "${out%$'\n'*}"
+}
+id_of() { jget "d['$1']['id']"; }
+
+SERVICE_PROJECT=$(api POST "$KS/projects" '{"project":{"name":"service","domain_id":"default"}}' | id_of project)
+ADMIN_ROLE=$(api GET "$KS/roles?name=admin" | jget "d['roles'][0]['id']")
+MEMBER_ROLE=$(api GET "$KS/roles?name=member" | jget "d['roles'][0]['id']")
+for svc in nova placement glance neutron; do
+  uid=$(api POST "$KS/users" "{\"user\":{\"name\":\"$svc\",\"domain_id\":\"default\",\"password\":\"$PW\"}}" | id_of user)
+  api PUT "$KS/projects/$SERVICE_PROJECT/users/$uid/roles/$ADMIN_ROLE" >/dev/null
+done
+catalog() { # catalog NAME TYPE URL
+  local sid; sid=$(api POST "$KS/services" "{\"service\":{\"name\":\"$1\",\"type\":\"$2\"}}" | id_of service)
+  for iface in public internal admin; do
+    api POST "$KS/endpoints" "{\"endpoint\":{\"service_id\":\"$sid\",\"interface\":\"$iface\",\"url\":\"$3\",\"region_id\":\"$REGION\"}}" >/dev/null
+  done
+}
+catalog nova compute "$NOVA"
+catalog placement placement "$PLACEMENT"
+catalog glance image "$GLANCE"
+catalog neutron network "$NEUTRON"
+step "keystone service users and catalog"
+
 wait $p_placement || die "placement db sync failed"
 bg placement uwsgi --plugin python3 --add-header "Connection: close" --http-socket 127.0.0.1:8778 --wsgi-file /usr/bin/placement-api \
   --processes 1 --threads 1 --master --die-on-term --env OS_PLACEMENT_CONFIG_DIR="$ETC/placement"
@@ -335,7 +338,7 @@ bg glance glance-api --config-file "$ETC/glance/glance-api.conf"
 wait $p_neutron || die "neutron db migration failed"
 bg neutron env PYTHONPATH="$BASE/pylib" neutron-server --config-file "$ETC/neutron/neutron.conf"
 wait $p_nova || die "nova db sync failed"
-step "schemas migrated (placement, glance, neutron, nova)"
+step "schemas migrated, placement/glance/neutron started"
 
 # ---------------------------------------------------------------- Nova
 wait_for 120 "RabbitMQ" listening 5672
@@ -440,6 +443,6 @@ step "credential files written"
 echo
 echo "setup: timings"
 printf '  %s\n' "${TIMINGS[@]}"
-printf '  %-34s %6ss\n' total "$(elapsed "$T0")"
+printf '  %-52s %6ss\n' total "$(elapsed "$T0")"
 echo "setup: real OpenStack ready under $BASE (logs: $BASE/log)"
 echo "setup: export NODEWRIGHT_REAL_OPENSTACK=$BASE"
