@@ -51,7 +51,18 @@ step() { # step NAME: prints the time since the previous step and since the star
   printf '[setup %6ss] %s (%ss)\n' "$(elapsed "$T0")" "$1" "$(elapsed "$LAST")"
   LAST=$now
 }
-die() { echo "setup: $*" >&2; [ -d "$BASE/log" ] && echo "setup: logs are in $BASE/log" >&2; exit 1; }
+die() { # prints the reason and the end of every service log (CI shows only this output)
+  echo "setup: $*" >&2
+  if [ -d "$BASE/log" ]; then
+    for f in "$BASE"/log/*.log; do
+      [ -s "$f" ] || continue
+      echo "----- last lines of $f" >&2
+      tail -n 8 "$f" | cut -c1-300 >&2
+    done
+    echo "setup: logs are in $BASE/log; stop what was started with tests/openstack-real/teardown.sh" >&2
+  fi
+  exit 1
+}
 listening() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 wait_for() { # wait_for SECONDS WHAT COMMAND...
   local limit=$1 what=$2; shift 2
@@ -66,17 +77,21 @@ jget() { # jget EXPR: evaluates a Python expression on the JSON document `d` rea
 }
 
 # ---------------------------------------------------------------- already up?
-if [ -f "$BASE/state/ready" ]; then
-  alive=1
+healthy() {
+  [ -f "$BASE/state/ready" ] || return 1
   for f in "$BASE"/pids/*.pid; do
-    [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null || alive=0
+    [ -f "$f" ] && kill -0 "$(cat "$f")" 2>/dev/null || return 1
   done
-  if [ $alive = 1 ] && curl -sf "$KS" >/dev/null && curl -sf "$NOVA/" -o /dev/null; then
-    echo "setup: real OpenStack already running under $BASE; skipped"
-    echo "setup: export NODEWRIGHT_REAL_OPENSTACK=$BASE"
-    exit 0
-  fi
-  echo "setup: $BASE has a stack that is no longer healthy; tearing it down first"
+  curl -sf "$KS" >/dev/null && curl -sf "$NOVA/" -o /dev/null
+}
+if healthy; then
+  echo "setup: real OpenStack already running under $BASE; skipped"
+  echo "setup: export NODEWRIGHT_REAL_OPENSTACK=$BASE"
+  exit 0
+fi
+if [ -f "$BASE/.nodewright-os" ]; then
+  # A stack that is half up (an earlier setup failed or was killed) or half down.
+  echo "setup: $BASE holds a stack that is not healthy; tearing it down first"
   bash "$HERE/teardown.sh"
 fi
 
