@@ -542,13 +542,20 @@ pub fn scale_down(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
         if minimum > 0 && bins.iter().map(|b| b.free).max().unwrap_or(0) < minimum {
             continue;
         }
+        let load = if pods.is_empty() {
+            "runs no pods that need it".to_string()
+        } else {
+            format!(
+                "runs {} pod(s) requesting {} that fit on the other nodes",
+                pods.len(),
+                fmt_u(pods.iter().map(|p| p.memory_request).sum())
+            )
+        };
         let reason = Reason::new(
             ReasonCode::NodeUnneeded,
             format!(
-                "{} runs {} pod(s) requesting {} that fit on the other nodes; without it free memory is {} (target {})",
+                "{} {load}; without it free memory is {} (target {})",
                 node.name,
-                pods.len(),
-                fmt_u(v.requested_on(&node.name)),
                 fmt_bytes(free_after),
                 fmt_u(target as u64)
             ),
@@ -642,30 +649,45 @@ pub fn warm_images(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     if pullers.iter().any(|p| !p.is_terminal()) {
         return None;
     }
-    let in_use: BTreeSet<String> = v
+    // Only images of pods that could run on a node are worth pulling there: a node
+    // tainted for batch jobs does not need the web tier's images.
+    let wanted: Vec<(&PodInfo, Vec<(String, String)>)> = v
         .pods
         .iter()
-        .filter(|p| !p.is_terminal() && !p.is_image_puller())
-        .flat_map(|p| p.images.iter())
-        .filter_map(|raw| {
-            let n = normalize_image(raw);
-            (!ignored_image(v, raw, &n)).then_some(n)
+        .filter(|p| !p.is_terminal() && !p.is_image_puller() && !p.is_daemonset())
+        .map(|p| {
+            let images = p
+                .images
+                .iter()
+                .map(|raw| (raw.clone(), normalize_image(raw)))
+                .filter(|(raw, n)| !ignored_image(v, raw, n))
+                .collect();
+            (p, images)
         })
         .collect();
     for m in v.schedulable() {
         let Some(node) = m.node else { continue };
-        let missing: Vec<String> = in_use.difference(&node.images).cloned().collect();
+        let bin = Bin::for_node(node, 0);
+        let missing: BTreeSet<String> = wanted
+            .iter()
+            .filter(|(p, _)| bin.accepts(p))
+            .flat_map(|(_, images)| images.iter().map(|(_, n)| n))
+            .filter(|n| !node.images.contains(*n))
+            .cloned()
+            .collect();
         if missing.is_empty() {
             continue;
         }
+        let missing: Vec<String> = missing.into_iter().collect();
         let reason = Reason::new(
             ReasonCode::ImageMissing,
             format!(
-                "{} lacks {} image(s) in use in the cluster",
+                "{} lacks {} image(s) used by pods that could run there",
                 node.name,
                 missing.len()
             ),
-        );
+        )
+        .about([ObjectRef::node(&node.name)]);
         return Some((
             Action::PullImages {
                 node: node.name.clone(),

@@ -404,6 +404,38 @@ fn missing_images_are_pulled_but_ignored_prefixes_are_not() {
 }
 
 #[test]
+fn images_are_only_pulled_where_their_pods_could_run() {
+    let c = mk_config("scaleDown: {enabled: false}");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    mk_member(&mut s, "dev-workers-b", 3600);
+    s.nodes[1].taints.push(Taint {
+        key: "dedicated".into(),
+        value: Some("batch".into()),
+        effect: "NoSchedule".into(),
+    });
+    let mut p = mk_pod("web", Some("dev-workers-a"), GI);
+    p.images = vec!["redis:7".into()];
+    s.pods.push(p);
+    s.nodes[0].images.insert(normalize_image("redis:7"));
+    // b is tainted and the pod does not tolerate it: nothing to pull anywhere.
+    let d = plan_it(&s, &c);
+    assert_eq!(d.action, Action::None, "{d:?}");
+    // Once the pod tolerates the taint, b gets the image.
+    s.pods[0].tolerations.push(Toleration {
+        key: Some("dedicated".into()),
+        operator: Some("Exists".into()),
+        value: None,
+        effect: None,
+    });
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::PullImages { node, .. } if node == "dev-workers-b"),
+        "{d:?}"
+    );
+}
+
+#[test]
 fn finished_image_pullers_are_cleaned_up() {
     let c = mk_config("");
     let mut s = Snapshot::default();

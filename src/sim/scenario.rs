@@ -33,6 +33,25 @@ nodeGroups:
       variables:
         k3s_url: https://192.0.2.10:6443
         k3s_token: demo-join-token
+  # Batch jobs go to Proxmox VE: cloned from a template, joined through the guest agent.
+  - name: batch
+    provider: proxmox
+    maxSize: 3
+    proxmox: {template: agent-shared, memory: 8 GiB, cores: 4, join: guestAgent}
+    userData:
+      template: k3s-agent.join.sh.j2
+      variables: {k3s_url: "https://192.0.2.10:6443", k3s_token: demo-join-token}
+    labels: {workload: batch}
+    taints: [{key: dedicated, value: batch, effect: NoSchedule}]
+  # The cache runs on Kamatera.
+  - name: cache
+    provider: kamatera
+    maxSize: 2
+    kamatera: {datacenter: EU, image: ubuntu_server_24.04_64-bit, cpu: 2B, ram: 8 GiB}
+    userData:
+      template: k3s-agent.join.sh.j2
+      variables: {k3s_url: "https://192.0.2.10:6443", k3s_token: demo-join-token}
+    labels: {workload: cache}
 "#;
 
 enum Step {
@@ -42,6 +61,8 @@ enum Step {
         replicas: i32,
         memory: u64,
         image: &'static str,
+        /// `workload` label the pods select (their node group), if any.
+        workload: Option<&'static str>,
     },
     Jobs {
         count: usize,
@@ -67,6 +88,7 @@ fn script() -> Vec<(u64, Step)> {
                 replicas: 8,
                 memory: 3 * GI / 2,
                 image: "nginx:1.25",
+                workload: None,
             },
         ),
         (
@@ -84,6 +106,7 @@ fn script() -> Vec<(u64, Step)> {
                 replicas: 2,
                 memory: GI,
                 image: "redis:7",
+                workload: Some("cache"),
             },
         ),
         (
@@ -112,9 +135,8 @@ pub async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
         env.cloud.auth_url(),
         env.dir.display()
     );
-    println!(
-        "  freeMemoryTarget 2 GiB, minimumFreeNodeMemory 1 GiB, oldNodeAgeLimit 50s, flavor m1.large (8 GiB)\n"
-    );
+    println!("  node groups: workers on OpenStack (m1.large, 8 GiB, minSize 1), batch on Proxmox VE, cache on Kamatera");
+    println!("  freeMemoryTarget 2 GiB, minimumFreeNodeMemory 1 GiB, oldNodeAgeLimit 50s, scale-down 15s after the last add\n");
     let scan = config.scan_interval;
     let reconciler = env.reconciler(config).await?;
     let start = Instant::now();
@@ -152,7 +174,12 @@ pub async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     }
     println!("\nend of scenario after {}s", end.as_secs());
     println!("  {}", describe(&env));
-    println!("  VMs: {}", env.cloud.servers().len());
+    println!(
+        "  VMs: {} on OpenStack, {} on Proxmox VE, {} on Kamatera",
+        env.cloud.servers().len(),
+        env.proxmox.guests().len(),
+        env.kamatera.servers().len()
+    );
     env.cluster.shutdown();
     Ok(())
 }
@@ -171,19 +198,20 @@ fn run_step(env: &SimEnv, step: Step, t: Duration) -> anyhow::Result<()> {
             replicas,
             memory,
             image,
+            workload,
         } => {
-            c.add_replicaset(
-                "default",
-                name,
-                replicas,
-                SimPodTemplate::new(image, memory),
-            )
-            .map_err(err)?;
+            let mut tpl = SimPodTemplate::new(image, memory);
+            if let Some(w) = workload {
+                tpl = tpl.node_selector("workload", w);
+            }
+            c.add_replicaset("default", name, replicas, tpl)
+                .map_err(err)?;
             println!(
-                "{} {:<22} {replicas} pods of {name} ({image}, {} GiB each) arrive",
+                "{} {:<22} {replicas} pods of {name} ({image}, {} GiB each{}) arrive",
                 stamp(t),
                 "scenario",
-                memory as f64 / GI as f64
+                memory as f64 / GI as f64,
+                workload.map_or(String::new(), |w| format!(", nodeSelector workload={w}"))
             );
         }
         Step::Jobs {
@@ -193,6 +221,8 @@ fn run_step(env: &SimEnv, step: Step, t: Duration) -> anyhow::Result<()> {
         } => {
             for i in 0..count {
                 let tpl = SimPodTemplate::new("busybox:1.36", memory)
+                    .node_selector("workload", "batch")
+                    .tolerate("dedicated", "NoSchedule")
                     .restart_policy("Never")
                     .annotation(ANNOTATION_RUN_FOR, run_for)
                     .label("job", "batch");
@@ -200,7 +230,7 @@ fn run_step(env: &SimEnv, step: Step, t: Duration) -> anyhow::Result<()> {
                     .map_err(err)?;
             }
             println!(
-                "{} {:<22} {count} batch pods ({} GiB each) that finish after {run_for}",
+                "{} {:<22} {count} batch pods ({} GiB each, for the Proxmox group) that finish after {run_for}",
                 stamp(t),
                 "scenario",
                 memory as f64 / GI as f64
