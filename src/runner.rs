@@ -192,11 +192,12 @@ fn failure_reason(e: &crate::act::ActError) -> &'static str {
     }
 }
 
-/// Waits until `leading` turns false (or its sender is gone).
+/// Waits until `leading` turns false. Without a sender (no election, or the election
+/// has ended) leadership can no longer change, so a leader stays one.
 async fn lost(leading: &mut watch::Receiver<bool>) {
     while *leading.borrow_and_update() {
         if leading.changed().await.is_err() {
-            return;
+            std::future::pending::<()>().await;
         }
     }
 }
@@ -278,7 +279,12 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
             health.set_leading(false);
             metrics.leader.set(0);
             tokio::select! {
-                _ = leading.changed() => {}
+                changed = leading.changed() => {
+                    if changed.is_err() {
+                        // The election is over: nothing can make us leader any more.
+                        stopped(&mut stop).await;
+                    }
+                }
                 _ = stopped(&mut stop) => {}
             }
             continue;

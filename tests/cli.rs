@@ -10,7 +10,9 @@ fn nodewright() -> Command {
     c.env_remove("KUBECONFIG")
         .env_remove("AUTOSCALER_CONFIG_FILE")
         .env_remove("KUBECONFIG_FILE")
-        .env_remove("OPENSTACK_CREDENTIALS_FILE");
+        .env_remove("OPENSTACK_CREDENTIALS_FILE")
+        .env_remove("PROXMOX_CREDENTIALS_FILE")
+        .env_remove("KAMATERA_CREDENTIALS_FILE");
     c
 }
 
@@ -38,7 +40,9 @@ fn text(o: &Output) -> String {
 fn with_env(mut c: Command, dir: &Path) -> Command {
     c.env("AUTOSCALER_CONFIG_FILE", dir.join("autoscaler.yaml"))
         .env("KUBECONFIG_FILE", dir.join("kubeconfig"))
-        .env("OPENSTACK_CREDENTIALS_FILE", dir.join("openstack.yaml"));
+        .env("OPENSTACK_CREDENTIALS_FILE", dir.join("openstack.yaml"))
+        .env("PROXMOX_CREDENTIALS_FILE", dir.join("proxmox.yaml"))
+        .env("KAMATERA_CREDENTIALS_FILE", dir.join("kamatera.yaml"));
     c
 }
 

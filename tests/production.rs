@@ -399,6 +399,9 @@ async fn secrets_never_appear_in_logs_events_status_or_plan() {
     p.kill();
     let log = p.log();
     assert!(log.contains("scale-up"), "the log shows the action:\n{log}");
+    // Regression: without --leader-elect the dropped election channel read as "lost
+    // leadership" and every cycle was abandoned.
+    assert!(!log.contains("lost leadership"), "{log}");
     let plan = Command::new(env!("CARGO_BIN_EXE_nodewright"))
         .args(["plan", "--json"])
         .envs(env.env_vars(&cfg))
