@@ -179,7 +179,7 @@ pub fn scale_up(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             .about(v.unhostable.iter().map(|p| ObjectRef::pod(p))),
         );
     }
-    let mut bins = v.bins(None);
+    let mut bins = v.bins();
     let unplaced = capacity::place(&mut bins, &v.unschedulable);
     for g in cfg.node_groups.iter().filter(|_| !unplaced.is_empty()) {
         let memory = v.group_memory(&g.name);
@@ -260,7 +260,7 @@ pub fn scale_up(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
 
     let minimum = cfg.minimum_free_node_memory.as_u64() as i64;
     if minimum > 0 {
-        let largest = v.bins(None).iter().map(|b| b.free).max().unwrap_or(0);
+        let largest = v.bins().iter().map(|b| b.free).max().unwrap_or(0);
         if largest < minimum {
             let g = general_group(v, notes)?;
             if v.group_memory(&g.name)
@@ -420,12 +420,7 @@ pub fn replace_old(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         .filter(|p| !p.ignored_by_drain())
         .collect();
     // Only nodes that exist count here: pods evicted onto a node still booting would wait.
-    let mut bins: Vec<Bin<'_>> = v
-        .schedulable()
-        .filter_map(|o| o.node)
-        .filter(|n| n.name != node.name)
-        .map(|n| Bin::for_node(n, v.free_on(n)))
-        .collect();
+    let mut bins = v.node_bins(Some(&node.name));
     let left = capacity::place(&mut bins, &pods);
     let free_after = v.free_total() - node.allocatable_memory as i64;
     let target = v.config.free_memory_target.as_u64() as i64;
@@ -530,12 +525,7 @@ pub fn scale_down(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
         if free_after < target {
             continue;
         }
-        let mut bins: Vec<Bin<'_>> = v
-            .schedulable()
-            .filter_map(|o| o.node)
-            .filter(|n| n.name != node.name)
-            .map(|n| Bin::for_node(n, v.free_on(n)))
-            .collect();
+        let mut bins = v.node_bins(Some(&node.name));
         if !capacity::place(&mut bins, &pods).is_empty() {
             continue;
         }

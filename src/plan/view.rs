@@ -245,15 +245,19 @@ impl<'a> View<'a> {
             .count() as u32
     }
 
-    /// Bins for the capacity simulation: free memory of each schedulable node, then the
-    /// full memory of each node still provisioning.
-    pub fn bins(&self, exclude: Option<&str>) -> Vec<Bin<'a>> {
-        let mut bins: Vec<Bin<'a>> = self
-            .schedulable()
+    /// Bins for the capacity simulation: the free memory of each schedulable node (but
+    /// `exclude`), as it is now.
+    pub fn node_bins(&self, exclude: Option<&str>) -> Vec<Bin<'a>> {
+        self.schedulable()
             .filter_map(|m| m.node)
             .filter(|n| Some(n.name.as_str()) != exclude)
             .map(|n| Bin::for_node(n, self.free_on(n)))
-            .collect();
+            .collect()
+    }
+
+    /// [`Self::node_bins`] plus the full memory of each node still provisioning.
+    pub fn bins(&self) -> Vec<Bin<'a>> {
+        let mut bins = self.node_bins(None);
         for m in self.provisioning() {
             if let Some(mem) = self.group_memory(&m.group.name) {
                 bins.push(Bin::for_group(
