@@ -2,6 +2,7 @@
 //! planner and the loop never see provider-specific shapes.
 
 pub mod build;
+pub mod http;
 pub mod instrumented;
 pub mod kamatera;
 pub mod openstack;

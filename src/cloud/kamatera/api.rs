@@ -286,15 +286,7 @@ pub fn error_message(body: &str) -> String {
             return parts.join(". ");
         }
     }
-    let text = body.trim();
-    if text.is_empty() {
-        return "(empty response body)".into();
-    }
-    let mut cut: String = text.chars().take(300).collect();
-    if cut.len() < text.len() {
-        cut.push_str("...");
-    }
-    cut
+    crate::cloud::http::body_excerpt(body)
 }
 
 /// True when an API message says the account hit a limit or lacks funds.

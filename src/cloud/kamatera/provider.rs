@@ -16,7 +16,7 @@ use super::credentials::KamateraCredentials;
 use super::{
     cluster_tag, group_tag, KamateraSettings, UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
 };
-use crate::cloud::{CloudError, CloudProvider, CreateRequest, Server, ServerStatus};
+use crate::cloud::{http, CloudError, CloudProvider, CreateRequest, Server, ServerStatus};
 
 /// Tunables of [`KamateraProvider`]; the defaults suit the real API.
 #[derive(Debug, Clone)]
@@ -77,24 +77,7 @@ fn other(message: String) -> CloudError {
 
 /// A transport-level failure (connect, TLS, timeout, body read).
 fn transport(call: &str, e: &reqwest::Error) -> CloudError {
-    let kind = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "connection failed"
-    } else {
-        "request failed"
-    };
-    let mut message = format!("{kind}: {e}");
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        message.push_str(&format!(": {s}"));
-        source = s.source();
-    }
-    CloudError::Transport {
-        provider: PROVIDER.into(),
-        call: call.into(),
-        message,
-    }
+    http::transport(PROVIDER, call, e)
 }
 
 /// Maps a non-success response to a [`CloudError`] carrying the API's message.
@@ -210,14 +193,10 @@ impl KamateraProvider {
         groups: BTreeMap<String, KamateraSettings>,
         options: ProviderOptions,
     ) -> Result<Self, CloudError> {
-        // Already installed (by us or another module) is fine.
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .connect_timeout(options.connect_timeout)
-            .timeout(options.request_timeout)
-            .user_agent(concat!("nodewright/", env!("CARGO_PKG_VERSION")))
-            .build()
-            .map_err(|e| other(format!("cannot build HTTP client: {e}")))?;
+        let http = http::build(
+            http::client_builder(options.connect_timeout, options.request_timeout),
+            PROVIDER,
+        )?;
         Ok(KamateraProvider {
             creds: credentials,
             groups,

@@ -6,7 +6,7 @@ use serde_json::Value;
 
 use super::credentials::OpenStackCredentials;
 use super::PROVIDER;
-use crate::cloud::CloudError;
+use crate::cloud::{http, CloudError};
 
 /// Builds the HTTP client: rustls with the ring provider, timeouts on every request,
 /// `OS_CACERT` added to the trusted roots, verification off only with `OS_INSECURE`.
@@ -15,63 +15,25 @@ pub fn build_client(
     connect_timeout: Duration,
     request_timeout: Duration,
 ) -> Result<reqwest::Client, CloudError> {
-    // Already installed (by us or another module) is fine.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let other = |message: String| CloudError::Other {
-        provider: PROVIDER.into(),
-        message,
-    };
-    let mut builder = reqwest::Client::builder()
-        .connect_timeout(connect_timeout)
-        .timeout(request_timeout)
-        .user_agent(concat!("nodewright/", env!("CARGO_PKG_VERSION")));
+    let mut builder = http::client_builder(connect_timeout, request_timeout);
     if let Some(path) = &creds.cacert {
-        let pem = std::fs::read(path)
-            .map_err(|e| other(format!("cannot read OS_CACERT {}: {e}", path.display())))?;
-        let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-            other(format!(
-                "OS_CACERT {} is not a PEM certificate bundle: {e}",
-                path.display()
-            ))
-        })?;
-        if certs.is_empty() {
-            return Err(other(format!(
-                "OS_CACERT {} holds no PEM certificate",
-                path.display()
-            )));
-        }
+        let certs =
+            http::read_ca_bundle("OS_CACERT", path).map_err(|message| CloudError::Other {
+                provider: PROVIDER.into(),
+                message,
+            })?;
         builder = builder.tls_certs_merge(certs);
     }
     if creds.insecure {
         tracing::warn!("OS_INSECURE: TLS certificate verification is disabled for OpenStack");
         builder = builder.tls_danger_accept_invalid_certs(true);
     }
-    builder
-        .build()
-        .map_err(|e| other(format!("cannot build HTTP client: {e}")))
+    http::build(builder, PROVIDER)
 }
 
 /// A transport-level failure (connect, TLS, timeout, body read).
 pub fn transport(call: &str, e: &reqwest::Error) -> CloudError {
-    let kind = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "connection failed"
-    } else {
-        "request failed"
-    };
-    // reqwest's Display includes the URL but never headers or bodies.
-    let mut message = format!("{kind}: {e}");
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        message.push_str(&format!(": {s}"));
-        source = s.source();
-    }
-    CloudError::Transport {
-        provider: PROVIDER.into(),
-        call: call.into(),
-        message,
-    }
+    http::transport(PROVIDER, call, e)
 }
 
 /// Extracts the human message from an OpenStack error body:
@@ -90,15 +52,7 @@ pub fn error_message(body: &str) -> String {
             }
         }
     }
-    let text = body.trim();
-    if text.is_empty() {
-        return "(empty response body)".into();
-    }
-    let mut cut: String = text.chars().take(300).collect();
-    if cut.len() < text.len() {
-        cut.push_str("...");
-    }
-    cut
+    http::body_excerpt(body)
 }
 
 /// True when an error message says a quota was hit.

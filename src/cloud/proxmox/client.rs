@@ -76,24 +76,7 @@ pub fn form_encode(params: &[(String, String)]) -> String {
 }
 
 fn transport(call: &str, e: &reqwest::Error) -> CloudError {
-    let kind = if e.is_timeout() {
-        "timed out"
-    } else if e.is_connect() {
-        "connection failed"
-    } else {
-        "request failed"
-    };
-    let mut message = format!("{kind}: {e}");
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        message.push_str(&format!(": {s}"));
-        source = s.source();
-    }
-    CloudError::Transport {
-        provider: PROVIDER.into(),
-        call: call.into(),
-        message,
-    }
+    crate::cloud::http::transport(PROVIDER, call, e)
 }
 
 /// Proxmox's message from an error body: `message`, plus per-parameter `errors`.

@@ -11,7 +11,7 @@ use rustls::{DigitallySignedStruct, SignatureScheme};
 
 use super::credentials::{format_fingerprint, ProxmoxCredentials, TlsTrust};
 use super::other;
-use crate::cloud::CloudError;
+use crate::cloud::{http, CloudError};
 
 /// Accepts exactly the server certificate whose SHA-256 digest is `expected`.
 #[derive(Debug)]
@@ -101,31 +101,13 @@ pub fn build_client(
     connect_timeout: Duration,
     request_timeout: Duration,
 ) -> Result<reqwest::Client, CloudError> {
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut builder = reqwest::Client::builder()
-        .connect_timeout(connect_timeout)
-        .timeout(request_timeout)
-        .user_agent(concat!("nodewright/", env!("CARGO_PKG_VERSION")));
+    let mut builder = http::client_builder(connect_timeout, request_timeout);
     match &creds.tls {
         TlsTrust::Verify { ca_file: None } => {}
         TlsTrust::Verify {
             ca_file: Some(path),
         } => {
-            let pem = std::fs::read(path)
-                .map_err(|e| other(format!("cannot read caFile {}: {e}", path.display())))?;
-            let certs = reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| {
-                other(format!(
-                    "caFile {} is not a PEM certificate bundle: {e}",
-                    path.display()
-                ))
-            })?;
-            if certs.is_empty() {
-                return Err(other(format!(
-                    "caFile {} holds no PEM certificate",
-                    path.display()
-                )));
-            }
-            builder = builder.tls_certs_merge(certs);
+            builder = builder.tls_certs_merge(http::read_ca_bundle("caFile", path).map_err(other)?);
         }
         TlsTrust::Fingerprint(fp) => {
             let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -144,7 +126,5 @@ pub fn build_client(
             builder = builder.tls_danger_accept_invalid_certs(true);
         }
     }
-    builder
-        .build()
-        .map_err(|e| other(format!("cannot build HTTP client: {e}")))
+    http::build(builder, super::PROVIDER)
 }
