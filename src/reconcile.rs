@@ -99,6 +99,16 @@ impl Reconciler {
     /// As [`Self::cycle`], keeping the snapshot, and the decision even when acting failed.
     pub async fn cycle_detailed(&self, now: SystemTime) -> Result<Cycle, CycleError> {
         let (snapshot, decision) = self.plan(now).await?;
+        let result = self.act(&snapshot, &decision).await;
+        Ok(Cycle {
+            snapshot,
+            decision,
+            result,
+        })
+    }
+
+    /// Carries out a decision made on `snapshot`.
+    pub async fn act(&self, snapshot: &Snapshot, decision: &Decision) -> Result<Outcome, ActError> {
         let taken_names = snapshot
             .nodes
             .iter()
@@ -112,12 +122,7 @@ impl Reconciler {
             taken_names,
             dry_run: self.dry_run,
         };
-        let result = actuator.execute(&decision.action).await;
-        Ok(Cycle {
-            snapshot,
-            decision,
-            result,
-        })
+        actuator.execute(&decision.action).await
     }
 }
 

@@ -305,14 +305,28 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
         let started = Instant::now();
         let now = SystemTime::now();
         // Losing the lease (or a stop) abandons the cycle at once.
+        let one_cycle = async {
+            let (snapshot, decision) = reconciler.plan(now).await?;
+            // Acting (a VM create, a drain) may take long: the health check allows it up
+            // to provisionTimeout on top of --stuck-after.
+            health.acting(Some(reconciler.config.provision_timeout));
+            let result = reconciler.act(&snapshot, &decision).await;
+            health.acting(None);
+            Ok::<_, crate::reconcile::CycleError>(Cycle {
+                snapshot,
+                decision,
+                result,
+            })
+        };
         let cycle = tokio::select! {
-            c = reconciler.cycle_detailed(now) => Some(c),
+            c = one_cycle => Some(c),
             _ = lost(&mut leading) => {
                 tracing::warn!("lost leadership mid-cycle; abandoned it");
                 None
             }
             _ = stopped(&mut stop) => None,
         };
+        health.acting(None);
         match cycle {
             None => continue,
             Some(Err(e)) => tracing::warn!(error = %e, "cycle failed; retrying next cycle"),

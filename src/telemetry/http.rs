@@ -21,6 +21,9 @@ pub struct Health {
     last_election: Mutex<Instant>,
     leading: AtomicBool,
     ready: AtomicBool,
+    /// While an action runs: when it started and how much longer than `stuck_after` it
+    /// may take.
+    acting: Mutex<Option<(Instant, Duration)>>,
 }
 
 fn touch(m: &Mutex<Instant>) {
@@ -39,6 +42,7 @@ impl Health {
             last_election: Mutex::new(Instant::now()),
             leading: AtomicBool::new(false),
             ready: AtomicBool::new(false),
+            acting: Mutex::new(None),
         })
     }
 
@@ -59,6 +63,12 @@ impl Health {
         self.leading.store(leading, Ordering::Relaxed);
     }
 
+    /// An action with this allowance started (`Some`), or ended (`None`).
+    pub fn acting(&self, allowance: Option<Duration>) {
+        *self.acting.lock().unwrap_or_else(|p| p.into_inner()) =
+            allowance.map(|a| (Instant::now(), a));
+    }
+
     pub fn set_ready(&self) {
         self.ready.store(true, Ordering::Relaxed);
     }
@@ -70,11 +80,23 @@ impl Health {
         } else {
             ("leader election loop", age(&self.last_election))
         };
-        if since > self.stuck_after {
+        let acting = *self.acting.lock().unwrap_or_else(|p| p.into_inner());
+        let limit = match acting {
+            Some((started, allowance)) if self.leading.load(Ordering::Relaxed) => {
+                // Time before the action counts against stuck_after as usual.
+                let before = since.saturating_sub(started.elapsed());
+                if before <= self.stuck_after && started.elapsed() <= allowance + self.stuck_after {
+                    return Ok(());
+                }
+                self.stuck_after
+            }
+            _ => self.stuck_after,
+        };
+        if since > limit {
             Err(format!(
                 "{what} made no progress for {}s (limit {}s)",
                 since.as_secs(),
-                self.stuck_after.as_secs()
+                limit.as_secs()
             ))
         } else {
             Ok(())
@@ -132,4 +154,45 @@ pub async fn serve(
         }
     });
     Ok(bound)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_action_within_its_allowance_is_not_stuck_but_idle_time_is() {
+        let h = Health::new(Duration::from_millis(50));
+        h.set_leading(true);
+        assert!(h.check().is_ok());
+        h.acting(Some(Duration::from_secs(60)));
+        std::thread::sleep(Duration::from_millis(120));
+        assert!(
+            h.check().is_ok(),
+            "a VM create may take longer than stuck_after"
+        );
+        h.acting(None);
+        let err = h.check().expect_err("no cycle completed for too long");
+        assert!(err.contains("reconcile loop"), "{err}");
+        h.cycle_completed();
+        assert!(h.check().is_ok());
+    }
+
+    #[test]
+    fn an_action_past_its_allowance_is_stuck() {
+        let h = Health::new(Duration::from_millis(30));
+        h.set_leading(true);
+        h.acting(Some(Duration::from_millis(30)));
+        std::thread::sleep(Duration::from_millis(100));
+        assert!(h.check().is_err());
+    }
+
+    #[test]
+    fn a_standby_is_judged_by_its_election_loop() {
+        let h = Health::new(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(80));
+        assert!(h.check().expect_err("stale").contains("leader election"));
+        h.election_attempted();
+        assert!(h.check().is_ok());
+    }
 }
