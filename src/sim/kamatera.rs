@@ -30,6 +30,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Map, Value};
 
+use super::serve::{self, yaml_str, ServerGuard};
 use super::{VmEvent, VmHook};
 
 /// What an injected create failure looks like.
@@ -156,24 +157,12 @@ impl Shared {
     }
 }
 
-struct ServerGuard(tokio::task::AbortHandle);
-
-impl Drop for ServerGuard {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// Handle to a running simulated Kamatera; clones share it. The server stops when the
 /// last handle is dropped.
 #[derive(Clone)]
 pub struct SimKamatera {
     shared: Arc<Shared>,
     _guard: Arc<ServerGuard>,
-}
-
-fn yaml_str(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
 /// A server UUID-like id.
@@ -189,8 +178,7 @@ fn server_id(counter: u64) -> String {
 impl SimKamatera {
     /// Starts the simulator on 127.0.0.1 with an ephemeral port.
     pub async fn start(opts: SimKamateraOptions) -> std::io::Result<SimKamatera> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
+        let (listener, addr) = serve::bind_local().await?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State_ {
                 servers: Vec::new(),
@@ -206,14 +194,9 @@ impl SimKamatera {
             addr,
         });
         let app = router(shared.clone());
-        let task = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::error!(error = %e, "simulated Kamatera stopped");
-            }
-        });
         Ok(SimKamatera {
             shared,
-            _guard: Arc::new(ServerGuard(task.abort_handle())),
+            _guard: serve::spawn(listener, app, "simulated Kamatera"),
         })
     }
 

@@ -7,6 +7,7 @@ pub mod kamatera;
 pub mod openstack;
 pub mod proxmox;
 pub mod scenario;
+mod serve;
 
 use std::sync::Arc;
 

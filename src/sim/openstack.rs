@@ -20,6 +20,7 @@ use axum::{Json, Router};
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
+use super::serve::{self, yaml_str, ServerGuard};
 use super::{VmEvent, VmHook};
 
 /// A flavor: `ram` in MiB as Nova reports it.
@@ -219,14 +220,6 @@ impl Shared {
     }
 }
 
-struct ServerGuard(tokio::task::AbortHandle);
-
-impl Drop for ServerGuard {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// Handle to a running simulated OpenStack; clones share it. The server stops when
 /// the last handle is dropped.
 #[derive(Clone)]
@@ -255,16 +248,10 @@ fn rfc3339(t: SystemTime) -> String {
     humantime::format_rfc3339_seconds(t).to_string()
 }
 
-fn yaml_str(s: &str) -> String {
-    // A JSON string is a valid double-quoted YAML scalar.
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
-}
-
 impl SimOpenStack {
     /// Starts the simulator on 127.0.0.1 with an ephemeral port.
     pub async fn start(opts: SimOpenStackOptions) -> std::io::Result<SimOpenStack> {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
+        let (listener, addr) = serve::bind_local().await?;
         let shared = Arc::new(Shared {
             state: Mutex::new(State_ {
                 servers: Vec::new(),
@@ -282,14 +269,9 @@ impl SimOpenStack {
             addr,
         });
         let app = router(shared.clone());
-        let task = tokio::spawn(async move {
-            if let Err(e) = axum::serve(listener, app).await {
-                tracing::error!(error = %e, "simulated OpenStack stopped");
-            }
-        });
         Ok(SimOpenStack {
             shared,
-            _guard: Arc::new(ServerGuard(task.abort_handle())),
+            _guard: serve::spawn(listener, app, "simulated OpenStack"),
         })
     }
 

@@ -144,8 +144,7 @@ impl SimCluster {
     /// controllers on the current tokio runtime. Namespaces default, kube-system,
     /// kube-public and kube-node-lease exist from the start.
     pub async fn start(opts: SimClusterOptions) -> std::io::Result<SimCluster> {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
-        let addr = listener.local_addr()?;
+        let (listener, addr) = crate::sim::serve::bind_local().await?;
         let (stop_tx, stop_rx) = watch::channel(false);
         let inner = Arc::new(Inner {
             store: Store::new(opts.watch_history),

@@ -38,6 +38,7 @@ use axum::{Json, Router};
 use serde_json::{json, Value};
 
 use self::schema::{percent_decode, Schema};
+use super::serve::{self, yaml_str, ServerGuard};
 use super::{VmEvent, VmHook};
 use crate::cloud::proxmox::tags;
 
@@ -284,24 +285,12 @@ impl Shared {
     }
 }
 
-struct ServerGuard(tokio::task::AbortHandle);
-
-impl Drop for ServerGuard {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
 /// Handle to a running simulated Proxmox VE; clones share it. The server stops when the
 /// last handle is dropped.
 #[derive(Clone)]
 pub struct SimProxmox {
     shared: Arc<Shared>,
     _guard: Arc<ServerGuard>,
-}
-
-fn yaml_str(s: &str) -> String {
-    serde_json::to_string(s).unwrap_or_else(|_| "\"\"".into())
 }
 
 fn now_secs() -> u64 {
@@ -319,8 +308,7 @@ impl SimProxmox {
         if let Err(e) = &schema {
             return Err(std::io::Error::other(e.clone()));
         }
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-        let addr = listener.local_addr()?;
+        let (listener, addr) = serve::bind_local().await?;
         let mut vms = BTreeMap::new();
         for t in &opts.templates {
             let mut config = BTreeMap::new();
@@ -392,28 +380,19 @@ impl SimProxmox {
             schema,
         });
         let app = Router::new().fallback(handle).with_state(shared.clone());
-        let task = match tls {
-            None => tokio::spawn(async move {
-                if let Err(e) = axum::serve(listener, app).await {
-                    tracing::error!(error = %e, "simulated Proxmox stopped");
-                }
-            }),
+        let guard = match tls {
+            None => serve::spawn(listener, app, "simulated Proxmox"),
             Some(t) => {
-                let acceptor = tls::acceptor(&t)?;
-                tokio::spawn(async move {
-                    let l = tls::TlsListener {
-                        tcp: listener,
-                        acceptor,
-                    };
-                    if let Err(e) = axum::serve(l, app).await {
-                        tracing::error!(error = %e, "simulated Proxmox (TLS) stopped");
-                    }
-                })
+                let listener = tls::TlsListener {
+                    tcp: listener,
+                    acceptor: tls::acceptor(&t)?,
+                };
+                serve::spawn(listener, app, "simulated Proxmox (TLS)")
             }
         };
         Ok(SimProxmox {
             shared,
-            _guard: Arc::new(ServerGuard(task.abort_handle())),
+            _guard: guard,
         })
     }
 
