@@ -23,6 +23,13 @@ pub fn time_to_system(t: &Time) -> SystemTime {
 /// Parses a Kubernetes quantity (`512Mi`, `1G`, `1.5Gi`, `129e6`, `100m`) into a whole
 /// number of units, rounding up as the API server does for byte values.
 pub fn parse_quantity(q: &str) -> Option<u64> {
+    quantity_value(q).map(|v| v.ceil() as u64)
+}
+
+/// The value of a Kubernetes quantity in units (`100m` is 0.1), with decimal (`n` to
+/// `E`), binary (`Ki` to `Ei`) and exponent (`129e6`) forms; `None` when it is malformed,
+/// negative or not finite.
+pub fn quantity_value(q: &str) -> Option<f64> {
     let q = q.trim();
     let split = q
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
@@ -42,6 +49,8 @@ pub fn parse_quantity(q: &str) -> Option<u64> {
     };
     let factor: f64 = match suffix {
         "" => 1.0,
+        "n" => 1e-9,
+        "u" => 1e-6,
         "m" => 1e-3,
         "k" => 1e3,
         "M" => 1e6,
@@ -61,7 +70,7 @@ pub fn parse_quantity(q: &str) -> Option<u64> {
     if !v.is_finite() || v < 0.0 {
         return None;
     }
-    Some(v.ceil() as u64)
+    Some(v)
 }
 
 fn memory_request(c: &Container) -> u64 {

@@ -68,33 +68,7 @@ pub fn parse_time(s: &str) -> Option<Timestamp> {
 
 /// Parses a Kubernetes quantity ("128Mi", "1.5", "100m", "2e3") into thousandths.
 pub fn parse_quantity_milli(s: &str) -> Option<i128> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(s.len());
-    let (num, suffix) = s.split_at(split);
-    let num: f64 = num.parse().ok()?;
-    let mult: f64 = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        e if e.starts_with(['e', 'E']) => 10f64.powi(e[1..].parse().ok()?),
-        _ => return None,
-    };
-    Some((num * mult * 1000.0).round() as i128)
+    crate::cluster::convert::quantity_value(s).map(|v| (v * 1000.0).round() as i128)
 }
 
 /// Memory quantity in the kubelet's style ("8148200Ki").
