@@ -77,6 +77,7 @@ impl Reconciler {
             group_memory,
             pdbs,
             volume_attachments,
+            group_backoff: self.clouds.backoffs(),
         })
     }
 
@@ -122,7 +123,44 @@ impl Reconciler {
             taken_names,
             dry_run: self.dry_run,
         };
-        actuator.execute(&decision.action).await
+        let result = actuator.execute(&decision.action).await;
+        self.record_outcome(snapshot, decision, &result);
+        result
+    }
+
+    /// Failed creates, and VMs that failed to provision, back their group off; a VM that
+    /// joined clears it.
+    fn record_outcome(
+        &self,
+        snapshot: &Snapshot,
+        decision: &Decision,
+        result: &Result<Outcome, ActError>,
+    ) {
+        let backoff = &self.config.scale_up_backoff;
+        let now = SystemTime::now();
+        match (&decision.action, result) {
+            (plan::Action::RemoveStartupTaint { node }, Ok(_)) => {
+                let group = snapshot
+                    .servers
+                    .iter()
+                    .find(|s| &s.name == node)
+                    .and_then(|s| s.group.as_deref());
+                if let Some(g) = group {
+                    self.clouds.record_success(g);
+                }
+            }
+            (plan::Action::ScaleUp { group, .. }, Err(ActError::Cloud(e))) => {
+                tracing::warn!(group = %group, error = %e, "create failed; backing the group off");
+                self.clouds.record_failure(group, backoff, now);
+            }
+            (plan::Action::DeleteServers { servers, .. }, Ok(_)) => {
+                let groups: BTreeSet<&str> = servers.iter().map(|s| s.group.as_str()).collect();
+                for g in groups {
+                    self.clouds.record_failure(g, backoff, now);
+                }
+            }
+            _ => {}
+        }
     }
 }
 

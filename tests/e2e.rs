@@ -49,27 +49,6 @@ async fn setup(extra: &str) -> (SimEnv, Reconciler) {
     (env, rec)
 }
 
-fn ready(n: &Node) -> bool {
-    n.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-fn has_startup_taint(n: &Node) -> bool {
-    n.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|ts| ts.iter().any(|t| t.key == STARTUP_TAINT_KEY))
-}
-
-fn phase(p: &Pod) -> String {
-    p.status
-        .as_ref()
-        .and_then(|s| s.phase.clone())
-        .unwrap_or_else(|| "Pending".into())
-}
-
 fn unschedulable(p: &Pod) -> bool {
     p.status
         .as_ref()
@@ -453,15 +432,6 @@ async fn missing_images_are_pulled_but_ignored_prefixes_are_not() {
         .filter(|n| !images_of(n).iter().any(|i| i.contains("busybox")))
         .count();
     assert_eq!(without_busybox, 1);
-}
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn spawn_run(env: &SimEnv, config: &std::path::Path) -> Killed {
@@ -851,4 +821,58 @@ nodeGroups:
         "{:?}",
         env.proxmox.violations()
     );
+}
+
+/// Issue 3: a cloud that refuses creates gets a backoff for that group, never a loop of
+/// creates; when it accepts again the pods get their node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn refused_creates_back_the_group_off_instead_of_looping() {
+    use nodewright::sim::openstack::CreateFailure;
+    let (env, rec) = setup("scaleUpBackoff: {initial: 1s, max: 2s}").await;
+    env.cloud.fail_next_creates(3, CreateFailure::Quota);
+    env.cluster
+        .add_replicaset(
+            "default",
+            "web",
+            1,
+            SimPodTemplate::new("nginx:1.25", 2 * GI),
+        )
+        .expect("rs");
+    let posts = |env: &SimEnv| {
+        env.cloud
+            .calls()
+            .iter()
+            .filter(|c| c.method == "POST" && c.path.ends_with("/servers"))
+            .count()
+    };
+    // 3 s of cycles every ~150 ms: without backoff that would be ~20 creates.
+    let start = Instant::now();
+    let mut backed_off = false;
+    while start.elapsed() < Duration::from_secs(3) {
+        let c = rec
+            .cycle_detailed(SystemTime::now())
+            .await
+            .expect("observe");
+        backed_off |= c
+            .decision
+            .has_reason(nodewright::plan::ReasonCode::GroupBackedOff);
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    assert!(backed_off, "the plan says the group is backed off");
+    let attempts = posts(&env);
+    assert!(
+        (2..=3).contains(&attempts),
+        "{attempts} create attempts in 3 s"
+    );
+    // The fourth create is accepted: the pod runs.
+    let start = Instant::now();
+    while !app_pods(&env, "web").iter().all(|p| phase(p) == "Running") {
+        assert!(start.elapsed() < Duration::from_secs(30), "pod never ran");
+        rec.cycle_detailed(SystemTime::now())
+            .await
+            .expect("observe");
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    assert_eq!(posts(&env), 4, "three refused, one accepted");
+    assert_eq!(env.cloud.servers().len(), 1);
 }

@@ -35,11 +35,49 @@ pub enum ActError {
 #[derive(Clone, Default)]
 pub struct Clouds {
     by_group: BTreeMap<String, Arc<dyn CloudProvider>>,
+    failures: Arc<std::sync::Mutex<BTreeMap<String, GroupFailures>>>,
+}
+
+/// Failed creates of a group in a row. Soft state: losing it on a restart costs at most
+/// one more attempt, which is why it may live in memory.
+#[derive(Debug, Clone, Copy)]
+struct GroupFailures {
+    count: u32,
+    until: std::time::SystemTime,
 }
 
 impl Clouds {
     pub fn new() -> Self {
         Clouds::default()
+    }
+
+    fn lock_failures(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, GroupFailures>> {
+        self.failures.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Records a failed create (or provisioning) in `group`; it is left alone for a while.
+    pub fn record_failure(
+        &self,
+        group: &str,
+        backoff: &crate::config::BackoffConfig,
+        now: std::time::SystemTime,
+    ) {
+        let mut f = self.lock_failures();
+        let count = f.get(group).map_or(0, |g| g.count) + 1;
+        let until = now + backoff.after(count);
+        f.insert(group.to_string(), GroupFailures { count, until });
+    }
+
+    pub fn record_success(&self, group: &str) {
+        self.lock_failures().remove(group);
+    }
+
+    /// Groups left alone after failures, and until when.
+    pub fn backoffs(&self) -> BTreeMap<String, std::time::SystemTime> {
+        self.lock_failures()
+            .iter()
+            .map(|(g, f)| (g.clone(), f.until))
+            .collect()
     }
 
     pub fn add_group(&mut self, group: &str, provider: Arc<dyn CloudProvider>) {
@@ -83,7 +121,10 @@ impl Clouds {
             };
             by_group.insert(group.clone(), w);
         }
-        Clouds { by_group }
+        Clouds {
+            by_group,
+            failures: self.failures.clone(),
+        }
     }
 }
 

@@ -56,7 +56,38 @@ pub struct Config {
     pub image_puller: ImagePullerConfig,
     #[serde(default)]
     pub scale_down: ScaleDownConfig,
+    /// After a failed VM create (or a VM that failed to provision), its group is left
+    /// alone for `initial`, doubling per further failure up to `max`, so a cloud that
+    /// refuses (quota, no valid host) never sees a loop of creates.
+    #[serde(default)]
+    pub scale_up_backoff: BackoffConfig,
     pub node_groups: Vec<NodeGroupConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct BackoffConfig {
+    #[serde(default = "default_backoff_initial", with = "humantime_serde")]
+    pub initial: Duration,
+    #[serde(default = "default_backoff_max", with = "humantime_serde")]
+    pub max: Duration,
+}
+
+impl Default for BackoffConfig {
+    fn default() -> Self {
+        BackoffConfig {
+            initial: default_backoff_initial(),
+            max: default_backoff_max(),
+        }
+    }
+}
+
+impl BackoffConfig {
+    /// The pause after the `failures`-th failure in a row.
+    pub fn after(&self, failures: u32) -> Duration {
+        let factor = 1u32 << failures.saturating_sub(1).min(16);
+        self.initial.saturating_mul(factor).min(self.max)
+    }
 }
 
 /// Removing nodes that are not needed (their pods fit elsewhere and free memory stays at
@@ -201,6 +232,12 @@ impl TaintConfig {
 
 fn default_provision_timeout() -> Duration {
     Duration::from_secs(15 * 60)
+}
+fn default_backoff_initial() -> Duration {
+    Duration::from_secs(30)
+}
+fn default_backoff_max() -> Duration {
+    Duration::from_secs(10 * 60)
 }
 fn default_scale_down_delay() -> Duration {
     Duration::from_secs(10 * 60)

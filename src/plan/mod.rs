@@ -127,6 +127,7 @@ pub enum ReasonCode {
     FreeMemoryBelowTarget,
     NodeFreeMemoryBelowMinimum,
     GroupAtMaxSize,
+    GroupBackedOff,
     NoGroupFits,
     NodeTooOld,
     NodeUnneeded,

@@ -20,6 +20,9 @@ pub struct Snapshot {
     pub pdbs: Vec<PdbInfo>,
     /// Attached volumes as (VolumeAttachment name, node name).
     pub volume_attachments: Vec<(String, String)>,
+    /// Groups whose last VM create or provisioning failed, with the time until which they
+    /// are left alone.
+    pub group_backoff: BTreeMap<String, SystemTime>,
 }
 
 /// A PodDisruptionBudget, as far as planning needs it.

@@ -97,15 +97,32 @@ pub fn clean_up_failed(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     Some((Action::DeleteServers { servers, nodes }, reasons))
 }
 
+/// How many VMs `g` may get now: none while backed off after failures.
 fn room(v: &View<'_>, g: &NodeGroupConfig) -> u32 {
+    if v.backed_off_until(&g.name).is_some() {
+        return 0;
+    }
     g.max_size.saturating_sub(v.group_size(&g.name))
 }
 
-fn at_max(g: &NodeGroupConfig) -> Reason {
-    Reason::new(
-        ReasonCode::GroupAtMaxSize,
-        format!("group {} is at maxSize {}", g.name, g.max_size),
-    )
+/// Why `g` has no room: backed off, or at its maximum.
+fn at_max(v: &View<'_>, g: &NodeGroupConfig) -> Reason {
+    match v.backed_off_until(&g.name) {
+        Some(until) => Reason::new(
+            ReasonCode::GroupBackedOff,
+            format!(
+                "group {} is left alone for {} after failed creates",
+                g.name,
+                humantime::format_duration(Duration::from_secs(
+                    until.duration_since(v.now).unwrap_or_default().as_secs()
+                ))
+            ),
+        ),
+        None => Reason::new(
+            ReasonCode::GroupAtMaxSize,
+            format!("group {} is at maxSize {}", g.name, g.max_size),
+        ),
+    }
 }
 
 /// The group general capacity goes to: the first one with room, preferring untainted ones.
@@ -113,7 +130,7 @@ fn general_group<'c>(v: &View<'c>, notes: &mut Vec<Reason>) -> Option<&'c NodeGr
     let groups = &v.config.node_groups;
     let with_room: Vec<&NodeGroupConfig> = groups.iter().filter(|g| room(v, g) > 0).collect();
     if with_room.is_empty() {
-        notes.extend(groups.iter().map(at_max));
+        notes.extend(groups.iter().map(|g| at_max(v, g)));
         return None;
     }
     with_room
@@ -141,7 +158,7 @@ pub fn scale_up(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         if active < g.min_size {
             let room = room(v, g);
             if room == 0 {
-                notes.push(at_max(g));
+                notes.push(at_max(v, g));
                 continue;
             }
             let count = (g.min_size - active).min(room);
@@ -195,7 +212,7 @@ pub fn scale_up(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         }
         let room = room(v, g);
         if room == 0 {
-            notes.push(at_max(g));
+            notes.push(at_max(v, g));
             continue;
         }
         let needed = memory

@@ -550,3 +550,20 @@ fn pod_disruption_budgets_hold_back_scale_down_and_eviction() {
         "{d:?}"
     );
 }
+
+#[test]
+fn a_backed_off_group_gets_no_new_vms() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    s.pods.push(mk_pod("pending", None, GI));
+    s.group_backoff
+        .insert("workers".into(), now() + Duration::from_secs(20));
+    let d = plan_it(&s, &c);
+    assert_eq!(d.action, Action::None, "{d:?}");
+    assert!(d.has_reason(ReasonCode::GroupBackedOff));
+    // Once the time has passed it scales up again.
+    s.group_backoff
+        .insert("workers".into(), now() - Duration::from_secs(1));
+    let d = plan_it(&s, &c);
+    assert!(matches!(d.action, Action::ScaleUp { .. }), "{d:?}");
+}

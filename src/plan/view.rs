@@ -71,6 +71,7 @@ pub struct View<'a> {
     pub pods: &'a [PodInfo],
     pub pdbs: &'a [super::model::PdbInfo],
     pub volume_attachments: &'a [(String, String)],
+    pub group_backoff: &'a BTreeMap<String, SystemTime>,
     group_memory: BTreeMap<&'a str, u64>,
 }
 
@@ -146,6 +147,7 @@ impl<'a> View<'a> {
             pods: &s.pods,
             pdbs: &s.pdbs,
             volume_attachments: &s.volume_attachments,
+            group_backoff: &s.group_backoff,
             group_memory,
         };
         let (hostable, unhostable) = unschedulable.into_iter().partition(|p| view.hostable(p));
@@ -172,6 +174,14 @@ impl<'a> View<'a> {
         self.pdbs
             .iter()
             .find(|b| b.disruptions_allowed <= 0 && b.selects(pod))
+    }
+
+    /// Until when `group` is left alone after failures, if it is now.
+    pub fn backed_off_until(&self, group: &str) -> Option<SystemTime> {
+        self.group_backoff
+            .get(group)
+            .copied()
+            .filter(|until| *until > self.now)
     }
 
     /// Memory one new node of `group` is expected to offer, if known.
