@@ -1,8 +1,11 @@
 //! The commands as a user runs them: `simulate --serve` with kubectl and a separately
 //! started `plan`/`run` pointed at it, and `check`/`render` on the shipped example.
 
+mod common;
+
+use common::{repo, Killed};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 fn nodewright() -> Command {
@@ -18,15 +21,6 @@ fn nodewright() -> Command {
 
 fn kubectl() -> String {
     std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())
-}
-
-struct Serve(Child);
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
 }
 
 fn text(o: &Output) -> String {
@@ -57,7 +51,7 @@ fn simulate_serve_is_driven_by_kubectl_and_a_separate_nodewright() {
         .stderr(Stdio::null())
         .spawn()
         .expect("start simulate --serve");
-    let _serve = Serve(child);
+    let _serve = Killed(child);
     let start = Instant::now();
     while !dir.join("autoscaler.yaml").exists() {
         assert!(
@@ -151,10 +145,6 @@ fn simulate_serve_is_driven_by_kubectl_and_a_separate_nodewright() {
         .output()
         .expect("plan");
     assert!(!text(&plan).contains("minSize is 1"), "{}", text(&plan));
-}
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
 #[test]

@@ -1,14 +1,13 @@
 //! Config loading: the shipped example loads, and a corpus of bad configs each gets its
 //! own clear error naming the field, the bad value and what is expected.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use std::path::Path;
 use std::process::Command;
 
+use common::repo;
 use nodewright::config::Config;
-
-fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
 
 const GOOD: &str = r#"
 clusterName: dev

@@ -12,10 +12,13 @@
 //! every rendered object goes through the same typed round trip. Likewise `kubectl
 //! kustomize` (installed by .ci/run) renders the base and the monitoring overlay.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use common::repo;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service, ServiceAccount};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -25,16 +28,12 @@ use serde::Deserialize;
 use serde::Serialize;
 use serde_json::Value;
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 fn base_dir() -> PathBuf {
-    root().join("deploy/kustomize/base")
+    repo().join("deploy/kustomize/base")
 }
 
 fn chart_dir() -> PathBuf {
-    root().join("deploy/helm/nodewright")
+    repo().join("deploy/helm/nodewright")
 }
 
 fn read(path: &Path) -> String {
@@ -228,7 +227,7 @@ fn typed_obj<T: DeserializeOwned>(objects: &BTreeMap<String, Value>, id: &str) -
 
 #[test]
 fn every_manifest_parses_into_its_kubernetes_type_without_unknown_fields() {
-    let files = yaml_files(&root().join("deploy/kustomize"));
+    let files = yaml_files(&repo().join("deploy/kustomize"));
     assert!(files.len() >= 8, "{files:?}");
     let mut ids = BTreeSet::new();
     for p in &files {
@@ -335,7 +334,7 @@ fn kustomize_renders_base_and_monitoring_overlay() {
     let config = cm("nodewright-config").data.unwrap_or_default();
     assert_eq!(
         config.get("autoscaler.yaml").map(String::as_str),
-        Some(read(&root().join("config/autoscaler.yaml")).as_str())
+        Some(read(&repo().join("config/autoscaler.yaml")).as_str())
     );
     let templates = cm("nodewright-templates").data.unwrap_or_default();
     assert_eq!(
@@ -345,7 +344,7 @@ fn kustomize_renders_base_and_monitoring_overlay() {
     for (name, text) in shipped_templates() {
         assert_eq!(templates.get(&name), Some(&text), "{name}");
     }
-    let monitoring = kustomize(&root().join("deploy/kustomize/overlays/monitoring"));
+    let monitoring = kustomize(&repo().join("deploy/kustomize/overlays/monitoring"));
     let ids: BTreeSet<String> = monitoring
         .iter()
         .map(|d| check_typed(d, "overlay"))
@@ -358,7 +357,7 @@ fn kustomize_renders_base_and_monitoring_overlay() {
 
 /// templates/*: file name → content.
 fn shipped_templates() -> BTreeMap<String, String> {
-    let dir = root().join("templates");
+    let dir = repo().join("templates");
     std::fs::read_dir(&dir)
         .expect("templates/")
         .map(|e| e.expect("entry").path())
@@ -387,7 +386,7 @@ fn dir_files(dir: &Path) -> BTreeMap<String, String> {
 
 #[test]
 fn shipped_copies_of_config_and_templates_match_the_originals() {
-    let original = read(&root().join("config/autoscaler.yaml"));
+    let original = read(&repo().join("config/autoscaler.yaml"));
     assert_eq!(
         read(&base_dir().join("files/config/autoscaler.yaml")),
         original,
@@ -892,7 +891,7 @@ fn helm_template_renders_typed_objects_when_helm_is_available() {
 
 #[test]
 fn dockerfile_is_multi_stage_and_runs_as_non_root() {
-    let text = read(&root().join("deploy/Dockerfile"));
+    let text = read(&repo().join("deploy/Dockerfile"));
     let stages: Vec<&str> = text
         .lines()
         .filter(|l| l.trim_start().to_ascii_uppercase().starts_with("FROM "))
@@ -912,7 +911,7 @@ fn dockerfile_is_multi_stage_and_runs_as_non_root() {
     );
     assert!(text.contains("--locked"));
     assert!(text.contains("ENTRYPOINT"));
-    let ignore = read(&root().join(".dockerignore"));
+    let ignore = read(&repo().join(".dockerignore"));
     for needed in ["Cargo.toml", "Cargo.lock", "src", "templates"] {
         assert!(
             ignore.lines().any(|l| l.trim() == format!("!{needed}")),
@@ -956,7 +955,7 @@ fn collect_exprs(v: &Value, out: &mut Vec<String>) {
 
 #[test]
 fn grafana_dashboard_queries_exactly_the_exported_metrics() {
-    let text = read(&root().join("deploy/grafana/nodewright.json"));
+    let text = read(&repo().join("deploy/grafana/nodewright.json"));
     let dash: Value = serde_json::from_str(&text).expect("dashboard is JSON");
     assert!(dash["title"].as_str().is_some_and(|t| !t.is_empty()));
     assert!(dash["panels"].as_array().is_some_and(|p| !p.is_empty()));

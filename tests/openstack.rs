@@ -1,9 +1,11 @@
 //! OpenStack provider against the simulated OpenStack, over real loopback HTTP.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use common::{recorder, Events};
 use nodewright::cloud::openstack::{
     AuthMethod, DomainRef, Interface, OpenStackCredentials, OpenStackProvider, OpenStackSettings,
     ProjectScope, ProviderOptions,
@@ -12,7 +14,7 @@ use nodewright::cloud::{
     CloudError, CloudProvider, CreateRequest, ServerStatus, CLUSTER_TAG, GROUP_TAG,
 };
 use nodewright::sim::openstack::{CreateFailure, SimNetwork, SimOpenStack, SimOpenStackOptions};
-use nodewright::sim::{VmEvent, VmHook};
+use nodewright::sim::VmEvent;
 
 const EXAMPLE: &str = r#"OS_AUTH_URL: "https://pouta.csc.fi:5001/v3"
 OS_IDENTITY_API_VERSION: 3
@@ -51,7 +53,7 @@ fn request(name: &str, cluster: &str, user_data: &str) -> CreateRequest {
 struct Fixture {
     sim: SimOpenStack,
     provider: OpenStackProvider,
-    events: Arc<Mutex<Vec<VmEvent>>>,
+    events: Events,
     _dir: tempfile::TempDir,
 }
 
@@ -60,9 +62,7 @@ async fn fixture_with(
     app_credential: bool,
     s: OpenStackSettings,
 ) -> Fixture {
-    let events = Arc::new(Mutex::new(Vec::new()));
-    let sink = events.clone();
-    let hook: VmHook = Arc::new(move |e| sink.lock().unwrap().push(e));
+    let (events, hook) = recorder();
     opts.hook = Some(hook);
     let sim = SimOpenStack::start(opts).await.unwrap();
     let dir = tempfile::tempdir().unwrap();

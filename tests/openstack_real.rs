@@ -11,6 +11,8 @@
 //! other's servers, and a guard deletes every server of that cluster however the test
 //! ends.
 
+mod common;
+
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -18,6 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
+use common::{ready, running};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use nodewright::cloud::build::build_clouds_with;
@@ -881,17 +884,6 @@ impl Drop for NovaKubeletBridge {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-fn ready(n: &Node) -> bool {
-    n.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-}
-
-fn running(p: &Pod) -> bool {
-    p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
 }
 
 async fn drive(

@@ -1,12 +1,15 @@
 //! The deployed shape of `nodewright run`, as real processes over loopback: leader
 //! election between replicas, /metrics, /healthz, and secrets kept out of every output.
 
+mod common;
+
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{free_port, Killed};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use nodewright::sim::cluster::SimPodTemplate;
@@ -36,32 +39,18 @@ nodeGroups:
 }
 
 struct Proc {
-    child: Child,
+    child: Killed,
     stderr: PathBuf,
 }
 
 impl Proc {
     fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        self.child.kill();
     }
 
     fn log(&self) -> String {
         std::fs::read_to_string(&self.stderr).unwrap_or_default()
     }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 fn spawn(env: &SimEnv, config: &Path, name: &str, port: u16, extra: &[&str]) -> Proc {
@@ -80,7 +69,7 @@ fn spawn(env: &SimEnv, config: &Path, name: &str, port: u16, extra: &[&str]) -> 
         cmd.env(k, v);
     }
     Proc {
-        child: cmd.spawn().expect("start nodewright"),
+        child: Killed(cmd.spawn().expect("start nodewright")),
         stderr,
     }
 }
@@ -335,7 +324,7 @@ async fn healthz_fails_when_the_loop_is_stuck() {
     }
     cmd.env("KUBECONFIG_FILE", &kubeconfig);
     let _p = Proc {
-        child: cmd.spawn().expect("start"),
+        child: Killed(cmd.spawn().expect("start")),
         stderr,
     };
     wait_for("/healthz to answer", Duration::from_secs(20), || {

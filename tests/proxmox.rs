@@ -1,27 +1,19 @@
 //! The Proxmox VE provider against the simulated Proxmox VE over loopback HTTP(S); every
 //! request the client sends is checked against the official API schema by the simulator.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
+use common::{recorder, Events};
 use nodewright::cloud::proxmox::{
     pve_urlencode, ProviderOptions, ProxmoxCredentials, ProxmoxProvider, ProxmoxSettings,
 };
 use nodewright::cloud::{CloudError, CloudProvider, CreateRequest, ServerStatus};
 use nodewright::sim::proxmox::{SimAuth, SimProxmox, SimProxmoxOptions, SimTls};
-use nodewright::sim::{VmEvent, VmHook};
-
-type Events = Arc<Mutex<Vec<VmEvent>>>;
-
-fn recorder() -> (Events, VmHook) {
-    let events: Events = Arc::default();
-    let e2 = events.clone();
-    (
-        events,
-        Arc::new(move |e| e2.lock().unwrap_or_else(|p| p.into_inner()).push(e)),
-    )
-}
+use nodewright::sim::VmEvent;
 
 async fn sim_with(opts: SimProxmoxOptions) -> SimProxmox {
     SimProxmox::start(opts)
@@ -731,6 +723,7 @@ async fn leftover_vm_found_by_tags_and_delete_failing_once() {
 
 mod e2e {
     use super::*;
+    use crate::common::{has_startup_taint, ready};
     use k8s_openapi::api::core::v1::Node;
     use kube::api::{Api, Patch, PatchParams};
     use nodewright::act::Clouds;
@@ -738,7 +731,6 @@ mod e2e {
     use nodewright::config::Config;
     use nodewright::reconcile::Reconciler;
     use nodewright::sim::cluster::{SimCluster, SimClusterOptions, SimNodeSpec};
-    use nodewright::STARTUP_TAINT_KEY;
 
     pub struct Env {
         pub cluster: SimCluster,
@@ -827,17 +819,7 @@ mod e2e {
     }
 
     pub fn ready_joined(n: &Node) -> bool {
-        let ready = n
-            .status
-            .as_ref()
-            .and_then(|s| s.conditions.as_ref())
-            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
-        let tainted = n
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.as_ref())
-            .is_some_and(|ts| ts.iter().any(|t| t.key == STARTUP_TAINT_KEY));
-        ready && !tainted
+        ready(n) && !has_startup_taint(n)
     }
 
     /// Runs cycles (errors tolerated: a failing delete is retried next cycle) until `done`.

@@ -13,11 +13,14 @@
 //! requests naming one of them (so never a create or a list). Discovery requests
 //! (non-resource URLs, allowed to every authenticated user by default) are not checked.
 
+mod common;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use common::{free_port, repo, Killed};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
 use nodewright::sim::cluster::{ApiCall, PdbBudget, SimPodTemplate};
@@ -32,12 +35,8 @@ const GI: u64 = 1 << 30;
 /// use fails the test too, so this list stays true.
 const NOT_EXERCISED: &[(&str, &str, &str, &str, &str)] = &[];
 
-fn root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
 fn base_docs(file: &str) -> Vec<Value> {
-    let path = root().join("deploy/kustomize/base").join(file);
+    let path = repo().join("deploy/kustomize/base").join(file);
     let text = std::fs::read_to_string(&path)
         .unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
     serde_yaml::Deserializer::from_str(&text)
@@ -433,22 +432,6 @@ fn rbac_evaluation_honours_namespaces_subresources_and_resource_names() {
 
 // ---------------------------------------------------------------------------------
 // The representative run
-
-struct Killed(Child);
-
-impl Drop for Killed {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("free port")
-        .port()
-}
 
 fn config() -> String {
     r#"clusterName: rbac

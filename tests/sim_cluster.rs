@@ -1,9 +1,12 @@
 //! The simulated cluster over real loopback HTTP, driven by the kube-rs client the
 //! autoscaler uses.
 
+mod common;
+
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+use common::phase;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -45,13 +48,6 @@ fn api_error(e: kube::Error) -> kube::core::Status {
         kube::Error::Api(s) => *s,
         other => panic!("expected an API error, got {other:?}"),
     }
-}
-
-fn phase(p: &Pod) -> &str {
-    p.status
-        .as_ref()
-        .and_then(|s| s.phase.as_deref())
-        .unwrap_or_default()
 }
 
 fn node_of(p: &Pod) -> Option<&str> {
