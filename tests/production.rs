@@ -248,6 +248,9 @@ async fn metrics_move_during_a_scale_up() {
                 &after,
                 "nodewright_actions_total{action=\"remove-startup-taint\"}",
             ) >= 1.0
+            // Gauges describe the snapshot a cycle saw: the node counts as ready from the
+            // cycle after its taint came off.
+            && metric(&after, "nodewright_nodes{group=\"workers\",state=\"ready\"}") >= 1.0
     })
     .await;
     assert!(
