@@ -18,16 +18,15 @@ use nodewright::{LABEL_CLUSTER, LABEL_GROUP, LABEL_IMAGE_PULLER};
 
 const GI: u64 = 1 << 30;
 
+/// A config for these tests; `extra` may override the defaults given here.
 fn config(extra: &str) -> String {
-    let target = if extra.contains("freeMemoryTarget") {
-        ""
-    } else {
-        "freeMemoryTarget: 1 GiB"
-    };
+    let default = |key: &str, line: &'static str| if extra.contains(key) { "" } else { line };
+    let target = default("freeMemoryTarget", "freeMemoryTarget: 1 GiB");
+    let timeout = default("provisionTimeout", "provisionTimeout: 30s");
     format!(
         r#"clusterName: e2e
 {target}
-provisionTimeout: 30s
+{timeout}
 scanInterval: 200ms
 {extra}
 nodeGroups:
@@ -878,4 +877,64 @@ async fn refused_creates_back_the_group_off_instead_of_looping() {
     }
     assert_eq!(posts(&env), 4, "three refused, one accepted");
     assert_eq!(env.cloud.servers().len(), 1);
+}
+
+/// Issue 3 for OpenStack through the loop: a VM that never becomes ready and a VM left
+/// behind by a crash are both removed after provisionTimeout (a failing delete is retried);
+/// another cluster's VM is never touched.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn never_ready_and_leftover_vms_are_removed_and_a_failed_delete_is_retried() {
+    let (env, rec) = setup("provisionTimeout: 2s\nscaleUpBackoff: {initial: 1s, max: 1s}").await;
+    let ours = |cluster: &str| {
+        std::collections::BTreeMap::from([
+            ("nodewright-cluster".to_string(), cluster.to_string()),
+            ("nodewright-group".to_string(), "workers".to_string()),
+        ])
+    };
+    let leftover = env.cloud.insert_server("e2e-workers-crash", ours("e2e"));
+    let foreign = env.cloud.insert_server("prod-workers-keep", ours("prod"));
+    env.cloud.never_boot("e2e-workers-");
+    env.cloud.fail_next_deletes(1);
+    env.cluster
+        .add_replicaset("default", "web", 1, SimPodTemplate::new("nginx:1.25", GI))
+        .expect("rs");
+    let mut created = BTreeSet::new();
+    let mut failed_cycles = 0;
+    let start = Instant::now();
+    loop {
+        match rec.cycle(SystemTime::now()).await {
+            Ok(r) => {
+                if let Action::DeleteServers { servers, .. } = &r.decision.action {
+                    assert!(
+                        servers.iter().all(|s| s.id != foreign),
+                        "foreign VM touched"
+                    );
+                }
+            }
+            Err(_) => failed_cycles += 1,
+        }
+        for s in env.cloud.servers() {
+            if s.name.starts_with("e2e-workers-") && s.id != leftover {
+                created.insert(s.id.clone());
+            }
+        }
+        let servers = env.cloud.servers();
+        let done = !servers.iter().any(|s| s.id == leftover)
+            && created
+                .iter()
+                .any(|id| !servers.iter().any(|s| &s.id == id));
+        if done {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "not cleaned up: {servers:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    assert_eq!(
+        failed_cycles, 1,
+        "the one failing delete surfaced once, then was retried"
+    );
+    assert!(env.cloud.servers().iter().any(|s| s.id == foreign));
 }
