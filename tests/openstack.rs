@@ -13,7 +13,9 @@ use nodewright::cloud::openstack::{
 use nodewright::cloud::{
     CloudError, CloudProvider, CreateRequest, ServerStatus, CLUSTER_TAG, GROUP_TAG,
 };
-use nodewright::sim::openstack::{CreateFailure, SimNetwork, SimOpenStack, SimOpenStackOptions};
+use nodewright::sim::openstack::{
+    CreateFailure, SimNetwork, SimOpenStack, SimOpenStackOptions, SimServerGroup,
+};
 use nodewright::sim::VmEvent;
 
 const EXAMPLE: &str = r#"OS_AUTH_URL: "https://pouta.csc.fi:5001/v3"
@@ -34,6 +36,7 @@ fn settings(flavor: &str, image: &str, network: Option<&str>) -> OpenStackSettin
         key_name: Some("ops".into()),
         security_groups: vec!["k8s-nodes".into()],
         availability_zone: None,
+        server_group: None,
     }
 }
 
@@ -80,6 +83,8 @@ async fn fixture_with(
             connect_timeout: Duration::from_secs(2),
             request_timeout: Duration::from_secs(10),
             resolve_ttl: Duration::from_secs(60),
+            delete_timeout: Duration::from_secs(5),
+            delete_poll_interval: Duration::from_millis(20),
         },
     )
     .unwrap();
@@ -566,7 +571,7 @@ async fn never_boot_stays_building() {
 }
 
 #[tokio::test]
-async fn delete_shows_deleting_until_gone() {
+async fn delete_waits_until_the_server_is_gone() {
     let f = fixture_with(
         SimOpenStackOptions {
             boot_delay: Duration::from_millis(10),
@@ -583,16 +588,164 @@ async fn delete_shows_deleting_until_gone() {
         .await
         .unwrap();
     wait_for_status(&f, "c1", &s.id, ServerStatus::Active).await;
+    let start = std::time::Instant::now();
     f.provider.delete_server(&s.id).await.unwrap();
-    let listed = f.provider.list_servers("c1").await.unwrap();
-    assert_eq!(listed[0].status, ServerStatus::Deleting);
-    for _ in 0..100 {
-        if f.provider.list_servers("c1").await.unwrap().is_empty() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+    // The simulator, like real Nova, shows it "deleting" for 300 ms after the 204.
+    assert!(
+        start.elapsed() >= Duration::from_millis(250),
+        "{:?}",
+        start.elapsed()
+    );
+    assert!(f.sim.servers().is_empty());
+    assert!(f.provider.list_servers("c1").await.unwrap().is_empty());
+    // Polled with GET /servers/{id} until the 404, backing off.
+    let polls = f
+        .sim
+        .calls()
+        .iter()
+        .filter(|c| c.method == "GET" && c.path.ends_with(&format!("/servers/{}", s.id)))
+        .count();
+    assert!((2..=10).contains(&polls), "{polls} polls");
+}
+
+#[tokio::test]
+async fn delete_that_never_finishes_times_out_naming_the_server() {
+    let mut f = fixture_with(
+        SimOpenStackOptions {
+            boot_delay: Duration::from_millis(10),
+            delete_delay: Duration::from_secs(30),
+            ..Default::default()
+        },
+        false,
+        settings("m1.small", "fedora-coreos", None),
+    )
+    .await;
+    let creds = OpenStackCredentials::from_file(&f._dir.path().join("openstack.yaml")).unwrap();
+    f.provider = OpenStackProvider::with_options(
+        creds,
+        groups(settings("m1.small", "fedora-coreos", None)),
+        ProviderOptions {
+            delete_timeout: Duration::from_millis(400),
+            delete_poll_interval: Duration::from_millis(50),
+            ..ProviderOptions::default()
+        },
+    )
+    .unwrap();
+    let s = f
+        .provider
+        .create_server(&request("c1-stuck", "c1", "x"))
+        .await
+        .unwrap();
+    wait_for_status(&f, "c1", &s.id, ServerStatus::Active).await;
+    let start = std::time::Instant::now();
+    let err = f.provider.delete_server(&s.id).await.unwrap_err();
+    let waited = start.elapsed();
+    assert!(
+        waited >= Duration::from_millis(400) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+    let msg = err.to_string();
+    assert!(
+        msg.contains("c1-stuck") && msg.contains(&s.id) && msg.contains("deleting"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn server_group_by_name_or_id_goes_in_the_scheduler_hints() {
+    let opts = SimOpenStackOptions::default();
+    let workers = opts.server_groups[0].clone();
+    let spread = opts.server_groups[1].clone();
+    for (wanted, expect) in [
+        (workers.name.clone(), &workers),
+        (spread.id.clone(), &spread),
+    ] {
+        let mut s = settings("m1.small", "fedora-coreos", None);
+        s.server_group = Some(wanted.clone());
+        let f = fixture_with(opts.clone(), false, s).await;
+        f.provider.check().await.unwrap();
+        let created = f
+            .provider
+            .create_server(&request("c1-sg", "c1", "x"))
+            .await
+            .unwrap();
+        let sims = f.sim.servers();
+        assert_eq!(sims[0].id, created.id);
+        assert_eq!(
+            sims[0].server_group.as_deref(),
+            Some(expect.id.as_str()),
+            "{wanted}"
+        );
+        assert!(f
+            .sim
+            .calls()
+            .iter()
+            .any(|c| c.path == "/compute/v2.1/os-server-groups"
+                && c.microversion.as_deref() == Some("compute 2.79")));
     }
-    panic!("server never went away");
+}
+
+#[tokio::test]
+async fn missing_or_ambiguous_server_group_is_named() {
+    let mut s = settings("m1.small", "fedora-coreos", None);
+    s.server_group = Some("no-such-group".into());
+    let f = fixture_with(SimOpenStackOptions::default(), false, s).await;
+    let err = f.provider.check().await.unwrap_err();
+    assert!(
+        matches!(&err, CloudError::NotFound { what, name, .. } if what == "server group" && name == "no-such-group"),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("server group 'no-such-group'"),
+        "{err}"
+    );
+    let err = f
+        .provider
+        .create_server(&request("c1-x", "c1", "x"))
+        .await
+        .unwrap_err();
+    assert!(matches!(&err, CloudError::NotFound { .. }), "{err:?}");
+    assert!(f.sim.servers().is_empty());
+
+    let mut opts = SimOpenStackOptions::default();
+    opts.server_groups.push(SimServerGroup {
+        id: "5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a08".into(),
+        name: "k8s-workers".into(),
+        policy: "affinity".into(),
+    });
+    let mut s = settings("m1.small", "fedora-coreos", None);
+    s.server_group = Some("k8s-workers".into());
+    let f = fixture_with(opts, false, s).await;
+    let err = f.provider.check().await.unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("'k8s-workers'") && msg.contains("ambiguous"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("5e6f7a8b-9c0d-4e1f-8a2b-3c4d5e6f7a08"),
+        "{msg}"
+    );
+}
+
+#[tokio::test]
+async fn ownership_tags_are_sent_on_create() {
+    let f = fixture().await;
+    let created = f
+        .provider
+        .create_server(&request("c1-workers-t", "c1", "x"))
+        .await
+        .unwrap();
+    let sims = f.sim.servers();
+    assert_eq!(
+        sims[0].tags,
+        vec![format!("{CLUSTER_TAG}=c1"), format!("{GROUP_TAG}=workers")]
+    );
+    // Without a server group: no scheduler hint.
+    assert_eq!(sims[0].server_group, None);
+    // Listing still goes by the metadata.
+    let listed = f.provider.list_servers("c1").await.unwrap();
+    assert_eq!(listed[0].id, created.id);
 }
 
 #[tokio::test]
@@ -952,11 +1105,19 @@ async fn real_nova_lists_a_deleted_server_as_deleting_for_a_moment() {
         .await
         .unwrap();
     wait_for_status(&f, "c1", &s.id, ServerStatus::Active).await;
-    f.provider.delete_server(&s.id).await.unwrap();
+    let http = raw_client();
+    let (compute, token) = raw_compute(&f.sim, &http).await;
+    let delete = || {
+        http.delete(format!("{compute}/servers/{}", s.id))
+            .header("X-Auth-Token", &token)
+            .header("OpenStack-API-Version", "compute 2.79")
+            .send()
+    };
+    assert_eq!(delete().await.unwrap().status(), 204);
     let listed = f.provider.list_servers("c1").await.unwrap();
     assert_eq!(listed.len(), 1, "still listed right after the delete");
     assert_eq!(listed[0].status, ServerStatus::Deleting);
-    f.provider.delete_server(&s.id).await.unwrap();
+    assert_eq!(delete().await.unwrap().status(), 204);
     for _ in 0..100 {
         if f.provider.list_servers("c1").await.unwrap().is_empty() {
             return;
@@ -1161,5 +1322,131 @@ async fn real_nova_omits_the_fault_of_an_unscheduled_server_from_the_detail_list
     assert_eq!(
         shown["server"]["fault"]["message"],
         "No valid host was found. "
+    );
+}
+
+#[tokio::test]
+async fn real_nova_refuses_an_unknown_server_group_and_invalid_tags() {
+    let f = fixture().await;
+    let http = raw_client();
+    let (compute, token) = raw_compute(&f.sim, &http).await;
+    let o = f.sim.options().clone();
+    let post = |body: serde_json::Value, mv: &'static str| {
+        http.post(format!("{compute}/servers"))
+            .header("X-Auth-Token", &token)
+            .header("OpenStack-API-Version", format!("compute {mv}"))
+            .json(&body)
+            .send()
+    };
+    let server = |extra: serde_json::Value| {
+        let mut s = serde_json::json!({
+            "name": "raw", "flavorRef": "2", "imageRef": o.images[0].id, "networks": "none",
+        });
+        if let (Some(s), Some(extra)) = (s.as_object_mut(), extra.as_object()) {
+            s.extend(extra.clone());
+        }
+        s
+    };
+    let bad = |r: reqwest::Response| async move {
+        let status = r.status().as_u16();
+        let v: serde_json::Value = r.json().await.unwrap();
+        (
+            status,
+            v["badRequest"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+        )
+    };
+    // A group that does not exist, and one that is not a uuid.
+    let (st, msg) = bad(post(
+        serde_json::json!({ "server": server(serde_json::json!({})),
+            "os:scheduler_hints": { "group": "00000000-0000-4000-8000-000000000000" } }),
+        "2.79",
+    )
+    .await
+    .unwrap())
+    .await;
+    assert_eq!(st, 400);
+    assert!(
+        msg.contains("00000000-0000-4000-8000-000000000000"),
+        "{msg}"
+    );
+    let (st, _) = bad(post(
+        serde_json::json!({ "server": server(serde_json::json!({})),
+            "os:scheduler_hints": { "group": "k8s-workers" } }),
+        "2.79",
+    )
+    .await
+    .unwrap())
+    .await;
+    assert_eq!(st, 400);
+    // Tags: no '/' or ',', at most 60 characters, and only from 2.52 on.
+    for tags in [
+        serde_json::json!(["a/b"]),
+        serde_json::json!(["a,b"]),
+        serde_json::json!(["x".repeat(61)]),
+    ] {
+        let (st, msg) = bad(post(
+            serde_json::json!({ "server": server(serde_json::json!({ "tags": tags })) }),
+            "2.79",
+        )
+        .await
+        .unwrap())
+        .await;
+        assert_eq!(st, 400, "{tags}");
+        assert!(msg.contains("tags"), "{msg}");
+    }
+    let (st, _) = bad(post(
+        serde_json::json!({ "server": server(serde_json::json!({ "tags": ["ok"] })) }),
+        "2.51",
+    )
+    .await
+    .unwrap())
+    .await;
+    assert_eq!(st, 400);
+    assert!(f.sim.servers().is_empty());
+    // A valid group and tags are accepted and shown back (the group only by GET /servers/{id}).
+    let r = post(
+        serde_json::json!({ "server": server(serde_json::json!({ "tags": ["k=v w"] })),
+            "os:scheduler_hints": { "group": o.server_groups[0].id } }),
+        "2.79",
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.status(), 202);
+    let id = r.json::<serde_json::Value>().await.unwrap()["server"]["id"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let v: serde_json::Value = http
+        .get(format!("{compute}/servers/{id}"))
+        .header("X-Auth-Token", &token)
+        .header("OpenStack-API-Version", "compute 2.79")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["server"]["tags"], serde_json::json!(["k=v w"]));
+    assert_eq!(
+        v["server"]["server_groups"],
+        serde_json::json!([o.server_groups[0].id])
+    );
+    let groups: serde_json::Value = http
+        .get(format!("{compute}/os-server-groups"))
+        .header("X-Auth-Token", &token)
+        .header("OpenStack-API-Version", "compute 2.79")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(groups["server_groups"][0]["policy"], "anti-affinity");
+    assert_eq!(
+        groups["server_groups"][0]["members"],
+        serde_json::json!([id])
     );
 }

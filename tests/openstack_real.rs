@@ -155,6 +155,7 @@ fn settings(flavor: &str, image: &str, network: Option<&str>) -> OpenStackSettin
         key_name: None,
         security_groups: Vec::new(),
         availability_zone: None,
+        server_group: None,
     }
 }
 
@@ -205,6 +206,7 @@ struct AdminServer {
     vcpus: u32,
     fault: String,
     fault_code: Option<u64>,
+    tags: Vec<String>,
 }
 
 fn admin_server(v: &Value) -> AdminServer {
@@ -222,13 +224,21 @@ fn admin_server(v: &Value) -> AdminServer {
         vcpus: v["flavor"]["vcpus"].as_u64().unwrap_or(0) as u32,
         fault: v["fault"]["message"].as_str().unwrap_or_default().into(),
         fault_code: v["fault"]["code"].as_u64(),
+        tags: serde_json::from_value(v["tags"].clone()).unwrap_or_default(),
     }
 }
 
 impl Admin {
     async fn login(os: &RealOs) -> Admin {
-        let text = std::fs::read_to_string(&os.admin).expect("admin.yaml");
-        let kv: BTreeMap<String, String> = serde_yaml::from_str(&text).expect("admin.yaml is YAML");
+        Admin::login_with(&os.admin).await
+    }
+
+    /// A session of whoever `creds` (an `OS_*` password file) names, scoped to its
+    /// project: e.g. the test user, for what belongs to its project (server groups).
+    async fn login_with(creds: &Path) -> Admin {
+        let text = std::fs::read_to_string(creds).expect("credentials file");
+        let kv: BTreeMap<String, String> =
+            serde_yaml::from_str(&text).expect("credentials file is YAML");
         // reqwest is built without a default TLS provider (as nodewright is).
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder()
@@ -346,6 +356,44 @@ impl Admin {
         }
     }
 
+    /// `POST /os-server-groups` in the session's project; returns the group id.
+    async fn create_server_group(&self, name: &str, policy: &str) -> String {
+        let resp = self
+            .nova(self.http.post(format!("{}/os-server-groups", self.compute)))
+            .json(&json!({ "server_group": { "name": name, "policy": policy } }))
+            .send()
+            .await
+            .expect("Nova answers");
+        let status = resp.status();
+        let v: Value = resp.json().await.unwrap_or_default();
+        assert!(status.is_success(), "create server group: {status} {v}");
+        v["server_group"]["id"]
+            .as_str()
+            .expect("server group id")
+            .to_string()
+    }
+
+    async fn delete_server_group(&self, id: &str) {
+        let _ = self
+            .nova(
+                self.http
+                    .delete(format!("{}/os-server-groups/{id}", self.compute)),
+            )
+            .send()
+            .await;
+    }
+
+    /// `GET /servers/{id}` as JSON (the session must see the server's project).
+    async fn server_json(&self, id: &str) -> Value {
+        let resp = self
+            .nova(self.http.get(format!("{}/servers/{id}", self.compute)))
+            .send()
+            .await
+            .expect("Nova answers");
+        assert!(resp.status().is_success(), "show: {}", resp.status());
+        resp.json().await.expect("server")
+    }
+
     async fn set_instance_quota(&self, project: &str, instances: i64) {
         let resp = self
             .nova(
@@ -404,6 +452,21 @@ impl Drop for ClusterGuard {
                     eprintln!("cleanup: deleted {n} leftover server(s) of cluster {cluster}");
                 }
             })
+        });
+    }
+}
+
+/// Deletes a server group when dropped (after the servers: declare it first).
+struct ServerGroupGuard {
+    session: Admin,
+    id: String,
+}
+
+impl Drop for ServerGroupGuard {
+    fn drop(&mut self) {
+        let (session, id) = (self.session.clone(), self.id.clone());
+        run_blocking_cleanup(move || {
+            Box::pin(async move { session.delete_server_group(&id).await })
         });
     }
 }
@@ -518,9 +581,25 @@ async fn full_lifecycle(os: &RealOs, p: &OpenStackProvider, cluster: &str, ram_m
         Some("workers")
     );
 
+    // Ownership also in tags (microversion 2.79 ≥ 2.52); the metadata stays the truth.
+    assert_eq!(
+        stored.tags,
+        vec![
+            format!("{CLUSTER_TAG}={cluster}"),
+            format!("{GROUP_TAG}=workers")
+        ],
+        "tags on the real server"
+    );
+
+    // delete_server returns once Nova no longer has the server.
     p.delete_server(&created.id).await.expect("delete_server");
-    wait_gone(p, cluster, &created.id).await;
     assert_eq!(admin.server_status_code(&created.id).await, 404);
+    assert!(p
+        .list_servers(cluster)
+        .await
+        .expect("list_servers")
+        .iter()
+        .all(|s| s.id != created.id));
     // Deleting what is already gone is success.
     p.delete_server(&created.id)
         .await
@@ -529,6 +608,70 @@ async fn full_lifecycle(os: &RealOs, p: &OpenStackProvider, cluster: &str, ram_m
 
 // ---------------------------------------------------------------------------
 // Provider tests
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_server_group_by_name_and_id_and_tags() {
+    let os = real_os_or_skip!("real_server_group_by_name_and_id_and_tags");
+    let admin = Admin::login(&os).await;
+    let user = Admin::login_with(&os.password).await;
+    let cluster = unique_cluster("sg");
+    let group_name = format!("{cluster}-spread");
+    let group_id = user
+        .create_server_group(&group_name, "soft-anti-affinity")
+        .await;
+    // Dropped in reverse order: servers first, then the group.
+    let _group = ServerGroupGuard {
+        session: user.clone(),
+        id: group_id.clone(),
+    };
+    let _servers = ClusterGuard {
+        admin: admin.clone(),
+        cluster: cluster.clone(),
+    };
+
+    // A missing group is named by check, before any create.
+    let mut s = settings("m1.small", "nodewright-test-image", Some("nodewright-net"));
+    s.server_group = Some(format!("{cluster}-nope"));
+    let err = provider(&os.password, s)
+        .verify()
+        .await
+        .expect_err("missing server group");
+    assert!(
+        matches!(&err, CloudError::NotFound { what, name, .. } if what == "server group" && name == &format!("{cluster}-nope")),
+        "{err:?}"
+    );
+
+    for (i, wanted) in [group_name.clone(), group_id.clone()].iter().enumerate() {
+        let mut s = settings("m1.small", "nodewright-test-image", Some("nodewright-net"));
+        s.server_group = Some(wanted.clone());
+        let p = provider(&os.password, s);
+        p.verify().await.expect("verify with a server group");
+        let name = format!("{cluster}-workers-g{i}");
+        let created = p
+            .create_server(&request(&name, &cluster, "#!/bin/sh\n"))
+            .await
+            .expect("create_server in a server group");
+        wait_for_status(&p, &cluster, &created.id, ServerStatus::Active).await;
+        // Nova put it in the group (server_groups: microversion ≥2.71) ...
+        let v = user.server_json(&created.id).await;
+        assert_eq!(
+            v["server"]["server_groups"],
+            json!([group_id]),
+            "server group of {name} (asked for {wanted})"
+        );
+        // ... and kept the ownership tags.
+        let stored = admin.server(&created.id).await;
+        assert_eq!(
+            stored.tags,
+            vec![
+                format!("{CLUSTER_TAG}={cluster}"),
+                format!("{GROUP_TAG}=workers")
+            ]
+        );
+        p.delete_server(&created.id).await.expect("delete_server");
+        assert_eq!(admin.server_status_code(&created.id).await, 404);
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_password_auth_verifies_and_lists() {

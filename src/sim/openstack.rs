@@ -47,6 +47,15 @@ pub struct SimNetwork {
     pub subnets: Vec<String>,
 }
 
+/// A server group of the project (`GET /os-server-groups`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimServerGroup {
+    pub id: String,
+    pub name: String,
+    /// `anti-affinity`, `affinity`, `soft-anti-affinity` or `soft-affinity`.
+    pub policy: String,
+}
+
 /// An application credential of the simulated user, scoped to the project.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimAppCredential {
@@ -80,6 +89,9 @@ pub struct SimOpenStackOptions {
     pub flavors: Vec<SimFlavor>,
     pub images: Vec<SimImage>,
     pub networks: Vec<SimNetwork>,
+    /// Server groups of the project; a create naming another one in its `group`
+    /// scheduler hint is refused with 400, as real Nova does.
+    pub server_groups: Vec<SimServerGroup>,
     /// Told when a server boots (goes ACTIVE) and when it is deleted.
     pub hook: Option<VmHook>,
     pub username: String,
@@ -133,6 +145,18 @@ impl Default for SimOpenStackOptions {
                 name: "private".into(),
                 subnets: vec!["7a0c5b1e-2d3f-4e5a-8b6c-9d0e1f2a3b04".into()],
             }],
+            server_groups: vec![
+                SimServerGroup {
+                    id: "3f9e2c1a-8b7d-4c6e-9f05-1a2b3c4d5e06".into(),
+                    name: "k8s-workers".into(),
+                    policy: "anti-affinity".into(),
+                },
+                SimServerGroup {
+                    id: "c0d1e2f3-a4b5-4c6d-8e7f-809112233407".into(),
+                    name: "k8s-spread".into(),
+                    policy: "soft-anti-affinity".into(),
+                },
+            ],
             hook: None,
             username: "nodewright".into(),
             password: "sim-password".into(),
@@ -170,6 +194,10 @@ pub struct SimServer {
     pub key_name: Option<String>,
     pub security_groups: Vec<String>,
     pub availability_zone: Option<String>,
+    /// Server group id from the `os:scheduler_hints` of the create.
+    pub server_group: Option<String>,
+    /// Tags given on create (microversion ≥2.52).
+    pub tags: Vec<String>,
     pub fault: Option<String>,
     pub created: SystemTime,
 }
@@ -379,6 +407,8 @@ impl SimOpenStack {
             key_name: None,
             security_groups: Vec::new(),
             availability_zone: None,
+            server_group: None,
+            tags: Vec::new(),
             fault: None,
             created: SystemTime::now(),
         });
@@ -394,6 +424,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/identity/v3/auth/tokens", post(issue_token))
         .route("/compute/v2.1/flavors/detail", get(list_flavors))
         .route("/compute/v2.1/flavors/{id}", get(show_flavor))
+        .route("/compute/v2.1/os-server-groups", get(list_server_groups))
         .route("/compute/v2.1/servers", post(create_server))
         .route("/compute/v2.1/servers/detail", get(list_servers))
         .route(
@@ -748,7 +779,7 @@ fn server_json(shared: &Shared, s: &SimServer, mv: (u32, u32)) -> Value {
         "accessIPv4": "",
         "accessIPv6": "",
         "progress": 0,
-        "tags": [],
+        "tags": s.tags,
         "locked": false,
         "description": null,
         "links": [{ "rel": "self", "href": format!("{base}/compute/v2.1/servers/{}", s.id) }],
@@ -834,7 +865,14 @@ async fn show_server(
     let mv = microversion(&headers);
     let st = shared.lock();
     match st.servers.iter().find(|s| s.id == id) {
-        Some(s) => Json(json!({ "server": server_json(&shared, s, mv) })).into_response(),
+        Some(s) => {
+            let mut v = server_json(&shared, s, mv);
+            // Only the single-server view has it (microversion ≥2.71).
+            if mv >= (2, 71) {
+                v["server_groups"] = json!(s.server_group.iter().collect::<Vec<_>>());
+            }
+            Json(json!({ "server": v })).into_response()
+        }
         None => nova_error(
             StatusCode::NOT_FOUND,
             "itemNotFound",
@@ -914,6 +952,47 @@ async fn create_server(
             metadata.insert(k.clone(), val.to_string());
         }
     }
+    let server_group = match &v["os:scheduler_hints"] {
+        Value::Null => None,
+        Value::Object(hints) => match hints.get("group") {
+            None => None,
+            Some(Value::String(g)) if looks_like_uuid(g) => {
+                if !o.server_groups.iter().any(|x| x.id == *g) {
+                    return bad(&format!("Instance group {g} could not be found."));
+                }
+                Some(g.clone())
+            }
+            Some(g) => {
+                return bad(&format!(
+                    "Invalid input for field/attribute group. Value: {g}. {g} is not a 'uuid'"
+                ))
+            }
+        },
+        _ => return bad("Invalid input for field/attribute os:scheduler_hints."),
+    };
+    let tags: Vec<String> = match &s["tags"] {
+        Value::Null => Vec::new(),
+        _ if microversion(&headers) < (2, 52) => {
+            return bad("Invalid input for field/attribute server. Value: {...}. Additional properties are not allowed ('tags' was unexpected)")
+        }
+        Value::Array(list) if list.len() <= 50 => {
+            let mut out = Vec::new();
+            for t in list {
+                match t.as_str() {
+                    Some(t) if t.chars().count() <= 60 && !t.contains(['/', ',']) => {
+                        out.push(t.to_string())
+                    }
+                    _ => {
+                        return bad(&format!(
+                            "Invalid input for field/attribute tags. Value: {t}. does not match '^[^,/]*$' or is longer than 60"
+                        ))
+                    }
+                }
+            }
+            out
+        }
+        _ => return bad("Invalid input for field/attribute tags."),
+    };
     let security_groups: Vec<String> = match s["security_groups"].as_array() {
         Some(list) => list
             .iter()
@@ -979,6 +1058,8 @@ async fn create_server(
         key_name: s["key_name"].as_str().map(str::to_string),
         security_groups: security_groups.clone(),
         availability_zone: s["availability_zone"].as_str().map(str::to_string),
+        server_group,
+        tags,
         fault: None,
         created: SystemTime::now(),
     });
@@ -1107,6 +1188,44 @@ async fn delete_server(
         });
     }
     StatusCode::NO_CONTENT.into_response()
+}
+
+fn looks_like_uuid(s: &str) -> bool {
+    let hex: Vec<char> = s.chars().filter(|c| *c != '-').collect();
+    hex.len() == 32 && hex.iter().all(char::is_ascii_hexdigit)
+}
+
+async fn list_server_groups(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
+        return r;
+    }
+    let mv = microversion(&headers);
+    let st = shared.lock();
+    let groups: Vec<Value> = shared
+        .opts
+        .server_groups
+        .iter()
+        .map(|g| {
+            let members: Vec<&str> = st
+                .servers
+                .iter()
+                .filter(|s| s.server_group.as_deref() == Some(g.id.as_str()))
+                .map(|s| s.id.as_str())
+                .collect();
+            let mut v = json!({ "id": g.id, "name": g.name, "members": members });
+            if mv >= (2, 64) {
+                v["policy"] = json!(g.policy);
+                v["rules"] = json!({});
+                v["project_id"] = json!(shared.opts.project_id);
+                v["user_id"] = json!("0123456789abcdef0123456789abcdef");
+            } else {
+                v["policies"] = json!([g.policy]);
+                v["metadata"] = json!({});
+            }
+            v
+        })
+        .collect();
+    Json(json!({ "server_groups": groups })).into_response()
 }
 
 fn image_json(i: &SimImage) -> Value {

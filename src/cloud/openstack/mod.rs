@@ -39,4 +39,8 @@ pub struct OpenStackSettings {
     pub security_groups: Vec<String>,
     #[serde(default)]
     pub availability_zone: Option<String>,
+    /// Server group name or id (Nova `os-server-groups`), passed on create as the
+    /// `group` scheduler hint, e.g. an `anti-affinity` group to spread the nodes.
+    #[serde(default)]
+    pub server_group: Option<String>,
 }

@@ -107,6 +107,68 @@ pub struct CreatedEnvelope {
     pub server: CreatedServer,
 }
 
+/// A server group as `GET /os-server-groups` lists it (only what is used).
+#[derive(Debug, Clone, Deserialize)]
+pub struct ServerGroup {
+    pub id: String,
+    #[serde(default)]
+    pub name: String,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ServerGroupList {
+    #[serde(default)]
+    pub server_groups: Vec<ServerGroup>,
+}
+
+/// Nova's rules for one server tag (API schema, microversion ≥2.26): at most this
+/// many characters, and neither `/` nor `,`.
+pub const MAX_TAG_LENGTH: usize = 60;
+/// Nova's limit on the number of tags of one server.
+pub const MAX_TAGS: usize = 50;
+/// Tags may be given in `POST /servers` from this microversion on.
+pub const TAGS_ON_CREATE_MICROVERSION: (u32, u32) = (2, 52);
+
+/// Whether Nova accepts `tag` as a server tag.
+pub fn valid_tag(tag: &str) -> bool {
+    !tag.is_empty() && tag.chars().count() <= MAX_TAG_LENGTH && !tag.contains(['/', ','])
+}
+
+/// Parses a `major.minor` microversion.
+pub fn parse_microversion(v: &str) -> Option<(u32, u32)> {
+    let (a, b) = v.trim().split_once('.')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+/// Ownership tags of a new server, `<key>=<value>` (Nova allows `=`), leaving out any
+/// that Nova would refuse (too long, `/` or `,` in a name), and none at all when
+/// [`COMPUTE_MICROVERSION`] predates tags on create.
+///
+/// Tags are extra visibility only (`openstack server list --tags ...`, dashboards):
+/// the metadata keys stay the source of truth for listing, because every server
+/// nodewright ever created carries them (older ones have no tags), they hold any
+/// cluster and group name without Nova's 60-character, no-`/`-or-`,` tag limits,
+/// and a key/value pair cannot be misread the way a flat tag string can.
+pub fn ownership_tags(cluster: &str, group: &str) -> Vec<String> {
+    let supported = parse_microversion(COMPUTE_MICROVERSION)
+        .is_some_and(|mv| mv >= TAGS_ON_CREATE_MICROVERSION);
+    if !supported {
+        return Vec::new();
+    }
+    [(CLUSTER_TAG, cluster), (GROUP_TAG, group)]
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .filter(|t| {
+            let ok = valid_tag(t);
+            if !ok {
+                tracing::debug!(tag = %t, "not a valid Nova server tag; left out (metadata still says it)");
+            }
+            ok
+        })
+        .take(MAX_TAGS)
+        .collect()
+}
+
 /// Maps Nova's `status` (and `OS-EXT-STS:task_state`) onto [`ServerStatus`].
 pub fn map_status(status: &str, task_state: Option<&str>) -> ServerStatus {
     if matches!(task_state, Some("deleting")) {
@@ -177,6 +239,31 @@ mod tests {
         assert_eq!(map_status("SOFT_DELETED", None), ServerStatus::Deleting);
         assert_eq!(map_status("SHUTOFF", None), ServerStatus::Stopped);
         assert_eq!(map_status("WHATEVER", None), ServerStatus::Unknown);
+    }
+
+    #[test]
+    fn tags_follow_nova_rules() {
+        assert_eq!(
+            ownership_tags("prod", "workers"),
+            vec![
+                "nodewright-cluster=prod".to_string(),
+                "nodewright-group=workers".to_string()
+            ]
+        );
+        assert!(valid_tag("a=b c"));
+        assert!(!valid_tag("a/b"));
+        assert!(!valid_tag("a,b"));
+        assert!(!valid_tag(""));
+        assert!(valid_tag(&"x".repeat(MAX_TAG_LENGTH)));
+        assert!(!valid_tag(&"x".repeat(MAX_TAG_LENGTH + 1)));
+        // Too long for a tag: left out, the other one stays.
+        let long = "g".repeat(50);
+        assert_eq!(
+            ownership_tags("prod", &long),
+            vec!["nodewright-cluster=prod".to_string()]
+        );
+        assert_eq!(parse_microversion("2.79"), Some((2, 79)));
+        assert_eq!(parse_microversion("x"), None);
     }
 
     #[test]

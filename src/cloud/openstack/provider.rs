@@ -15,8 +15,8 @@ use super::auth::{authenticate, Session};
 use super::credentials::OpenStackCredentials;
 use super::http::{api_error, build_client, transport};
 use super::nova::{
-    next_query, CreatedEnvelope, Flavor, FlavorList, ServerList, COMPUTE_MICROVERSION,
-    MAX_USER_DATA_BASE64,
+    next_query, ownership_tags, CreatedEnvelope, Flavor, FlavorList, ServerEnvelope,
+    ServerGroupList, ServerList, COMPUTE_MICROVERSION, MAX_USER_DATA_BASE64,
 };
 use super::{OpenStackSettings, PROVIDER};
 use crate::cloud::{
@@ -30,9 +30,17 @@ pub struct ProviderOptions {
     pub connect_timeout: Duration,
     /// Whole-request timeout of every request.
     pub request_timeout: Duration,
-    /// How long a flavor/image/network name→id resolution is reused.
+    /// How long a flavor/image/network/server group name→id resolution is reused.
     pub resolve_ttl: Duration,
+    /// How long `delete_server` waits, after Nova accepted the delete, for the server
+    /// to be gone (`GET /servers/{id}` 404 or status DELETED) before it gives up.
+    pub delete_timeout: Duration,
+    /// First pause between those checks; it doubles up to [`MAX_DELETE_POLL`].
+    pub delete_poll_interval: Duration,
 }
+
+/// Longest pause between two checks of a deleted server.
+pub const MAX_DELETE_POLL: Duration = Duration::from_secs(5);
 
 impl Default for ProviderOptions {
     fn default() -> Self {
@@ -40,6 +48,8 @@ impl Default for ProviderOptions {
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(60),
             resolve_ttl: Duration::from_secs(300),
+            delete_timeout: Duration::from_secs(120),
+            delete_poll_interval: Duration::from_millis(250),
         }
     }
 }
@@ -49,6 +59,7 @@ enum Kind {
     Flavor,
     Image,
     Network,
+    ServerGroup,
 }
 
 impl Kind {
@@ -57,6 +68,7 @@ impl Kind {
             Kind::Flavor => "flavor",
             Kind::Image => "image",
             Kind::Network => "network",
+            Kind::ServerGroup => "server group",
         }
     }
 }
@@ -205,7 +217,7 @@ impl OpenStackProvider {
         })
     }
 
-    /// Verifies the credentials and that every flavor, image and network the node
+    /// Verifies the credentials and that every flavor, image, network and server group the node
     /// groups refer to exists; the error names the first missing one.
     pub async fn check(&self) -> Result<(), CloudError> {
         self.session().await?;
@@ -218,6 +230,9 @@ impl OpenStackProvider {
             self.image_id(&settings.image).await.map_err(named)?;
             if let Some(net) = &settings.network {
                 self.network_id(net).await.map_err(named)?;
+            }
+            if let Some(sg) = &settings.server_group {
+                self.server_group_id(sg).await.map_err(named)?;
             }
         }
         Ok(())
@@ -486,6 +501,89 @@ impl OpenStackProvider {
         Err(not_found(Kind::Network, name))
     }
 
+    /// Id of a server group of the project, by id or name (`GET /os-server-groups`).
+    async fn server_group_id(&self, name: &str) -> Result<String, CloudError> {
+        if let Some(Resolved::Id(id)) = self.cached(Kind::ServerGroup, name) {
+            return Ok(id);
+        }
+        let call = "GET /os-server-groups";
+        let resp = self
+            .send(call, |s| {
+                Ok(self.nova(
+                    self.http
+                        .get(format!("{}/os-server-groups", s.compute))
+                        // Nova pages by limit/offset, without links; one page this
+                        // size holds every group of any sane project.
+                        .query(&[("limit", "1000")]),
+                ))
+            })
+            .await?;
+        let list: ServerGroupList = read_json(call, ensure_success(call, resp).await?).await?;
+        let id = match list.server_groups.iter().find(|g| g.id == name) {
+            Some(g) => g.id.clone(),
+            None => {
+                let named: Vec<&str> = list
+                    .server_groups
+                    .iter()
+                    .filter(|g| g.name == name)
+                    .map(|g| g.id.as_str())
+                    .collect();
+                match named.as_slice() {
+                    [] => return Err(not_found(Kind::ServerGroup, name)),
+                    [one] => one.to_string(),
+                    many => {
+                        return Err(other(format!(
+                            "server group name '{name}' is ambiguous ({} groups: {}); use its id",
+                            many.len(),
+                            many.join(", ")
+                        )))
+                    }
+                }
+            }
+        };
+        self.remember(Kind::ServerGroup, name, Resolved::Id(id.clone()));
+        Ok(id)
+    }
+
+    /// After an accepted delete: polls `GET /servers/{id}` until Nova answers 404 or
+    /// shows the server DELETED, with a short first pause that doubles up to
+    /// [`MAX_DELETE_POLL`], for at most [`ProviderOptions::delete_timeout`].
+    async fn wait_deleted(&self, id: &str) -> Result<(), CloudError> {
+        let call = "GET /servers/{id}";
+        let start = Instant::now();
+        let deadline = self.options.delete_timeout;
+        let mut pause = self.options.delete_poll_interval.min(MAX_DELETE_POLL);
+        loop {
+            let resp = self
+                .send(call, |s| {
+                    Ok(self.nova(self.http.get(format!("{}/servers/{}", s.compute, seg(id)))))
+                })
+                .await?;
+            if resp.status() == reqwest::StatusCode::NOT_FOUND {
+                tracing::debug!(id, after = ?start.elapsed(), "deleted server is gone");
+                return Ok(());
+            }
+            let server = read_json::<ServerEnvelope>(call, ensure_success(call, resp).await?)
+                .await?
+                .server;
+            if server.status.eq_ignore_ascii_case("DELETED") {
+                return Ok(());
+            }
+            let elapsed = start.elapsed();
+            if elapsed >= deadline {
+                return Err(other(format!(
+                    "server '{}' ({id}) still exists {:.1}s after its delete was accepted (status {}, task state {})",
+                    server.name,
+                    deadline.as_secs_f64(),
+                    server.status,
+                    server.task_state.as_deref().unwrap_or("none")
+                )));
+            }
+            tokio::time::sleep(pause.min(deadline.saturating_sub(elapsed))).await;
+            pause = (pause * 2).min(MAX_DELETE_POLL);
+        }
+    }
+
     fn settings(&self, group: &str) -> Result<&OpenStackSettings, CloudError> {
         self.groups
             .get(group)
@@ -577,7 +675,15 @@ impl CloudProvider for OpenStackProvider {
         if let Some(az) = &settings.availability_zone {
             server.insert("availability_zone".into(), json!(az));
         }
-        let body = json!({ "server": server });
+        let tags = ownership_tags(&req.cluster, &req.group);
+        if !tags.is_empty() {
+            server.insert("tags".into(), json!(tags));
+        }
+        let mut body = json!({ "server": server });
+        if let Some(sg) = &settings.server_group {
+            // A top-level key beside "server", not inside it.
+            body["os:scheduler_hints"] = json!({ "group": self.server_group_id(sg).await? });
+        }
         let call = "POST /servers";
         let resp = self
             .send(call, |s| {
@@ -639,6 +745,6 @@ impl CloudProvider for OpenStackProvider {
             return Ok(());
         }
         ensure_success(call, resp).await?;
-        Ok(())
+        self.wait_deleted(id).await
     }
 }
