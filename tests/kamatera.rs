@@ -13,7 +13,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use nodewright::act::Clouds;
 use nodewright::cloud::kamatera::{
-    validate_settings, KamateraCredentials, KamateraProvider, KamateraSettings, ProviderOptions,
+    time_tag, validate_settings, KamateraCredentials, KamateraProvider, KamateraSettings,
+    ProviderOptions,
 };
 use nodewright::cloud::{CloudError, CloudProvider, CreateRequest, ServerStatus};
 use nodewright::cluster::{kubeconfig_from_file, KubeCluster};
@@ -150,9 +151,15 @@ async fn create_sends_tags_script_password_and_space_joined_lists() {
 
     let vm = sim.servers().into_iter().next().expect("server exists");
     assert_eq!(vm.id, server.id);
+    let stamp = time_tag("nodewright", server.created);
     assert_eq!(
         vm.tags,
-        vec!["nodewright-c1", "nodewright-workers", "team-a"]
+        vec![
+            "nodewright-c1",
+            "nodewright-workers",
+            stamp.as_str(),
+            "team-a"
+        ]
     );
     assert_eq!(vm.script, r.user_data);
     assert_eq!(vm.disks, vec!["size=50", "size=100"]);
@@ -172,7 +179,10 @@ async fn create_sends_tags_script_password_and_space_joined_lists() {
         body["network"],
         "name=wan,ip=auto name=lan-12345-net,ip=auto"
     );
-    assert_eq!(body["tag"], "nodewright-c1 nodewright-workers team-a");
+    assert_eq!(
+        body["tag"],
+        format!("nodewright-c1 nodewright-workers {stamp} team-a")
+    );
     assert_eq!(body["billingcycle"], "hourly");
     assert_eq!(body["poweronaftercreate"], "yes");
     assert_eq!(body["quantity"], 1);
@@ -476,6 +486,96 @@ async fn a_command_past_its_deadline_is_an_error() {
     assert!(e.to_string().contains("did not finish within"), "{e}");
 }
 
+fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn a_restarted_provider_reads_the_creation_time_back_from_the_tag() {
+    let (sim, _) = start_sim().await;
+    let before = unix_secs(SystemTime::now());
+    let a = provider(&sim, &[("workers", settings(""))]);
+    let made = a
+        .create_server(&req("c1-workers-aaaaa", "workers"))
+        .await
+        .expect("create");
+    // Whole seconds, taken when the create was sent, and written as a tag.
+    let created = unix_secs(made.created);
+    assert_eq!(
+        SystemTime::UNIX_EPOCH + Duration::from_secs(created),
+        made.created
+    );
+    assert!(before <= created && created <= unix_secs(SystemTime::now()));
+    let vm = &sim.servers()[0];
+    assert!(
+        vm.tags.contains(&format!("nodewright-t{created}")),
+        "{:?}",
+        vm.tags
+    );
+    assert_eq!(
+        a.list_servers("c1").await.expect("list")[0].created,
+        made.created
+    );
+
+    // A restart: another provider with the same credentials lists the server over a
+    // second later and reports the same creation time, not when it first saw it.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let b = provider(&sim, &[("workers", settings(""))]);
+    let listed = b.list_servers("c1").await.expect("list");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].id, made.id);
+    assert_eq!(listed[0].created, made.created);
+    assert_eq!(listed[0].group.as_deref(), Some("workers"));
+}
+
+#[tokio::test]
+async fn a_server_without_a_time_tag_falls_back_to_when_it_was_first_listed() {
+    let (sim, _) = start_sim().await;
+    // Made by an older nodewright: ownership tags, no creation-time tag.
+    let legacy = sim.insert_server(
+        "c1-workers-legacy",
+        &["nodewright-c1", "nodewright-workers"],
+        true,
+    );
+    // Made by another process at a known time.
+    let tagged = sim.insert_server(
+        "c1-workers-tagged",
+        &[
+            "nodewright-c1",
+            "nodewright-workers",
+            "nodewright-t1700000000",
+        ],
+        true,
+    );
+    let p = provider(&sim, &[("workers", settings(""))]);
+    let before = SystemTime::now();
+    let first = p.list_servers("c1").await.expect("list");
+    let by_id = |list: &[nodewright::cloud::Server], id: &str| {
+        list.iter()
+            .find(|s| s.id == id)
+            .cloned()
+            .expect("server listed")
+    };
+    let t = by_id(&first, &tagged);
+    assert_eq!(
+        t.created,
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)
+    );
+    assert_eq!(t.group.as_deref(), Some("workers"));
+    let l = by_id(&first, &legacy);
+    assert!(l.created >= before && l.created <= SystemTime::now());
+    assert_eq!(l.group.as_deref(), Some("workers"));
+    // Stable within the process; listing writes nothing.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let again = p.list_servers("c1").await.expect("list");
+    assert_eq!(by_id(&again, &legacy).created, l.created);
+    assert!(post_bodies(&sim, "/server/tags")
+        .iter()
+        .all(|b| b.get("add").is_none()));
+}
+
 #[test]
 fn names_are_checked_against_kamatera_tag_limits() {
     let s = settings("");
@@ -491,6 +591,48 @@ fn names_are_checked_against_kamatera_tag_limits() {
     let short = settings("tagPrefix: nw\n");
     assert!(validate_settings("production-eu", "workers", &short).is_empty());
     assert!(!validate_settings("prod", "gpu-workers-large", &s).is_empty());
+    // The prefix must leave room for the creation-time tag `<prefix>-t` + 10 digits.
+    let long = settings("tagPrefix: nodewright-eu\n");
+    let problems = validate_settings("a", "b", &long);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.contains("kamatera.tagPrefix may have at most 11")
+                && p.contains("at most 23")
+                && p.contains("`nodewright-eu-t1700000000` (25 characters)")),
+        "{problems:?}"
+    );
+}
+
+#[test]
+fn a_tag_prefix_too_long_for_the_time_tag_is_a_config_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("autoscaler.yaml");
+    std::fs::write(
+        &path,
+        r#"clusterName: kt
+freeMemoryTarget: 0 B
+nodeGroups:
+  - name: workers
+    provider: kamatera
+    minSize: 0
+    maxSize: 3
+    kamatera:
+      datacenter: EU
+      image: ubuntu_server_24.04_64-bit
+      cpu: 2B
+      ram: 4096
+      tagPrefix: nodewright-eu
+    userData:
+      template: k3s-agent.sh.j2
+"#,
+    )
+    .expect("config written");
+    let e = Config::load(&path)
+        .expect_err("prefix too long")
+        .to_string();
+    assert!(e.contains("kamatera.tagPrefix"), "{e}");
+    assert!(e.contains("at most 23"), "{e}");
 }
 
 // ---------------------------------------------------------------------------
@@ -680,7 +822,12 @@ async fn the_loop_scales_a_kamatera_group_up_and_down() {
     assert_eq!(servers.len(), 1, "{servers:?}");
     let vm = servers[0].clone();
     assert!(vm.name.starts_with("kt-workers-"));
-    assert_eq!(vm.tags, vec!["nodewright-kt", "nodewright-workers"]);
+    assert_eq!(vm.tags[..2], ["nodewright-kt", "nodewright-workers"]);
+    assert!(
+        vm.tags.len() == 3 && vm.tags[2].starts_with("nodewright-t"),
+        "{:?}",
+        vm.tags
+    );
     assert!(vm.script.starts_with("#!/bin/sh"));
     assert!(vm
         .script
@@ -757,6 +904,59 @@ async fn a_server_that_never_boots_is_replaced_after_the_provision_timeout() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provision_timeout_counts_from_the_real_creation_after_a_restart() {
+    let env = env().await;
+    env.cloud.never_boot("");
+    let config = env.config(1, "");
+    // Process A creates a server that never boots, then goes away.
+    let groups: BTreeMap<String, KamateraSettings> = config
+        .node_groups
+        .iter()
+        .filter_map(|g| g.kamatera.clone().map(|k| (g.name.clone(), k)))
+        .collect();
+    let a = KamateraProvider::with_options(creds(&env.cloud), groups, fast()).expect("provider");
+    let made = a
+        .create_server(&CreateRequest {
+            name: "kt-workers-first".into(),
+            cluster: "kt".into(),
+            group: "workers".into(),
+            user_data: "#!/bin/sh\n".into(),
+        })
+        .await
+        .expect("create");
+    drop(a);
+    let at = |secs: f64| made.created + Duration::from_secs_f64(secs);
+    let sleep_until = |t: SystemTime| async move {
+        if let Ok(d) = t.duration_since(SystemTime::now()) {
+            tokio::time::sleep(d).await;
+        }
+    };
+    // Process B starts 1.5s later (provisionTimeout is 3s): not timed out yet...
+    sleep_until(at(1.5)).await;
+    let rec = env.reconciler(env.config(1, "")).await;
+    let report = rec.cycle(SystemTime::now()).await.expect("cycle");
+    assert!(
+        !matches!(report.decision.action, Action::DeleteServers { .. }),
+        "{:?}",
+        report.decision.action
+    );
+    // ...but 3s after the real creation it is, although B has seen it for under 2s.
+    sleep_until(at(3.3)).await;
+    let report = rec.cycle(SystemTime::now()).await.expect("cycle");
+    match &report.decision.action {
+        Action::DeleteServers { servers, .. } => {
+            assert!(servers.iter().any(|s| s.id == made.id), "{servers:?}")
+        }
+        other => panic!("expected the never-booted server deleted, got {other:?}"),
+    }
+    let started = Instant::now();
+    while env.cloud.servers().iter().any(|s| s.id == made.id) {
+        assert!(started.elapsed() < Duration::from_secs(10), "not deleted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leftover_server_found_by_its_tags_is_removed() {
     let env = env().await;
     // A crashed process left a server with our tags; it never joined.
@@ -786,7 +986,10 @@ async fn failed_creates_and_a_failed_delete_are_retried_by_the_loop() {
     let env = env().await;
     env.cloud.fail_next_creates(1, CreateFailure::Refused);
     env.cloud.fail_next_creates(1, CreateFailure::CommandError);
-    let rec = env.reconciler(env.config(1, "")).await;
+    // Each failed create backs the group off (30s, then 60s by default): keep it short.
+    let rec = env
+        .reconciler(env.config(1, "scaleUpBackoff: {initial: 200ms, max: 500ms}"))
+        .await;
     let start = Instant::now();
     // Errors of a cycle are reported, not fatal: keep cycling until a node joins.
     loop {

@@ -12,8 +12,16 @@
 //!
 //! When a create command completes the VM "boots" ([`VmEvent::Booted`] with the init
 //! script as user data); when a terminate completes it is gone ([`VmEvent::Deleted`]).
-//! The simulator is stricter than the real API in one way: unknown create fields are
-//! rejected, so a misspelt field fails a test instead of being ignored.
+//! Like the real API, no answer carries a creation time (`GET /service/servers` has `id`,
+//! `name`, `datacenter`, `power`; `/service/server/info` adds the configuration and prices):
+//! [`SimServer::created`] is for test inspection only. Tags are stored as sent (space-joined
+//! in the create request, one per `add`) and answered by `POST /server/tags` as rows
+//! `{"tag name": ...}`.
+//!
+//! The simulator is stricter than the real API in two ways: unknown create fields are
+//! rejected, so a misspelt field fails a test instead of being ignored; and tags longer
+//! than [`MAX_TAG_LEN`] (the longest tag known to be accepted) or with characters other
+//! than letters, digits, `-` and `_` are refused, so a tag that might not fit fails a test.
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -32,6 +40,7 @@ use serde_json::{json, Map, Value};
 
 use super::serve::{self, yaml_str, ServerGuard};
 use super::{VmEvent, VmHook};
+use crate::cloud::kamatera::MAX_TAG_LEN;
 
 /// What an injected create failure looks like.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,6 +108,7 @@ pub struct SimServer {
     pub ssh_key: String,
     /// The root password the server was created with (test inspection only).
     pub password: String,
+    /// When the simulator created it; never sent (the real API reports no creation time).
     pub created: SystemTime,
 }
 
@@ -254,8 +264,9 @@ impl SimKamatera {
         self.shared.lock().never_boot.push(name_prefix.into());
     }
 
-    /// Adds a server directly (e.g. one a crashed process left, or someone else's); it
-    /// does not boot. Returns its id.
+    /// Adds a server directly (e.g. one a crashed process left, or someone else's) with
+    /// `tags` as given (no creation-time tag unless one is passed); it does not boot.
+    /// Returns its id.
     pub fn insert_server(&self, name: &str, tags: &[&str], power_on: bool) -> String {
         let mut st = self.shared.lock();
         st.counter += 1;
@@ -423,6 +434,13 @@ const CREATE_FIELDS: &[&str] = &[
     "userdata-file",
     "tag",
 ];
+
+/// A tag the simulator accepts: 1 to [`MAX_TAG_LEN`] letters, digits, `-` or `_`.
+fn valid_tag(t: &str) -> bool {
+    (1..=MAX_TAG_LEN).contains(&t.len())
+        && t.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
 
 fn valid_password(p: &str) -> bool {
     (10..=20).contains(&p.len())
@@ -657,6 +675,9 @@ async fn create_server(State(shared): State<Arc<Shared>>, body: Bytes) -> Respon
         .filter(|t| !t.is_empty())
         .map(str::to_string)
         .collect();
+    if let Some(t) = tags.iter().find(|t| !valid_tag(t)) {
+        return bad(format!("Invalid tag name ({t})"));
+    }
 
     let mut st = shared.lock();
     let mut fails = None;
@@ -755,7 +776,7 @@ async fn server_tags(State(shared): State<Arc<Shared>>, body: Bytes) -> Response
     };
     let server = &mut st.servers[i];
     if let Some(add) = text(&m, "add").filter(|t| !t.is_empty()) {
-        if add.contains(' ') {
+        if !valid_tag(&add) {
             return error(StatusCode::BAD_REQUEST, "Invalid tag name");
         }
         if !server.tags.contains(&add) {

@@ -5,14 +5,16 @@
 //! - [`provider`]: [`KamateraProvider`], the [`crate::cloud::CloudProvider`].
 //!
 //! A server belongs to cluster `C` when it carries the tag `<tagPrefix>-C`; its group `G`
-//! is the other tag `<tagPrefix>-G` (see [`cluster_tag`], [`group_tag`]).
+//! is the other tag `<tagPrefix>-G` (see [`cluster_tag`], [`group_tag`]). The API reports no
+//! creation time, so nodewright records it as a third tag `<tagPrefix>-t<unix seconds>`
+//! (see [`time_tag`], [`parse_time_tag`]): a restarted process reads it back.
 
 pub mod api;
 pub mod credentials;
 pub mod provider;
 
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use serde::{Deserialize, Deserializer};
 
@@ -30,6 +32,10 @@ pub const DEFAULT_TAG_PREFIX: &str = "nodewright";
 /// limitation of Kamatera server tags" behind its 8-character `k8scang-` prefix, so 23
 /// characters is the longest tag known to be accepted.
 pub const MAX_TAG_LEN: usize = 23;
+
+/// Digits of the seconds in the creation-time tag: Unix time has 10 digits from 2001 until
+/// 2286, so a tag prefix that fits with 10 digits keeps fitting.
+pub const TIME_TAG_DIGITS: usize = 10;
 
 /// Kamatera accepts at most 4 disks and 4 networks per server.
 pub const MAX_DISKS: usize = 4;
@@ -212,6 +218,34 @@ pub fn group_tag(prefix: &str, group: &str) -> String {
     format!("{prefix}-{group}")
 }
 
+/// The tag recording when a server was created: `<prefix>-t<unix seconds>`, e.g.
+/// `nodewright-t1718000000` (sub-second precision is dropped).
+pub fn time_tag(prefix: &str, created: SystemTime) -> String {
+    let secs = created
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    format!("{prefix}-t{secs}")
+}
+
+/// `t` followed by decimal digits only: the part of a time tag after `<prefix>-`. A cluster
+/// or group named like this would be mistaken for a creation time.
+pub fn is_time_tag_suffix(rest: &str) -> bool {
+    rest.strip_prefix('t')
+        .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// The creation time in a tag written by [`time_tag`] with `prefix`; `None` for any other
+/// tag (including a number too large to be a time).
+pub fn parse_time_tag(prefix: &str, tag: &str) -> Option<SystemTime> {
+    let rest = tag.strip_prefix(prefix)?.strip_prefix('-')?;
+    if !is_time_tag_suffix(rest) {
+        return None;
+    }
+    let secs: u64 = rest[1..].parse().ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(secs))
+}
+
 fn is_tag_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '-' || c == '_'
 }
@@ -229,6 +263,15 @@ pub fn validate_settings(cluster: &str, group: &str, settings: &KamateraSettings
             "tagPrefix: `{prefix}` has characters Kamatera tags do not take; expected letters, digits, `-` or `_`"
         ));
     }
+    // The creation-time tag `<prefix>-t` + 10 digits must fit too.
+    let time_tag_len = prefix.len() + 2 + TIME_TAG_DIGITS;
+    if time_tag_len > MAX_TAG_LEN {
+        let max_prefix = MAX_TAG_LEN - 2 - TIME_TAG_DIGITS;
+        p.push(format!(
+            "tagPrefix: `{prefix}` ({} characters) is too long for the creation-time tag `{prefix}-t1700000000` ({time_tag_len} characters); Kamatera tags take at most {MAX_TAG_LEN}, so kamatera.tagPrefix may have at most {max_prefix} characters (e.g. `nodewright` or `nw`)",
+            prefix.len(),
+        ));
+    }
     let budget = MAX_TAG_LEN.saturating_sub(prefix.len() + 1);
     for (what, name, tag) in [
         ("clusterName", cluster, cluster_tag(prefix, cluster)),
@@ -238,6 +281,13 @@ pub fn validate_settings(cluster: &str, group: &str, settings: &KamateraSettings
             p.push(format!(
                 "{what} `{name}` makes the Kamatera tag `{tag}` ({} characters); Kamatera tags take at most {MAX_TAG_LEN}, so with tagPrefix `{prefix}` the {what} may have at most {budget} characters (shorten it or set a shorter kamatera.tagPrefix)",
                 tag.len()
+            ));
+        }
+    }
+    for (what, name) in [("clusterName", cluster), ("group name", group)] {
+        if is_time_tag_suffix(name) {
+            p.push(format!(
+                "{what} `{name}` looks like nodewright's creation-time tag `{prefix}-t<unix seconds>`; expected a name that is not `t` followed by digits only"
             ));
         }
     }
@@ -417,6 +467,53 @@ mod tests {
         assert!(p.iter().any(|m| m.contains("equals clusterName")), "{p:?}");
         let bad = settings(&format!("{BASE}tagPrefix: \"no space\"\n"));
         assert!(validate_settings("a", "b", &bad)[0].starts_with("tagPrefix"));
+    }
+
+    #[test]
+    fn time_tags() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_millis(1_718_000_000_900);
+        let tag = time_tag("nodewright", t);
+        assert_eq!(tag, "nodewright-t1718000000");
+        assert!(tag.len() <= MAX_TAG_LEN);
+        assert_eq!(
+            parse_time_tag("nodewright", &tag),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_718_000_000))
+        );
+        assert_eq!(parse_time_tag("nw", &tag), None);
+        assert_eq!(parse_time_tag("nodewright", "nodewright-workers"), None);
+        assert_eq!(parse_time_tag("nodewright", "nodewright-t"), None);
+        assert_eq!(parse_time_tag("nodewright", "nodewright-t12x"), None);
+        assert_eq!(parse_time_tag("nodewright", "nodewright-t-5"), None);
+        assert_eq!(
+            parse_time_tag("nodewright", "nodewright-t99999999999999999999999"),
+            None
+        );
+        assert!(is_time_tag_suffix("t0") && !is_time_tag_suffix("tools"));
+    }
+
+    #[test]
+    fn tag_prefix_must_leave_room_for_the_time_tag() {
+        // 11 characters + `-t` + 10 digits = 23: fits; 12 does not.
+        let s = settings(&format!("{BASE}tagPrefix: abcdefghijk\n"));
+        assert!(validate_settings("c", "w", &s).is_empty());
+        let s = settings(&format!("{BASE}tagPrefix: abcdefghijkl\n"));
+        let p = validate_settings("c", "w", &s);
+        assert_eq!(p.len(), 1, "{p:?}");
+        assert!(p[0].starts_with("tagPrefix: `abcdefghijkl` (12 characters)"));
+        assert!(
+            p[0].contains("kamatera.tagPrefix may have at most 11"),
+            "{}",
+            p[0]
+        );
+        assert!(p[0].contains("at most 23"), "{}", p[0]);
+        // Names that would read as a creation time are refused.
+        let s = settings(BASE);
+        let p = validate_settings("prod", "t42", &s);
+        assert!(
+            p.iter().any(|m| m.contains("group name `t42` looks like")),
+            "{p:?}"
+        );
+        assert!(validate_settings("prod", "t42x", &s).is_empty());
     }
 
     #[test]

@@ -14,7 +14,8 @@ use super::api::{
 };
 use super::credentials::KamateraCredentials;
 use super::{
-    cluster_tag, group_tag, KamateraSettings, UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
+    cluster_tag, group_tag, is_time_tag_suffix, parse_time_tag, time_tag, KamateraSettings,
+    UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
 };
 use crate::cloud::{http, CloudError, CloudProvider, CreateRequest, Server, ServerStatus};
 
@@ -54,8 +55,12 @@ pub struct KamateraProvider {
     options: ProviderOptions,
     /// Tags by server id; tags nodewright sets never change, so they are read once.
     tags: Mutex<HashMap<String, Vec<String>>>,
-    /// When this process first saw (or created) each server: the API reports no
-    /// creation time, so a restart restarts the provisioning clock of servers in flight.
+    /// Last resort for the creation time of a server without a creation-time tag
+    /// (`<tagPrefix>-t<unix seconds>`, set on every create since that tag exists): when
+    /// this process first listed it. The API has no creation date anywhere (not in
+    /// `GET /service/servers`, not in `POST /service/server/info`), so for such servers
+    /// alone a restart restarts the clock (`provisionTimeout`, age). Servers with the tag
+    /// never use this.
     first_seen: Mutex<HashMap<String, SystemTime>>,
 }
 
@@ -142,7 +147,23 @@ pub fn generate_password() -> Result<String, CloudError> {
     Err(other("could not generate a server password".into()))
 }
 
-/// Which group a server of `cluster` belongs to, from its tags (`<prefix>-<group>`).
+/// When a server was created, from its creation-time tags with `prefix` (the earliest,
+/// should there be several).
+fn created_from_tags(tags: &[String], prefix: &str) -> Option<SystemTime> {
+    tags.iter().filter_map(|t| parse_time_tag(prefix, t)).min()
+}
+
+/// `t` rounded down to a whole second, as the creation-time tag holds it.
+fn whole_seconds(t: SystemTime) -> SystemTime {
+    let secs = t
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+}
+
+/// Which group a server of `cluster` belongs to, from its tags (`<prefix>-<group>`; the
+/// creation-time tag `<prefix>-t<digits>` is not a group).
 fn group_of(
     name: &str,
     tags: &[String],
@@ -156,7 +177,7 @@ fn group_of(
         .iter()
         .filter(|t| **t != own)
         .filter_map(|t| t.strip_prefix(&lead))
-        .filter(|g| !g.is_empty())
+        .filter(|g| !g.is_empty() && !is_time_tag_suffix(g))
         .collect();
     let named = |g: &str| name.starts_with(&format!("{cluster}-{g}-"));
     candidates
@@ -495,10 +516,12 @@ impl KamateraProvider {
         req: &CreateRequest,
         settings: &KamateraSettings,
         password: String,
+        created: SystemTime,
     ) -> CreateServerBody {
         let mut tags = vec![
             cluster_tag(&settings.tag_prefix, &req.cluster),
             group_tag(&settings.tag_prefix, &req.group),
+            time_tag(&settings.tag_prefix, created),
         ];
         tags.extend(settings.extra_tags.iter().cloned());
         let (script, userdata) = match settings.user_data_field {
@@ -580,10 +603,13 @@ impl CloudProvider for KamateraProvider {
                 continue;
             };
             let group = group_of(&s.name, &tags, prefix, cluster, &self.groups);
-            let created = *self
-                .lock_seen()
-                .entry(s.id.clone())
-                .or_insert_with(SystemTime::now);
+            let created = match created_from_tags(&tags, prefix) {
+                Some(t) => t,
+                None => *self.lock_seen().entry(s.id.clone()).or_insert_with(|| {
+                    tracing::warn!(server = %s.name, id = %s.id, "Kamatera server has no creation-time tag `{prefix}-t<unix seconds>`; counting its age from now, and again after a restart");
+                    SystemTime::now()
+                }),
+            };
             let memory_bytes = group
                 .as_deref()
                 .and_then(|g| self.groups.get(g))
@@ -610,8 +636,10 @@ impl CloudProvider for KamateraProvider {
                 req.name
             )));
         }
-        let created = SystemTime::now();
-        let body = self.create_body(req, settings, generate_password()?);
+        // Whole seconds: what the creation-time tag holds, so every process (this one
+        // included, on its next listing) reads back exactly this time.
+        let created = whole_seconds(SystemTime::now());
+        let body = self.create_body(req, settings, generate_password()?, created);
         let value = serde_json::to_value(&body)
             .map_err(|e| other(format!("cannot encode the create request: {e}")))?;
         drop(body);
@@ -645,9 +673,14 @@ impl CloudProvider for KamateraProvider {
                 "{what}: the command completed but no server of that name is listed"
             ))
         })?;
-        // Ownership must be readable back: add any tag the create did not set.
+        // Ownership and age must be readable back: add any tag the create did not set.
         let have = self.server_tags(&entry.id).await?;
-        for tag in [own_tag.clone(), group_tag(&settings.tag_prefix, &req.group)] {
+        let stamp = (created_from_tags(&have, &settings.tag_prefix).is_none())
+            .then(|| time_tag(&settings.tag_prefix, created));
+        for tag in [own_tag.clone(), group_tag(&settings.tag_prefix, &req.group)]
+            .into_iter()
+            .chain(stamp)
+        {
             if !have.contains(&tag) {
                 tracing::warn!(server = %req.name, tag = %tag, "tag missing after create; adding it");
                 self.add_tag(&entry.id, &tag).await?;
@@ -659,7 +692,6 @@ impl CloudProvider for KamateraProvider {
             self.power_on(&entry.id).await?;
             status = ServerStatus::Active;
         }
-        self.lock_seen().insert(entry.id.clone(), created);
         tracing::info!(server = %req.name, id = %entry.id, "Kamatera server created");
         Ok(Server {
             id: entry.id,
@@ -776,6 +808,31 @@ mod tests {
             None
         );
         assert_eq!(group_of("odd", &tags(&["nw-c"]), "nw", "c", &known), None);
+        // The creation-time tag is not a group.
+        assert_eq!(
+            group_of(
+                "odd",
+                &tags(&["nw-c", "nw-t1718000000", "nw-gpu"]),
+                "nw",
+                "c",
+                &known
+            ),
+            Some("gpu".into())
+        );
+        assert_eq!(
+            group_of("odd", &tags(&["nw-c", "nw-t1718000000"]), "nw", "c", &known),
+            None
+        );
+        let t = |s: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
+        assert_eq!(
+            created_from_tags(&tags(&["nw-c", "nw-t20", "nw-t10", "x-t5"]), "nw"),
+            Some(t(10))
+        );
+        assert_eq!(created_from_tags(&tags(&["nw-c", "nw-tx"]), "nw"), None);
+        assert_eq!(
+            whole_seconds(SystemTime::UNIX_EPOCH + Duration::from_millis(10_999)),
+            t(10)
+        );
         assert!(valid_server_name("c-workers-abcde"));
         assert!(!valid_server_name("abc"));
         assert!(!valid_server_name("a.b.c.d"));
