@@ -782,7 +782,7 @@ mod e2e {
         std::fs::write(
             &path,
             format!(
-                "clusterName: e2e\nfreeMemoryTarget: 0 B\nprovisionTimeout: 4s\nscanInterval: 200ms\ntemplatesDir: {}\nnodeGroups:\n{groups}",
+                "clusterName: e2e\nfreeMemoryTarget: 0 B\nprovisionTimeout: 4s\nscanInterval: 200ms\nscaleUpBackoff: {{initial: 500ms, max: 1s}}\ntemplatesDir: {}\nnodeGroups:\n{groups}",
                 env.dir.path().join("templates").display()
             ),
         )
