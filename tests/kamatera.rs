@@ -878,7 +878,9 @@ async fn the_loop_scales_a_kamatera_group_up_and_down() {
 async fn a_server_that_never_boots_is_replaced_after_the_provision_timeout() {
     let env = env().await;
     env.cloud.never_boot("");
-    let rec = env.reconciler(env.config(1, "")).await;
+    let rec = env
+        .reconciler(env.config(1, "scaleUpBackoff: {initial: 300ms, max: 1s}"))
+        .await;
     // The first server never joins: it is deleted after provisionTimeout (3s) and
     // another is created.
     let first = Arc::new(Mutex::new(None::<String>));
