@@ -174,6 +174,7 @@ pub async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     }
     println!("\nend of scenario after {}s", end.as_secs());
     println!("  {}", describe(&env));
+    println!("  {}", workloads(&env));
     println!(
         "  VMs: {} on OpenStack, {} on Proxmox VE, {} on Kamatera",
         env.cloud.servers().len(),
@@ -182,6 +183,33 @@ pub async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
     );
     env.cluster.shutdown();
     Ok(())
+}
+
+/// Each ReplicaSet's running pods against its desired count: nothing lost on the way.
+fn workloads(env: &SimEnv) -> String {
+    let pods = env.cluster.pods();
+    let parts: Vec<String> = env
+        .cluster
+        .replicasets()
+        .iter()
+        .map(|rs| {
+            let name = rs.metadata.name.clone().unwrap_or_default();
+            let want = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+            let running = pods
+                .iter()
+                .filter(|p| phase(p) == "Running")
+                .filter(|p| {
+                    p.metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .any(|o| o.kind == "ReplicaSet" && o.name == name)
+                })
+                .count();
+            format!("{name} {running}/{want} running")
+        })
+        .collect();
+    format!("workloads: {}", parts.join(", "))
 }
 
 fn stamp(t: Duration) -> String {
