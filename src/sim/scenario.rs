@@ -194,7 +194,7 @@ fn workloads(env: &SimEnv) -> String {
         .iter()
         .map(|rs| {
             let name = rs.metadata.name.clone().unwrap_or_default();
-            let want = rs.spec.as_ref().and_then(|s| s.replicas).unwrap_or(0);
+            let want = rs.spec.replicas.unwrap_or(0);
             let running = pods
                 .iter()
                 .filter(|p| phase(p) == "Running")
