@@ -485,3 +485,52 @@ async fn config_changes_apply_without_restart_and_a_bad_one_is_rejected() {
     .await;
     assert!(env.cloud.servers().len() >= 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dry_run_decides_and_logs_but_changes_nothing() {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("env");
+    let (cfg, _) = env.write_config(&config()).expect("config");
+    let port = free_port();
+    let mut p = spawn(
+        &env,
+        &cfg,
+        "dry",
+        port,
+        &["--dry-run", "--lease-namespace", "default"],
+    );
+    env.cluster
+        .add_replicaset(
+            "default",
+            "web",
+            2,
+            SimPodTemplate::new("nginx:1.25", 3 * GI),
+        )
+        .expect("rs");
+    wait_for(
+        "the would-be action in the log",
+        Duration::from_secs(20),
+        || p.log().contains("dry run: would add"),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    p.kill();
+    assert!(
+        env.cloud.servers().is_empty(),
+        "a VM was created in dry run"
+    );
+    assert!(env.proxmox.guests().is_empty() && env.kamatera.servers().is_empty());
+    let writes: Vec<String> = env
+        .cluster
+        .calls()
+        .iter()
+        .filter(|c| matches!(c.verb.as_str(), "create" | "patch" | "update" | "delete"))
+        .filter(|c| c.resource != "configmaps" && c.resource != "events")
+        .map(|c| format!("{} {} {:?}", c.verb, c.resource, c.name))
+        .collect();
+    assert!(
+        writes.is_empty(),
+        "dry run wrote to the cluster: {writes:?}"
+    );
+}
