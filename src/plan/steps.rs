@@ -524,6 +524,7 @@ pub fn scale_down(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
         .filter(|m| v.active_size(&m.group.name) > m.group.min_size)
         .collect();
     candidates.sort_by_key(|m| v.requested_on(&m.server.name));
+    let free_total = v.free_total();
     for m in candidates {
         let Some(node) = m.node else { continue };
         let pods: Vec<&PodInfo> = v
@@ -538,7 +539,7 @@ pub fn scale_down(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
         {
             continue;
         }
-        let free_after = v.free_total() - node.allocatable_memory as i64;
+        let free_after = free_total - node.allocatable_memory as i64;
         if free_after < target {
             continue;
         }
@@ -657,28 +658,33 @@ pub fn warm_images(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
         return None;
     }
     // Only images of pods that could run on a node are worth pulling there: a node
-    // tainted for batch jobs does not need the web tier's images.
-    let wanted: Vec<(&PodInfo, Vec<(String, String)>)> = v
+    // tainted for batch jobs does not need the web tier's images. Pods with the same
+    // constraints are checked once.
+    let mut wanted: Vec<(&PodInfo, BTreeSet<String>)> = Vec::new();
+    for p in v
         .pods
         .iter()
         .filter(|p| !p.is_terminal() && !p.is_image_puller() && !p.is_daemonset())
-        .map(|p| {
-            let images = p
-                .images
-                .iter()
-                .map(|raw| (raw.clone(), normalize_image(raw)))
-                .filter(|(raw, n)| !ignored_image(v, raw, n))
-                .collect();
-            (p, images)
-        })
-        .collect();
+    {
+        let images = p.images.iter().filter_map(|raw| {
+            let n = normalize_image(raw);
+            (!ignored_image(v, raw, &n)).then_some(n)
+        });
+        let same = wanted.iter_mut().find(|(q, _)| {
+            q.node_selector == p.node_selector && q.tolerations == p.tolerations
+        });
+        match same {
+            Some((_, set)) => set.extend(images),
+            None => wanted.push((p, images.collect())),
+        }
+    }
     for m in v.schedulable() {
         let Some(node) = m.node else { continue };
         let bin = Bin::for_node(node, 0);
         let missing: BTreeSet<String> = wanted
             .iter()
             .filter(|(p, _)| bin.accepts(p))
-            .flat_map(|(_, images)| images.iter().map(|(_, n)| n))
+            .flat_map(|(_, images)| images.iter())
             .filter(|n| !node.images.contains(*n))
             .cloned()
             .collect();
