@@ -670,9 +670,9 @@ pub fn warm_images(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
             let n = normalize_image(raw);
             (!ignored_image(v, raw, &n)).then_some(n)
         });
-        let same = wanted.iter_mut().find(|(q, _)| {
-            q.node_selector == p.node_selector && q.tolerations == p.tolerations
-        });
+        let same = wanted
+            .iter_mut()
+            .find(|(q, _)| q.node_selector == p.node_selector && q.tolerations == p.tolerations);
         match same {
             Some((_, set)) => set.extend(images),
             None => wanted.push((p, images.collect())),
