@@ -322,14 +322,22 @@ impl Admin {
         admin_server(&v["server"])
     }
 
-    /// HTTP status of `GET /servers/{id}`.
-    async fn server_status_code(&self, id: &str) -> u16 {
-        self.nova(self.http.get(format!("{}/servers/{id}", self.compute)))
+    /// Whether the server is gone: `GET /servers/{id}` answers 404, or (admins may still
+    /// read a deleted instance for a moment) shows it as `DELETED`.
+    async fn server_gone(&self, id: &str) -> bool {
+        let resp = self
+            .nova(self.http.get(format!("{}/servers/{id}", self.compute)))
             .send()
             .await
-            .expect("Nova answers")
-            .status()
-            .as_u16()
+            .expect("Nova answers");
+        match resp.status().as_u16() {
+            404 => true,
+            200 => {
+                let v: Value = resp.json().await.expect("server");
+                v["server"]["status"] == "DELETED"
+            }
+            other => panic!("unexpected status {other} for server {id}"),
+        }
     }
 
     async fn delete(&self, id: &str) {
@@ -593,7 +601,10 @@ async fn full_lifecycle(os: &RealOs, p: &OpenStackProvider, cluster: &str, ram_m
 
     // delete_server returns once Nova no longer has the server.
     p.delete_server(&created.id).await.expect("delete_server");
-    assert_eq!(admin.server_status_code(&created.id).await, 404);
+    assert!(
+        admin.server_gone(&created.id).await,
+        "server still there after delete_server"
+    );
     assert!(p
         .list_servers(cluster)
         .await
@@ -669,7 +680,10 @@ async fn real_server_group_by_name_and_id_and_tags() {
             ]
         );
         p.delete_server(&created.id).await.expect("delete_server");
-        assert_eq!(admin.server_status_code(&created.id).await, 404);
+        assert!(
+            admin.server_gone(&created.id).await,
+            "server still there after delete_server"
+        );
     }
 }
 
@@ -1216,7 +1230,10 @@ nodeGroups:
             .any(|a| matches!(a, Action::DeleteNode { node, .. } if *node == vm.name)),
         "{down:?}"
     );
-    assert_eq!(admin.server_status_code(&vm.id).await, 404);
+    assert!(
+        admin.server_gone(&vm.id).await,
+        "server still there after delete_server"
+    );
     assert_eq!(
         admin.servers(&cluster_name).await.len(),
         0,
