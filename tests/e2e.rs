@@ -4,10 +4,10 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime};
 
-use common::{has_startup_taint, phase, ready, Killed};
+use common::{has_startup_taint, nodewright_for, phase, ready, Killed};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use nodewright::plan::Action;
@@ -437,14 +437,10 @@ async fn missing_images_are_pulled_but_ignored_prefixes_are_not() {
 }
 
 fn spawn_run(env: &SimEnv, config: &std::path::Path) -> Killed {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nodewright"));
+    let mut cmd = nodewright_for(env, config);
     cmd.args(["run", "--metrics-addr", "127.0.0.1:0"])
         .stdout(Stdio::null())
         .stderr(Stdio::null());
-    for (k, v) in env.env_vars(config) {
-        cmd.env(k, v);
-    }
-    cmd.env_remove("KUBECONFIG");
     Killed(cmd.spawn().expect("start nodewright run"))
 }
 

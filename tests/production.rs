@@ -6,10 +6,10 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::{free_port, Killed};
+use common::{free_port, nodewright_for, Killed};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use nodewright::sim::cluster::SimPodTemplate;
@@ -56,18 +56,13 @@ impl Proc {
 fn spawn(env: &SimEnv, config: &Path, name: &str, port: u16, extra: &[&str]) -> Proc {
     let stderr = env.dir.join(format!("{name}.log"));
     let file = std::fs::File::create(&stderr).expect("log file");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nodewright"));
+    let mut cmd = nodewright_for(env, config);
     cmd.arg("run")
         .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
         .args(extra)
         .env("POD_NAME", name)
-        .env_remove("KUBECONFIG")
-        .env_remove("POD_NAMESPACE")
         .stdout(Stdio::null())
         .stderr(file);
-    for (k, v) in env.env_vars(config) {
-        cmd.env(k, v);
-    }
     Proc {
         child: Killed(cmd.spawn().expect("start nodewright")),
         stderr,
@@ -311,7 +306,7 @@ async fn healthz_fails_when_the_loop_is_stuck() {
     .expect("kubeconfig");
     let port = free_port();
     let stderr = env.dir.join("stuck.log");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nodewright"));
+    let mut cmd = nodewright_for(&env, &cfg);
     cmd.args([
         "run",
         "--metrics-addr",
@@ -319,13 +314,10 @@ async fn healthz_fails_when_the_loop_is_stuck() {
         "--stuck-after",
         "2s",
     ])
-    .env_remove("KUBECONFIG")
+    // The API server is the black hole, not the simulated cluster.
+    .env("KUBECONFIG_FILE", &kubeconfig)
     .stdout(Stdio::null())
     .stderr(std::fs::File::create(&stderr).expect("log"));
-    for (k, v) in env.env_vars(&cfg) {
-        cmd.env(k, v);
-    }
-    cmd.env("KUBECONFIG_FILE", &kubeconfig);
     let _p = Proc {
         child: Killed(cmd.spawn().expect("start")),
         stderr,
@@ -394,11 +386,9 @@ async fn secrets_never_appear_in_logs_events_status_or_plan() {
     // Regression: without --leader-elect the dropped election channel read as "lost
     // leadership" and every cycle was abandoned.
     assert!(!log.contains("lost leadership"), "{log}");
-    let plan = Command::new(env!("CARGO_BIN_EXE_nodewright"))
+    let plan = nodewright_for(&env, &cfg)
         .args(["plan", "--json"])
-        .envs(env.env_vars(&cfg))
         .env("RUST_LOG", "debug")
-        .env_remove("KUBECONFIG")
         .output()
         .expect("plan");
     assert!(

@@ -79,3 +79,17 @@ pub fn free_port() -> u16 {
         .map(|a| a.port())
         .expect("a free port")
 }
+
+/// The real `nodewright` binary, pointed at `env`'s cluster, clouds and `config` through
+/// the environment variables a user would set, with nothing inherited that could redirect
+/// it (`KUBECONFIG`, `POD_NAMESPACE`).
+pub fn nodewright_for(
+    env: &nodewright::sim::env::SimEnv,
+    config: &std::path::Path,
+) -> std::process::Command {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_nodewright"));
+    cmd.envs(env.env_vars(config))
+        .env_remove("KUBECONFIG")
+        .env_remove("POD_NAMESPACE");
+    cmd
+}
