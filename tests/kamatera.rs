@@ -23,7 +23,9 @@ use nodewright::plan::Action;
 use nodewright::reconcile::Reconciler;
 use nodewright::sim::cluster::{SimCluster, SimClusterOptions, SimNodeSpec, SimPodTemplate};
 use nodewright::sim::env::SHIPPED_TEMPLATES;
-use nodewright::sim::kamatera::{CreateFailure, SimKamatera, SimKamateraOptions};
+use nodewright::sim::kamatera::{
+    CreateFailure, SimKamatera, SimKamateraOptions, UnknownServerAnswer,
+};
 use nodewright::sim::{VmEvent, VmHook};
 
 const GI: u64 = 1 << 30;
@@ -144,10 +146,8 @@ async fn create_sends_tags_script_password_and_space_joined_lists() {
     assert_eq!(server.group.as_deref(), Some("workers"));
     assert_eq!(server.status, ServerStatus::Active);
     assert_eq!(server.memory_bytes, Some(8 * GI));
-    assert_eq!(
-        p.group_memory("workers").await.expect("memory"),
-        Some(8 * GI)
-    );
+    let shape = p.group_shape("workers").await.expect("shape");
+    assert_eq!(shape.memory, Some(8 * GI));
 
     let vm = sim.servers().into_iter().next().expect("server exists");
     assert_eq!(vm.id, server.id);
@@ -353,6 +353,220 @@ async fn delete_terminates_with_force_and_tolerates_a_missing_server() {
     // Gone already: success.
     p.delete_server(&s.id).await.expect("delete again");
     assert!(p.list_servers("c1").await.expect("list").is_empty());
+}
+
+/// A raw call to the simulator with the right API key: its HTTP status and JSON body.
+async fn raw(
+    sim: &SimKamatera,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let client =
+        nodewright::cloud::http::client_builder(Duration::from_secs(5), Duration::from_secs(10))
+            .build()
+            .expect("client");
+    let o = sim.options();
+    let mut rb = client
+        .request(method, format!("{}{path}", sim.url()))
+        .header("AuthClientId", &o.client_id)
+        .header("AuthSecret", &o.secret);
+    if let Some(b) = body {
+        rb = rb.json(&b);
+    }
+    let resp = rb.send().await.expect("request");
+    let status = resp.status().as_u16();
+    let text = resp.text().await.expect("body");
+    let value = serde_json::from_str(&text)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {text:?} from {path}"));
+    (status, value)
+}
+
+#[tokio::test]
+async fn kamatera_tags_in_current_api_shape_are_listed() {
+    let (sim, _) = start_sim().await;
+    let p = provider(&sim, &[("workers", settings(""))]);
+    let made = p
+        .create_server(&req("c1-workers-aaaaa", "workers"))
+        .await
+        .expect("create");
+    // On the wire: the current rows `{"id": SERVER_ID, "tagName": TAG}`, not `tag name`.
+    let (status, rows) = raw(
+        &sim,
+        reqwest::Method::POST,
+        "/server/tags",
+        Some(serde_json::json!({ "id": made.id })),
+    )
+    .await;
+    assert_eq!(status, 200, "{rows}");
+    let rows = rows.as_array().expect("rows").clone();
+    assert_eq!(rows.len(), 3, "{rows:?}");
+    for row in &rows {
+        assert_eq!(row["id"], made.id.as_str(), "{row}");
+        assert!(row["tagName"].is_string(), "{row}");
+        assert!(row.get("tag name").is_none(), "{row}");
+    }
+    assert_eq!(rows[0]["tagName"], "nodewright-c1");
+    // A fresh provider (another replica, or after a restart: no tag cache) lists it as
+    // ours, cycle after cycle.
+    let fresh = provider(&sim, &[("workers", settings(""))]);
+    for _ in 0..3 {
+        let listed = fresh
+            .list_servers("c1")
+            .await
+            .expect("list in the current shape");
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!(listed[0].id, made.id);
+        assert_eq!(listed[0].group.as_deref(), Some("workers"));
+        assert_eq!(listed[0].created, made.created);
+    }
+}
+
+#[tokio::test]
+async fn a_delete_of_a_server_already_gone_is_done_whatever_the_api_answers() {
+    // Both forms the real service answers an unknown id in (HTTP 500 each), one of them
+    // with a text that says nothing about "not found".
+    for answer in [
+        UnknownServerAnswer::Wrapped,
+        UnknownServerAnswer::Collapsed("Invalid request (1042)".into()),
+    ] {
+        let (sim, _) = sim_with(SimKamateraOptions {
+            unknown_server_answer: answer.clone(),
+            ..SimKamateraOptions::default()
+        })
+        .await;
+        let a = provider(&sim, &[("workers", settings(""))]);
+        let b = provider(&sim, &[("workers", settings(""))]);
+        let s = a
+            .create_server(&req("c1-workers-aaaaa", "workers"))
+            .await
+            .expect("create");
+        assert_eq!(a.list_servers("c1").await.expect("list").len(), 1);
+        // Another replica deletes it first; this one's delete then finds it gone.
+        b.delete_server(&s.id).await.expect("first delete");
+        assert!(sim.servers().is_empty());
+        let before = sim.calls().len();
+        a.delete_server(&s.id)
+            .await
+            .unwrap_or_else(|e| panic!("{answer:?}: a server already gone is deleted: {e}"));
+        // The refused terminate, then the server list that shows it is gone.
+        let after: Vec<String> = sim.calls()[before..]
+            .iter()
+            .map(|c| format!("{} {}", c.method, c.path))
+            .collect();
+        assert_eq!(
+            after,
+            vec!["POST /service/server/terminate", "GET /service/servers"],
+            "{answer:?}"
+        );
+        assert!(a.list_servers("c1").await.expect("list").is_empty());
+    }
+}
+
+#[tokio::test]
+async fn a_refused_delete_of_a_listed_server_stays_an_error() {
+    // A terminate refused for a server that is still there is not "already gone", even
+    // when the refusal says "not found".
+    let (sim, _) = sim_with(SimKamateraOptions {
+        unknown_server_answer: UnknownServerAnswer::Collapsed("Server not found (404)".into()),
+        ..SimKamateraOptions::default()
+    })
+    .await;
+    let p = provider(&sim, &[("workers", settings(""))]);
+    let s = p
+        .create_server(&req("c1-workers-aaaaa", "workers"))
+        .await
+        .expect("create");
+    sim.fail_next_deletes(1);
+    assert!(matches!(
+        p.delete_server(&s.id).await,
+        Err(CloudError::Api { status: 500, .. })
+    ));
+    assert_eq!(sim.servers().len(), 1);
+    // A wrong key is never taken for a missing server.
+    let mut wrong = creds(&sim);
+    wrong.secret = "not-the-secret".into();
+    let bad = KamateraProvider::with_options(wrong, BTreeMap::new(), fast()).expect("builds");
+    assert!(matches!(
+        bad.delete_server(&s.id).await,
+        Err(CloudError::Auth { .. })
+    ));
+    assert_eq!(sim.servers().len(), 1);
+    p.delete_server(&s.id).await.expect("delete");
+    assert!(sim.servers().is_empty());
+}
+
+#[tokio::test]
+async fn the_simulator_refuses_server_calls_as_the_real_service_does() {
+    let (sim, _) = start_sim().await;
+    let id = sim.insert_server("c1-workers-aaaaa", &["nodewright-c1"], true);
+    sim.insert_server("c1-workers-bbbbb", &["nodewright-c1"], true);
+    let post = |path: &'static str, body: serde_json::Value| {
+        let sim = sim.clone();
+        async move { raw(&sim, reqwest::Method::POST, path, Some(body)).await }
+    };
+    for path in [
+        "/server/tags",
+        "/service/server/info",
+        "/service/server/terminate",
+        "/service/server/poweroff",
+    ] {
+        let (status, body) = post(
+            path,
+            serde_json::json!({ "id": id, "name": "c1-workers-aaaaa" }),
+        )
+        .await;
+        assert_eq!(status, 500, "{path}: {body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("but not both")),
+            "{path}: {body}"
+        );
+        let (status, body) = post(path, serde_json::json!({})).await;
+        assert_eq!(status, 500, "{path}: {body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Missing server 'id' / 'name'")),
+            "{path}: {body}"
+        );
+        let (status, body) = post(path, serde_json::json!({ "name": "nope" })).await;
+        assert_eq!(status, 500, "{path}: {body}");
+        assert_eq!(body["message"], "No servers found (name='nope')", "{path}");
+        // An unknown id: the console's refusal wrapped by the service.
+        let (status, body) = post(path, serde_json::json!({ "id": "0123456789abcdef" })).await;
+        assert_eq!(status, 500, "{path}: {body}");
+        assert!(
+            body["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Error response from server: [")),
+            "{path}: {body}"
+        );
+        assert_eq!(body["responses"][0]["status_code"], 404, "{path}: {body}");
+    }
+    // Tags of a server by name, and an unknown path (a 404 that is not about a server).
+    let (status, rows) = post(
+        "/server/tags",
+        serde_json::json!({ "name": "c1-workers-aaaaa" }),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        rows,
+        serde_json::json!([{ "id": id, "tagName": "nodewright-c1" }])
+    );
+    let (status, body) = post("/service/server/nonesuch", serde_json::json!({ "id": id })).await;
+    assert_eq!(status, 404);
+    assert_eq!(
+        body,
+        serde_json::json!({ "error": true, "message": "Not Found" })
+    );
+    assert_eq!(
+        sim.servers().len(),
+        2,
+        "nothing was changed by refused calls"
+    );
 }
 
 #[tokio::test]
@@ -872,6 +1086,76 @@ async fn the_loop_scales_a_kamatera_group_up_and_down() {
     assert!(
         matches!(env.events.lock().expect("events").last(), Some(VmEvent::Deleted { name }) if *name == vm.name)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kamatera_tags_in_current_api_shape_keep_every_cycle_working() {
+    // Issue 11: with tag rows `{"id", "tagName"}` every cycle after the first create
+    // failed. The loop over loopback HTTP: create, then keep cycling, and a restarted
+    // process (no tag cache) too.
+    let env = env().await;
+    let rec = env.reconciler(env.config(1, "")).await;
+    let joined = |env: &Env| {
+        env.cluster.nodes().iter().any(|n| {
+            n.metadata
+                .name
+                .as_deref()
+                .is_some_and(|m| m.starts_with("kt-workers-"))
+                && ready(n)
+                && !has_startup_taint(n)
+        })
+    };
+    let actions = drive(&env, &rec, Duration::from_secs(40), joined).await;
+    assert!(
+        actions.contains(&Action::ScaleUp {
+            group: "workers".into(),
+            count: 1
+        }),
+        "{actions:#?}"
+    );
+    let vm = env.cloud.servers()[0].clone();
+    let (status, rows) = raw(
+        &env.cloud,
+        reqwest::Method::POST,
+        "/server/tags",
+        Some(serde_json::json!({ "id": vm.id })),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(
+        rows.as_array()
+            .is_some_and(|r| !r.is_empty() && r.iter().all(|r| r["tagName"].is_string())),
+        "{rows}"
+    );
+    let tag_calls = |env: &Env| {
+        env.cloud
+            .calls()
+            .iter()
+            .filter(|c| c.path == "/server/tags")
+            .count()
+    };
+    let restarted = env.reconciler(env.config(1, "")).await;
+    let before = tag_calls(&env);
+    for r in [&rec, &restarted, &rec, &restarted, &rec] {
+        let report = r
+            .cycle(SystemTime::now())
+            .await
+            .expect("a cycle after the create succeeds");
+        assert!(
+            !matches!(
+                report.decision.action,
+                Action::ScaleUp { .. } | Action::DeleteServers { .. } | Action::DeleteNode { .. }
+            ),
+            "{:?}",
+            report.decision.action
+        );
+    }
+    // The restarted process read the tags itself (in the current shape) and kept the
+    // server as the group's one node.
+    assert!(tag_calls(&env) > before);
+    let servers = env.cloud.servers();
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    assert_eq!(servers[0].id, vm.id);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

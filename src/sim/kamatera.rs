@@ -1,5 +1,5 @@
 //! A simulated Kamatera cloudcli API on an in-process axum server on 127.0.0.1, with the
-//! request and response shapes of the real one:
+//! request and response shapes of the real one (the `cloudwm/cloudcli-server` service):
 //!
 //! - every call needs the `AuthClientId` / `AuthSecret` headers (else 401 with a message);
 //! - `GET /service/servers`, `POST /service/server/info`, `POST /server/tags`;
@@ -8,15 +8,26 @@
 //!   strings for some commands and integers for others;
 //! - `GET /service/queue?id=` walks each command through `pending` → `running` →
 //!   `complete` (or `error` with a log);
-//! - errors are non-200 answers with `{"message": ...}`.
+//! - errors are non-200 answers with `{"message": ...}`; an unknown path is HTTP 404
+//!   `{"error": true, "message": "Not Found"}`, as the real service answers it.
 //!
 //! When a create command completes the VM "boots" ([`VmEvent::Booted`] with the init
 //! script as user data); when a terminate completes it is gone ([`VmEvent::Deleted`]).
 //! Like the real API, no answer carries a creation time (`GET /service/servers` has `id`,
 //! `name`, `datacenter`, `power`; `/service/server/info` adds the configuration and prices):
 //! [`SimServer::created`] is for test inspection only. Tags are stored as sent (space-joined
-//! in the create request, one per `add`) and answered by `POST /server/tags` as rows
-//! `{"tag name": ...}`.
+//! in the create request, one per `add`) and answered by `POST /server/tags` as the current
+//! service answers them: one row `{"id": SERVER_ID, "tagName": TAG}` per tag (older
+//! versions answered `{"server id", "tag name"}`; clients must read both).
+//!
+//! Calls about servers (`info`, `tags`, `terminate`, `poweron`, `poweroff`) are refused as
+//! the real service refuses them, all with HTTP 500: `id` and `name` together ("Please
+//! specify 'name' or 'id' but not both"), neither ("Missing server 'id' / 'name'"), a
+//! `name` matching nothing ("No servers found (name='...')"), `tags` for a `name` matching
+//! several ("Too many matching servers"), and an `id` no server has. The real service
+//! passes an id to the console service unchecked and wraps the console's refusal; the
+//! console's own wording is not public, so the simulator stands in for it with
+//! [`UnknownServerAnswer`] (a client must not depend on that text).
 //!
 //! The simulator is stricter than the real API in two ways: unknown create fields are
 //! rejected, so a misspelt field fails a test instead of being ignored; and tags longer
@@ -51,6 +62,20 @@ pub enum CreateFailure {
     CommandError,
 }
 
+/// How the simulator answers a call for a server `id` that no server has (HTTP 500 in both
+/// forms, as the real service wraps the console service's refusal).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum UnknownServerAnswer {
+    /// The console's answer had no `errors` list: `{"message": "Error response from server:
+    /// [...]", "responses": [{"status_code": 404, "response": {"message": "Server not
+    /// found"}, "json_decode_error": null}]}`.
+    #[default]
+    Wrapped,
+    /// The console's answer had an `errors` list, which the service joins into the
+    /// message alone: `{"message": TEXT}`.
+    Collapsed(String),
+}
+
 /// Options of [`SimKamatera::start`].
 #[derive(Clone)]
 pub struct SimKamateraOptions {
@@ -66,6 +91,8 @@ pub struct SimKamateraOptions {
     /// The queue answers `[]` for every command (some accounts see this); commands still
     /// run and take effect.
     pub silent_queue: bool,
+    /// The answer to a call for an unknown server id.
+    pub unknown_server_answer: UnknownServerAnswer,
 }
 
 impl Default for SimKamateraOptions {
@@ -78,6 +105,7 @@ impl Default for SimKamateraOptions {
             datacenters: vec!["EU".into(), "US-NY2".into(), "IL".into(), "AS".into()],
             max_servers: None,
             silent_queue: false,
+            unknown_server_answer: UnknownServerAnswer::Wrapped,
         }
     }
 }
@@ -308,6 +336,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/service/server/poweroff", post(power_off))
         .route("/server/tags", post(server_tags))
         .route("/service/queue", get(queue))
+        .fallback(unknown_path)
         .layer(axum::middleware::from_fn_with_state(
             shared.clone(),
             record_and_authenticate,
@@ -317,6 +346,16 @@ fn router(shared: Arc<Shared>) -> Router {
 
 fn error(status: StatusCode, message: &str) -> Response {
     (status, Json(json!({ "message": message }))).into_response()
+}
+
+/// The real service's answer to a path it has no route for (its exception handler turns
+/// the router's not-found into this): never a missing server.
+async fn unknown_path() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        Json(json!({ "error": true, "message": "Not Found" })),
+    )
+        .into_response()
 }
 
 /// Logs every request with its JSON body and rejects it without the right API key.
@@ -389,28 +428,77 @@ fn text(m: &Map<String, Value>, key: &str) -> Option<String> {
     }
 }
 
-/// Servers a request selects by `id`, or by `name` (the real API takes a regular
-/// expression; the simulator matches names exactly).
-fn select(st: &State_, m: &Map<String, Value>) -> Vec<usize> {
-    if let Some(id) = text(m, "id").filter(|s| !s.is_empty()) {
-        return st
-            .servers
+/// Why the real service refuses a call about servers (all HTTP 500).
+enum Refusal {
+    /// Its own message, e.g. `No servers found (name='x')`.
+    Message(String),
+    /// An id the console service does not know (see [`UnknownServerAnswer`]).
+    UnknownId,
+}
+
+impl Refusal {
+    fn answer(self, shared: &Shared) -> Response {
+        match self {
+            Refusal::Message(m) => error(StatusCode::INTERNAL_SERVER_ERROR, &m),
+            Refusal::UnknownId => unknown_server_id(&shared.opts.unknown_server_answer),
+        }
+    }
+}
+
+/// The servers a call about servers selects, or the real service's refusal: by `id`
+/// (exactly one, else the console's refusal, see [`UnknownServerAnswer`]) or by `name`
+/// (the real API takes an anchored regular expression; the simulator matches names
+/// exactly), never both and never neither.
+fn select(st: &State_, m: &Map<String, Value>) -> Result<Vec<usize>, Refusal> {
+    let id = text(m, "id").filter(|s| !s.is_empty());
+    let name = text(m, "name").filter(|s| !s.is_empty());
+    let matching = |pick: &dyn Fn(&SimServer) -> bool| -> Vec<usize> {
+        st.servers
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.id == id)
+            .filter(|(_, s)| pick(s))
             .map(|(i, _)| i)
-            .collect();
+            .collect()
+    };
+    let found = match (id, name) {
+        (Some(_), Some(_)) => {
+            return Err(Refusal::Message(
+                "Please specify 'name' or 'id' but not both".into(),
+            ))
+        }
+        (None, None) => return Err(Refusal::Message("Missing server 'id' / 'name'".into())),
+        (Some(id), None) => matching(&|s| s.id == id),
+        (None, Some(name)) => {
+            let found = matching(&|s| s.name == name);
+            if found.is_empty() {
+                return Err(Refusal::Message(format!(
+                    "No servers found (name='{name}')"
+                )));
+            }
+            found
+        }
+    };
+    if found.is_empty() {
+        return Err(Refusal::UnknownId);
     }
-    if let Some(name) = text(m, "name").filter(|s| !s.is_empty()) {
-        return st
-            .servers
-            .iter()
-            .enumerate()
-            .filter(|(_, s)| s.name == name)
-            .map(|(i, _)| i)
-            .collect();
-    }
-    Vec::new()
+    Ok(found)
+}
+
+/// The real service's HTTP 500 for an id the console service does not know, with the
+/// simulator's stand-in for the console's answer.
+fn unknown_server_id(answer: &UnknownServerAnswer) -> Response {
+    let body = match answer {
+        UnknownServerAnswer::Wrapped => {
+            let console = json!({ "message": "Server not found" });
+            let dumped = json!([{ "error": true, "status_code": 404, "response": console, "json_decode_error": null }]);
+            json!({
+                "message": format!("Error response from server: {dumped}"),
+                "responses": [{ "status_code": 404, "response": console, "json_decode_error": null }],
+            })
+        }
+        UnknownServerAnswer::Collapsed(text) => json!({ "message": text }),
+    };
+    (StatusCode::INTERNAL_SERVER_ERROR, Json(body)).into_response()
 }
 
 const CREATE_FIELDS: &[&str] = &[
@@ -748,10 +836,10 @@ async fn server_info(State(shared): State<Arc<Shared>>, body: Bytes) -> Response
         return not_object();
     };
     let st = shared.lock();
-    let found = select(&st, &m);
-    if found.is_empty() {
-        return error(StatusCode::INTERNAL_SERVER_ERROR, "No servers found");
-    }
+    let found = match select(&st, &m) {
+        Ok(found) => found,
+        Err(refused) => return refused.answer(&shared),
+    };
     Json(Value::Array(
         found.iter().map(|i| info_json(&st.servers[*i])).collect(),
     ))
@@ -763,14 +851,19 @@ async fn server_tags(State(shared): State<Arc<Shared>>, body: Bytes) -> Response
         return not_object();
     };
     let mut st = shared.lock();
-    let found = select(&st, &m);
+    let found = match select(&st, &m) {
+        Ok(found) => found,
+        Err(refused) => return refused.answer(&shared),
+    };
     let i = match found.as_slice() {
-        [] => return error(StatusCode::INTERNAL_SERVER_ERROR, "No servers found"),
         [one] => *one,
         _ => {
             return error(
                 StatusCode::INTERNAL_SERVER_ERROR,
-                "Too many matching servers",
+                &format!(
+                    "Too many matching servers (name='{}')",
+                    text(&m, "name").unwrap_or_default()
+                ),
             )
         }
     };
@@ -786,11 +879,12 @@ async fn server_tags(State(shared): State<Arc<Shared>>, body: Bytes) -> Response
     if let Some(remove) = text(&m, "remove").filter(|t| !t.is_empty()) {
         server.tags.retain(|t| *t != remove);
     }
+    // The current row shape: the server id and the tag name.
     Json(Value::Array(
         server
             .tags
             .iter()
-            .map(|t| json!({ "tag name": t }))
+            .map(|t| json!({ "id": server.id, "tagName": t }))
             .collect(),
     ))
     .into_response()
@@ -803,10 +897,10 @@ async fn terminate(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     let force = matches!(m.get("force"), Some(Value::Bool(true)))
         || matches!(text(&m, "force").as_deref(), Some("true" | "1" | "yes"));
     let mut st = shared.lock();
-    let found = select(&st, &m);
-    if found.is_empty() {
-        return error(StatusCode::INTERNAL_SERVER_ERROR, "No servers found");
-    }
+    let found = match select(&st, &m) {
+        Ok(found) => found,
+        Err(refused) => return refused.answer(&shared),
+    };
     if st.fail_deletes > 0 {
         st.fail_deletes -= 1;
         return error(
@@ -836,10 +930,10 @@ async fn power(shared: Arc<Shared>, body: Bytes, kind: &str) -> Response {
         return not_object();
     };
     let mut st = shared.lock();
-    let found = select(&st, &m);
-    if found.is_empty() {
-        return error(StatusCode::INTERNAL_SERVER_ERROR, "No servers found");
-    }
+    let found = match select(&st, &m) {
+        Ok(found) => found,
+        Err(refused) => return refused.answer(&shared),
+    };
     let targets: Vec<SimServer> = found.iter().map(|i| st.servers[*i].clone()).collect();
     let ids: Vec<Value> = targets
         .iter()

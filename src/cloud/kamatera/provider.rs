@@ -9,7 +9,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use super::api::{
-    error_message, is_auth_message, is_not_found_message, is_quota_message, yes_no, CommandId,
+    error_message, is_auth_message, is_missing_server_error, is_quota_message, yes_no, CommandId,
     CommandIds, CommandState, CreateServerBody, QueueEntry, QueueResponse, ServerEntry, TagRow,
 };
 use super::credentials::KamateraCredentials;
@@ -310,7 +310,8 @@ impl KamateraProvider {
         .await
     }
 
-    /// Tags of a server (`POST /server/tags`), cached per server id.
+    /// Tags of a server (`POST /server/tags`), cached per server id. The rows are read in
+    /// the current shape `{"id", "tagName"}` and the older `{"tag name"}` (see [`TagRow`]).
     pub async fn server_tags(&self, id: &str) -> Result<Vec<String>, CloudError> {
         if let Some(t) = self.lock_tags().get(id) {
             return Ok(t.clone());
@@ -478,32 +479,58 @@ impl KamateraProvider {
 
     /// Terminates a server (forced, even if powered on) and waits for the command.
     /// A server that no longer exists is success.
+    ///
+    /// "No longer exists" is decided by the account's server list, not by the error text:
+    /// the service passes an id on to the console unchecked, and what the console answers
+    /// for an unknown id is not public (see [`is_missing_server_error`] for the answers
+    /// that are recognised, which only change what is logged). So when the terminate call
+    /// or its command fails for any reason but authentication, `GET /service/servers` is
+    /// read: a server not listed is gone (success); a listed one, or a list that cannot be
+    /// read, keeps the original error (the next cycle retries).
     pub async fn terminate(&self, id: &str) -> Result<(), CloudError> {
-        let started: Result<CommandIds, CloudError> = self
+        let e = match self.terminate_and_wait(id).await {
+            Ok(()) => {
+                self.forget(id);
+                return Ok(());
+            }
+            Err(e @ CloudError::Auth { .. }) => return Err(e),
+            Err(e) => e,
+        };
+        let said_missing = matches!(&e, CloudError::Api { status, message, .. } if is_missing_server_error(*status, message));
+        match self.list_all().await {
+            Ok(servers) if !servers.iter().any(|s| s.id == id) => {
+                if said_missing {
+                    tracing::debug!(id, answer = %e, "Kamatera server already gone");
+                } else {
+                    tracing::info!(id, answer = %e, "the terminate failed, but the Kamatera server is no longer listed: counted as deleted");
+                }
+                self.forget(id);
+                Ok(())
+            }
+            Ok(_) => Err(e),
+            Err(list_error) => {
+                tracing::warn!(id, error = %list_error, "cannot list Kamatera servers to check whether a server that failed to terminate is gone");
+                Err(e)
+            }
+        }
+    }
+
+    /// `POST /service/server/terminate` (forced) and the wait for its command.
+    async fn terminate_and_wait(&self, id: &str) -> Result<(), CloudError> {
+        let ids: CommandIds = self
             .post(
                 "POST /service/server/terminate",
                 "/service/server/terminate",
                 &json!({ "id": id, "force": true }),
             )
-            .await;
-        let ids = match started {
-            Ok(ids) => ids,
-            Err(CloudError::Api { message, .. }) if is_not_found_message(&message) => {
-                tracing::debug!(id, "Kamatera server already gone");
-                self.forget(id);
-                return Ok(());
-            }
-            Err(e) => return Err(e),
-        };
+            .await?;
         self.wait_all(
             &format!("terminate {id}"),
             &ids,
             self.options.command_timeout,
             None,
         )
-        .await?;
-        self.forget(id);
-        Ok(())
+        .await
     }
 
     fn forget(&self, id: &str) {
