@@ -7,6 +7,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use nodewright::cloud::{Server, ServerStatus};
 use nodewright::config::Config;
+use nodewright::plan::sched::Resources;
 use nodewright::plan::{self, NodeInfo, PodInfo, PodPhase, Snapshot};
 use nodewright::{LABEL_CLUSTER, LABEL_GROUP};
 
@@ -53,7 +54,11 @@ fn main() -> anyhow::Result<()> {
             unschedulable: false,
             ready: true,
             taints: vec![],
-            allocatable_memory: 16 * GI,
+            allocatable: {
+                let mut r = Resources::cpu_mem(8000, 16 * GI);
+                r.pods = 110;
+                r
+            },
             images: BTreeSet::from([plan::normalize_image("nginx:1.25")]),
             deleting: false,
         });
@@ -85,24 +90,18 @@ fn main() -> anyhow::Result<()> {
 }
 
 fn pod(name: &str, node: Option<&str>, memory: u64, now: SystemTime) -> PodInfo {
-    PodInfo {
-        namespace: "default".into(),
-        name: name.into(),
-        node_name: node.map(str::to_string),
-        phase: if node.is_some() {
-            PodPhase::Running
-        } else {
-            PodPhase::Pending
-        },
-        memory_request: memory,
-        unschedulable: node.is_none(),
-        controller_kind: Some("ReplicaSet".into()),
-        mirror: false,
-        images: vec!["nginx:1.25".into()],
-        node_selector: BTreeMap::new(),
-        tolerations: vec![],
-        labels: BTreeMap::new(),
-        deleting: false,
-        created: now,
-    }
+    let mut p = PodInfo::new("default", name);
+    p.node_name = node.map(str::to_string);
+    p.phase = if node.is_some() {
+        PodPhase::Running
+    } else {
+        PodPhase::Pending
+    };
+    p.requests.memory = memory;
+    p.requests.cpu = 100;
+    p.unschedulable = node.is_none();
+    p.controller_kind = Some("ReplicaSet".into());
+    p.images = vec!["nginx:1.25".into()];
+    p.created = now;
+    p
 }

@@ -44,7 +44,9 @@ pub struct Reconciler {
 }
 
 impl Reconciler {
-    /// Reads nodes, pods and our servers from every provider, concurrently.
+    /// Reads nodes, pods and our servers from every provider, concurrently. Providers
+    /// fail alone: one that cannot be listed is named in the snapshot and its groups
+    /// are frozen for the cycle, while the others carry on.
     pub async fn observe(&self) -> Result<Snapshot, CycleError> {
         let cluster_name = &self.config.cluster_name;
         let (nodes, pods, pdbs, volume_attachments) = tokio::try_join!(
@@ -55,26 +57,48 @@ impl Reconciler {
         )?;
         let providers = self.clouds.distinct();
         let listings =
-            futures::future::try_join_all(providers.iter().map(|p| p.list_servers(cluster_name)))
-                .await?;
+            futures::future::join_all(providers.iter().map(|p| p.list_servers(cluster_name))).await;
         let mut servers = Vec::new();
         let mut seen = BTreeSet::new();
-        for s in listings.into_iter().flatten() {
-            if seen.insert((s.provider.clone(), s.id.clone())) {
-                servers.push(s);
+        let mut unavailable = BTreeMap::new();
+        for (provider, listing) in providers.iter().zip(listings) {
+            match listing {
+                Ok(list) => {
+                    for s in list {
+                        if seen.insert((s.provider.clone(), s.id.clone())) {
+                            servers.push(s);
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(provider = provider.name(), error = %e, "listing VMs failed; freezing this provider's groups for the cycle");
+                    unavailable.insert(provider.name().to_string(), e.to_string());
+                }
             }
         }
-        let mut group_memory = BTreeMap::new();
+        let mut group_shapes = BTreeMap::new();
         for (group, provider) in self.clouds.groups() {
-            if let Some(m) = provider.group_memory(group).await? {
-                group_memory.insert(group.clone(), m);
+            if unavailable.contains_key(provider.name()) {
+                continue;
+            }
+            match provider.group_shape(group).await {
+                Ok(shape) => {
+                    group_shapes.insert(group.clone(), shape);
+                }
+                Err(e) => {
+                    tracing::warn!(group = %group, error = %e, "reading the group's flavor failed; freezing its provider for the cycle");
+                    unavailable.insert(provider.name().to_string(), e.to_string());
+                }
             }
         }
+        // Servers of a frozen provider would be half a picture: leave them all out.
+        servers.retain(|s| !unavailable.contains_key(&s.provider));
         Ok(Snapshot {
             nodes,
             pods,
             servers,
-            group_memory,
+            group_shapes,
+            unavailable_providers: unavailable,
             pdbs,
             volume_attachments,
             group_backoff: self.clouds.backoffs(),

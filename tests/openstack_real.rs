@@ -698,7 +698,7 @@ async fn real_password_auth_verifies_and_lists() {
     let cluster = unique_cluster("pw");
     assert!(p.list_servers(&cluster).await.expect("list").is_empty());
     assert_eq!(
-        p.group_memory("workers").await.expect("group_memory"),
+        p.group_shape("workers").await.expect("group_shape").memory,
         Some(2 * GI)
     );
 }
@@ -741,7 +741,7 @@ async fn real_server_lifecycle_by_ids() {
     );
     p.verify().await.expect("verify by ids");
     assert_eq!(
-        p.group_memory("workers").await.expect("group_memory"),
+        p.group_shape("workers").await.expect("group_shape").memory,
         Some(8 * GI)
     );
     let cluster = unique_cluster("id");

@@ -98,11 +98,11 @@ async fn full_scale_up_and_down_passes_the_schema_with_token_auth() {
     );
     p.verify().await.expect("verify");
     assert_eq!(
-        p.group_memory("workers").await.expect("memory"),
+        p.group_shape("workers").await.expect("shape").memory,
         Some(6 << 30)
     );
     assert_eq!(
-        p.group_memory("agents").await.expect("memory"),
+        p.group_shape("agents").await.expect("shape").memory,
         Some(4096 << 20)
     );
 

@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 
-use super::{CloudError, CloudProvider, CreateRequest, Server};
+use super::{CloudError, CloudProvider, CreateRequest, GroupShape, Server};
 use crate::telemetry::metrics::Metrics;
 
 pub struct Instrumented {
@@ -51,10 +51,10 @@ impl CloudProvider for Instrumented {
         r
     }
 
-    async fn group_memory(&self, group: &str) -> Result<Option<u64>, CloudError> {
+    async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {
         let t = Instant::now();
-        let r = self.inner.group_memory(group).await;
-        self.observe("group_memory", t, &r);
+        let r = self.inner.group_shape(group).await;
+        self.observe("group_shape", t, &r);
         r
     }
 

@@ -48,6 +48,20 @@ pub struct Server {
     pub provider: String,
 }
 
+/// What the provider knows of one new VM of a group before it exists, to shape the
+/// planner's picture of a node that is not there yet.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct GroupShape {
+    /// vCPUs × 1000.
+    pub cpu_milli: Option<u64>,
+    /// RAM in bytes.
+    pub memory: Option<u64>,
+    /// Flavor, size or template name, for `node.kubernetes.io/instance-type`.
+    pub instance_type: Option<String>,
+    pub zone: Option<String>,
+    pub region: Option<String>,
+}
+
 /// Everything needed to create one VM of a group.
 #[derive(Debug, Clone)]
 pub struct CreateRequest {
@@ -99,10 +113,11 @@ pub trait CloudProvider: Send + Sync {
     async fn create_server(&self, req: &CreateRequest) -> Result<Server, CloudError>;
     /// Deleting a server that is already gone is success.
     async fn delete_server(&self, id: &str) -> Result<(), CloudError>;
-    /// Memory in bytes of one new VM of `group` (its flavor/size), when the provider can
-    /// tell before any VM exists; used to size scale-ups.
-    async fn group_memory(&self, _group: &str) -> Result<Option<u64>, CloudError> {
-        Ok(None)
+    /// CPU, memory, instance type and zone of one new VM of `group` (its flavor, size or
+    /// template), as far as the provider can tell before any VM exists; used to size
+    /// scale-ups and to label the node-to-be.
+    async fn group_shape(&self, _group: &str) -> Result<GroupShape, CloudError> {
+        Ok(GroupShape::default())
     }
     /// Verifies credentials and that everything the groups refer to exists (`nodewright check`).
     async fn verify(&self) -> Result<(), CloudError> {

@@ -4,10 +4,21 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use k8s_openapi::api::core::v1::{Container, Node, Pod};
+use k8s_openapi::api::core::v1::{
+    Container, Node, NodeSelectorRequirement, Pod, PodAffinityTerm as K8sAffinityTerm, PodSpec,
+    ResourceRequirements, TopologySpreadConstraint,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    LabelSelector as K8sSelector, LabelSelectorRequirement, Time,
+};
 
+use crate::plan::sched::resources::{pod_requests, ContainerRequests, Resources};
+use crate::plan::sched::spec::{
+    HostPort, LabelSelector, Namespaces, NodeSelectorTerm, Operator, PodAffinityTerm, Requirement,
+    SpreadConstraint,
+};
 use crate::plan::{normalize_image, NodeInfo, PdbInfo, PodInfo, PodPhase, Taint, Toleration};
 
 pub fn time_to_system(t: &Time) -> SystemTime {
@@ -73,13 +84,126 @@ pub fn quantity_value(q: &str) -> Option<f64> {
     Some(v)
 }
 
-fn memory_request(c: &Container) -> u64 {
-    c.resources
-        .as_ref()
-        .and_then(|r| r.requests.as_ref())
-        .and_then(|r| r.get("memory"))
-        .and_then(|q| parse_quantity(&q.0))
-        .unwrap_or(0)
+/// A resource list (`requests`, `allocatable`, `overhead`) as [`Resources`]; entries
+/// that do not parse are skipped (the API server would not have stored them).
+pub fn resources(list: Option<&BTreeMap<String, K8sQuantity>>) -> Resources {
+    let mut r = Resources::default();
+    for (name, q) in list.into_iter().flatten() {
+        if let Some(v) = quantity_value(&q.0) {
+            r.set(name, v);
+        }
+    }
+    r
+}
+
+fn requests_of(rr: Option<&ResourceRequirements>) -> Resources {
+    resources(rr.and_then(|r| r.requests.as_ref()))
+}
+
+/// What the scheduler reserves for a pod of this spec.
+pub fn spec_requests(s: &PodSpec) -> Resources {
+    let app: Vec<Resources> = s
+        .containers
+        .iter()
+        .map(|c: &Container| requests_of(c.resources.as_ref()))
+        .collect();
+    let init: Vec<ContainerRequests> = s
+        .init_containers
+        .iter()
+        .flatten()
+        .map(|c| ContainerRequests {
+            requests: requests_of(c.resources.as_ref()),
+            restartable: c.restart_policy.as_deref() == Some("Always"),
+        })
+        .collect();
+    let overhead = s.overhead.as_ref().map(|o| resources(Some(o)));
+    pod_requests(&app, &init, overhead.as_ref())
+}
+
+fn requirement(key: &str, op: &str, values: &Option<Vec<String>>) -> Option<Requirement> {
+    Some(Requirement {
+        key: key.to_string(),
+        operator: Operator::parse(op)?,
+        values: values.clone().unwrap_or_default(),
+    })
+}
+
+/// A `metav1.LabelSelector`; one with an operator this build does not know matches
+/// nothing rather than everything.
+pub fn label_selector(s: &K8sSelector) -> LabelSelector {
+    let mut out = LabelSelector {
+        match_labels: s.match_labels.clone().unwrap_or_default(),
+        ..LabelSelector::default()
+    };
+    for e in s.match_expressions.iter().flatten() {
+        let e: &LabelSelectorRequirement = e;
+        match requirement(&e.key, &e.operator, &e.values) {
+            Some(r) if !matches!(r.operator, Operator::Gt | Operator::Lt) => {
+                out.expressions.push(r)
+            }
+            _ => out.never = true,
+        }
+    }
+    out
+}
+
+fn node_requirements(list: &Option<Vec<NodeSelectorRequirement>>) -> Option<Vec<Requirement>> {
+    list.iter()
+        .flatten()
+        .map(|e| requirement(&e.key, &e.operator, &e.values))
+        .collect()
+}
+
+fn affinity_term(t: &K8sAffinityTerm, own_ns: &str) -> PodAffinityTerm {
+    let namespaces = match (&t.namespaces, &t.namespace_selector) {
+        (_, Some(sel)) if label_selector(sel).is_empty() => Namespaces::All,
+        (_, Some(_)) => Namespaces::All,
+        (Some(list), None) if !list.is_empty() => Namespaces::Listed(list.clone()),
+        _ => Namespaces::Listed(vec![own_ns.to_string()]),
+    };
+    let selector = t.label_selector.as_ref().map_or(
+        // A term without a selector selects no pods.
+        LabelSelector {
+            never: true,
+            ..LabelSelector::default()
+        },
+        label_selector,
+    );
+    PodAffinityTerm {
+        selector,
+        namespaces,
+        topology_key: t.topology_key.clone(),
+    }
+}
+
+fn spread_constraint(
+    c: &TopologySpreadConstraint,
+    pod_labels: &BTreeMap<String, String>,
+) -> Option<SpreadConstraint> {
+    if c.when_unsatisfiable != "DoNotSchedule" {
+        return None;
+    }
+    let mut selector = c.label_selector.as_ref().map_or(
+        LabelSelector {
+            never: true,
+            ..LabelSelector::default()
+        },
+        label_selector,
+    );
+    // matchLabelKeys: the pod's own values of these keys narrow the selector.
+    for key in c.match_label_keys.iter().flatten() {
+        if let Some(v) = pod_labels.get(key) {
+            selector.match_labels.insert(key.clone(), v.clone());
+        }
+    }
+    Some(SpreadConstraint {
+        max_skew: c.max_skew.max(1) as u32,
+        topology_key: c.topology_key.clone(),
+        selector,
+        min_domains: c.min_domains.map(|n| n.max(1) as u32),
+        honor_node_affinity: c.node_affinity_policy.as_deref() != Some("Ignore"),
+        honor_taints: c.node_taints_policy.as_deref() == Some("Honor"),
+    })
 }
 
 fn labels(m: &Option<BTreeMap<String, String>>) -> BTreeMap<String, String> {
@@ -105,11 +229,7 @@ pub fn node_info(n: &Node) -> Option<NodeInfo> {
                 .collect()
         })
         .unwrap_or_default();
-    let allocatable_memory = status
-        .and_then(|s| s.allocatable.as_ref())
-        .and_then(|a| a.get("memory"))
-        .and_then(|q| parse_quantity(&q.0))
-        .unwrap_or(0);
+    let allocatable = resources(status.and_then(|s| s.allocatable.as_ref()));
     let images = status
         .and_then(|s| s.images.as_ref())
         .map(|imgs| {
@@ -132,7 +252,7 @@ pub fn node_info(n: &Node) -> Option<NodeInfo> {
         unschedulable: spec.and_then(|s| s.unschedulable).unwrap_or(false),
         ready,
         taints,
-        allocatable_memory,
+        allocatable,
         images,
         deleting: n.metadata.deletion_timestamp.is_some(),
     })
@@ -149,36 +269,19 @@ pub fn pod_info(p: &Pod) -> Option<PodInfo> {
         Some("Pending") | None => PodPhase::Pending,
         Some(_) => PodPhase::Unknown,
     };
-    // The scheduler reserves the larger of the containers' sum and the biggest init container.
-    let memory_request = spec
-        .map(|s| {
-            let main: u64 = s.containers.iter().map(memory_request).sum();
-            let init = s
-                .init_containers
-                .iter()
-                .flatten()
-                .map(memory_request)
-                .max()
-                .unwrap_or(0);
-            main.max(init)
+    let unschedulable_condition = status.and_then(|s| s.conditions.as_ref()).and_then(|cs| {
+        cs.iter().find(|c| {
+            c.type_ == "PodScheduled"
+                && c.status == "False"
+                && c.reason.as_deref() == Some("Unschedulable")
         })
-        .unwrap_or(0);
-    let unschedulable = status
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c.type_ == "PodScheduled"
-                    && c.status == "False"
-                    && c.reason.as_deref() == Some("Unschedulable")
-            })
-        });
-    let controller_kind = p
+    });
+    let controller = p
         .metadata
         .owner_references
         .iter()
         .flatten()
-        .find(|o| o.controller == Some(true))
-        .map(|o| o.kind.clone());
+        .find(|o| o.controller == Some(true));
     let mirror = p
         .metadata
         .annotations
@@ -207,25 +310,122 @@ pub fn pod_info(p: &Pod) -> Option<PodInfo> {
                 .collect()
         })
         .unwrap_or_default();
+    let namespace = p
+        .metadata
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let pod_labels = labels(&p.metadata.labels);
+    let affinity = spec.and_then(|s| s.affinity.as_ref());
+    let node_affinity = affinity
+        .and_then(|a| a.node_affinity.as_ref())
+        .and_then(|n| {
+            n.required_during_scheduling_ignored_during_execution
+                .as_ref()
+        })
+        .map(|sel| {
+            sel.node_selector_terms
+                .iter()
+                .map(|t| {
+                    match (
+                        node_requirements(&t.match_expressions),
+                        node_requirements(&t.match_fields),
+                    ) {
+                        (Some(expressions), Some(fields)) => NodeSelectorTerm {
+                            expressions,
+                            fields,
+                        },
+                        // An unknown operator: the term matches no node.
+                        _ => NodeSelectorTerm::default(),
+                    }
+                })
+                .collect()
+        });
+    let terms = |list: Option<&Vec<K8sAffinityTerm>>| -> Vec<PodAffinityTerm> {
+        list.into_iter()
+            .flatten()
+            .map(|t| affinity_term(t, &namespace))
+            .collect()
+    };
+    let pod_affinity = terms(
+        affinity
+            .and_then(|a| a.pod_affinity.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+    );
+    let pod_anti_affinity = terms(
+        affinity
+            .and_then(|a| a.pod_anti_affinity.as_ref())
+            .and_then(|a| {
+                a.required_during_scheduling_ignored_during_execution
+                    .as_ref()
+            }),
+    );
+    let spread = spec
+        .and_then(|s| s.topology_spread_constraints.as_ref())
+        .map(|cs| {
+            cs.iter()
+                .filter_map(|c| spread_constraint(c, &pod_labels))
+                .collect()
+        })
+        .unwrap_or_default();
+    let host_ports = spec
+        .map(|s| {
+            s.init_containers
+                .iter()
+                .flatten()
+                .chain(s.containers.iter())
+                .flat_map(|c| c.ports.iter().flatten())
+                .filter_map(|port| {
+                    let hp = port.host_port.filter(|p| *p > 0)?;
+                    Some(HostPort {
+                        protocol: port.protocol.clone().unwrap_or_else(|| "TCP".into()),
+                        port: u16::try_from(hp).ok()?,
+                        ip: port.host_ip.clone().unwrap_or_default(),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let local_storage = spec.and_then(|s| s.volumes.as_ref()).is_some_and(|vs| {
+        vs.iter().any(|v| {
+            v.host_path.is_some()
+                || v.empty_dir
+                    .as_ref()
+                    .is_some_and(|e| e.medium.as_deref() != Some("Memory"))
+        })
+    });
     Some(PodInfo {
-        namespace: p
-            .metadata
-            .namespace
-            .clone()
-            .unwrap_or_else(|| "default".into()),
         name,
         node_name: spec.and_then(|s| s.node_name.clone()),
         phase,
-        memory_request,
-        unschedulable,
-        controller_kind,
+        requests: spec.map(spec_requests).unwrap_or_else(|| Resources {
+            pods: 1,
+            ..Resources::default()
+        }),
+        priority: spec.and_then(|s| s.priority).unwrap_or(0),
+        unschedulable: unschedulable_condition.is_some(),
+        unschedulable_since: unschedulable_condition
+            .and_then(|c| c.last_transition_time.as_ref())
+            .map(time_to_system),
+        controller_kind: controller.map(|o| o.kind.clone()),
+        controller_name: controller.map(|o| o.name.clone()),
         mirror,
         images,
         node_selector: spec
             .and_then(|s| s.node_selector.clone())
             .unwrap_or_default(),
+        node_affinity,
+        pod_affinity,
+        pod_anti_affinity,
+        spread,
+        host_ports,
         tolerations,
-        labels: labels(&p.metadata.labels),
+        labels: pod_labels,
+        annotations: labels(&p.metadata.annotations),
+        local_storage,
         deleting: p.metadata.deletion_timestamp.is_some(),
         created: p
             .metadata
@@ -233,6 +433,7 @@ pub fn pod_info(p: &Pod) -> Option<PodInfo> {
             .as_ref()
             .map(time_to_system)
             .unwrap_or(UNIX_EPOCH),
+        namespace,
     })
 }
 
@@ -241,12 +442,7 @@ pub fn pdb_info(b: &PodDisruptionBudget) -> Option<PdbInfo> {
     Some(PdbInfo {
         namespace: b.metadata.namespace.clone()?,
         name: b.metadata.name.clone()?,
-        match_labels: selector
-            .and_then(|s| s.match_labels.clone())
-            .unwrap_or_default(),
-        has_expressions: selector
-            .and_then(|s| s.match_expressions.as_ref())
-            .is_some_and(|e| !e.is_empty()),
+        selector: selector.map(label_selector),
         // Without a status the controller has not computed it yet: assume none allowed.
         disruptions_allowed: b
             .status
@@ -280,7 +476,8 @@ mod tests {
         p.metadata.name = Some("bare".into());
         let info = pod_info(&p).expect("named pod converts");
         assert_eq!(info.controller_kind, None);
-        assert_eq!(info.memory_request, 0);
+        assert_eq!(info.requests.memory, 0);
+        assert_eq!(info.requests.pods, 1);
         assert_eq!(info.phase, PodPhase::Pending);
         assert!(pod_info(&Pod::default()).is_none());
     }

@@ -2,6 +2,7 @@
 //! program can trust. Every error names the field path, the bad value and what is expected.
 
 mod error;
+mod scheduling;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -17,6 +18,9 @@ use crate::cloud::proxmox::ProxmoxSettings;
 use crate::userdata::UserDataConfig;
 
 pub use error::{ConfigError, ConfigProblem};
+pub use scheduling::{
+    ExpanderConfig, ExpanderKind, LimitsConfig, Quantity, ReservedConfig, ResourceMap,
+};
 
 /// Environment variable naming the config file.
 pub const ENV_CONFIG_FILE: &str = "AUTOSCALER_CONFIG_FILE";
@@ -40,6 +44,25 @@ pub struct Config {
     /// Scale up when no managed node has at least this much free memory.
     #[serde(default)]
     pub minimum_free_node_memory: ByteSize,
+    /// Scale up when free CPU on schedulable managed nodes falls below this (cores).
+    #[serde(default)]
+    pub free_cpu_target: Option<Quantity>,
+    /// Scale up when no managed node has at least this much free CPU.
+    #[serde(default)]
+    pub minimum_free_node_cpu: Option<Quantity>,
+    /// How scale-up picks a group among those that could host the pending pods.
+    #[serde(default)]
+    pub expander: ExpanderConfig,
+    /// Ceilings over all managed nodes together.
+    #[serde(default)]
+    pub limits: LimitsConfig,
+    /// A pod the scheduler calls Unschedulable while the model says it fits an existing
+    /// node is reported as a mismatch; after this long it gets a node anyway.
+    #[serde(
+        default = "scheduling::default_mismatch_grace",
+        with = "humantime_serde"
+    )]
+    pub model_mismatch_grace: Duration,
     /// Replace managed nodes older than this; absent means never.
     #[serde(default, with = "humantime_serde")]
     pub old_node_age_limit: Option<Duration>,
@@ -177,6 +200,22 @@ pub struct NodeGroupConfig {
     /// exists; when absent the provider's flavor size is used.
     #[serde(default)]
     pub node_memory: Option<ByteSize>,
+    /// Capacity of one node per resource (`cpu`, `memory`, `pods`, `ephemeral-storage`,
+    /// `nvidia.com/gpu`, ...) where the provider cannot tell it or should be overridden.
+    #[serde(default)]
+    pub resources: ResourceMap,
+    /// What a node keeps for the system, taken off the flavor before any node exists.
+    #[serde(default)]
+    pub reserved: ReservedConfig,
+    /// Pods per node (kubelet `maxPods`).
+    #[serde(default = "scheduling::default_max_pods")]
+    pub max_pods: u32,
+    /// CPU architecture of the image (`kubernetes.io/arch`).
+    #[serde(default = "scheduling::default_arch")]
+    pub arch: String,
+    /// Hourly price of one node, for the `price` expander and cost reports.
+    #[serde(default)]
+    pub price: Option<f64>,
     #[serde(default)]
     pub openstack: Option<OpenStackSettings>,
     #[serde(default)]

@@ -42,6 +42,7 @@ pub(super) fn validate(c: &Config) -> Vec<ConfigProblem> {
             "no node groups; expected at least one group with name, provider, maxSize and userData",
         ));
     }
+    validate_expander(&mut p, c);
     let mut seen = BTreeSet::new();
     for (i, g) in c.node_groups.iter().enumerate() {
         let at = format!("nodeGroups[{i}]");
@@ -59,7 +60,60 @@ pub(super) fn validate(c: &Config) -> Vec<ConfigProblem> {
     p
 }
 
+fn validate_expander(p: &mut Vec<ConfigProblem>, c: &Config) {
+    use super::ExpanderKind;
+    for (i, pattern) in c.expander.priorities.iter().enumerate() {
+        if let Err(e) = regex::Regex::new(pattern) {
+            p.push(ConfigProblem::new(
+                format!("expander.priorities[{i}]"),
+                format!("`{pattern}` is not a valid regular expression ({e}); expected e.g. `proxmox-.*`"),
+            ));
+        }
+    }
+    match c.expander.kind {
+        ExpanderKind::Priority if c.expander.priorities.is_empty() => {
+            p.push(ConfigProblem::new(
+                "expander.priorities",
+                "empty; the priority expander needs group-name patterns, most preferred first",
+            ));
+        }
+        ExpanderKind::Price => {
+            for (i, g) in c.node_groups.iter().enumerate() {
+                if g.price.is_none() {
+                    p.push(ConfigProblem::new(
+                        format!("nodeGroups[{i}].price"),
+                        "missing; the price expander needs an hourly price for every group",
+                    ));
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
 fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGroupConfig) {
+    if let Some(price) = g.price {
+        if !price.is_finite() || price < 0.0 {
+            p.push(ConfigProblem::new(
+                format!("{at}.price"),
+                format!("got {price}; expected an hourly price of 0 or more"),
+            ));
+        }
+    }
+    if g.max_pods == 0 {
+        p.push(ConfigProblem::new(
+            format!("{at}.maxPods"),
+            "got 0; expected the kubelet's maxPods (default 110)",
+        ));
+    }
+    for name in g.resources.keys() {
+        if let Err(why) = check_qualified_name(name) {
+            p.push(ConfigProblem::new(
+                format!("{at}.resources.{name}"),
+                format!("invalid resource name `{name}`: {why}; expected e.g. `cpu`, `memory` or `nvidia.com/gpu`"),
+            ));
+        }
+    }
     check_dns_label(p, &format!("{at}.name"), &g.name);
     let longest = c.cluster_name.len() + 1 + g.name.len() + NAME_SUFFIX_LEN;
     if longest > MAX_NODE_NAME {

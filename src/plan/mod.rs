@@ -4,10 +4,11 @@
 //!
 //! Steps run in priority order and the first that wants to act wins (see [`STEPS`]).
 
-mod capacity;
 mod model;
+pub mod sched;
 mod steps;
 pub mod summary;
+mod units;
 mod view;
 
 #[cfg(test)]
@@ -126,9 +127,13 @@ pub enum ReasonCode {
     UnschedulablePods,
     FreeMemoryBelowTarget,
     NodeFreeMemoryBelowMinimum,
+    FreeCpuBelowTarget,
     GroupAtMaxSize,
     GroupBackedOff,
+    ClusterLimitReached,
+    ProviderUnavailable,
     NoGroupFits,
+    ModelMismatch,
     NodeTooOld,
     NodeUnneeded,
     ReplacementNeedsCapacity,
@@ -200,6 +205,47 @@ impl fmt::Display for Reason {
     }
 }
 
+/// Where a pod the scheduler could not place stands after this cycle: every such pod
+/// is in exactly one bucket, so none starves unreported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bucket {
+    /// It fits a node that exists: the scheduler will place it.
+    WillSchedule,
+    /// It fits a VM still provisioning.
+    CapacityComing,
+    /// This cycle's scale-up is for it.
+    ScalingUp,
+    /// Nothing can host it now: no group fits it, or those that do have no room.
+    NoCapacity,
+}
+
+impl Bucket {
+    pub const ALL: [Bucket; 4] = [
+        Bucket::WillSchedule,
+        Bucket::CapacityComing,
+        Bucket::ScalingUp,
+        Bucket::NoCapacity,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bucket::WillSchedule => "will-schedule",
+            Bucket::CapacityComing => "capacity-coming",
+            Bucket::ScalingUp => "scaling-up",
+            Bucket::NoCapacity => "no-capacity",
+        }
+    }
+}
+
+/// One pending pod and its bucket, with where it goes or why it cannot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PendingPod {
+    pub pod: PodRef,
+    pub bucket: Bucket,
+    pub detail: String,
+}
+
 /// The planner's answer: one action, why, and what else it noticed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Decision {
@@ -208,6 +254,9 @@ pub struct Decision {
     pub reasons: Vec<Reason>,
     /// Things noticed that did not lead to the action (limits hit, pods nothing can host).
     pub notes: Vec<Reason>,
+    /// Every pod the scheduler could not place, in its bucket.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<PendingPod>,
 }
 
 impl Decision {
@@ -217,6 +266,103 @@ impl Decision {
             .chain(&self.notes)
             .any(|r| r.code == code)
     }
+
+    /// The bucket of one pending pod, if it is pending.
+    pub fn bucket_of(&self, namespace: &str, name: &str) -> Option<Bucket> {
+        self.pending
+            .iter()
+            .find(|p| p.pod.namespace == namespace && p.pod.name == name)
+            .map(|p| p.bucket)
+    }
+
+    /// How many pending pods are in each bucket.
+    pub fn bucket_counts(&self) -> std::collections::BTreeMap<Bucket, usize> {
+        let mut out = std::collections::BTreeMap::new();
+        for p in &self.pending {
+            *out.entry(p.bucket).or_insert(0) += 1;
+        }
+        out
+    }
+}
+
+/// Sorts the pending pods of `view` into buckets, given the action chosen.
+fn buckets(
+    view: &view::View<'_>,
+    action: &Action,
+    reasons: &[Reason],
+    notes: &[Reason],
+) -> Vec<PendingPod> {
+    let mk = |p: &PodInfo, bucket, detail: String| PendingPod {
+        pod: PodRef {
+            namespace: p.namespace.clone(),
+            name: p.name.clone(),
+        },
+        bucket,
+        detail,
+    };
+    let scaling: std::collections::BTreeSet<(&str, &str)> = match action {
+        Action::ScaleUp { .. } => reasons
+            .iter()
+            .filter(|r| r.code == ReasonCode::UnschedulablePods)
+            .flat_map(|r| &r.objects)
+            .filter_map(|o| Some((o.namespace.as_deref()?, o.name.as_str())))
+            .collect(),
+        _ => Default::default(),
+    };
+    let blocked: Vec<&str> = notes
+        .iter()
+        .filter(|n| {
+            matches!(
+                n.code,
+                ReasonCode::GroupAtMaxSize
+                    | ReasonCode::GroupBackedOff
+                    | ReasonCode::ClusterLimitReached
+                    | ReasonCode::ProviderUnavailable
+            )
+        })
+        .map(|n| n.message.as_str())
+        .collect();
+    let p = &view.pending;
+    let mut out = Vec::new();
+    for (pod, node) in &p.on_nodes {
+        out.push(mk(pod, Bucket::WillSchedule, format!("fits {node}")));
+    }
+    for (pod, node) in &p.on_provisioning {
+        out.push(mk(
+            pod,
+            Bucket::CapacityComing,
+            format!("fits {node}, still provisioning"),
+        ));
+    }
+    for pod in &p.needing_nodes {
+        if scaling.contains(&(pod.namespace.as_str(), pod.name.as_str())) {
+            if let Action::ScaleUp { group, .. } = action {
+                out.push(mk(
+                    pod,
+                    Bucket::ScalingUp,
+                    format!("new node of group {group}"),
+                ));
+            }
+        } else if matches!(action, Action::ScaleUp { .. }) && blocked.is_empty() {
+            out.push(mk(
+                pod,
+                Bucket::CapacityComing,
+                "the next scale-up, after this one".into(),
+            ));
+        } else {
+            let why = if blocked.is_empty() {
+                "waiting for another action to finish first".to_string()
+            } else {
+                blocked.join("; ")
+            };
+            out.push(mk(pod, Bucket::NoCapacity, why));
+        }
+    }
+    for (pod, why) in &p.unhostable {
+        let why: Vec<&str> = why.iter().map(|(_, w)| w.as_str()).collect();
+        out.push(mk(pod, Bucket::NoCapacity, why.join("; ")));
+    }
+    out
 }
 
 /// A planning step: returns the action it wants, or nothing and lets the next one try.
@@ -239,12 +385,22 @@ pub const STEPS: &[(&str, Step)] = &[
 pub fn plan(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Decision {
     let view = view::View::new(snapshot, config, now);
     let mut notes = Vec::new();
+    for (provider, err) in &snapshot.unavailable_providers {
+        notes.push(Reason::new(
+            ReasonCode::ProviderUnavailable,
+            format!(
+                "provider {provider} could not be listed, its groups are frozen this cycle: {err}"
+            ),
+        ));
+    }
     for (_, step) in STEPS {
         if let Some((action, reasons)) = step(&view, &mut notes) {
+            let pending = buckets(&view, &action, &reasons, &notes);
             return Decision {
                 action,
                 reasons,
                 notes,
+                pending,
             };
         }
     }
@@ -252,15 +408,17 @@ pub fn plan(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Decision {
         ReasonCode::CapacitySufficient,
         format!(
             "free memory {} meets target {}; nothing to replace, remove or warm",
-            capacity::fmt_bytes(view.free_total()),
+            units::fmt_bytes(view.free_total().0),
             bytesize::ByteSize(config.free_memory_target.as_u64())
                 .display()
                 .iec()
         ),
     )];
+    let pending = buckets(&view, &Action::None, &reasons, &notes);
     Decision {
         action: Action::None,
         reasons,
         notes,
+        pending,
     }
 }

@@ -6,7 +6,11 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use crate::cloud::Server;
+use super::sched::resources::Resources;
+use super::sched::spec::{
+    HostPort, LabelSelector, NodeSelectorTerm, PodAffinityTerm, SpreadConstraint,
+};
+use crate::cloud::{GroupShape, Server};
 
 /// Everything one cycle observed.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -15,8 +19,11 @@ pub struct Snapshot {
     pub pods: Vec<PodInfo>,
     /// Servers tagged with this cluster, from every provider.
     pub servers: Vec<Server>,
-    /// Memory of a new VM per group, as the provider reports it (flavor size).
-    pub group_memory: BTreeMap<String, u64>,
+    /// What the provider knows of a new VM per group (flavor CPU and memory, zone).
+    pub group_shapes: BTreeMap<String, GroupShape>,
+    /// Providers whose VMs could not be listed this cycle, with the error: their groups
+    /// are frozen (nothing is decided from missing data) while the others carry on.
+    pub unavailable_providers: BTreeMap<String, String>,
     pub pdbs: Vec<PdbInfo>,
     /// Attached volumes as (VolumeAttachment name, node name).
     pub volume_attachments: Vec<(String, String)>,
@@ -30,32 +37,30 @@ pub struct Snapshot {
 pub struct PdbInfo {
     pub namespace: String,
     pub name: String,
-    pub match_labels: BTreeMap<String, String>,
-    /// `matchExpressions` present: the selector is only partly known, so it is taken to
-    /// match whatever `matchLabels` matches (erring toward "protected").
-    pub has_expressions: bool,
+    /// `None` (no selector) selects no pods; an empty selector selects every pod of the
+    /// namespace, as the eviction API evaluates `policy/v1` budgets.
+    pub selector: Option<LabelSelector>,
     pub disruptions_allowed: i32,
 }
 
 impl PdbInfo {
     pub fn selects(&self, pod: &PodInfo) -> bool {
         pod.namespace == self.namespace
-            && (!self.match_labels.is_empty() || self.has_expressions)
             && self
-                .match_labels
-                .iter()
-                .all(|(k, v)| pod.labels.get(k) == Some(v))
+                .selector
+                .as_ref()
+                .is_some_and(|s| s.matches(&pod.labels))
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct Taint {
     pub key: String,
     pub value: Option<String>,
     pub effect: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 pub struct Toleration {
     pub key: Option<String>,
     /// `Exists` or `Equal` (the default).
@@ -91,7 +96,7 @@ pub struct NodeInfo {
     pub unschedulable: bool,
     pub ready: bool,
     pub taints: Vec<Taint>,
-    pub allocatable_memory: u64,
+    pub allocatable: Resources,
     /// Every name the node reports for its cached images, normalized.
     pub images: BTreeSet<String>,
     pub deleting: bool,
@@ -118,17 +123,33 @@ pub struct PodInfo {
     pub name: String,
     pub node_name: Option<String>,
     pub phase: PodPhase,
-    /// Sum of container memory requests (init containers: the max, as the scheduler counts).
-    pub memory_request: u64,
+    /// What the scheduler reserves for it (see [`super::sched::resources::pod_requests`]).
+    pub requests: Resources,
+    /// `spec.priority` (0 when unset).
+    pub priority: i32,
     /// `PodScheduled=False` with reason `Unschedulable`.
     pub unschedulable: bool,
+    /// When the scheduler last called it Unschedulable.
+    pub unschedulable_since: Option<SystemTime>,
     /// Kind of the controlling owner, if any (`ReplicaSet`, `DaemonSet`, ...).
     pub controller_kind: Option<String>,
+    /// Name of the controlling owner, if any.
+    pub controller_name: Option<String>,
     pub mirror: bool,
     pub images: Vec<String>,
     pub node_selector: BTreeMap<String, String>,
+    /// Required node affinity terms (any one must match); `None` when there are none.
+    pub node_affinity: Option<Vec<NodeSelectorTerm>>,
+    pub pod_affinity: Vec<PodAffinityTerm>,
+    pub pod_anti_affinity: Vec<PodAffinityTerm>,
+    /// `DoNotSchedule` topology spread constraints.
+    pub spread: Vec<SpreadConstraint>,
+    pub host_ports: Vec<HostPort>,
     pub tolerations: Vec<Toleration>,
     pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+    /// Mounts an `emptyDir` not in memory or a `hostPath`: data a drain would lose.
+    pub local_storage: bool,
     pub deleting: bool,
     pub created: SystemTime,
 }
@@ -156,17 +177,37 @@ impl PodInfo {
         self.is_daemonset() || self.mirror || self.is_terminal() || self.is_image_puller()
     }
 
-    pub fn tolerates_all(&self, taints: &[Taint]) -> bool {
-        taints
-            .iter()
-            .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
-            .all(|t| self.tolerations.iter().any(|tol| tol.tolerates(t)))
-    }
-
-    pub fn selects(&self, labels: &BTreeMap<String, String>) -> bool {
-        self.node_selector
-            .iter()
-            .all(|(k, v)| labels.get(k) == Some(v))
+    /// A pod with nothing set but a name: the start of test builders and conversions.
+    pub fn new(namespace: &str, name: &str) -> PodInfo {
+        PodInfo {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            node_name: None,
+            phase: PodPhase::Pending,
+            requests: Resources {
+                pods: 1,
+                ..Resources::default()
+            },
+            priority: 0,
+            unschedulable: false,
+            unschedulable_since: None,
+            controller_kind: None,
+            controller_name: None,
+            mirror: false,
+            images: Vec::new(),
+            node_selector: BTreeMap::new(),
+            node_affinity: None,
+            pod_affinity: Vec::new(),
+            pod_anti_affinity: Vec::new(),
+            spread: Vec::new(),
+            host_ports: Vec::new(),
+            tolerations: Vec::new(),
+            labels: BTreeMap::new(),
+            annotations: BTreeMap::new(),
+            local_storage: false,
+            deleting: false,
+            created: std::time::UNIX_EPOCH,
+        }
     }
 }
 

@@ -70,8 +70,8 @@ pub fn summarize(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Summa
     }
     Summary {
         groups,
-        unschedulable_pods: view.unschedulable.len() + view.unhostable.len(),
-        free_memory_bytes: view.free_total(),
+        unschedulable_pods: view.unschedulable.len() + view.pending.unhostable.len(),
+        free_memory_bytes: view.free_total().0,
         free_memory_target_bytes: config.free_memory_target.as_u64(),
     }
 }

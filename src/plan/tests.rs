@@ -76,33 +76,34 @@ fn mk_node(name: &str, created: SystemTime) -> NodeInfo {
         unschedulable: false,
         ready: true,
         taints: vec![],
-        allocatable_memory: 8 * GI,
+        allocatable: mk_alloc(4000, 8 * GI),
         images: BTreeSet::new(),
         deleting: false,
     }
 }
 
+fn mk_alloc(cpu_milli: u64, memory: u64) -> sched::Resources {
+    let mut r = sched::Resources::cpu_mem(cpu_milli, memory);
+    r.pods = 110;
+    r
+}
+
 fn mk_pod(name: &str, node: Option<&str>, memory: u64) -> PodInfo {
-    PodInfo {
-        namespace: "default".into(),
-        name: name.into(),
-        node_name: node.map(str::to_string),
-        phase: if node.is_some() {
-            PodPhase::Running
-        } else {
-            PodPhase::Pending
-        },
-        memory_request: memory,
-        unschedulable: node.is_none(),
-        controller_kind: Some("ReplicaSet".into()),
-        mirror: false,
-        images: vec!["nginx:1.25".into()],
-        node_selector: BTreeMap::new(),
-        tolerations: vec![],
-        labels: BTreeMap::new(),
-        deleting: false,
-        created: ago(60),
-    }
+    let mut p = PodInfo::new("default", name);
+    p.node_name = node.map(str::to_string);
+    p.phase = if node.is_some() {
+        PodPhase::Running
+    } else {
+        PodPhase::Pending
+    };
+    p.requests.memory = memory;
+    p.unschedulable = node.is_none();
+    p.unschedulable_since = node.is_none().then(|| ago(30));
+    p.controller_kind = Some("ReplicaSet".into());
+    p.controller_name = Some(format!("{name}-rs"));
+    p.images = vec!["nginx:1.25".into()];
+    p.created = ago(60);
+    p
 }
 
 /// One managed node `n1` (server and node), created `age` seconds ago.
@@ -511,8 +512,10 @@ fn mk_pdb(app: &str, allowed: i32) -> PdbInfo {
     PdbInfo {
         namespace: "default".into(),
         name: format!("{app}-pdb"),
-        match_labels: BTreeMap::from([("app".to_string(), app.to_string())]),
-        has_expressions: false,
+        selector: Some(sched::spec::LabelSelector {
+            match_labels: BTreeMap::from([("app".to_string(), app.to_string())]),
+            ..Default::default()
+        }),
         disruptions_allowed: allowed,
     }
 }

@@ -1,13 +1,17 @@
 //! Derived facts the steps share: which nodes and VMs are ours, what state each VM is
-//! in, and how much memory is free. Computed once per plan.
+//! in, what a new node of each group looks like, the scheduling model of the cluster
+//! and where the pending pods could go. Computed once per plan.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use super::capacity::Bin;
 use super::model::{NodeInfo, PodInfo, Snapshot};
+use super::sched::{
+    self, daemonset_overhead, group_template, well_known_labels, Model, Resources, Slot, SlotKind,
+    Unfit,
+};
 use super::ServerRef;
 use crate::cloud::{Server, ServerStatus};
 use crate::config::{Config, NodeGroupConfig};
@@ -59,20 +63,61 @@ impl Member<'_> {
     }
 }
 
+/// What one new node of a group offers, as the scheduler will see it.
+pub struct GroupInfo {
+    /// Labels but the hostname.
+    pub labels: BTreeMap<String, String>,
+    /// Allocatable: learned from the group's live nodes, else flavor minus reservation.
+    pub allocatable: Resources,
+    /// Whether `allocatable` comes from a live node (true) or from the flavor (false).
+    pub learned: bool,
+    /// Requests of the DaemonSet pods that will land on it.
+    pub overhead: Resources,
+    /// An empty new node (hostname `<group>-new-0`).
+    pub template: Slot<'static>,
+}
+
+impl GroupInfo {
+    /// CPU and memory left for pods on an empty new node.
+    pub fn usable(&self) -> Resources {
+        let mut r = self.allocatable.clone();
+        r.sub(&self.overhead);
+        r
+    }
+}
+
+/// Where the model puts the pods the scheduler could not place.
+#[derive(Default)]
+pub struct Pending<'a> {
+    /// Fit a node that exists now: the scheduler should place them.
+    pub on_nodes: Vec<(&'a PodInfo, String)>,
+    /// Would fit an existing node, but the scheduler has refused them past
+    /// `modelMismatchGrace`: they are treated as needing a node.
+    pub mismatched: Vec<(&'a PodInfo, String)>,
+    /// Fit a VM still provisioning.
+    pub on_provisioning: Vec<(&'a PodInfo, String)>,
+    /// Need new nodes; some group can host each of them.
+    pub needing_nodes: Vec<&'a PodInfo>,
+    /// No group can host these at all, with each group's reason.
+    pub unhostable: Vec<(&'a PodInfo, Vec<(String, String)>)>,
+}
+
 pub struct View<'a> {
     pub config: &'a Config,
     pub now: SystemTime,
     pub members: Vec<Member<'a>>,
     pub pods_by_node: BTreeMap<&'a str, Vec<&'a PodInfo>>,
-    /// Pods the scheduler could not place that a managed node or a node group could host.
+    /// Pods the scheduler could not place that some node or group could host.
     pub unschedulable: Vec<&'a PodInfo>,
-    /// Unschedulable pods nothing of ours could ever host (selector, taints, size).
-    pub unhostable: Vec<&'a PodInfo>,
     pub pods: &'a [PodInfo],
+    pub nodes: &'a [NodeInfo],
     pub pdbs: &'a [super::model::PdbInfo],
     pub volume_attachments: &'a [(String, String)],
     pub group_backoff: &'a BTreeMap<String, SystemTime>,
-    group_memory: BTreeMap<&'a str, u64>,
+    /// Groups whose provider could not be listed this cycle, with the error.
+    pub frozen: BTreeMap<&'a str, &'a str>,
+    pub groups: BTreeMap<&'a str, GroupInfo>,
+    pub pending: Pending<'a>,
 }
 
 impl<'a> View<'a> {
@@ -103,6 +148,13 @@ impl<'a> View<'a> {
         }
         members.sort_by(|a, b| a.server.name.cmp(&b.server.name));
 
+        let mut frozen = BTreeMap::new();
+        for g in &config.node_groups {
+            if let Some(err) = s.unavailable_providers.get(g.provider.as_str()) {
+                frozen.insert(g.name.as_str(), err.as_str());
+            }
+        }
+
         let mut pods_by_node: BTreeMap<&str, Vec<&PodInfo>> = BTreeMap::new();
         let mut unschedulable = Vec::new();
         for pod in &s.pods {
@@ -116,25 +168,42 @@ impl<'a> View<'a> {
             }
         }
 
-        let mut group_memory = BTreeMap::new();
+        let mut groups = BTreeMap::new();
         for g in &config.node_groups {
-            let observed = members
+            let shape = s.group_shapes.get(&g.name);
+            let labels = well_known_labels(g, &config.cluster_name, shape);
+            let live: Vec<&NodeInfo> = members
                 .iter()
-                .filter(|m| m.group.name == g.name)
+                .filter(|m| m.group.name == g.name && m.state == ServerState::Joined)
                 .filter_map(|m| m.node)
-                .map(|n| n.allocatable_memory)
-                .max();
-            let memory = observed
-                .or(g.node_memory.map(|b| b.as_u64()))
-                .or(s.group_memory.get(&g.name).copied())
-                .or(members
-                    .iter()
-                    .filter(|m| m.group.name == g.name)
-                    .filter_map(|m| m.server.memory_bytes)
-                    .max());
-            if let Some(m) = memory {
-                group_memory.insert(g.name.as_str(), m);
-            }
+                .collect();
+            let (allocatable, learned) = if live.is_empty() {
+                (sched::template::allocatable_from_shape(g, shape), false)
+            } else {
+                let mut a = Resources::default();
+                for n in &live {
+                    a.max_with(&n.allocatable);
+                }
+                (a, true)
+            };
+            let template = group_template(
+                g,
+                &labels,
+                allocatable.clone(),
+                SlotKind::New(g.name.clone()),
+                0,
+            );
+            let overhead = daemonset_overhead(&s.pods, &template);
+            groups.insert(
+                g.name.as_str(),
+                GroupInfo {
+                    labels,
+                    allocatable,
+                    learned,
+                    overhead,
+                    template,
+                },
+            );
         }
 
         let mut view = View {
@@ -143,30 +212,152 @@ impl<'a> View<'a> {
             members,
             pods_by_node,
             unschedulable: Vec::new(),
-            unhostable: Vec::new(),
             pods: &s.pods,
+            nodes: &s.nodes,
             pdbs: &s.pdbs,
             volume_attachments: &s.volume_attachments,
             group_backoff: &s.group_backoff,
-            group_memory,
+            frozen,
+            groups,
+            pending: Pending::default(),
         };
-        let (hostable, unhostable) = unschedulable.into_iter().partition(|p| view.hostable(p));
-        view.unschedulable = hostable;
-        view.unhostable = unhostable;
+        view.pending = view.place_pending(unschedulable.clone());
+        view.unschedulable = unschedulable
+            .into_iter()
+            .filter(|p| {
+                !view
+                    .pending
+                    .unhostable
+                    .iter()
+                    .any(|(u, _)| std::ptr::eq(*u, *p))
+            })
+            .collect();
         view
     }
 
-    /// Whether some managed node or a new node of some group could take `pod` at all.
-    fn hostable(&self, pod: &PodInfo) -> bool {
-        let on_node = self.schedulable().filter_map(|m| m.node).any(|n| {
-            Bin::for_node(n, 0).accepts(pod) && n.allocatable_memory >= pod.memory_request
-        });
-        on_node
-            || self.config.node_groups.iter().any(|g| {
-                let memory = self.group_memory(&g.name);
-                Bin::for_group(g, &self.config.cluster_name, 0).accepts(pod)
-                    && memory.is_none_or(|m| pod.memory_request <= m)
-            })
+    /// The model of the cluster as it is, plus a slot per VM still provisioning.
+    pub fn model(&self) -> Model<'a> {
+        let mut m = Model::of_cluster(self.nodes, self.pods);
+        for member in self.provisioning() {
+            let Some(info) = self.groups.get(member.group.name.as_str()) else {
+                continue;
+            };
+            let mut slot = info.template.clone();
+            slot.name = member.server.name.clone().into();
+            slot.labels.to_mut().insert(
+                sched::template::LABEL_HOSTNAME.to_string(),
+                member.server.name.clone(),
+            );
+            slot.kind = SlotKind::Provisioning(member.group.name.clone());
+            slot.used = info.overhead.clone();
+            if let Some(i) = m.slot_index(&member.server.name) {
+                // Its node registered with the startup taint: count the VM once.
+                m.slots[i].usable = false;
+            }
+            m.add_slot(slot);
+        }
+        m
+    }
+
+    /// Sorts the unschedulable pods into the buckets of [`Pending`].
+    fn place_pending(&self, pods: Vec<&'a PodInfo>) -> Pending<'a> {
+        let mut out = Pending::default();
+        if pods.is_empty() {
+            return out;
+        }
+        let mut pods = pods;
+        sched::sort_for_packing(&mut pods, &self.reference_node());
+        let mut m = self.model();
+        let (placed, left) = sched::first_fit(&mut m, &pods, |_| true);
+        let grace = self.config.model_mismatch_grace;
+        let mut need = left;
+        for (pod, i) in placed {
+            let slot = &m.slots[i];
+            let name = slot.name.to_string();
+            match slot.kind {
+                SlotKind::Node => {
+                    let since = pod.unschedulable_since.unwrap_or(pod.created);
+                    if self.age(since) > grace {
+                        out.mismatched.push((pod, name));
+                        need.push(pod);
+                    } else {
+                        out.on_nodes.push((pod, name));
+                    }
+                }
+                _ => out.on_provisioning.push((pod, name)),
+            }
+        }
+        for pod in need {
+            let mut why = Vec::new();
+            let mut hostable = false;
+            for g in &self.config.node_groups {
+                let info = &self.groups[g.name.as_str()];
+                match sched::why_not(pod, &info.template, &info.overhead) {
+                    None => {
+                        hostable = true;
+                        break;
+                    }
+                    Some(reason) => why.push((g.name.clone(), self.explain(pod, g, info, reason))),
+                }
+            }
+            if hostable {
+                out.needing_nodes.push(pod);
+            } else {
+                out.unhostable.push((pod, why));
+            }
+        }
+        out
+    }
+
+    /// "group web: needs cpu 12, a node has 8" and the like.
+    fn explain(&self, pod: &PodInfo, g: &NodeGroupConfig, info: &GroupInfo, why: Unfit) -> String {
+        match why {
+            Unfit::Insufficient(names) => {
+                let usable = info.usable();
+                let parts: Vec<String> = names
+                    .iter()
+                    .map(|n| match *n {
+                        "cpu" => format!(
+                            "needs cpu {}, a node has {}",
+                            sched::fmt_cpu(pod.requests.cpu),
+                            sched::fmt_cpu(usable.cpu)
+                        ),
+                        "memory" => format!(
+                            "needs memory {}, a node has {}",
+                            super::units::fmt_u(pod.requests.memory),
+                            super::units::fmt_u(usable.memory)
+                        ),
+                        "extended" => {
+                            let missing: Vec<String> = pod
+                                .requests
+                                .scalar
+                                .iter()
+                                .filter(|(k, v)| usable.get(k) < **v)
+                                .map(|(k, v)| format!("{k} {v} (a node has {})", usable.get(k)))
+                                .collect();
+                            format!("needs {}", missing.join(", "))
+                        }
+                        other => format!("needs more {other} than a node has"),
+                    })
+                    .collect();
+                format!("group {}: {}", g.name, parts.join("; "))
+            }
+            other => format!("group {}: {other}", g.name),
+        }
+    }
+
+    /// The node shape pod sizes are compared with for packing order: the largest group.
+    pub fn reference_node(&self) -> Resources {
+        let mut r = Resources::default();
+        for info in self.groups.values() {
+            r.max_with(&info.allocatable);
+        }
+        if r.cpu == 0 || r.memory == 0 {
+            for n in self.nodes {
+                r.max_with(&n.allocatable);
+            }
+        }
+        r
     }
 
     /// A PodDisruptionBudget that allows no disruption of `pod` right now, if any.
@@ -184,9 +375,8 @@ impl<'a> View<'a> {
             .filter(|until| *until > self.now)
     }
 
-    /// Memory one new node of `group` is expected to offer, if known.
-    pub fn group_memory(&self, group: &str) -> Option<u64> {
-        self.group_memory.get(group).copied()
+    pub fn group(&self, group: &str) -> Option<&GroupInfo> {
+        self.groups.get(group)
     }
 
     pub fn pods_on(&self, node: &str) -> &[&'a PodInfo] {
@@ -196,13 +386,19 @@ impl<'a> View<'a> {
             .unwrap_or(&[])
     }
 
-    /// Sum of memory requests of the (non-terminal) pods on `node`.
-    pub fn requested_on(&self, node: &str) -> u64 {
-        self.pods_on(node).iter().map(|p| p.memory_request).sum()
+    /// Sum of requests of the (non-terminal) pods on `node`.
+    pub fn requested_on(&self, node: &str) -> Resources {
+        let mut r = Resources::default();
+        for p in self.pods_on(node) {
+            r.add(&p.requests);
+        }
+        r
     }
 
-    pub fn free_on(&self, node: &NodeInfo) -> i64 {
-        node.allocatable_memory as i64 - self.requested_on(&node.name) as i64
+    pub fn free_on(&self, node: &NodeInfo) -> Resources {
+        let mut f = node.allocatable.clone();
+        f.sub(&self.requested_on(&node.name));
+        f
     }
 
     pub fn schedulable(&self) -> impl Iterator<Item = &Member<'a>> {
@@ -215,26 +411,35 @@ impl<'a> View<'a> {
             .filter(|m| m.state == ServerState::Provisioning)
     }
 
-    /// Free memory on schedulable managed nodes minus what unschedulable pods ask for.
-    pub fn free_total(&self) -> i64 {
-        let free: i64 = self
-            .schedulable()
-            .filter_map(|m| m.node)
-            .map(|n| self.free_on(n))
-            .sum();
-        let pending: i64 = self
-            .unschedulable
-            .iter()
-            .map(|p| p.memory_request as i64)
-            .sum();
-        free - pending
+    /// Free (memory, CPU milli) on schedulable managed nodes minus what unschedulable
+    /// pods ask for; signed, so a shortfall shows.
+    pub fn free_total(&self) -> (i64, i64) {
+        let mut mem = 0i64;
+        let mut cpu = 0i64;
+        for n in self.schedulable().filter_map(|m| m.node) {
+            let used = self.requested_on(&n.name);
+            mem += n.allocatable.memory as i64 - used.memory as i64;
+            cpu += n.allocatable.cpu as i64 - used.cpu as i64;
+        }
+        for p in &self.unschedulable {
+            mem -= p.requests.memory as i64;
+            cpu -= p.requests.cpu as i64;
+        }
+        (mem, cpu)
     }
 
-    /// Memory that VMs still provisioning will bring.
-    pub fn provisioning_memory(&self) -> u64 {
-        self.provisioning()
-            .map(|m| self.group_memory(&m.group.name).unwrap_or(0))
-            .sum()
+    /// (memory, CPU milli) that VMs still provisioning will bring.
+    pub fn provisioning_capacity(&self) -> (i64, i64) {
+        let mut mem = 0i64;
+        let mut cpu = 0i64;
+        for m in self.provisioning() {
+            if let Some(g) = self.group(&m.group.name) {
+                let u = g.usable();
+                mem += u.memory as i64;
+                cpu += u.cpu as i64;
+            }
+        }
+        (mem, cpu)
     }
 
     /// All VMs of a group that count against `maxSize`.
@@ -253,31 +458,6 @@ impl<'a> View<'a> {
             .filter(|m| matches!(m.state, ServerState::Provisioning | ServerState::Joined))
             .filter(|m| !m.cordoned())
             .count() as u32
-    }
-
-    /// Bins for the capacity simulation: the free memory of each schedulable node (but
-    /// `exclude`), as it is now.
-    pub fn node_bins(&self, exclude: Option<&str>) -> Vec<Bin<'a>> {
-        self.schedulable()
-            .filter_map(|m| m.node)
-            .filter(|n| Some(n.name.as_str()) != exclude)
-            .map(|n| Bin::for_node(n, self.free_on(n)))
-            .collect()
-    }
-
-    /// [`Self::node_bins`] plus the full memory of each node still provisioning.
-    pub fn bins(&self) -> Vec<Bin<'a>> {
-        let mut bins = self.node_bins(None);
-        for m in self.provisioning() {
-            if let Some(mem) = self.group_memory(&m.group.name) {
-                bins.push(Bin::for_group(
-                    m.group,
-                    &self.config.cluster_name,
-                    mem as i64,
-                ));
-            }
-        }
-        bins
     }
 
     pub fn age(&self, t: SystemTime) -> Duration {

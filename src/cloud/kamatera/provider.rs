@@ -17,7 +17,9 @@ use super::{
     cluster_tag, group_tag, is_time_tag_suffix, parse_time_tag, time_tag, KamateraSettings,
     UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
 };
-use crate::cloud::{http, CloudError, CloudProvider, CreateRequest, Server, ServerStatus};
+use crate::cloud::{
+    http, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
+};
 
 /// Tunables of [`KamateraProvider`]; the defaults suit the real API.
 #[derive(Debug, Clone)]
@@ -736,8 +738,21 @@ impl CloudProvider for KamateraProvider {
         self.terminate(id).await
     }
 
-    async fn group_memory(&self, group: &str) -> Result<Option<u64>, CloudError> {
-        Ok(Some(self.settings(group)?.ram.bytes()))
+    async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {
+        let s = self.settings(group)?;
+        // `2B`: two CPUs of type B.
+        let cpus: Option<u64> = s
+            .cpu
+            .trim_end_matches(|c: char| c.is_ascii_alphabetic())
+            .parse()
+            .ok();
+        Ok(GroupShape {
+            cpu_milli: cpus.map(|c| c * 1000),
+            memory: Some(s.ram.bytes()),
+            instance_type: Some(format!("{}-{}", s.cpu, s.ram.0)),
+            zone: Some(s.datacenter.clone()),
+            region: None,
+        })
     }
 
     /// Checks the API key with a server listing.

@@ -20,7 +20,8 @@ use super::nova::{
 };
 use super::{OpenStackSettings, PROVIDER};
 use crate::cloud::{
-    CloudError, CloudProvider, CreateRequest, Server, ServerStatus, CLUSTER_TAG, GROUP_TAG,
+    CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus, CLUSTER_TAG,
+    GROUP_TAG,
 };
 
 /// Tunables of [`OpenStackProvider`]; the defaults suit real clouds.
@@ -720,10 +721,16 @@ impl CloudProvider for OpenStackProvider {
         })
     }
 
-    async fn group_memory(&self, group: &str) -> Result<Option<u64>, CloudError> {
+    async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {
         let settings = self.settings(group)?;
         let flavor = self.flavor(&settings.flavor).await?;
-        Ok(Some(flavor.ram.saturating_mul(1024 * 1024)))
+        Ok(GroupShape {
+            cpu_milli: (flavor.vcpus > 0).then(|| u64::from(flavor.vcpus) * 1000),
+            memory: Some(flavor.ram.saturating_mul(1024 * 1024)),
+            instance_type: Some(flavor.name.clone()),
+            zone: settings.availability_zone.clone(),
+            region: None,
+        })
     }
 
     async fn verify(&self) -> Result<(), CloudError> {

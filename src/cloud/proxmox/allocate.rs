@@ -39,6 +39,8 @@ pub struct VmResource {
     #[serde(default)]
     pub maxmem: Option<u64>,
     #[serde(default)]
+    pub maxcpu: Option<f64>,
+    #[serde(default)]
     pub lock: Option<String>,
 }
 

@@ -20,7 +20,7 @@ use super::ippool::{address_of, Pool};
 use super::tags::{self, ownership};
 use super::tasks::{upid_of, wait_task};
 use super::{other, pve_urlencode, IpConfig, JoinMode, ProxmoxSettings, PROVIDER};
-use crate::cloud::{CloudError, CloudProvider, CreateRequest, Server, ServerStatus};
+use crate::cloud::{CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus};
 
 /// Tunables of [`ProxmoxProvider`]; the defaults suit real clusters.
 #[derive(Debug, Clone)]
@@ -538,13 +538,26 @@ impl CloudProvider for ProxmoxProvider {
         Ok(())
     }
 
-    async fn group_memory(&self, group: &str) -> Result<Option<u64>, CloudError> {
+    async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {
         let settings = self.settings(group)?;
-        if let Some(m) = settings.memory {
-            return Ok(Some(m.as_u64()));
-        }
         let vms = list_vms(&self.inner.api).await?;
-        Ok(find_template(&vms, &settings.template)?.maxmem)
+        let template = find_template(&vms, &settings.template)?;
+        let cpus = settings
+            .cores
+            .map(u64::from)
+            .or(template.maxcpu.map(|c| c.ceil() as u64));
+        // A VM placed on one named host is in that host's zone.
+        let zone = match settings.nodes.as_slice() {
+            [one] => Some(one.clone()),
+            _ => None,
+        };
+        Ok(GroupShape {
+            cpu_milli: cpus.map(|c| c * 1000),
+            memory: settings.memory.map(|m| m.as_u64()).or(template.maxmem),
+            instance_type: template.name.clone(),
+            zone,
+            region: None,
+        })
     }
 
     async fn verify(&self) -> Result<(), CloudError> {

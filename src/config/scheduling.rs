@@ -1,0 +1,152 @@
+//! Settings of the scheduling model and scale-up: node shapes (resources, reservation,
+//! pods per node), how groups are chosen (the expander), cluster-wide limits and the
+//! CPU side of headroom.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::plan::sched::resources::Resources;
+
+/// A Kubernetes quantity (`4`, `500m`, `16Gi`), checked when the config is read.
+#[derive(Clone, PartialEq, Serialize)]
+#[serde(into = "String")]
+pub struct Quantity {
+    text: String,
+    value: f64,
+}
+
+impl Quantity {
+    pub fn parse(text: &str) -> Result<Quantity, String> {
+        crate::cluster::convert::quantity_value(text)
+            .map(|value| Quantity {
+                text: text.trim().to_string(),
+                value,
+            })
+            .ok_or_else(|| {
+                format!(
+                    "`{text}` is not a Kubernetes quantity; expected e.g. `4`, `500m` or `16Gi`"
+                )
+            })
+    }
+
+    /// In base units: cores for CPU, bytes for memory.
+    pub fn value(&self) -> f64 {
+        self.value
+    }
+
+    pub fn milli(&self) -> u64 {
+        (self.value * 1000.0).ceil() as u64
+    }
+
+    pub fn whole(&self) -> u64 {
+        self.value.ceil() as u64
+    }
+}
+
+impl From<Quantity> for String {
+    fn from(q: Quantity) -> String {
+        q.text
+    }
+}
+
+impl fmt::Debug for Quantity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.text)
+    }
+}
+
+impl<'de> Deserialize<'de> for Quantity {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Int(u64),
+            Float(f64),
+        }
+        let text = match Raw::deserialize(d)? {
+            Raw::Text(s) => s,
+            Raw::Int(i) => i.to_string(),
+            Raw::Float(f) => f.to_string(),
+        };
+        Quantity::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Capacity a node keeps for the system (kubelet reservations, eviction threshold,
+/// kernel), taken off a new node's flavor before any node of the group exists. Once
+/// one exists, its reported allocatable is used instead.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ReservedConfig {
+    /// Default 0.
+    #[serde(default)]
+    pub cpu: Option<Quantity>,
+    /// Default: 100 MiB (kubelet's eviction threshold) plus 5 % (what the kernel keeps).
+    #[serde(default)]
+    pub memory: Option<Quantity>,
+}
+
+impl ReservedConfig {
+    pub fn resolve(&self, memory: u64) -> Resources {
+        let mem = match &self.memory {
+            Some(q) => q.whole(),
+            None => (100 << 20) + memory / 20,
+        };
+        Resources::cpu_mem(self.cpu.as_ref().map_or(0, Quantity::milli), mem)
+    }
+}
+
+/// How scale-up chooses among groups that could host the pending pods.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExpanderKind {
+    /// The group whose new nodes would be left least idle (CPU and memory).
+    #[default]
+    LeastWaste,
+    /// The first group matching the earliest pattern in `priorities`.
+    Priority,
+    /// The cheapest per pod placed, by each group's `price`.
+    Price,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExpanderConfig {
+    #[serde(default, rename = "type")]
+    pub kind: ExpanderKind,
+    /// Regular expressions over group names, most preferred first (for `priority`).
+    /// With on-prem groups first, they fill before cloud groups take the rest.
+    #[serde(default)]
+    pub priorities: Vec<String>,
+}
+
+/// Cluster-wide ceilings over every managed node (existing, provisioning and new).
+#[derive(Debug, Clone, Default, PartialEq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LimitsConfig {
+    #[serde(default)]
+    pub nodes: Option<u32>,
+    #[serde(default)]
+    pub cpu: Option<Quantity>,
+    #[serde(default)]
+    pub memory: Option<Quantity>,
+}
+
+pub fn default_max_pods() -> u32 {
+    110
+}
+
+pub fn default_arch() -> String {
+    "amd64".to_string()
+}
+
+pub fn default_mismatch_grace() -> Duration {
+    Duration::from_secs(60)
+}
+
+/// Per-group resources as written (`nvidia.com/gpu: 1`, `cpu: 8`).
+pub type ResourceMap = BTreeMap<String, Quantity>;

@@ -1,0 +1,343 @@
+//! The scheduling model: "does this pod fit on this node, or on a new node of this
+//! group?", answered as kube-scheduler's default filter plugins would (NodeResourcesFit,
+//! NodeUnschedulable, NodeAffinity, TaintToleration, NodePorts, InterPodAffinity,
+//! PodTopologySpread). Pure and deterministic; the planning steps call it instead of
+//! re-deriving fits, and the simulated cluster's scheduler uses the same checks.
+//!
+//! A [`Model`] holds slots (nodes that exist, VMs still provisioning, and new nodes
+//! being considered) with what is already placed on them. Pods are tried with
+//! [`Model::check`] and placed with [`Model::place`]; a [`Checkpoint`] undoes trial
+//! placements so several node groups can be compared from the same starting point.
+//!
+//! Not modelled, and so treated conservatively and named in the plan: volume topology
+//! (a pod whose PersistentVolume is bound to a zone is assumed to fit any zone),
+//! `namespaceSelector` by labels (counted as every namespace), pod-level resources.
+
+mod affinity;
+mod pack;
+pub mod resources;
+pub mod spec;
+pub mod template;
+
+#[cfg(test)]
+mod tests;
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+
+use super::model::{NodeInfo, PodInfo, Taint};
+use affinity::Counts;
+pub use pack::{first_fit, pack_new_nodes, sort_for_packing, why_not, GroupOption, NewNodes};
+pub use resources::{fmt_cpu, Resources};
+use spec::HostPort;
+pub use template::{daemonset_overhead, group_template, well_known_labels, GroupShape};
+
+/// Taint every cordoned node carries in the scheduler's eyes.
+pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+
+/// What a slot is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SlotKind {
+    /// A node that exists.
+    Node,
+    /// A VM of this group still booting: capacity that is coming.
+    Provisioning(String),
+    /// A node of this group that does not exist yet.
+    New(String),
+}
+
+/// A node, existing or hypothetical, with what is placed on it.
+#[derive(Debug, Clone)]
+pub struct Slot<'a> {
+    pub name: Cow<'a, str>,
+    pub labels: Cow<'a, BTreeMap<String, String>>,
+    pub taints: Cow<'a, [Taint]>,
+    pub unschedulable: bool,
+    /// False for nodes that are not Ready or are being deleted: their pods still count
+    /// for affinity and spread, but nothing new lands there.
+    pub usable: bool,
+    pub allocatable: Resources,
+    pub used: Resources,
+    pub kind: SlotKind,
+    host_ports: Vec<HostPort>,
+}
+
+impl<'a> Slot<'a> {
+    pub fn for_node(n: &'a NodeInfo) -> Slot<'a> {
+        Slot {
+            name: Cow::Borrowed(&n.name),
+            labels: Cow::Borrowed(&n.labels),
+            taints: Cow::Borrowed(&n.taints),
+            unschedulable: n.unschedulable,
+            usable: n.ready && !n.deleting,
+            allocatable: n.allocatable.clone(),
+            used: Resources::default(),
+            kind: SlotKind::Node,
+            host_ports: Vec::new(),
+        }
+    }
+
+    /// Room left, resource by resource.
+    pub fn free(&self) -> Resources {
+        let mut f = self.allocatable.clone();
+        f.sub(&self.used);
+        f
+    }
+}
+
+/// Why a pod does not fit a slot, in the scheduler's words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Unfit {
+    NotReady,
+    Unschedulable,
+    NodeSelector,
+    NodeAffinity,
+    /// A taint (`key=value:Effect`) the pod does not tolerate.
+    Taint(String),
+    /// Resources short, by name (`cpu`, `memory`, `pods`, ...).
+    Insufficient(Vec<&'static str>),
+    HostPort,
+    PodAffinity,
+    PodAntiAffinity,
+    /// An existing pod's anti-affinity rejects this one.
+    ExistingAntiAffinity,
+    TopologySpread,
+    /// A required label for spread or affinity is missing on the node.
+    MissingTopologyLabel(String),
+}
+
+impl Unfit {
+    /// Failures that more capacity elsewhere cannot fix on this same slot shape.
+    pub fn is_static(&self) -> bool {
+        matches!(
+            self,
+            Unfit::NodeSelector | Unfit::NodeAffinity | Unfit::Taint(_)
+        )
+    }
+}
+
+impl fmt::Display for Unfit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Unfit::NotReady => write!(f, "node is not ready"),
+            Unfit::Unschedulable => write!(f, "node is unschedulable"),
+            Unfit::NodeSelector => write!(f, "nodeSelector does not match its labels"),
+            Unfit::NodeAffinity => write!(f, "required node affinity does not match"),
+            Unfit::Taint(t) => write!(f, "taint {t} not tolerated"),
+            Unfit::Insufficient(r) => write!(f, "insufficient {}", r.join(", ")),
+            Unfit::HostPort => write!(f, "host port already in use"),
+            Unfit::PodAffinity => write!(f, "pod affinity not satisfied"),
+            Unfit::PodAntiAffinity => write!(f, "pod anti-affinity not satisfied"),
+            Unfit::ExistingAntiAffinity => {
+                write!(f, "anti-affinity of a pod already there rejects it")
+            }
+            Unfit::TopologySpread => write!(f, "topology spread constraint would be violated"),
+            Unfit::MissingTopologyLabel(k) => write!(f, "no {k} label for its topology rules"),
+        }
+    }
+}
+
+/// Placement rules that do not depend on what runs where: node selector, required
+/// node affinity, taints, cordon. `ignore_named` skips `matchFields` on node names
+/// (DaemonSet pods are pinned to their node that way, and are judged for a new node).
+pub fn static_check(pod: &PodInfo, slot: &Slot<'_>, ignore_named: bool) -> Result<(), Unfit> {
+    if !slot.usable {
+        return Err(Unfit::NotReady);
+    }
+    if !pod
+        .node_selector
+        .iter()
+        .all(|(k, v)| slot.labels.get(k) == Some(v))
+    {
+        return Err(Unfit::NodeSelector);
+    }
+    if let Some(terms) = &pod.node_affinity {
+        let ok = terms.iter().any(|t| {
+            if ignore_named && t.names_a_node() {
+                let mut t = t.clone();
+                t.fields.clear();
+                t.expressions.is_empty() || t.matches(&slot.name, &slot.labels)
+            } else {
+                t.matches(&slot.name, &slot.labels)
+            }
+        });
+        if !ok {
+            return Err(Unfit::NodeAffinity);
+        }
+    }
+    if slot.unschedulable {
+        let cordon = Taint {
+            key: UNSCHEDULABLE_TAINT.into(),
+            value: None,
+            effect: "NoSchedule".into(),
+        };
+        if !pod.tolerations.iter().any(|t| t.tolerates(&cordon)) {
+            return Err(Unfit::Unschedulable);
+        }
+    }
+    if let Some(t) = slot
+        .taints
+        .iter()
+        .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+        .find(|t| !pod.tolerations.iter().any(|tol| tol.tolerates(t)))
+    {
+        return Err(Unfit::Taint(fmt_taint(t)));
+    }
+    Ok(())
+}
+
+pub fn fmt_taint(t: &Taint) -> String {
+    match &t.value {
+        Some(v) if !v.is_empty() => format!("{}={}:{}", t.key, v, t.effect),
+        _ => format!("{}:{}", t.key, t.effect),
+    }
+}
+
+/// Slots with their placed pods, and the indexes that make affinity and spread cheap.
+pub struct Model<'a> {
+    pub slots: Vec<Slot<'a>>,
+    /// Pods on each slot (existing and placed), for affinity and spread counting.
+    pods_on: Vec<Vec<&'a PodInfo>>,
+    /// Required anti-affinity terms of pods already placed: (pod, term index, slot).
+    anti: Vec<(&'a PodInfo, usize, usize)>,
+    /// Domain counts per rule, built on first use and kept current as pods are placed.
+    counts: HashMap<affinity::CountKey, Counts>,
+    journal: Vec<(usize, &'a PodInfo)>,
+    by_name: HashMap<String, usize>,
+}
+
+/// A point to return to with [`Model::rollback`].
+#[derive(Debug, Clone, Copy)]
+pub struct Checkpoint {
+    slots: usize,
+    journal: usize,
+    anti: usize,
+}
+
+impl<'a> Model<'a> {
+    pub fn new() -> Model<'a> {
+        Model {
+            slots: Vec::new(),
+            pods_on: Vec::new(),
+            anti: Vec::new(),
+            counts: HashMap::new(),
+            journal: Vec::new(),
+            by_name: HashMap::new(),
+        }
+    }
+
+    /// Builds the model of the cluster as it is: every node, with the non-terminal pods
+    /// bound to it.
+    pub fn of_cluster(nodes: &'a [NodeInfo], pods: &'a [PodInfo]) -> Model<'a> {
+        let mut m = Model::new();
+        for n in nodes {
+            m.add_slot(Slot::for_node(n));
+        }
+        for p in pods.iter().filter(|p| !p.is_terminal()) {
+            if let Some(i) = p.node_name.as_deref().and_then(|n| m.slot_index(n)) {
+                m.record(i, p);
+            }
+        }
+        m.journal.clear();
+        m
+    }
+
+    pub fn slot_index(&self, name: &str) -> Option<usize> {
+        self.by_name.get(name).copied()
+    }
+
+    pub fn pods_on(&self, slot: usize) -> &[&'a PodInfo] {
+        self.pods_on.get(slot).map(Vec::as_slice).unwrap_or(&[])
+    }
+
+    pub fn add_slot(&mut self, slot: Slot<'a>) -> usize {
+        let i = self.slots.len();
+        self.by_name.insert(slot.name.to_string(), i);
+        // Spread counts know their domains: a new slot may bring one.
+        for (key, c) in self.counts.iter_mut() {
+            affinity::add_domain(key, c, &slot);
+        }
+        self.slots.push(slot);
+        self.pods_on.push(Vec::new());
+        i
+    }
+
+    pub fn checkpoint(&self) -> Checkpoint {
+        Checkpoint {
+            slots: self.slots.len(),
+            journal: self.journal.len(),
+            anti: self.anti.len(),
+        }
+    }
+
+    /// Undoes every placement and slot since `cp`.
+    pub fn rollback(&mut self, cp: Checkpoint) {
+        while self.journal.len() > cp.journal {
+            let Some((slot, pod)) = self.journal.pop() else {
+                break;
+            };
+            let s = &mut self.slots[slot];
+            s.used.sub(&pod.requests);
+            let ports = pod.host_ports.len();
+            s.host_ports
+                .truncate(s.host_ports.len().saturating_sub(ports));
+            self.pods_on[slot].pop();
+        }
+        for s in self.slots.drain(cp.slots..) {
+            self.by_name.remove(s.name.as_ref());
+        }
+        self.pods_on.truncate(cp.slots);
+        self.anti.truncate(cp.anti);
+        // Cheaper to rebuild on demand than to undo count by count.
+        self.counts.clear();
+    }
+
+    /// Whether `pod` may go on slot `i` now, and why not.
+    pub fn check(&mut self, pod: &'a PodInfo, i: usize) -> Result<(), Unfit> {
+        static_check(pod, &self.slots[i], false)?;
+        self.dynamic_check(pod, i)
+    }
+
+    /// The checks that depend on what is placed: resources, ports, affinity, spread.
+    pub fn dynamic_check(&mut self, pod: &'a PodInfo, i: usize) -> Result<(), Unfit> {
+        let slot = &self.slots[i];
+        let short = slot.allocatable.shortfalls(&slot.used, &pod.requests);
+        if !short.is_empty() {
+            return Err(Unfit::Insufficient(short));
+        }
+        if pod
+            .host_ports
+            .iter()
+            .any(|p| slot.host_ports.iter().any(|q| p.conflicts(q)))
+        {
+            return Err(Unfit::HostPort);
+        }
+        affinity::check(self, pod, i)
+    }
+
+    /// Puts `pod` on slot `i` (after a successful [`Self::check`]).
+    pub fn place(&mut self, pod: &'a PodInfo, i: usize) {
+        self.record(i, pod);
+    }
+
+    fn record(&mut self, i: usize, pod: &'a PodInfo) {
+        let s = &mut self.slots[i];
+        s.used.add(&pod.requests);
+        s.host_ports.extend(pod.host_ports.iter().cloned());
+        self.pods_on[i].push(pod);
+        for t in 0..pod.pod_anti_affinity.len() {
+            self.anti.push((pod, t, i));
+        }
+        for (key, c) in self.counts.iter_mut() {
+            affinity::count_placed(key, c, &self.slots[i], pod);
+        }
+        self.journal.push((i, pod));
+    }
+}
+
+impl Default for Model<'_> {
+    fn default() -> Self {
+        Model::new()
+    }
+}

@@ -1,0 +1,235 @@
+//! First-fit-decreasing packing over the model: pending pods onto the slots that exist,
+//! then onto new nodes of one group, honouring every resource and placement rule.
+//! Pods with the same placement signature share a cursor, so a packing over thousands
+//! of nodes stays linear instead of rescanning full nodes for every pod.
+
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+
+use super::resources::Resources;
+use super::spec::{HostPort, NodeSelectorTerm, PodAffinityTerm};
+use super::{static_check, Model, Slot, SlotKind, Unfit};
+use crate::plan::model::{PodInfo, Toleration};
+
+/// Everything that decides where a pod may go, borrowed: pods equal in all of it are
+/// interchangeable for packing.
+#[derive(PartialEq, Eq, Hash)]
+struct Signature<'p> {
+    namespace: &'p str,
+    labels: &'p std::collections::BTreeMap<String, String>,
+    requests: &'p Resources,
+    node_selector: &'p std::collections::BTreeMap<String, String>,
+    node_affinity: &'p Option<Vec<NodeSelectorTerm>>,
+    tolerations: &'p [Toleration],
+    anti: &'p [PodAffinityTerm],
+    ports: &'p [HostPort],
+}
+
+fn signature(p: &PodInfo) -> Signature<'_> {
+    Signature {
+        namespace: &p.namespace,
+        labels: &p.labels,
+        requests: &p.requests,
+        node_selector: &p.node_selector,
+        node_affinity: &p.node_affinity,
+        tolerations: &p.tolerations,
+        anti: &p.pod_anti_affinity,
+        ports: &p.host_ports,
+    }
+}
+
+/// Placing pods only ever makes a slot less attractive for pods without positive
+/// affinity or spread rules, so for those a slot that refused one copy refuses the next.
+fn monotone(p: &PodInfo) -> bool {
+    p.pod_affinity.is_empty() && p.spread.is_empty()
+}
+
+/// The packing order: higher priority first, then the larger share of a reference
+/// node's CPU or memory, then by name so the same input always packs the same way.
+pub fn sort_for_packing(pods: &mut [&PodInfo], reference: &Resources) {
+    pods.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then_with(|| {
+                b.requests
+                    .dominant_share(reference)
+                    .total_cmp(&a.requests.dominant_share(reference))
+            })
+            .then_with(|| a.namespace.cmp(&b.namespace))
+            .then_with(|| a.name.cmp(&b.name))
+    });
+}
+
+/// Places each pod (in the given order) on the first slot that takes it among those
+/// `eligible` admits; returns (pod, slot) for the placed ones and the rest.
+pub fn first_fit<'a>(
+    m: &mut Model<'a>,
+    pods: &[&'a PodInfo],
+    eligible: impl Fn(&Slot<'_>) -> bool,
+) -> (Vec<(&'a PodInfo, usize)>, Vec<&'a PodInfo>) {
+    let targets: Vec<usize> = (0..m.slots.len())
+        .filter(|&i| m.slots[i].usable && eligible(&m.slots[i]))
+        .collect();
+    let mut cursors: HashMap<u64, usize> = HashMap::new();
+    let mut placed = Vec::new();
+    let mut left = Vec::new();
+    for &pod in pods {
+        let key = monotone(pod).then(|| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            signature(pod).hash(&mut h);
+            h.finish()
+        });
+        let start = key.and_then(|k| cursors.get(&k).copied()).unwrap_or(0);
+        let mut found = None;
+        let mut pos = start;
+        while pos < targets.len() {
+            if m.check(pod, targets[pos]).is_ok() {
+                found = Some(targets[pos]);
+                break;
+            }
+            pos += 1;
+        }
+        if let Some(k) = key {
+            cursors.insert(k, pos);
+        }
+        match found {
+            Some(i) => {
+                m.place(pod, i);
+                placed.push((pod, i));
+            }
+            None => left.push(pod),
+        }
+    }
+    (placed, left)
+}
+
+/// New nodes of one group that would take some of the pods.
+#[derive(Debug, Clone)]
+pub struct NewNodes<'a> {
+    pub count: u32,
+    pub placed: Vec<&'a PodInfo>,
+    /// Pods this group could host on an empty node but that did not fit within `room`.
+    pub over_room: Vec<&'a PodInfo>,
+    /// Requested share of the new nodes' CPU and memory left unused, 0..=1 (for the
+    /// least-waste expander).
+    pub waste: f64,
+}
+
+/// A scale-up option the expander chooses among.
+#[derive(Debug, Clone)]
+pub struct GroupOption<'a> {
+    pub group: String,
+    pub nodes: NewNodes<'a>,
+    /// Hourly price of one node, if configured.
+    pub price: Option<f64>,
+}
+
+/// Packs `pods` (already sorted) onto up to `room` new nodes shaped like `template`
+/// (with `overhead` already taken by DaemonSets), adding them to the model. The caller
+/// keeps a checkpoint to undo this.
+pub fn pack_new_nodes<'a>(
+    m: &mut Model<'a>,
+    pods: &[&'a PodInfo],
+    template: &Slot<'static>,
+    overhead: &Resources,
+    room: u32,
+) -> NewNodes<'a> {
+    let group = match &template.kind {
+        SlotKind::New(g) | SlotKind::Provisioning(g) => g.clone(),
+        SlotKind::Node => String::new(),
+    };
+    let mut empty = template.clone();
+    empty.used = overhead.clone();
+    let mut new_slots: Vec<usize> = Vec::new();
+    let mut placed = Vec::new();
+    let mut over_room = Vec::new();
+    let mut cursors: HashMap<u64, usize> = HashMap::new();
+    for &pod in pods {
+        // Cheap refusal first: a pod that no empty node of this group takes.
+        if static_check(pod, &empty, false).is_err()
+            || !empty.allocatable.fits(&empty.used, &pod.requests)
+        {
+            continue;
+        }
+        let key = monotone(pod).then(|| {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            signature(pod).hash(&mut h);
+            h.finish()
+        });
+        let mut pos = key.and_then(|k| cursors.get(&k).copied()).unwrap_or(0);
+        let mut found = None;
+        while pos < new_slots.len() {
+            if m.dynamic_check(pod, new_slots[pos]).is_ok() {
+                found = Some(new_slots[pos]);
+                break;
+            }
+            pos += 1;
+        }
+        if let Some(k) = key {
+            cursors.insert(k, pos);
+        }
+        if found.is_none() {
+            if new_slots.len() as u32 >= room {
+                over_room.push(pod);
+                continue;
+            }
+            let cp = m.checkpoint();
+            let mut slot = empty.clone();
+            let index = new_slots.len();
+            let name = format!("{group}-new-{index}");
+            slot.labels
+                .to_mut()
+                .insert(super::template::LABEL_HOSTNAME.to_string(), name.clone());
+            slot.name = name.into();
+            let i = m.add_slot(slot);
+            match m.dynamic_check(pod, i) {
+                Ok(()) => {
+                    new_slots.push(i);
+                    found = Some(i);
+                }
+                Err(_) => {
+                    // Affinity or spread that no new node of this group satisfies.
+                    m.rollback(cp);
+                    continue;
+                }
+            }
+        }
+        if let Some(i) = found {
+            m.place(pod, i);
+            placed.push(pod);
+        }
+    }
+    let count = new_slots.len() as u32;
+    let waste = if count == 0 {
+        1.0
+    } else {
+        let cap = &template.allocatable;
+        let mut used = Resources::default();
+        for &i in &new_slots {
+            used.add(&m.slots[i].used);
+        }
+        let frac = |used: u64, cap: u64| {
+            if cap == 0 {
+                0.0
+            } else {
+                1.0 - (used as f64 / (cap as f64 * count as f64)).min(1.0)
+            }
+        };
+        (frac(used.cpu, cap.cpu) + frac(used.memory, cap.memory)) / 2.0
+    };
+    NewNodes {
+        count,
+        placed,
+        over_room,
+        waste,
+    }
+}
+
+/// Why no empty node shaped like `template` (with `overhead` taken) takes `pod`, if not.
+pub fn why_not(pod: &PodInfo, template: &Slot<'_>, overhead: &Resources) -> Option<Unfit> {
+    if let Err(e) = static_check(pod, template, false) {
+        return Some(e);
+    }
+    let short = template.allocatable.shortfalls(overhead, &pod.requests);
+    (!short.is_empty()).then_some(Unfit::Insufficient(short))
+}

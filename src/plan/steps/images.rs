@@ -1,0 +1,100 @@
+//! Image cache warming on managed nodes.
+
+use std::collections::BTreeSet;
+use std::time::Duration;
+
+use super::{pod_ref, StepResult};
+use crate::plan::model::{normalize_image, PodInfo};
+use crate::plan::sched::{static_check, Slot};
+use crate::plan::view::View;
+use crate::plan::{Action, ObjectRef, Reason, ReasonCode};
+
+/// Puller pods that have not finished by then are assumed stuck and removed.
+const PULLER_DEADLINE: Duration = Duration::from_secs(300);
+
+fn ignored_image(v: &View<'_>, raw: &str, normalized: &str) -> bool {
+    v.config
+        .image_puller
+        .ignore
+        .iter()
+        .any(|p| raw.starts_with(p.as_str()) || normalized.starts_with(p.as_str()))
+}
+
+/// Pull images that pods in the cluster use onto managed nodes that lack them.
+pub fn warm_images(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
+    if !v.config.image_puller.enabled {
+        return None;
+    }
+    let pullers: Vec<&PodInfo> = v.pods.iter().filter(|p| p.is_image_puller()).collect();
+    let done: Vec<&PodInfo> = pullers
+        .iter()
+        .copied()
+        .filter(|p| !p.deleting && (p.is_terminal() || v.age(p.created) > PULLER_DEADLINE))
+        .collect();
+    if !done.is_empty() {
+        let reason = Reason::new(
+            ReasonCode::PullerFinished,
+            format!("{} image puller pod(s) finished or timed out", done.len()),
+        );
+        let pods = done.iter().map(|p| pod_ref(p)).collect();
+        return Some((Action::DeletePods { pods }, vec![reason]));
+    }
+    if pullers.iter().any(|p| !p.is_terminal()) {
+        return None;
+    }
+    // Only images of pods that could run on a node are worth pulling there: a node
+    // tainted for batch jobs does not need the web tier's images. Pods with the same
+    // constraints are checked once.
+    let mut wanted: Vec<(&PodInfo, BTreeSet<String>)> = Vec::new();
+    for p in v
+        .pods
+        .iter()
+        .filter(|p| !p.is_terminal() && !p.is_image_puller() && !p.is_daemonset())
+    {
+        let images = p.images.iter().filter_map(|raw| {
+            let n = normalize_image(raw);
+            (!ignored_image(v, raw, &n)).then_some(n)
+        });
+        let same = wanted.iter_mut().find(|(q, _)| {
+            q.node_selector == p.node_selector
+                && q.node_affinity == p.node_affinity
+                && q.tolerations == p.tolerations
+        });
+        match same {
+            Some((_, set)) => set.extend(images),
+            None => wanted.push((p, images.collect())),
+        }
+    }
+    for m in v.schedulable() {
+        let Some(node) = m.node else { continue };
+        let slot = Slot::for_node(node);
+        let missing: BTreeSet<String> = wanted
+            .iter()
+            .filter(|(p, _)| static_check(p, &slot, false).is_ok())
+            .flat_map(|(_, images)| images.iter())
+            .filter(|n| !node.images.contains(*n))
+            .cloned()
+            .collect();
+        if missing.is_empty() {
+            continue;
+        }
+        let missing: Vec<String> = missing.into_iter().collect();
+        let reason = Reason::new(
+            ReasonCode::ImageMissing,
+            format!(
+                "{} lacks {} image(s) used by pods that could run there",
+                node.name,
+                missing.len()
+            ),
+        )
+        .about([ObjectRef::node(&node.name)]);
+        return Some((
+            Action::PullImages {
+                node: node.name.clone(),
+                images: missing,
+            },
+            vec![reason],
+        ));
+    }
+    None
+}

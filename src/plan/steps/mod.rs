@@ -1,0 +1,96 @@
+//! The planning steps, in the order [`super::STEPS`] runs them. Each looks at the shared
+//! [`View`] and either claims the cycle with an action or adds notes and passes.
+
+mod images;
+mod provisioning;
+mod removal;
+mod scale_up;
+
+pub use images::warm_images;
+pub use provisioning::{clean_up_failed, finish_provisioning};
+pub use removal::{drain, remove_empty, replace_old, scale_down};
+pub use scale_up::scale_up;
+
+use super::model::PodInfo;
+use super::view::View;
+use super::{Action, PodRef, Reason, ReasonCode};
+use crate::config::NodeGroupConfig;
+
+pub(super) type StepResult = Option<(Action, Vec<Reason>)>;
+
+fn pod_ref(p: &PodInfo) -> PodRef {
+    PodRef {
+        namespace: p.namespace.clone(),
+        name: p.name.clone(),
+    }
+}
+
+fn list_pods(pods: &[&PodInfo]) -> String {
+    const SHOWN: usize = 5;
+    let mut names: Vec<String> = pods.iter().take(SHOWN).map(|p| p.key()).collect();
+    if pods.len() > SHOWN {
+        names.push(format!("and {} more", pods.len() - SHOWN));
+    }
+    names.join(", ")
+}
+
+/// How many VMs `g` may get now: none while its provider is unavailable or it is backed
+/// off after failures; never past `maxSize` or the cluster-wide limits.
+fn room(v: &View<'_>, g: &NodeGroupConfig) -> u32 {
+    if v.frozen.contains_key(g.name.as_str()) || v.backed_off_until(&g.name).is_some() {
+        return 0;
+    }
+    g.max_size
+        .saturating_sub(v.group_size(&g.name))
+        .min(scale_up::limit_room(v, g).0)
+}
+
+/// Why `g` has no room: provider down, backed off, a cluster limit, or at its maximum.
+fn at_max(v: &View<'_>, g: &NodeGroupConfig) -> Reason {
+    if let Some(err) = v.frozen.get(g.name.as_str()) {
+        return Reason::new(
+            ReasonCode::ProviderUnavailable,
+            format!(
+                "group {} is frozen: provider {} could not be listed ({err})",
+                g.name,
+                g.provider.as_str()
+            ),
+        );
+    }
+    if let Some(until) = v.backed_off_until(&g.name) {
+        return Reason::new(
+            ReasonCode::GroupBackedOff,
+            format!(
+                "group {} is left alone for {} after failed creates",
+                g.name,
+                humantime::format_duration(std::time::Duration::from_secs(
+                    until.duration_since(v.now).unwrap_or_default().as_secs()
+                ))
+            ),
+        );
+    }
+    if g.max_size > v.group_size(&g.name) {
+        if let (0, Some(why)) = scale_up::limit_room(v, g) {
+            return Reason::new(ReasonCode::ClusterLimitReached, why);
+        }
+    }
+    Reason::new(
+        ReasonCode::GroupAtMaxSize,
+        format!("group {} is at maxSize {}", g.name, g.max_size),
+    )
+}
+
+/// The group general capacity goes to: the first one with room, preferring untainted ones.
+fn general_group<'c>(v: &View<'c>, notes: &mut Vec<Reason>) -> Option<&'c NodeGroupConfig> {
+    let groups = &v.config.node_groups;
+    let with_room: Vec<&NodeGroupConfig> = groups.iter().filter(|g| room(v, g) > 0).collect();
+    if with_room.is_empty() {
+        notes.extend(groups.iter().map(|g| at_max(v, g)));
+        return None;
+    }
+    with_room
+        .iter()
+        .find(|g| g.taints.is_empty())
+        .or(with_room.first())
+        .copied()
+}

@@ -1,0 +1,418 @@
+//! Adding capacity: groups below `minSize`, pods the scheduler could not place (packed
+//! onto new nodes of the group the expander picks), and headroom targets.
+
+use super::{at_max, general_group, list_pods, room, StepResult};
+use crate::config::{ExpanderKind, NodeGroupConfig};
+use crate::plan::model::PodInfo;
+use crate::plan::sched::{self, fmt_cpu, GroupOption};
+use crate::plan::units::{fmt_bytes, fmt_u};
+use crate::plan::view::{ServerState, View};
+use crate::plan::{Action, ObjectRef, Reason, ReasonCode};
+
+/// Unhostable pods reported one by one (each gets its own Event); the rest together.
+const NAMED_UNHOSTABLE: usize = 20;
+
+/// How many more nodes of `g` the cluster-wide `limits` allow, and which limit binds.
+pub(super) fn limit_room(v: &View<'_>, g: &NodeGroupConfig) -> (u32, Option<String>) {
+    let limits = &v.config.limits;
+    let mut room = u32::MAX;
+    let mut why = None;
+    let active = v
+        .members
+        .iter()
+        .filter(|m| m.state != ServerState::Deleting);
+    if let Some(max) = limits.nodes {
+        let total = active.clone().count() as u32;
+        let r = max.saturating_sub(total);
+        if r < room {
+            room = r;
+            why = Some(format!(
+                "limits.nodes {max} reached ({total} managed nodes)"
+            ));
+        }
+    }
+    let Some(info) = v.group(&g.name) else {
+        return (room, why);
+    };
+    let (mut cpu, mut mem) = (0u64, 0u64);
+    for m in active {
+        let a = match m.node {
+            Some(n) => n.allocatable.clone(),
+            None => v
+                .group(&m.group.name)
+                .map(|i| i.allocatable.clone())
+                .unwrap_or_default(),
+        };
+        cpu += a.cpu;
+        mem += a.memory;
+    }
+    let per_node = &info.allocatable;
+    if let Some(q) = &limits.cpu {
+        let max = q.milli();
+        let r = max
+            .saturating_sub(cpu)
+            .checked_div(per_node.cpu)
+            .map_or(u32::MAX, |n| n.min(u64::from(u32::MAX)) as u32);
+        if r < room {
+            room = r;
+            why = Some(format!(
+                "limits.cpu {} reached ({} on managed nodes, a node of group {} has {})",
+                fmt_cpu(max),
+                fmt_cpu(cpu),
+                g.name,
+                fmt_cpu(per_node.cpu)
+            ));
+        }
+    }
+    if let Some(q) = &limits.memory {
+        let max = q.whole();
+        let r = max
+            .saturating_sub(mem)
+            .checked_div(per_node.memory)
+            .map_or(u32::MAX, |n| n.min(u64::from(u32::MAX)) as u32);
+        if r < room {
+            room = r;
+            why = Some(format!(
+                "limits.memory {} reached ({} on managed nodes, a node of group {} has {})",
+                fmt_u(max),
+                fmt_u(mem),
+                g.name,
+                fmt_u(per_node.memory)
+            ));
+        }
+    }
+    (room, why)
+}
+
+/// Add nodes when a group is below its minimum, pods cannot be scheduled, or headroom
+/// is short, counting VMs still provisioning as capacity.
+pub fn scale_up(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
+    if let Some(r) = min_size(v, notes) {
+        return Some(r);
+    }
+    report_unhostable(v, notes);
+    if let Some(r) = pending_pods(v, notes) {
+        return Some(r);
+    }
+    headroom(v, notes)
+}
+
+fn min_size(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
+    for g in &v.config.node_groups {
+        let active = v.active_size(&g.name);
+        if active >= g.min_size {
+            continue;
+        }
+        let room = room(v, g);
+        if room == 0 {
+            notes.push(at_max(v, g));
+            continue;
+        }
+        let count = (g.min_size - active).min(room);
+        let reason = Reason::new(
+            ReasonCode::GroupBelowMinSize,
+            format!(
+                "group {} has {active} active node(s), minSize is {}",
+                g.name, g.min_size
+            ),
+        );
+        return Some((
+            Action::ScaleUp {
+                group: g.name.clone(),
+                count,
+            },
+            vec![reason],
+        ));
+    }
+    None
+}
+
+fn report_unhostable(v: &View<'_>, notes: &mut Vec<Reason>) {
+    let unhostable = &v.pending.unhostable;
+    for (pod, why) in unhostable.iter().take(NAMED_UNHOSTABLE) {
+        let groups: Vec<&str> = why.iter().map(|(_, w)| w.as_str()).collect();
+        notes.push(
+            Reason::new(
+                ReasonCode::NoGroupFits,
+                format!(
+                    "no node group can host {}: {}",
+                    pod.key(),
+                    groups.join("; ")
+                ),
+            )
+            .about([ObjectRef::pod(pod)]),
+        );
+    }
+    if unhostable.len() > NAMED_UNHOSTABLE {
+        let rest: Vec<&PodInfo> = unhostable[NAMED_UNHOSTABLE..]
+            .iter()
+            .map(|(p, _)| *p)
+            .collect();
+        notes.push(Reason::new(
+            ReasonCode::NoGroupFits,
+            format!(
+                "no node group can host {} more pod(s): {}",
+                rest.len(),
+                list_pods(&rest)
+            ),
+        ));
+    }
+    for (pod, node) in &v.pending.mismatched {
+        notes.push(
+            Reason::new(
+                ReasonCode::ModelMismatch,
+                format!(
+                    "the scheduler calls {} unschedulable, but by nodewright's model it fits {node}; giving it a new node after modelMismatchGrace {}",
+                    pod.key(),
+                    humantime::format_duration(v.config.model_mismatch_grace)
+                ),
+            )
+            .about([ObjectRef::pod(pod)]),
+        );
+    }
+}
+
+/// Packs the pods that fit no existing or provisioning node onto new nodes of each
+/// group with room, and lets the expander pick one group.
+fn pending_pods(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
+    let pending = &v.pending;
+    if pending.needing_nodes.is_empty() {
+        return None;
+    }
+    let mut model = v.model();
+    // What the scheduler will place and what provisioning nodes will take, first.
+    for (pod, slot) in pending.on_nodes.iter().chain(&pending.on_provisioning) {
+        if let Some(i) = model.slot_index(slot) {
+            model.place(pod, i);
+        }
+    }
+    let mut pods = pending.needing_nodes.clone();
+    sched::sort_for_packing(&mut pods, &v.reference_node());
+    let mut options = Vec::new();
+    for g in &v.config.node_groups {
+        let Some(info) = v.group(&g.name) else {
+            continue;
+        };
+        let room = room(v, g);
+        if room == 0 {
+            let could = pods
+                .iter()
+                .any(|p| sched::why_not(p, &info.template, &info.overhead).is_none());
+            if could {
+                notes.push(at_max(v, g));
+            }
+            continue;
+        }
+        let cp = model.checkpoint();
+        let nodes = sched::pack_new_nodes(&mut model, &pods, &info.template, &info.overhead, room);
+        model.rollback(cp);
+        if nodes.count > 0 {
+            options.push(GroupOption {
+                group: g.name.clone(),
+                nodes,
+                price: g.price,
+            });
+        }
+    }
+    let best = choose(v, options)?;
+    let g = v.config.group(&best.group)?;
+    let placed = &best.nodes.placed;
+    let mut requested = sched::Resources::default();
+    for p in placed {
+        requested.add(&p.requests);
+    }
+    let mut reasons = vec![Reason::new(
+        ReasonCode::UnschedulablePods,
+        format!(
+            "{} pod(s) requesting {} fit on no existing or provisioning node; {} new node(s) of group {} take them: {}",
+            placed.len(),
+            requested,
+            best.nodes.count,
+            g.name,
+            list_pods(placed)
+        ),
+    )
+    .about(placed.iter().map(|p| ObjectRef::pod(p)))];
+    if !best.nodes.over_room.is_empty() {
+        let mut r = at_max(v, g);
+        r.message = format!(
+            "{}; {} more pod(s) wait for room: {}",
+            r.message,
+            best.nodes.over_room.len(),
+            list_pods(&best.nodes.over_room)
+        );
+        reasons.push(r);
+    }
+    Some((
+        Action::ScaleUp {
+            group: g.name.clone(),
+            count: best.nodes.count,
+        },
+        reasons,
+    ))
+}
+
+/// The expander: picks one scale-up option.
+fn choose<'a>(v: &View<'_>, mut options: Vec<GroupOption<'a>>) -> Option<GroupOption<'a>> {
+    let placed = |o: &GroupOption<'_>| o.nodes.placed.len();
+    let waste_then_pods = |a: &GroupOption<'_>, b: &GroupOption<'_>| {
+        a.nodes
+            .waste
+            .total_cmp(&b.nodes.waste)
+            .then(placed(b).cmp(&placed(a)))
+            .then(a.group.cmp(&b.group))
+    };
+    match v.config.expander.kind {
+        ExpanderKind::LeastWaste => options.sort_by(waste_then_pods),
+        ExpanderKind::Priority => {
+            let patterns: Vec<regex::Regex> = v
+                .config
+                .expander
+                .priorities
+                .iter()
+                .filter_map(|p| regex::Regex::new(&format!("^(?:{p})$")).ok())
+                .collect();
+            let rank = |o: &GroupOption<'_>| {
+                patterns
+                    .iter()
+                    .position(|r| r.is_match(&o.group))
+                    .unwrap_or(usize::MAX)
+            };
+            options.sort_by(|a, b| rank(a).cmp(&rank(b)).then(waste_then_pods(a, b)));
+        }
+        ExpanderKind::Price => {
+            let per_pod = |o: &GroupOption<'_>| {
+                o.price.unwrap_or(f64::MAX) * f64::from(o.nodes.count) / placed(o).max(1) as f64
+            };
+            options.sort_by(|a, b| {
+                per_pod(a)
+                    .total_cmp(&per_pod(b))
+                    .then(waste_then_pods(a, b))
+            });
+        }
+    }
+    options.into_iter().next()
+}
+
+/// Free memory and CPU targets over managed nodes, counting provisioning capacity;
+/// then the largest free node.
+fn headroom(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
+    let cfg = v.config;
+    let (free_mem, free_cpu) = v.free_total();
+    let (prov_mem, prov_cpu) = v.provisioning_capacity();
+    let mem_target = cfg.free_memory_target.as_u64() as i64;
+    let cpu_target = cfg.free_cpu_target.as_ref().map_or(0, |q| q.milli() as i64);
+    let mem_short = (mem_target - free_mem - prov_mem).max(0);
+    let cpu_short = (cpu_target - free_cpu - prov_cpu).max(0);
+    if mem_short > 0 || cpu_short > 0 {
+        let g = general_group(v, notes)?;
+        let usable = v.group(&g.name).map(|i| i.usable()).unwrap_or_default();
+        let need = |short: i64, per: u64| {
+            if short <= 0 {
+                0
+            } else if per == 0 {
+                1
+            } else {
+                (short as u64).div_ceil(per).min(u64::from(u32::MAX)) as u32
+            }
+        };
+        let count = need(mem_short, usable.memory)
+            .max(need(cpu_short, usable.cpu))
+            .max(1)
+            .min(room(v, g));
+        let mut reasons = Vec::new();
+        if mem_short > 0 {
+            reasons.push(Reason::new(
+                ReasonCode::FreeMemoryBelowTarget,
+                format!(
+                    "free memory {} (plus {} provisioning) is below freeMemoryTarget {}",
+                    fmt_bytes(free_mem),
+                    fmt_bytes(prov_mem),
+                    fmt_u(mem_target as u64)
+                ),
+            ));
+        }
+        if cpu_short > 0 {
+            reasons.push(Reason::new(
+                ReasonCode::FreeCpuBelowTarget,
+                format!(
+                    "free CPU {} (plus {} provisioning) is below freeCpuTarget {}",
+                    fmt_signed_cpu(free_cpu),
+                    fmt_signed_cpu(prov_cpu),
+                    fmt_cpu(cpu_target as u64)
+                ),
+            ));
+        }
+        return Some((
+            Action::ScaleUp {
+                group: g.name.clone(),
+                count,
+            },
+            reasons,
+        ));
+    }
+    largest_free_node(v, notes)
+}
+
+fn fmt_signed_cpu(milli: i64) -> String {
+    if milli < 0 {
+        format!("-{}", fmt_cpu(milli.unsigned_abs()))
+    } else {
+        fmt_cpu(milli as u64)
+    }
+}
+
+/// `minimumFreeNodeMemory` / `minimumFreeNodeCpu`: some node (or VM on its way) keeps
+/// that much room, so a large pod can start without waiting for a new node.
+fn largest_free_node(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
+    let cfg = v.config;
+    let min_mem = cfg.minimum_free_node_memory.as_u64();
+    let min_cpu = cfg.minimum_free_node_cpu.as_ref().map_or(0, |q| q.milli());
+    if min_mem == 0 && min_cpu == 0 {
+        return None;
+    }
+    let mut frees: Vec<sched::Resources> = v
+        .schedulable()
+        .filter_map(|m| m.node)
+        .map(|n| v.free_on(n))
+        .collect();
+    frees.extend(
+        v.provisioning()
+            .filter_map(|m| v.group(&m.group.name))
+            .map(|i| i.usable()),
+    );
+    if frees
+        .iter()
+        .any(|f| f.memory >= min_mem && f.cpu >= min_cpu)
+    {
+        return None;
+    }
+    let largest_mem = frees.iter().map(|f| f.memory).max().unwrap_or(0);
+    let largest_cpu = frees.iter().map(|f| f.cpu).max().unwrap_or(0);
+    let want = format!(
+        "no node has {} free memory and {} free CPU (largest free: {}, {} CPU); minimumFreeNodeMemory / minimumFreeNodeCpu",
+        fmt_u(min_mem),
+        fmt_cpu(min_cpu),
+        fmt_u(largest_mem),
+        fmt_cpu(largest_cpu)
+    );
+    let g = general_group(v, notes)?;
+    let usable = v.group(&g.name).map(|i| i.usable()).unwrap_or_default();
+    if usable.memory < min_mem || usable.cpu < min_cpu {
+        notes.push(Reason::new(
+            ReasonCode::NodeFreeMemoryBelowMinimum,
+            format!(
+                "{want}, but a new node of group {} would not have that much either",
+                g.name
+            ),
+        ));
+        return None;
+    }
+    Some((
+        Action::ScaleUp {
+            group: g.name.clone(),
+            count: 1,
+        },
+        vec![Reason::new(ReasonCode::NodeFreeMemoryBelowMinimum, want)],
+    ))
+}
