@@ -13,6 +13,7 @@ use crate::act::render_user_data;
 use crate::cloud::build::build_clouds;
 use crate::cluster::{client_from_env, KubeCluster};
 use crate::config::{Config, ConfigError, ENV_CONFIG_FILE};
+use crate::plan::{Bucket, Decision};
 use crate::reconcile::Reconciler;
 use crate::runner::{LeaderOptions, RunOptions};
 use crate::telemetry::{init_logging, LogFormat};
@@ -200,16 +201,10 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                 .await
                 .map_err(anyhow::Error::from)?;
             if json {
-                let text = serde_json::to_string_pretty(&decision).map_err(anyhow::Error::from)?;
+                let text = plan_json(&decision).map_err(anyhow::Error::from)?;
                 println!("{text}");
             } else {
-                println!("action: {}", decision.action);
-                for r in &decision.reasons {
-                    println!("  because {r}");
-                }
-                for n in &decision.notes {
-                    println!("  note: {n}");
-                }
+                print!("{}", plan_text(&decision));
             }
             Ok(())
         }
@@ -236,6 +231,73 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             Ok(())
         }
     }
+}
+
+/// Pending pods `plan` lists per bucket; `plan --json` has every one.
+const PLAN_PODS_SHOWN: usize = 10;
+
+/// `plan` as text: the action, its reasons, the notes, then the pending pods by bucket
+/// (counts for all four, then each pod with where it goes or why it cannot).
+fn plan_text(d: &Decision) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    // Writing to a String cannot fail.
+    let _ = writeln!(out, "action: {}", d.action);
+    for r in &d.reasons {
+        let _ = writeln!(out, "  because {r}");
+    }
+    for n in &d.notes {
+        let _ = writeln!(out, "  note: {n}");
+    }
+    let counts = d.bucket_counts();
+    if d.pending.is_empty() {
+        let _ = writeln!(out, "pending pods: none");
+        return out;
+    }
+    let per_bucket: Vec<String> = Bucket::ALL
+        .iter()
+        .map(|b| format!("{} {}", b.as_str(), counts.get(b).copied().unwrap_or(0)))
+        .collect();
+    let _ = writeln!(
+        out,
+        "pending pods: {} ({})",
+        d.pending.len(),
+        per_bucket.join(", ")
+    );
+    for b in Bucket::ALL {
+        let pods: Vec<_> = d.pending.iter().filter(|p| p.bucket == b).collect();
+        for p in pods.iter().take(PLAN_PODS_SHOWN) {
+            let _ = writeln!(out, "  {:<15} {}: {}", b.as_str(), p.pod, p.detail);
+        }
+        if pods.len() > PLAN_PODS_SHOWN {
+            let _ = writeln!(
+                out,
+                "  {:<15} ... and {} more (plan --json lists every pod)",
+                b.as_str(),
+                pods.len() - PLAN_PODS_SHOWN
+            );
+        }
+    }
+    out
+}
+
+/// `plan --json`: the decision, with `pending` always present and `buckets` counting
+/// the pending pods in each of the four buckets.
+fn plan_json(d: &Decision) -> Result<String, serde_json::Error> {
+    let mut v = serde_json::to_value(d)?;
+    if let Some(obj) = v.as_object_mut() {
+        obj.insert("pending".into(), serde_json::to_value(&d.pending)?);
+        let counts = d.bucket_counts();
+        let buckets: serde_json::Map<String, serde_json::Value> = Bucket::ALL
+            .iter()
+            .map(|b| {
+                let n = counts.get(b).copied().unwrap_or(0);
+                (b.as_str().to_string(), serde_json::Value::from(n))
+            })
+            .collect();
+        obj.insert("buckets".into(), serde_json::Value::Object(buckets));
+    }
+    serde_json::to_string_pretty(&v)
 }
 
 async fn reconciler(config_path: &Path, dry_run: bool) -> Result<Reconciler, CliError> {
@@ -314,5 +376,87 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = ctrl_c.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Action, PendingPod, PodRef};
+
+    fn decision(pending: Vec<PendingPod>) -> Decision {
+        Decision {
+            action: Action::None,
+            reasons: vec![],
+            notes: vec![],
+            pending,
+        }
+    }
+
+    fn pending(name: &str, bucket: Bucket, detail: &str) -> PendingPod {
+        PendingPod {
+            pod: PodRef {
+                namespace: "default".into(),
+                name: name.into(),
+            },
+            bucket,
+            detail: detail.into(),
+        }
+    }
+
+    #[test]
+    fn plan_text_counts_every_bucket_and_caps_long_lists() {
+        let mut pods: Vec<PendingPod> = (0..25)
+            .map(|i| {
+                pending(
+                    &format!("web-{i}"),
+                    Bucket::ScalingUp,
+                    "new node of group web",
+                )
+            })
+            .collect();
+        pods.push(pending(
+            "huge",
+            Bucket::NoCapacity,
+            "group web: needs cpu 12, a node has 8",
+        ));
+        let text = plan_text(&decision(pods));
+        assert!(
+            text.contains("pending pods: 26 (will-schedule 0, capacity-coming 0, scaling-up 25, no-capacity 1)"),
+            "{text}"
+        );
+        assert!(
+            text.contains("default/web-0: new node of group web"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("default/web-10:"),
+            "capped at {PLAN_PODS_SHOWN}: {text}"
+        );
+        assert!(text.contains("... and 15 more"), "{text}");
+        assert!(
+            text.contains("no-capacity     default/huge: group web: needs cpu 12, a node has 8"),
+            "{text}"
+        );
+        assert!(plan_text(&decision(vec![])).contains("pending pods: none"));
+    }
+
+    #[test]
+    fn plan_json_has_the_pending_pods_and_all_bucket_counts() {
+        let d = decision(vec![pending(
+            "huge",
+            Bucket::NoCapacity,
+            "group web: needs cpu 12",
+        )]);
+        let v: serde_json::Value =
+            serde_json::from_str(&plan_json(&d).expect("json")).expect("parses");
+        assert_eq!(v["pending"][0]["bucket"], "no-capacity");
+        assert_eq!(v["pending"][0]["pod"]["name"], "huge");
+        assert_eq!(v["buckets"]["no-capacity"], 1);
+        assert_eq!(v["buckets"]["will-schedule"], 0);
+        let empty: serde_json::Value =
+            serde_json::from_str(&plan_json(&decision(vec![])).expect("json")).expect("parses");
+        assert_eq!(empty["pending"], serde_json::json!([]));
+        assert_eq!(empty["buckets"]["scaling-up"], 0);
     }
 }

@@ -145,6 +145,7 @@ impl Reconciler {
             cluster: self.cluster.as_ref(),
             clouds: &self.clouds,
             taken_names,
+            group_shapes: &snapshot.group_shapes,
             dry_run: self.dry_run,
         };
         let result = actuator.execute(&decision.action).await;
@@ -163,13 +164,14 @@ impl Reconciler {
         let backoff = &self.config.scale_up_backoff;
         let now = SystemTime::now();
         match (&decision.action, result) {
-            (plan::Action::RemoveStartupTaint { node }, Ok(_)) => {
-                let group = snapshot
+            (plan::Action::RemoveStartupTaint { nodes }, Ok(_)) => {
+                let groups: BTreeSet<&str> = snapshot
                     .servers
                     .iter()
-                    .find(|s| &s.name == node)
-                    .and_then(|s| s.group.as_deref());
-                if let Some(g) = group {
+                    .filter(|s| nodes.contains(&s.name))
+                    .filter_map(|s| s.group.as_deref())
+                    .collect();
+                for g in groups {
                     self.clouds.record_success(g);
                 }
             }
@@ -204,6 +206,11 @@ pub fn log_report(report: &CycleReport) {
             d.action
         );
     }
+    log_notes(d);
+}
+
+/// Logs each of the decision's notes once.
+pub fn log_notes(d: &Decision) {
     for note in &d.notes {
         tracing::info!(code = ?note.code, "{}", note.message);
     }

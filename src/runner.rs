@@ -22,7 +22,7 @@ use crate::cluster::{client_from_env, KubeCluster};
 use crate::config::Config;
 use crate::plan::summary::{summarize, Summary, NODE_STATES};
 use crate::plan::{Action, Decision};
-use crate::reconcile::{log_report, Cycle, CycleReport, Reconciler};
+use crate::reconcile::{log_notes, log_report, Cycle, CycleReport, Reconciler};
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics::{
     ActionLabels, FailedCreateLabels, GroupLabels, Metrics, NodeStateLabels, ResultLabels,
@@ -127,6 +127,7 @@ fn record_metrics(m: &Metrics, summary: &Summary, cycle: &Cycle) {
         }
     }
     m.unschedulable_pods.set(summary.unschedulable_pods as i64);
+    m.set_pending(&cycle.decision.bucket_counts());
     m.free_memory.set(summary.free_memory_bytes);
     m.free_memory_target
         .set(i64::try_from(summary.free_memory_target_bytes).unwrap_or(i64::MAX));
@@ -341,7 +342,8 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
                         outcome: outcome.clone(),
                     }),
                     Some(e) => {
-                        tracing::warn!(action = cycle.decision.action.kind(), error = %e, "{} failed; retrying next cycle", cycle.decision.action)
+                        tracing::warn!(action = cycle.decision.action.kind(), error = %e, "{} failed; retrying next cycle", cycle.decision.action);
+                        log_notes(&cycle.decision);
                     }
                 }
                 if !opts.dry_run {

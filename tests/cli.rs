@@ -205,3 +205,114 @@ fn check_without_credentials_names_the_variable() {
         text(&check)
     );
 }
+
+/// The pod is pending with `PodScheduled=False/Unschedulable`.
+fn refused(p: &k8s_openapi::api::core::v1::Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+            })
+        })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_prints_every_pending_pod_in_its_bucket() {
+    use nodewright::sim::cluster::SimPodTemplate;
+    use nodewright::sim::env::{SimEnv, SimTimings};
+    const GI: u64 = 1 << 30;
+
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("env");
+    let (cfg, _) = env
+        .write_config(
+            r#"clusterName: demo
+freeMemoryTarget: 0 B
+nodeGroups:
+  - name: workers
+    provider: openstack
+    maxSize: 4
+    openstack: {flavor: m1.large, image: ubuntu-24.04, network: private}
+    userData:
+      template: k3s-agent.cloud-init.yaml.j2
+      variables: {k3s_url: "https://192.0.2.1:6443", k3s_token: "t"}
+"#,
+        )
+        .expect("config");
+    // Two pods a new 8 GiB node takes, and one whose nodeSelector no group matches.
+    env.cluster
+        .add_replicaset(
+            "default",
+            "web",
+            2,
+            SimPodTemplate::new("nginx:1.25", 3 * GI),
+        )
+        .expect("rs");
+    env.cluster
+        .add_pod(
+            "default",
+            "nowhere",
+            SimPodTemplate::new("nginx:1.25", 64 << 20).node_selector("disktype", "nvme"),
+        )
+        .expect("pod");
+    let start = Instant::now();
+    while env.cluster.pods().iter().filter(|p| refused(p)).count() < 3 {
+        assert!(
+            start.elapsed() < Duration::from_secs(20),
+            "pods not marked Unschedulable"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    let plan = common::nodewright_for(&env, &cfg)
+        .arg("plan")
+        .output()
+        .expect("plan");
+    let out = text(&plan);
+    assert!(plan.status.success(), "{out}");
+    assert!(out.contains("add 1 node(s) to group workers"), "{out}");
+    assert!(
+        out.contains(
+            "pending pods: 3 (will-schedule 0, capacity-coming 0, scaling-up 2, no-capacity 1)"
+        ),
+        "{out}"
+    );
+    let web_lines = out
+        .lines()
+        .filter(|l| l.trim_start().starts_with("scaling-up") && l.contains("default/web-"))
+        .count();
+    assert_eq!(web_lines, 2, "{out}");
+    assert!(
+        out.lines().any(|l| l
+            .trim_start()
+            .starts_with("no-capacity     default/nowhere: group workers: nodeSelector does not match")),
+        "{out}"
+    );
+
+    let json = common::nodewright_for(&env, &cfg)
+        .args(["plan", "--json"])
+        .output()
+        .expect("plan --json");
+    assert!(json.status.success(), "{}", text(&json));
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("plan --json is JSON");
+    assert_eq!(v["buckets"]["scaling-up"], 2, "{v}");
+    assert_eq!(v["buckets"]["no-capacity"], 1, "{v}");
+    assert_eq!(v["buckets"]["will-schedule"], 0, "{v}");
+    assert_eq!(v["buckets"]["capacity-coming"], 0, "{v}");
+    let pending = v["pending"].as_array().cloned().unwrap_or_default();
+    assert_eq!(pending.len(), 3, "{v}");
+    assert!(
+        pending.iter().any(|p| p["pod"]["name"] == "nowhere"
+            && p["bucket"] == "no-capacity"
+            && p["detail"]
+                .as_str()
+                .is_some_and(|d| d.contains("group workers"))),
+        "{v}"
+    );
+    assert!(env.cloud.servers().is_empty(), "plan changed nothing");
+}

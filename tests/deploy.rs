@@ -927,6 +927,7 @@ const METRICS: &[&str] = &[
     "nodewright_actions_total",
     "nodewright_nodes",
     "nodewright_unschedulable_pods",
+    "nodewright_pending_pods",
     "nodewright_free_memory_bytes",
     "nodewright_free_memory_target_bytes",
     "nodewright_scale_ups_total",

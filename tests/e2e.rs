@@ -179,7 +179,7 @@ async fn pods_that_do_not_fit_get_a_tainted_node_that_is_untainted_when_ready() 
         count: 1
     }));
     assert!(actions.contains(&Action::RemoveStartupTaint {
-        node: vm.name.clone()
+        nodes: vec![vm.name.clone()]
     }));
     // All web pods run on the new node.
     for p in app_pods(&env, "web") {

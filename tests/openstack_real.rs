@@ -1182,7 +1182,7 @@ nodeGroups:
     let node = cluster.node(&vm.name).expect("the VM joined as a node");
     assert!(ready(&node));
     assert!(up.contains(&Action::RemoveStartupTaint {
-        node: vm.name.clone()
+        nodes: vec![vm.name.clone()]
     }));
     for p in cluster.pods().into_iter().filter(|p| {
         p.metadata

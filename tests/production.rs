@@ -276,6 +276,95 @@ async fn metrics_move_during_a_scale_up() {
     drop(p);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_pods_are_counted_by_bucket_and_unhostable_ones_get_an_event() {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("env");
+    let (cfg, _) = env.write_config(&config()).expect("config");
+    let port = free_port();
+    let p = spawn(&env, &cfg, "buckets", port, &[]);
+    wait_for("/metrics", Duration::from_secs(20), || {
+        get(port, "/metrics").is_some_and(|(s, _)| s == 200)
+    })
+    .await;
+    // Every bucket is exported, at zero while nothing is pending.
+    let before = get(port, "/metrics").expect("scrape").1;
+    for bucket in [
+        "will-schedule",
+        "capacity-coming",
+        "scaling-up",
+        "no-capacity",
+    ] {
+        let line = format!("nodewright_pending_pods{{bucket=\"{bucket}\"}} 0");
+        assert!(before.contains(&line), "{line} missing:\n{before}");
+    }
+    // No group has the label this pod selects: nothing can host it.
+    env.cluster
+        .add_pod(
+            "default",
+            "nowhere",
+            SimPodTemplate::new("nginx:1.25", 64 << 20).node_selector("disktype", "nvme"),
+        )
+        .expect("pod");
+    env.cluster
+        .add_replicaset(
+            "default",
+            "web",
+            2,
+            SimPodTemplate::new("nginx:1.25", 3 * GI),
+        )
+        .expect("rs");
+    let mut body = String::new();
+    wait_for("the no-capacity gauge", Duration::from_secs(20), || {
+        body = get(port, "/metrics").map(|r| r.1).unwrap_or_default();
+        metric(&body, "nodewright_pending_pods{bucket=\"no-capacity\"}") == 1.0
+    })
+    .await;
+    wait_for("the web pods to run", Duration::from_secs(30), || {
+        all_running(&env, 2)
+    })
+    .await;
+    // Once the web pods run, only the unhostable one is pending, every cycle.
+    wait_for(
+        "the other buckets to empty",
+        Duration::from_secs(10),
+        || {
+            body = get(port, "/metrics").map(|r| r.1).unwrap_or_default();
+            metric(&body, "nodewright_pending_pods{bucket=\"scaling-up\"}") == 0.0
+                && metric(&body, "nodewright_pending_pods{bucket=\"capacity-coming\"}") == 0.0
+                && metric(&body, "nodewright_pending_pods{bucket=\"will-schedule\"}") == 0.0
+        },
+    )
+    .await;
+    assert_eq!(
+        metric(&body, "nodewright_pending_pods{bucket=\"no-capacity\"}"),
+        1.0,
+        "{body}"
+    );
+    let events: Vec<_> = env
+        .cluster
+        .events()
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.kind.as_deref() == Some("Pod")
+                && e.involved_object.name.as_deref() == Some("nowhere")
+        })
+        .collect();
+    assert_eq!(events.len(), 1, "one Event, its count bumped: {events:?}");
+    let e = &events[0];
+    assert_eq!(e.reason.as_deref(), Some("NotTriggerScaleUp"), "{e:?}");
+    assert_eq!(e.type_.as_deref(), Some("Warning"), "{e:?}");
+    assert_eq!(e.involved_object.namespace.as_deref(), Some("default"));
+    assert!(
+        e.message
+            .as_deref()
+            .is_some_and(|m| m.contains("group workers: nodeSelector does not match")),
+        "the Event names each group's reason: {e:?}"
+    );
+    drop(p);
+}
+
 /// Accepts connections and never answers: an API server that hangs.
 fn black_hole() -> u16 {
     let l = TcpListener::bind("127.0.0.1:0").expect("bind");

@@ -1,9 +1,15 @@
 //! Which Kubernetes Events a cycle's decision and result produce. Pure, so the mapping
 //! is tested without an API server; posting is [`crate::cluster::events`].
 
+use std::collections::HashSet;
+
 use super::Outcome;
 use crate::cluster::events::EventSpec;
-use crate::plan::{Action, Decision, ObjectRef, ReasonCode};
+use crate::plan::{Action, Bucket, Decision, ObjectRef, ReasonCode};
+
+/// Cluster Autoscaler's name for "this pod did not make nodes appear", which users and
+/// their alerts already know.
+const NOT_TRIGGERED: &str = "NotTriggerScaleUp";
 
 fn ev(object: ObjectRef, reason: &str, message: String, warning: bool) -> EventSpec {
     EventSpec {
@@ -17,27 +23,66 @@ fn ev(object: ObjectRef, reason: &str, message: String, warning: bool) -> EventS
 /// The objects an action touches, for failure events.
 fn action_objects(action: &Action) -> Vec<ObjectRef> {
     match action {
-        Action::RemoveStartupTaint { node }
-        | Action::Cordon { node, .. }
+        Action::Cordon { node, .. }
         | Action::Drain { node, .. }
         | Action::DeleteNode { node, .. }
         | Action::PullImages { node, .. } => vec![ObjectRef::node(node)],
-        Action::DeleteServers { nodes, .. } => nodes.iter().map(|n| ObjectRef::node(n)).collect(),
+        Action::DeleteServers { nodes, .. } | Action::RemoveStartupTaint { nodes } => {
+            nodes.iter().map(|n| ObjectRef::node(n)).collect()
+        }
         Action::ScaleUp { .. } | Action::None | Action::DeletePods { .. } => Vec::new(),
     }
 }
 
+/// Events for the decision and what acting on it did. Every pod nothing can host now
+/// gets a `NotTriggerScaleUp` with the reason (a `NoGroupFits` note's per-group reasons,
+/// or its bucket's detail: groups at maxSize, limits, backoff); a pod the scheduler refuses
+/// but the model places gets `ModelMismatch`; the pods a scale-up is for get
+/// `TriggeredScaleUp` (or `ActionFailed`). At most one Event per object and reason.
 pub fn events_for(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventSpec> {
+    let mut seen = HashSet::new();
+    let mut out = all_events(decision, result);
+    out.retain(|e| {
+        seen.insert((
+            e.object.kind.clone(),
+            e.object.namespace.clone(),
+            e.object.name.clone(),
+            e.reason.clone(),
+        ))
+    });
+    out
+}
+
+fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventSpec> {
     let mut out = Vec::new();
     for note in &decision.notes {
         let (reason, warning) = match note.code {
-            ReasonCode::NoGroupFits => ("NotTriggerScaleUp", true),
+            ReasonCode::NoGroupFits => (NOT_TRIGGERED, true),
+            ReasonCode::ModelMismatch => ("ModelMismatch", true),
             ReasonCode::DrainBlocked => ("DrainBlocked", true),
             _ => continue,
         };
         for o in &note.objects {
             out.push(ev(o.clone(), reason, note.message.clone(), warning));
         }
+    }
+    // Pods the notes name come first, with the per-group reasons; these add the rest.
+    for p in decision
+        .pending
+        .iter()
+        .filter(|p| p.bucket == Bucket::NoCapacity)
+    {
+        let object = ObjectRef {
+            kind: "Pod".into(),
+            namespace: Some(p.pod.namespace.clone()),
+            name: p.pod.name.clone(),
+        };
+        out.push(ev(
+            object,
+            NOT_TRIGGERED,
+            format!("pod didn't trigger scale-up: {}", p.detail),
+            true,
+        ));
     }
     let outcome = match result {
         Ok(o) => o,
@@ -80,12 +125,16 @@ pub fn events_for(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<Ev
                 }
             }
         }
-        Action::RemoveStartupTaint { node } => out.push(ev(
-            ObjectRef::node(node),
-            "StartupTaintRemoved",
-            "node is Ready; startup taint removed, pods may schedule".into(),
-            false,
-        )),
+        Action::RemoveStartupTaint { nodes } => {
+            for node in nodes {
+                out.push(ev(
+                    ObjectRef::node(node),
+                    "StartupTaintRemoved",
+                    "node is Ready; startup taint removed, pods may schedule".into(),
+                    false,
+                ));
+            }
+        }
         Action::Cordon { node, reason } => out.push(ev(
             ObjectRef::node(node),
             "Cordoned",
@@ -126,4 +175,112 @@ pub fn events_for(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<Ev
         Action::None | Action::DeletePods { .. } => {}
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{PendingPod, PodRef, Reason};
+
+    fn pod(name: &str) -> ObjectRef {
+        ObjectRef {
+            kind: "Pod".into(),
+            namespace: Some("default".into()),
+            name: name.into(),
+        }
+    }
+
+    fn pending(name: &str, bucket: Bucket, detail: &str) -> PendingPod {
+        PendingPod {
+            pod: PodRef {
+                namespace: "default".into(),
+                name: name.into(),
+            },
+            bucket,
+            detail: detail.into(),
+        }
+    }
+
+    fn on<'e>(events: &'e [EventSpec], name: &str) -> Vec<&'e EventSpec> {
+        events.iter().filter(|e| e.object.name == name).collect()
+    }
+
+    #[test]
+    fn every_pod_nothing_can_host_gets_one_event_and_mismatches_are_named() {
+        let decision = Decision {
+            action: Action::ScaleUp {
+                group: "web".into(),
+                count: 1,
+            },
+            reasons: vec![Reason::new(ReasonCode::UnschedulablePods, "1 pod(s) ...")
+                .about([pod("mismatched")])],
+            notes: vec![
+                Reason::new(
+                    ReasonCode::NoGroupFits,
+                    "no node group can host default/huge: group web: needs cpu 12, a node has 8",
+                )
+                .about([pod("huge")]),
+                Reason::new(
+                    ReasonCode::ModelMismatch,
+                    "the scheduler calls default/mismatched unschedulable, but by nodewright's model it fits n1",
+                )
+                .about([pod("mismatched")]),
+                // Past the named ones, the rest are only counted in a note.
+                Reason::new(ReasonCode::NoGroupFits, "no node group can host 1 more pod(s): default/unnamed"),
+            ],
+            pending: vec![
+                pending("huge", Bucket::NoCapacity, "group web: needs cpu 12, a node has 8"),
+                pending("unnamed", Bucket::NoCapacity, "group web: needs cpu 12, a node has 8"),
+                pending("maxed", Bucket::NoCapacity, "group web is at maxSize 3"),
+                pending("mismatched", Bucket::ScalingUp, "new node of group web"),
+                pending("coming", Bucket::CapacityComing, "fits web-x, still provisioning"),
+                pending("soon", Bucket::WillSchedule, "fits n1"),
+            ],
+        };
+        let events = events_for(&decision, Ok(&Outcome::default()));
+
+        let huge = on(&events, "huge");
+        assert_eq!(huge.len(), 1, "one event, not one per source: {events:?}");
+        assert_eq!(huge[0].reason, "NotTriggerScaleUp");
+        assert!(huge[0].warning);
+        assert!(huge[0]
+            .message
+            .contains("group web: needs cpu 12, a node has 8"));
+
+        for name in ["unnamed", "maxed"] {
+            let e = on(&events, name);
+            assert_eq!(e.len(), 1, "{name}: {events:?}");
+            assert_eq!(e[0].reason, "NotTriggerScaleUp");
+            assert_eq!(e[0].object.namespace.as_deref(), Some("default"));
+        }
+        assert!(on(&events, "maxed")[0].message.contains("at maxSize 3"));
+
+        let mismatched: Vec<&str> = on(&events, "mismatched")
+            .iter()
+            .map(|e| e.reason.as_str())
+            .collect();
+        assert_eq!(mismatched, ["ModelMismatch", "TriggeredScaleUp"]);
+
+        assert!(on(&events, "coming").is_empty());
+        assert!(on(&events, "soon").is_empty());
+    }
+
+    #[test]
+    fn a_failed_scale_up_still_tells_unhostable_pods_why() {
+        let decision = Decision {
+            action: Action::ScaleUp {
+                group: "web".into(),
+                count: 1,
+            },
+            reasons: vec![Reason::new(ReasonCode::UnschedulablePods, "...").about([pod("a")])],
+            notes: vec![],
+            pending: vec![
+                pending("a", Bucket::ScalingUp, "new node of group web"),
+                pending("b", Bucket::NoCapacity, "group gpu is at maxSize 1"),
+            ],
+        };
+        let events = events_for(&decision, Err("quota exceeded"));
+        assert_eq!(on(&events, "a")[0].reason, "ActionFailed");
+        assert_eq!(on(&events, "b")[0].reason, "NotTriggerScaleUp");
+    }
 }

@@ -8,9 +8,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
-use crate::cloud::{CloudError, CloudProvider, CreateRequest};
+use crate::cloud::{CloudError, CloudProvider, CreateRequest, GroupShape};
 use crate::cluster::{ClusterApi, ClusterError, Eviction};
 use crate::config::{Config, NodeGroupConfig};
+use crate::plan::sched::template::provider_labels;
 use crate::plan::{Action, ServerRef};
 use crate::userdata::{self, RenderContext, UserDataError};
 use crate::STARTUP_TAINT_KEY;
@@ -134,12 +135,28 @@ pub fn render_user_data(
     group: &NodeGroupConfig,
     node_name: &str,
 ) -> Result<userdata::RenderedUserData, ActError> {
+    render_user_data_for(config, group, node_name, None)
+}
+
+/// Renders the user data for a node of `group` whose provider describes it as
+/// `shape`: its labels carry the instance type, zone and region the shape knows
+/// (kubelet accepts these in `--node-labels`), so the node gets the labels the planner
+/// assumed for it ([`crate::plan::sched::well_known_labels`]). Group labels win over
+/// them, nodewright's ownership labels over everything.
+pub fn render_user_data_for(
+    config: &Config,
+    group: &NodeGroupConfig,
+    node_name: &str,
+    shape: Option<&GroupShape>,
+) -> Result<userdata::RenderedUserData, ActError> {
     let taints = group.taints.iter().map(|t| t.to_flag()).collect();
+    let mut labels = provider_labels(shape);
+    labels.extend(group.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
     let ctx = RenderContext::new(
         &config.cluster_name,
         &group.name,
         node_name,
-        &group.labels,
+        &labels,
         taints,
     );
     userdata::render(&config.templates_dir, &group.user_data, &ctx).map_err(|source| {
@@ -200,6 +217,8 @@ pub struct Actuator<'a> {
     pub clouds: &'a Clouds,
     /// Names already in use (nodes and servers), so new VM names never collide.
     pub taken_names: BTreeSet<String>,
+    /// What each group's provider knows of a new VM (instance type, zone, region).
+    pub group_shapes: &'a BTreeMap<String, GroupShape>,
     pub dry_run: bool,
 }
 
@@ -212,9 +231,11 @@ impl Actuator<'_> {
         }
         match action {
             Action::None => {}
-            Action::RemoveStartupTaint { node } => {
-                self.cluster.remove_taint(node, STARTUP_TAINT_KEY).await?;
-                out.done.push(format!("removed startup taint from {node}"));
+            Action::RemoveStartupTaint { nodes } => {
+                for node in nodes {
+                    self.cluster.remove_taint(node, STARTUP_TAINT_KEY).await?;
+                    out.done.push(format!("removed startup taint from {node}"));
+                }
             }
             Action::DeleteServers { servers, nodes } => {
                 for node in nodes {
@@ -236,7 +257,8 @@ impl Actuator<'_> {
                 for _ in 0..*count {
                     let name = new_node_name(&self.config.cluster_name, &g.name, &self.taken_names);
                     self.taken_names.insert(name.clone());
-                    let rendered = render_user_data(self.config, g, &name)?;
+                    let shape = self.group_shapes.get(&g.name);
+                    let rendered = render_user_data_for(self.config, g, &name, shape)?;
                     let req = CreateRequest {
                         name: name.clone(),
                         cluster: self.config.cluster_name.clone(),

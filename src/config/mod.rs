@@ -1,7 +1,9 @@
 //! `autoscaler.yaml`: raw serde types, then validation into a [`Config`] the rest of the
 //! program can trust. Every error names the field path, the bad value and what is expected.
 
+mod buffers;
 mod error;
+mod schedule;
 mod scheduling;
 mod validate;
 
@@ -17,7 +19,9 @@ use crate::cloud::openstack::OpenStackSettings;
 use crate::cloud::proxmox::ProxmoxSettings;
 use crate::userdata::UserDataConfig;
 
+pub use buffers::{BufferConfig, TolerationConfig, TolerationOperator};
 pub use error::{ConfigError, ConfigProblem};
+pub use schedule::{Cron, Schedule, Zone};
 pub use scheduling::{
     ExpanderConfig, ExpanderKind, LimitsConfig, Quantity, ReservedConfig, ResourceMap,
 };
@@ -56,6 +60,9 @@ pub struct Config {
     /// Ceilings over all managed nodes together.
     #[serde(default)]
     pub limits: LimitsConfig,
+    /// Capacity buffers: N pods of a shape kept schedulable, always or on a schedule.
+    #[serde(default)]
+    pub buffers: Vec<BufferConfig>,
     /// A pod the scheduler calls Unschedulable while the model says it fits an existing
     /// node is reported as a mismatch; after this long it gets a node anyway.
     #[serde(

@@ -43,6 +43,7 @@ pub(super) fn validate(c: &Config) -> Vec<ConfigProblem> {
         ));
     }
     validate_expander(&mut p, c);
+    super::buffers::validate_buffers(&mut p, &c.buffers);
     let mut seen = BTreeSet::new();
     for (i, g) in c.node_groups.iter().enumerate() {
         let at = format!("nodeGroups[{i}]");
@@ -283,7 +284,7 @@ fn check_min_duration(p: &mut Vec<ConfigProblem>, path: &str, got: Duration, min
     }
 }
 
-fn check_dns_label(p: &mut Vec<ConfigProblem>, path: &str, v: &str) {
+pub(super) fn check_dns_label(p: &mut Vec<ConfigProblem>, path: &str, v: &str) {
     if !is_dns_label(v) {
         p.push(ConfigProblem::new(
             path,
@@ -301,7 +302,7 @@ pub(crate) fn is_dns_label(v: &str) -> bool {
         && !v.ends_with('-')
 }
 
-fn is_label_value(v: &str) -> bool {
+pub(super) fn is_label_value(v: &str) -> bool {
     v.len() <= 63
         && v.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
@@ -310,7 +311,7 @@ fn is_label_value(v: &str) -> bool {
 }
 
 /// Label and taint keys: optional DNS subdomain prefix, `/`, and a name like a label value.
-fn check_qualified_name(key: &str) -> Result<(), &'static str> {
+pub(super) fn check_qualified_name(key: &str) -> Result<(), &'static str> {
     let (prefix, name) = match key.split_once('/') {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),

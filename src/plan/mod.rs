@@ -4,6 +4,7 @@
 //!
 //! Steps run in priority order and the first that wants to act wins (see [`STEPS`]).
 
+pub mod buffers;
 mod model;
 pub mod sched;
 mod steps;
@@ -53,8 +54,8 @@ impl fmt::Display for PodRef {
 pub enum Action {
     /// Nothing needs doing.
     None,
-    /// A new node is Ready: let pods in.
-    RemoveStartupTaint { node: String },
+    /// New nodes are Ready: let pods in (all of them at once).
+    RemoveStartupTaint { nodes: Vec<String> },
     /// VMs that failed to provision (or lost their node): delete them and any node they left.
     DeleteServers {
         servers: Vec<ServerRef>,
@@ -95,7 +96,9 @@ impl fmt::Display for Action {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Action::None => write!(f, "nothing to do"),
-            Action::RemoveStartupTaint { node } => write!(f, "remove startup taint from {node}"),
+            Action::RemoveStartupTaint { nodes } => {
+                write!(f, "remove startup taint from {}", nodes.join(", "))
+            }
             Action::DeleteServers { servers, .. } => {
                 let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
                 write!(f, "delete failed VMs {}", names.join(", "))
@@ -128,6 +131,8 @@ pub enum ReasonCode {
     FreeMemoryBelowTarget,
     NodeFreeMemoryBelowMinimum,
     FreeCpuBelowTarget,
+    /// Pods of an active capacity buffer fit on no node.
+    BufferShort,
     GroupAtMaxSize,
     GroupBackedOff,
     ClusterLimitReached,
@@ -365,6 +370,31 @@ fn buckets(
     out
 }
 
+/// Each note once, in first-seen order: steps that pass on the cycle may notice the same
+/// thing (a group at maxSize is noted for pending pods and again for headroom), and a
+/// repeated note would be logged and printed twice. Objects of repeats are merged.
+fn dedup_notes(notes: Vec<Reason>) -> Vec<Reason> {
+    let mut out: Vec<Reason> = Vec::with_capacity(notes.len());
+    let mut seen: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for note in notes {
+        match seen.entry(note.to_string()) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                let kept = &mut out[*e.get()];
+                for o in note.objects {
+                    if !kept.objects.contains(&o) {
+                        kept.objects.push(o);
+                    }
+                }
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(out.len());
+                out.push(note);
+            }
+        }
+    }
+    out
+}
+
 /// A planning step: returns the action it wants, or nothing and lets the next one try.
 type Step = fn(&view::View<'_>, &mut Vec<Reason>) -> Option<(Action, Vec<Reason>)>;
 
@@ -395,6 +425,7 @@ pub fn plan(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Decision {
     }
     for (_, step) in STEPS {
         if let Some((action, reasons)) = step(&view, &mut notes) {
+            let notes = dedup_notes(notes);
             let pending = buckets(&view, &action, &reasons, &notes);
             return Decision {
                 action,
@@ -414,11 +445,39 @@ pub fn plan(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Decision {
                 .iec()
         ),
     )];
+    let notes = dedup_notes(notes);
     let pending = buckets(&view, &Action::None, &reasons, &notes);
     Decision {
         action: Action::None,
         reasons,
         notes,
         pending,
+    }
+}
+
+#[cfg(test)]
+mod dedup_tests {
+    use super::*;
+
+    #[test]
+    fn repeated_notes_are_kept_once_in_order_with_their_objects_merged() {
+        let at_max = || Reason::new(ReasonCode::GroupAtMaxSize, "group web is at maxSize 3");
+        let pod = |n: &str| ObjectRef {
+            kind: "Pod".into(),
+            namespace: Some("default".into()),
+            name: n.into(),
+        };
+        let notes = vec![
+            at_max(),
+            Reason::new(ReasonCode::NoGroupFits, "no node group can host default/a")
+                .about([pod("a")]),
+            at_max(),
+            Reason::new(ReasonCode::NoGroupFits, "no node group can host default/a")
+                .about([pod("a"), pod("b")]),
+        ];
+        let out = dedup_notes(notes);
+        assert_eq!(out.len(), 2, "{out:?}");
+        assert_eq!(out[0].code, ReasonCode::GroupAtMaxSize);
+        assert_eq!(out[1].objects, vec![pod("a"), pod("b")]);
     }
 }

@@ -259,6 +259,22 @@ impl<'a> View<'a> {
         m
     }
 
+    /// [`Self::model`] plus each group's zone (and other topology values) as a spread
+    /// domain, as Karpenter counts the domains a node pool could offer: a zone with no
+    /// node yet is the emptiest one, so new nodes go there first. Hostnames are left
+    /// out: every new node is a new host anyway.
+    pub fn model_for_new_nodes(&self) -> Model<'a> {
+        let mut m = self.model();
+        for (name, info) in &self.groups {
+            let mut slot = info.template.clone();
+            slot.name = format!("{name}-domains").into();
+            slot.labels.to_mut().remove(sched::template::LABEL_HOSTNAME);
+            slot.usable = false;
+            m.add_slot(slot);
+        }
+        m
+    }
+
     /// Sorts the unschedulable pods into the buckets of [`Pending`].
     fn place_pending(&self, pods: Vec<&'a PodInfo>) -> Pending<'a> {
         let mut out = Pending::default();

@@ -1,5 +1,6 @@
 //! Prometheus metrics (OpenMetrics text on `/metrics`). One registry per process.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -9,6 +10,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
+
+use crate::plan::Bucket;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ActionLabels {
@@ -43,6 +46,11 @@ pub struct ResultLabels {
     pub result: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BucketLabels {
+    pub bucket: String,
+}
+
 fn cloud_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.005, 2.0, 14))
 }
@@ -54,6 +62,7 @@ pub struct Metrics {
     pub actions: Family<ActionLabels, Counter>,
     pub nodes: Family<NodeStateLabels, Gauge>,
     pub unschedulable_pods: Gauge,
+    pub pending_pods: Family<BucketLabels, Gauge>,
     pub free_memory: Gauge,
     pub free_memory_target: Gauge,
     pub scale_ups: Family<GroupLabels, Counter>,
@@ -80,6 +89,7 @@ impl Metrics {
             actions: Family::default(),
             nodes: Family::default(),
             unschedulable_pods: Gauge::default(),
+            pending_pods: Family::default(),
             free_memory: Gauge::default(),
             free_memory_target: Gauge::default(),
             scale_ups: Family::default(),
@@ -116,6 +126,11 @@ impl Metrics {
             "nodewright_unschedulable_pods",
             "Pods the scheduler marked Unschedulable",
             m.unschedulable_pods.clone(),
+        );
+        r.register(
+            "nodewright_pending_pods",
+            "Pods the scheduler could not place, by where they stand: will-schedule, capacity-coming, scaling-up or no-capacity",
+            m.pending_pods.clone(),
         );
         r.register(
             "nodewright_free_memory_bytes",
@@ -162,7 +177,22 @@ impl Metrics {
             "1 while this replica holds the leader lease",
             m.leader.clone(),
         );
+        // Every bucket is present from the start, so a dashboard never sees a gap.
+        m.set_pending(&BTreeMap::new());
         Metrics { registry, ..m }
+    }
+
+    /// Sets `nodewright_pending_pods` for every bucket; buckets missing from `counts`
+    /// are zero.
+    pub fn set_pending(&self, counts: &BTreeMap<Bucket, usize>) {
+        for b in Bucket::ALL {
+            let n = counts.get(&b).copied().unwrap_or(0);
+            self.pending_pods
+                .get_or_create(&BucketLabels {
+                    bucket: b.as_str().to_string(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
     }
 
     /// The registry in OpenMetrics text.
@@ -193,5 +223,42 @@ impl Metrics {
         if !ok {
             self.cloud_errors.get_or_create(&labels).inc();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_pods_has_every_bucket_zero_when_empty() {
+        let m = Metrics::new();
+        let text = m.encode();
+        for b in Bucket::ALL {
+            let line = format!("nodewright_pending_pods{{bucket=\"{}\"}} 0", b.as_str());
+            assert!(text.contains(&line), "{line} missing:\n{text}");
+        }
+        m.set_pending(&BTreeMap::from([
+            (Bucket::NoCapacity, 3),
+            (Bucket::ScalingUp, 2),
+        ]));
+        let text = m.encode();
+        assert!(
+            text.contains("nodewright_pending_pods{bucket=\"no-capacity\"} 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("nodewright_pending_pods{bucket=\"scaling-up\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("nodewright_pending_pods{bucket=\"will-schedule\"} 0"),
+            "{text}"
+        );
+        // A bucket that empties goes back to zero.
+        m.set_pending(&BTreeMap::new());
+        assert!(m
+            .encode()
+            .contains("nodewright_pending_pods{bucket=\"no-capacity\"} 0"));
     }
 }

@@ -11,7 +11,7 @@
 //! | `cluster_name`  | string              | the cluster's name                                        |
 //! | `group`         | string              | the node group's name                                     |
 //! | `node_name`     | string              | the new node's (and VM's) name; use it as hostname        |
-//! | `labels`        | map string → string | group labels plus `nodewright.io/cluster`, `nodewright.io/group` |
+//! | `labels`        | map string → string | group labels plus `nodewright.io/cluster`, `nodewright.io/group`, and `node.kubernetes.io/instance-type`, `topology.kubernetes.io/zone` / `region` where the provider knows them |
 //! | `taints`        | list of strings     | group taints as `key=value:Effect`                        |
 //! | `startup_taint` | string              | `nodewright.io/startup=true:NoSchedule`                   |
 //! | `all_taints`    | list of strings     | `taints` followed by `startup_taint`                      |

@@ -36,6 +36,18 @@ pub fn well_known_labels(
     l.insert(LABEL_ARCH.to_string(), group.arch.clone());
     l.insert("beta.kubernetes.io/os".to_string(), "linux".to_string());
     l.insert("beta.kubernetes.io/arch".to_string(), group.arch.clone());
+    l.extend(provider_labels(shape));
+    l.extend(group.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+    l.insert(LABEL_GROUP.to_string(), group.name.clone());
+    l.insert(LABEL_CLUSTER.to_string(), cluster.to_string());
+    l
+}
+
+/// The labels a new node gets from its provider's shape: instance type, zone and
+/// region where known. Rendered into user data (kubelet accepts these keys in
+/// `--node-labels`); os and arch are not, the kubelet sets them itself.
+pub fn provider_labels(shape: Option<&GroupShape>) -> BTreeMap<String, String> {
+    let mut l = BTreeMap::new();
     if let Some(s) = shape {
         let known = [
             (LABEL_INSTANCE_TYPE, &s.instance_type),
@@ -48,9 +60,6 @@ pub fn well_known_labels(
             }
         }
     }
-    l.extend(group.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
-    l.insert(LABEL_GROUP.to_string(), group.name.clone());
-    l.insert(LABEL_CLUSTER.to_string(), cluster.to_string());
     l
 }
 

@@ -1,6 +1,7 @@
 //! The planning steps, in the order [`super::STEPS`] runs them. Each looks at the shared
 //! [`View`] and either claims the cycle with an action or adds notes and passes.
 
+mod buffers;
 mod images;
 mod provisioning;
 mod removal;

@@ -7,20 +7,32 @@ use crate::plan::view::{Member, ServerState, View};
 use crate::plan::{Action, ObjectRef, Reason, ReasonCode};
 use crate::STARTUP_TAINT_KEY;
 
-/// A new node is Ready: take the startup taint off so pods can land.
+/// New nodes are Ready: take the startup taint off all of them at once, so pods can land.
 pub fn finish_provisioning(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
-    let m = v.members.iter().find(|m| {
-        !matches!(m.state, ServerState::Deleting)
-            && m.node
-                .is_some_and(|n| n.ready && n.has_taint(STARTUP_TAINT_KEY) && !n.deleting)
-    })?;
-    let node = m.server.name.clone();
-    let reason = Reason::new(
-        ReasonCode::NodeReady,
-        format!("node {node} of group {} is Ready", m.group.name),
-    )
-    .about([ObjectRef::node(&node)]);
-    Some((Action::RemoveStartupTaint { node }, vec![reason]))
+    let ready: Vec<&Member<'_>> = v
+        .members
+        .iter()
+        .filter(|m| {
+            !matches!(m.state, ServerState::Deleting)
+                && m.node
+                    .is_some_and(|n| n.ready && n.has_taint(STARTUP_TAINT_KEY) && !n.deleting)
+        })
+        .collect();
+    if ready.is_empty() {
+        return None;
+    }
+    let reasons = ready
+        .iter()
+        .map(|m| {
+            Reason::new(
+                ReasonCode::NodeReady,
+                format!("node {} of group {} is Ready", m.server.name, m.group.name),
+            )
+            .about([ObjectRef::node(&m.server.name)])
+        })
+        .collect();
+    let nodes = ready.iter().map(|m| m.server.name.clone()).collect();
+    Some((Action::RemoveStartupTaint { nodes }, reasons))
 }
 
 /// VMs in error, or that never joined in time, are deleted with any node they left.

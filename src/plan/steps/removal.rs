@@ -5,6 +5,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::{general_group, list_pods, pod_ref, room, StepResult};
+use crate::plan::buffers;
 use crate::plan::model::PodInfo;
 use crate::plan::sched::{self, Model, Resources, SlotKind};
 use crate::plan::units::{fmt_bytes, fmt_u};
@@ -231,6 +232,10 @@ pub fn scale_down(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
         .collect();
     candidates.sort_by(|a, b| a.1.total_cmp(&b.1));
     let (free_mem, free_cpu) = v.free_total();
+    // Active capacity buffers must stay schedulable without the node.
+    let buffer_pods = buffers::active_pods(v.config, v.now);
+    let buffer: Vec<&PodInfo> = buffer_pods.iter().collect();
+    let mut buffer_baseline = None;
     let mut model: Option<Model<'_>> = None;
     for (m, _) in candidates {
         let Some(node) = m.node else { continue };
@@ -254,6 +259,17 @@ pub fn scale_down(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
         let model = model.get_or_insert_with(|| v.model());
         let (left, keeps_minimum) = evict_in_model(v, model, &node.name, &pods);
         if !left.is_empty() || !keeps_minimum {
+            continue;
+        }
+        let reference = v.reference_node();
+        if !buffers::removal_keeps(
+            model,
+            &node.name,
+            &pods,
+            &buffer,
+            &reference,
+            &mut buffer_baseline,
+        ) {
             continue;
         }
         let load = if pods.is_empty() {

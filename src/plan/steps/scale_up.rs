@@ -94,6 +94,10 @@ pub fn scale_up(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     if let Some(r) = pending_pods(v, notes) {
         return Some(r);
     }
+    // Capacity buffers: after every real pending pod, before the headroom targets.
+    if let Some(r) = super::buffers::scale_up_for_buffers(v, notes) {
+        return Some(r);
+    }
     headroom(v, notes)
 }
 
@@ -179,7 +183,7 @@ fn pending_pods(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     if pending.needing_nodes.is_empty() {
         return None;
     }
-    let mut model = v.model();
+    let mut model = v.model_for_new_nodes();
     // What the scheduler will place and what provisioning nodes will take, first.
     for (pod, slot) in pending.on_nodes.iter().chain(&pending.on_provisioning) {
         if let Some(i) = model.slot_index(slot) {
@@ -234,7 +238,18 @@ fn pending_pods(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     )
     .about(placed.iter().map(|p| ObjectRef::pod(p)))];
     if !best.nodes.over_room.is_empty() {
-        let mut r = at_max(v, g);
+        let by_limit = limit_room(v, g);
+        let mut r = if by_limit.0 < g.max_size.saturating_sub(v.group_size(&g.name)) {
+            Reason::new(
+                ReasonCode::ClusterLimitReached,
+                by_limit.1.unwrap_or_default(),
+            )
+        } else {
+            Reason::new(
+                ReasonCode::GroupAtMaxSize,
+                format!("group {} reaches maxSize {}", g.name, g.max_size),
+            )
+        };
         r.message = format!(
             "{}; {} more pod(s) wait for room: {}",
             r.message,
@@ -253,7 +268,10 @@ fn pending_pods(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
 }
 
 /// The expander: picks one scale-up option.
-fn choose<'a>(v: &View<'_>, mut options: Vec<GroupOption<'a>>) -> Option<GroupOption<'a>> {
+pub(super) fn choose<'a>(
+    v: &View<'_>,
+    mut options: Vec<GroupOption<'a>>,
+) -> Option<GroupOption<'a>> {
     let placed = |o: &GroupOption<'_>| o.nodes.placed.len();
     let waste_then_pods = |a: &GroupOption<'_>, b: &GroupOption<'_>| {
         a.nodes

@@ -76,6 +76,7 @@ impl SimCluster {
             kubelet_version: &self.inner.opts.server_version,
             address,
             provider_id: None,
+            extended: spec.extended.clone(),
         });
         typed(self.create(&NODES, node)?)
     }

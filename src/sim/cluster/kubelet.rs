@@ -123,6 +123,7 @@ fn register(
             for (k, v) in &reg.labels {
                 labels.insert(k.clone(), json!(v));
             }
+            objects::set_extended(node, &reg.extended);
             for (kind, reason) in [
                 ("MemoryPressure", "KubeletHasSufficientMemory"),
                 ("DiskPressure", "KubeletHasNoDiskPressure"),
@@ -155,6 +156,7 @@ fn register(
         kubelet_version: &inner.opts.server_version,
         address,
         provider_id: reg.provider_id,
+        extended: reg.extended,
     });
     txn.create(&NODES, node)?;
     Ok(())

@@ -25,6 +25,8 @@ pub struct SimNodeSpec {
     pub images: Vec<String>,
     /// creationTimestamp; now when None.
     pub created: Option<Timestamp>,
+    /// Extended resources it advertises (`nvidia.com/gpu` → `1`).
+    pub extended: BTreeMap<String, String>,
 }
 
 impl SimNodeSpec {
@@ -39,11 +41,18 @@ impl SimNodeSpec {
             ready: true,
             images: Vec::new(),
             created: None,
+            extended: BTreeMap::new(),
         }
     }
 
     pub fn label(mut self, k: impl Into<String>, v: impl Into<String>) -> Self {
         self.labels.insert(k.into(), v.into());
+        self
+    }
+
+    /// Advertises an extended resource (`nvidia.com/gpu`, `1`).
+    pub fn extended(mut self, name: impl Into<String>, quantity: impl Into<String>) -> Self {
+        self.extended.insert(name.into(), quantity.into());
         self
     }
 
@@ -81,6 +90,10 @@ pub struct SimPodTemplate {
     pub priority_class_name: Option<String>,
     /// Binds the pod directly, bypassing the scheduler.
     pub node_name: Option<String>,
+    /// Further requests by resource name (`nvidia.com/gpu` → `1`, `ephemeral-storage`).
+    pub requests: BTreeMap<String, String>,
+    /// Further pod spec fields (`affinity`, `topologySpreadConstraints`, ...).
+    pub spec: serde_json::Map<String, Value>,
 }
 
 impl SimPodTemplate {
@@ -118,6 +131,24 @@ impl SimPodTemplate {
         self
     }
 
+    /// Requests `millis` millicores of CPU.
+    pub fn cpu(mut self, millis: u32) -> Self {
+        self.cpu_millis = millis;
+        self
+    }
+
+    /// Requests `quantity` of resource `name` (extended resources, ephemeral storage).
+    pub fn request(mut self, name: impl Into<String>, quantity: impl Into<String>) -> Self {
+        self.requests.insert(name.into(), quantity.into());
+        self
+    }
+
+    /// Sets a pod spec field as given (`affinity`, `topologySpreadConstraints`, ...).
+    pub fn spec_field(mut self, key: impl Into<String>, value: Value) -> Self {
+        self.spec.insert(key.into(), value);
+        self
+    }
+
     pub fn restart_policy(mut self, policy: &str) -> Self {
         self.restart_policy = Some(policy.into());
         self
@@ -131,6 +162,9 @@ impl SimPodTemplate {
         }
         if self.cpu_millis > 0 {
             requests.insert("cpu".into(), format!("{}m", self.cpu_millis).into());
+        }
+        for (name, q) in &self.requests {
+            requests.insert(name.clone(), q.clone().into());
         }
         let mut container = json!({"name": "main", "image": self.image});
         if !requests.is_empty() {
@@ -151,6 +185,9 @@ impl SimPodTemplate {
         }
         if let Some(n) = &self.node_name {
             spec["nodeName"] = json!(n);
+        }
+        for (k, v) in &self.spec {
+            spec[k.as_str()] = v.clone();
         }
         let mut md = json!({});
         if !self.labels.is_empty() {
@@ -178,6 +215,8 @@ pub struct NodeBuild<'a> {
     pub kubelet_version: &'a str,
     pub address: String,
     pub provider_id: Option<String>,
+    /// Extended resources (`nvidia.com/gpu` → `1`), in capacity and allocatable.
+    pub extended: BTreeMap<String, String>,
 }
 
 pub fn node_object(b: NodeBuild<'_>) -> Value {
@@ -265,36 +304,28 @@ pub fn node_object(b: NodeBuild<'_>) -> Value {
     if let Some(t) = b.created {
         node["metadata"]["creationTimestamp"] = json!(meta::rfc3339(t));
     }
+    set_extended(&mut node, &b.extended);
     node
+}
+
+/// Advertises extended resources in a node's capacity and allocatable (what a device
+/// plugin does through its kubelet).
+pub fn set_extended(node: &mut Value, extended: &BTreeMap<String, String>) {
+    if extended.is_empty() {
+        return;
+    }
+    for field in ["capacity", "allocatable"] {
+        let list = meta::obj_mut(&mut node["status"], field);
+        for (name, q) in extended {
+            list.insert(name.clone(), json!(q));
+        }
+    }
 }
 
 /// One `status.images` entry; sizes are made up but stable per name.
 pub fn image_entry(name: &str) -> Value {
     let size = 10_000_000 + (name.bytes().map(u64::from).sum::<u64>() % 200) * 1_000_000;
     json!({"names": [name], "sizeBytes": size})
-}
-
-/// Requests of a pod as (cpu millicores, memory bytes): containers summed, init
-/// containers taken at their maximum, limits standing in for missing requests.
-pub fn pod_requests(pod: &Value) -> (i128, i128) {
-    let one = |c: &Value, res: &str| -> i128 {
-        let q = meta::path_str(c, &["resources", "requests", res])
-            .or_else(|| meta::path_str(c, &["resources", "limits", res]));
-        q.and_then(meta::parse_quantity_milli).unwrap_or(0)
-    };
-    let list = |field: &str| -> Vec<Value> {
-        meta::path(pod, &["spec", field])
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default()
-    };
-    let containers = list("containers");
-    let init = list("initContainers");
-    let sum = |res: &str| containers.iter().map(|c| one(c, res)).sum::<i128>();
-    let max_init = |res: &str| init.iter().map(|c| one(c, res)).max().unwrap_or(0);
-    let cpu = sum("cpu").max(max_init("cpu"));
-    let mem = sum("memory").max(max_init("memory")) / 1000;
-    (cpu, mem)
 }
 
 fn qos_class(pod: &Value) -> &'static str {
@@ -342,6 +373,29 @@ fn qos_class(pod: &Value) -> &'static str {
     }
 }
 
+/// Copies each limit without a request into `requests`, as the API server's defaulting
+/// does for containers.
+fn default_requests(container: &mut Value) {
+    let Some(limits) = meta::path(container, &["resources", "limits"])
+        .and_then(Value::as_object)
+        .cloned()
+    else {
+        return;
+    };
+    let Some(resources) = container
+        .get_mut("resources")
+        .and_then(Value::as_object_mut)
+    else {
+        return;
+    };
+    let requests = resources.entry("requests").or_insert_with(|| json!({}));
+    if let Some(requests) = requests.as_object_mut() {
+        for (name, q) in limits {
+            requests.entry(name).or_insert(q);
+        }
+    }
+}
+
 /// Fills the defaults the API server (and its admission plugins) set on new pods.
 pub fn default_pod(pod: &mut Value) {
     let spec = meta::obj_mut(pod, "spec");
@@ -359,6 +413,14 @@ pub fn default_pod(pod: &mut Value) {
     spec.entry("preemptionPolicy")
         .or_insert_with(|| json!("PreemptLowerPriority"));
     spec.entry("priority").or_insert_with(|| json!(0));
+    // A resource with a limit but no request is requested at its limit.
+    for field in ["initContainers", "containers"] {
+        if let Some(Value::Array(cs)) = spec.get_mut(field) {
+            for c in cs.iter_mut() {
+                default_requests(c);
+            }
+        }
+    }
     if let Some(Value::Array(cs)) = spec.get_mut("containers") {
         for c in cs.iter_mut() {
             if let Some(m) = c.as_object_mut() {
@@ -407,8 +469,16 @@ mod tests {
         let mut pod = json!({"metadata": {"name": "p"}, "spec": {"containers": [
             {"name": "a", "image": "nginx:1", "resources": {"requests": {"memory": "128Mi", "cpu": "100m"}}},
             {"name": "b", "image": "busybox", "resources": {"limits": {"memory": "64Mi"}}}]}});
-        assert_eq!(pod_requests(&pod), (100, 192 * 1024 * 1024));
         default_pod(&mut pod);
+        // A limit without a request becomes the request.
+        assert_eq!(
+            pod["spec"]["containers"][1]["resources"]["requests"]["memory"],
+            "64Mi"
+        );
+        assert_eq!(
+            pod["spec"]["containers"][0]["resources"]["requests"]["cpu"],
+            "100m"
+        );
         assert_eq!(pod["status"]["phase"], "Pending");
         assert_eq!(pod["status"]["qosClass"], "Burstable");
         assert_eq!(pod["spec"]["containers"][1]["imagePullPolicy"], "Always");

@@ -1,144 +1,94 @@
-//! A small default-scheduler: binds pending pods to Ready, schedulable nodes whose
-//! taints they tolerate, whose labels match their nodeSelector and which have room for
-//! their requests, preferring the least allocated node. Pods that fit nowhere get the
-//! `PodScheduled=False/Unschedulable` condition with the real scheduler's message.
+//! A small default-scheduler that decides with the planner's scheduling model
+//! ([`crate::plan::sched`]), so the simulated cluster and nodewright apply the same
+//! rules: every resource (CPU, memory, pods, ephemeral storage, extended resources),
+//! nodeSelector and required node affinity, taints, cordons, host ports, pod
+//! (anti-)affinity and topology spread. Among the nodes that pass, the least allocated
+//! wins. Pods that fit nowhere get the `PodScheduled=False/Unschedulable` condition
+//! with the real scheduler's message ("0/3 nodes are available: 1 Insufficient cpu,
+//! ...").
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
+use k8s_openapi::api::core::v1::{Node, Pod};
+use serde::Deserialize;
 use serde_json::Value;
 
 use super::meta::{self, set_condition};
-use super::objects::pod_requests;
 use super::resources::{NODES, PODS};
 use super::Inner;
+use crate::cluster::convert::{node_info, pod_info};
+use crate::plan::sched::{Model, Slot, Unfit};
+use crate::plan::{NodeInfo, PodInfo, Taint};
 
-#[derive(Debug, Default, Clone, Copy)]
-struct Usage {
-    cpu: i128,
-    mem: i128,
-    pods: i128,
-}
+/// The taint the node lifecycle controller puts on a node that is not Ready.
+const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";
 
-/// Why a node was rejected; `resources_only` failures could in principle be fixed by
-/// preemption, everything else not.
-struct Rejection {
-    reasons: Vec<String>,
-    resources_only: bool,
-}
-
-fn taint_tolerated(taint: &Value, tolerations: &[Value]) -> bool {
-    let t_key = taint.get("key").and_then(Value::as_str).unwrap_or_default();
-    let t_val = taint
-        .get("value")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    let t_eff = taint
-        .get("effect")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
-    tolerations.iter().any(|tol| {
-        let key = tol.get("key").and_then(Value::as_str).unwrap_or_default();
-        let op = tol
-            .get("operator")
-            .and_then(Value::as_str)
-            .unwrap_or("Equal");
-        let val = tol.get("value").and_then(Value::as_str).unwrap_or_default();
-        let eff = tol
-            .get("effect")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let effect_ok = eff.is_empty() || eff == t_eff;
-        let key_ok = (key.is_empty() && op == "Exists") || key == t_key;
-        let value_ok = op == "Exists" || val == t_val;
-        effect_ok && key_ok && value_ok
-    })
-}
-
-fn allocatable(node: &Value, res: &str) -> i128 {
-    meta::path_str(node, &["status", "allocatable", res])
-        .and_then(meta::parse_quantity_milli)
-        .unwrap_or(0)
-}
-
-fn fit(node: &Value, pod: &Value, used: Usage, want: (i128, i128)) -> Result<f64, Rejection> {
-    let tolerations: Vec<Value> = meta::path(pod, &["spec", "tolerations"])
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let reject = |r: &str| {
-        Err(Rejection {
-            reasons: vec![r.to_string()],
-            resources_only: false,
-        })
-    };
-    let unschedulable =
-        meta::path(node, &["spec", "unschedulable"]).and_then(Value::as_bool) == Some(true);
-    let unsched_taint =
-        serde_json::json!({"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"});
-    if unschedulable && !taint_tolerated(&unsched_taint, &tolerations) {
-        return reject("node(s) were unschedulable");
-    }
-    // The node lifecycle controller would taint a NotReady node; report it that way.
-    let not_ready =
-        serde_json::json!({"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"});
-    if meta::condition_status(node, "Ready") != Some("True")
-        && !taint_tolerated(&not_ready, &tolerations)
-    {
-        return reject("node(s) had untolerated taint {node.kubernetes.io/not-ready: }");
-    }
-    for taint in meta::path(node, &["spec", "taints"])
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
-        let effect = taint
-            .get("effect")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        if matches!(effect, "NoSchedule" | "NoExecute") && !taint_tolerated(taint, &tolerations) {
-            let key = taint.get("key").and_then(Value::as_str).unwrap_or_default();
-            let value = taint
-                .get("value")
-                .and_then(Value::as_str)
-                .unwrap_or_default();
-            return reject(&format!("node(s) had untolerated taint {{{key}: {value}}}"));
-        }
-    }
-    let labels = meta::labels(node);
-    let selector = meta::string_map(meta::path(pod, &["spec", "nodeSelector"]));
-    if selector.iter().any(|(k, v)| labels.get(k) != Some(v)) {
-        return reject("node(s) didn't match Pod's node affinity/selector");
-    }
-    let (cpu, mem) = want;
-    let (a_cpu, a_mem, a_pods) = (
-        allocatable(node, "cpu"),
-        allocatable(node, "memory") / 1000,
-        allocatable(node, "pods") / 1000,
-    );
-    let mut reasons = Vec::new();
-    if used.pods + 1 > a_pods {
-        reasons.push("Too many pods".to_string());
-    }
-    if cpu > 0 && used.cpu + cpu > a_cpu {
-        reasons.push("Insufficient cpu".to_string());
-    }
-    if mem > 0 && used.mem + mem > a_mem {
-        reasons.push("Insufficient memory".to_string());
-    }
-    if !reasons.is_empty() {
-        return Err(Rejection {
-            reasons,
-            resources_only: true,
+/// A node as the scheduler sees it. The real scheduler never reads the Ready
+/// condition: a NotReady node carries the lifecycle controller's `not-ready` taint,
+/// which only pods tolerating it pass.
+fn sched_node(v: &Value) -> Option<NodeInfo> {
+    let node = Node::deserialize(v).ok()?;
+    let mut info = node_info(&node)?;
+    if !info.ready {
+        info.taints.push(Taint {
+            key: NOT_READY_TAINT.into(),
+            value: None,
+            effect: "NoSchedule".into(),
         });
+        info.ready = true;
     }
-    let free = |alloc: i128, used: i128| {
-        if alloc > 0 {
-            (alloc - used) as f64 / alloc as f64
-        } else {
-            0.0
+    Some(info)
+}
+
+/// Why a node was rejected, in the real scheduler's words (several for resources).
+fn reasons(unfit: &Unfit, pod: &PodInfo, slot: &Slot<'_>) -> Vec<String> {
+    let one = |s: &str| vec![s.to_string()];
+    match unfit {
+        Unfit::NotReady => one("node(s) had untolerated taint {node.kubernetes.io/not-ready: }"),
+        Unfit::Unschedulable => one("node(s) were unschedulable"),
+        Unfit::NodeSelector | Unfit::NodeAffinity => {
+            one("node(s) didn't match Pod's node affinity/selector")
         }
-    };
-    Ok(free(a_mem, used.mem + mem) + free(a_cpu, used.cpu + cpu))
+        Unfit::Taint(t) => {
+            // `key=value:Effect` or `key:Effect`; keys hold neither `=` nor `:`.
+            let kv = t.rsplit_once(':').map_or(t.as_str(), |(kv, _)| kv);
+            let (key, value) = kv.split_once('=').unwrap_or((kv, ""));
+            vec![format!("node(s) had untolerated taint {{{key}: {value}}}")]
+        }
+        Unfit::Insufficient(names) => {
+            let mut out = Vec::new();
+            for name in names {
+                match *name {
+                    "pods" => out.push("Too many pods".to_string()),
+                    // The model groups extended resources; name each one short here.
+                    "extended" => {
+                        for (k, want) in &pod.requests.scalar {
+                            let alloc = slot.allocatable.get(k);
+                            if slot.used.get(k).saturating_add(*want) > alloc {
+                                out.push(format!("Insufficient {k}"));
+                            }
+                        }
+                    }
+                    other => out.push(format!("Insufficient {other}")),
+                }
+            }
+            out
+        }
+        Unfit::HostPort => one("node(s) didn't have free ports for the requested pod ports"),
+        Unfit::PodAffinity => one("node(s) didn't match pod affinity rules"),
+        Unfit::PodAntiAffinity => one("node(s) didn't match pod anti-affinity rules"),
+        Unfit::ExistingAntiAffinity => {
+            one("node(s) didn't satisfy existing pods anti-affinity rules")
+        }
+        Unfit::TopologySpread => one("node(s) didn't match pod topology spread constraints"),
+        Unfit::MissingTopologyLabel(key) => {
+            if pod.spread.iter().any(|c| &c.topology_key == key) {
+                one("node(s) didn't match pod topology spread constraints (missing required label)")
+            } else {
+                one("node(s) didn't match pod affinity rules")
+            }
+        }
+    }
 }
 
 /// The FailedScheduling message, as the real scheduler words it.
@@ -178,87 +128,101 @@ fn is_active(pod: &Value) -> bool {
     )
 }
 
-/// One scheduling round over every pending pod.
+/// A pod the default scheduler has to place.
+fn is_pending(pod: &Value) -> bool {
+    is_active(pod)
+        && meta::path_str(pod, &["spec", "nodeName"]).is_none_or(str::is_empty)
+        && meta::path_str(pod, &["spec", "schedulerName"]).unwrap_or("default-scheduler")
+            == "default-scheduler"
+        && meta::path(pod, &["metadata", "deletionTimestamp"]).is_none()
+}
+
+/// The NodeResourcesFit "LeastAllocated" score: the free share of CPU and memory left
+/// after placing the pod.
+fn least_allocated(slot: &Slot<'_>, pod: &PodInfo) -> f64 {
+    let free = |alloc: u64, used: u64| {
+        if alloc > 0 {
+            alloc.saturating_sub(used) as f64 / alloc as f64
+        } else {
+            0.0
+        }
+    };
+    free(
+        slot.allocatable.memory,
+        slot.used.memory.saturating_add(pod.requests.memory),
+    ) + free(
+        slot.allocatable.cpu,
+        slot.used.cpu.saturating_add(pod.requests.cpu),
+    )
+}
+
+/// One scheduling round over every pending pod, against one model of the cluster.
 pub fn pass(inner: &Inner) {
     let mut txn = inner.store.lock();
-    let nodes: Vec<Value> = txn
-        .list_owned(&NODES, None)
-        .into_iter()
-        .filter(|n| meta::path(n, &["metadata", "deletionTimestamp"]).is_none())
-        .collect();
-    let mut usage: HashMap<String, Usage> = HashMap::new();
-    let mut pending = Vec::new();
-    for pod in txn.list(&PODS, None) {
-        if !is_active(pod) {
+    let pod_values = txn.list(&PODS, None);
+    if !pod_values.iter().any(|p| is_pending(p)) {
+        return;
+    }
+    let mut bound: Vec<PodInfo> = Vec::new();
+    let mut pending: Vec<PodInfo> = Vec::new();
+    for v in pod_values {
+        let target = if is_pending(v) {
+            &mut pending
+        } else if is_active(v)
+            && meta::path_str(v, &["spec", "nodeName"]).is_some_and(|n| !n.is_empty())
+        {
+            &mut bound
+        } else {
             continue;
-        }
-        match meta::path_str(pod, &["spec", "nodeName"]).filter(|n| !n.is_empty()) {
-            Some(node) => {
-                let (cpu, mem) = pod_requests(pod);
-                let u = usage.entry(node.to_string()).or_default();
-                u.cpu += cpu;
-                u.mem += mem;
-                u.pods += 1;
-            }
-            None => {
-                let scheduler =
-                    meta::path_str(pod, &["spec", "schedulerName"]).unwrap_or("default-scheduler");
-                if scheduler == "default-scheduler"
-                    && meta::path(pod, &["metadata", "deletionTimestamp"]).is_none()
-                {
-                    pending.push(pod.clone());
-                }
-            }
+        };
+        if let Some(info) = Pod::deserialize(v).ok().as_ref().and_then(pod_info) {
+            target.push(info);
         }
     }
-    pending.sort_by_key(|p| {
-        let priority = meta::path(p, &["spec", "priority"])
-            .and_then(Value::as_i64)
-            .unwrap_or(0);
-        let created = meta::path_str(p, &["metadata", "creationTimestamp"])
-            .unwrap_or_default()
-            .to_string();
-        (
-            std::cmp::Reverse(priority),
-            created,
-            meta::namespace(p).to_string(),
-            meta::name(p).to_string(),
-        )
+    let nodes: Vec<NodeInfo> = txn
+        .list(&NODES, None)
+        .into_iter()
+        .filter(|n| meta::path(n, &["metadata", "deletionTimestamp"]).is_none())
+        .filter_map(sched_node)
+        .collect();
+    pending.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then_with(|| a.created.cmp(&b.created))
+            .then_with(|| a.namespace.cmp(&b.namespace))
+            .then_with(|| a.name.cmp(&b.name))
     });
-    for pod in pending {
-        let want = pod_requests(&pod);
-        let mut best: Option<(f64, &str)> = None;
+    let mut model = Model::of_cluster(&nodes, &bound);
+    for pod in &pending {
+        let mut best: Option<(f64, usize)> = None;
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         let mut preemptable = 0;
-        for node in &nodes {
-            let name = meta::name(node);
-            let used = usage.get(name).copied().unwrap_or_default();
-            match fit(node, &pod, used, want) {
-                Ok(score) => {
+        for i in 0..model.slots.len() {
+            match model.check(pod, i) {
+                Ok(()) => {
+                    let score = least_allocated(&model.slots[i], pod);
                     if best.is_none_or(|(s, _)| score > s) {
-                        best = Some((score, name));
+                        best = Some((score, i));
                     }
                 }
-                Err(rej) => {
-                    preemptable += usize::from(rej.resources_only);
-                    for r in rej.reasons {
+                Err(unfit) => {
+                    preemptable += usize::from(matches!(unfit, Unfit::Insufficient(_)));
+                    for r in reasons(&unfit, pod, &model.slots[i]) {
                         *counts.entry(r).or_default() += 1;
                     }
                 }
             }
         }
-        let (ns, name) = (meta::namespace(&pod), meta::name(&pod));
+        let (ns, name) = (pod.namespace.as_str(), pod.name.as_str());
         match best {
-            Some((_, node)) => {
-                let bound = txn.modify(&PODS, ns, name, |p| {
-                    p["spec"]["nodeName"] = node.into();
+            Some((_, i)) => {
+                let node = model.slots[i].name.to_string();
+                let done = txn.modify(&PODS, ns, name, |p| {
+                    p["spec"]["nodeName"] = node.as_str().into();
                     set_condition(p, "PodScheduled", "True", "", "");
                 });
-                if matches!(bound, Ok(Some(_))) {
-                    let u = usage.entry(node.to_string()).or_default();
-                    u.cpu += want.0;
-                    u.mem += want.1;
-                    u.pods += 1;
+                if matches!(done, Ok(Some(_))) {
+                    model.place(pod, i);
                 }
             }
             None => {
@@ -274,6 +238,7 @@ pub fn pass(inner: &Inner) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plan::sched::Resources;
     use serde_json::json;
 
     #[test]
@@ -294,21 +259,59 @@ mod tests {
         );
     }
 
+    fn node(v: Value) -> NodeInfo {
+        sched_node(&v).expect("node converts")
+    }
+
     #[test]
-    fn tolerations() {
-        let taint = json!({"key": "k", "value": "v", "effect": "NoSchedule"});
-        assert!(taint_tolerated(&taint, &[json!({"operator": "Exists"})]));
-        assert!(taint_tolerated(
-            &taint,
-            &[json!({"key": "k", "value": "v"})]
-        ));
-        assert!(!taint_tolerated(
-            &taint,
-            &[json!({"key": "k", "value": "w"})]
-        ));
-        assert!(!taint_tolerated(
-            &taint,
-            &[json!({"key": "k", "operator": "Exists", "effect": "NoExecute"})]
-        ));
+    fn a_not_ready_node_carries_the_not_ready_taint() {
+        let n = node(
+            json!({"metadata": {"name": "n1"}, "status": {"conditions": [
+            {"type": "Ready", "status": "False"}]}}),
+        );
+        assert!(n.ready);
+        assert_eq!(n.taints.len(), 1);
+        assert_eq!(n.taints[0].key, NOT_READY_TAINT);
+        let ok = node(
+            json!({"metadata": {"name": "n2"}, "status": {"conditions": [
+            {"type": "Ready", "status": "True"}]}}),
+        );
+        assert!(ok.taints.is_empty());
+    }
+
+    #[test]
+    fn reasons_in_the_schedulers_words() {
+        let n = node(json!({"metadata": {"name": "n1"}, "status": {
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "allocatable": {"cpu": "1", "memory": "1Gi", "pods": "110"}}}));
+        let slot = Slot::for_node(&n);
+        let mut pod = PodInfo::new("default", "p");
+        pod.requests = Resources::cpu_mem(2000, 0);
+        pod.requests.set("nvidia.com/gpu", 1.0);
+        let r = reasons(
+            &Unfit::Insufficient(vec!["pods", "cpu", "extended"]),
+            &pod,
+            &slot,
+        );
+        assert_eq!(
+            r,
+            [
+                "Too many pods",
+                "Insufficient cpu",
+                "Insufficient nvidia.com/gpu"
+            ]
+        );
+        assert_eq!(
+            reasons(&Unfit::Taint("a=b:NoSchedule".into()), &pod, &slot),
+            ["node(s) had untolerated taint {a: b}"]
+        );
+        assert_eq!(
+            reasons(&Unfit::Taint("a:NoExecute".into()), &pod, &slot),
+            ["node(s) had untolerated taint {a: }"]
+        );
+        assert_eq!(
+            reasons(&Unfit::NodeSelector, &pod, &slot),
+            ["node(s) didn't match Pod's node affinity/selector"]
+        );
     }
 }

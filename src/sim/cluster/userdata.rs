@@ -17,7 +17,14 @@ pub struct Registration {
     /// Taints as JSON (`{key, value?, effect}`), unique by key and effect.
     pub taints: Vec<Value>,
     pub provider_id: Option<String>,
+    /// Extended resources the node advertises (`nvidia.com/gpu` → `1`), as a device
+    /// plugin would: from `sim.nodewright.io/extended-resource=<name>=<quantity>` in
+    /// the user data (a flag, a comment or a k3s config key). Simulator only.
+    pub extended: BTreeMap<String, String>,
 }
+
+/// The user-data option the simulated kubelet reads extended resources from.
+pub const EXTENDED_RESOURCE_OPTION: &str = "sim.nodewright.io/extended-resource";
 
 /// Decodes an RFC 2397 data URL (`data:[type][;base64],payload`).
 pub fn decode_data_url(url: &str) -> Option<String> {
@@ -138,6 +145,13 @@ fn option_values(text: &str, name: &str) -> Vec<String> {
             continue;
         }
         let mut rest = &text[pos + name.len()..];
+        // A quoted YAML key: `"name": value`.
+        if matches!(before, Some('"' | '\'')) {
+            rest = rest
+                .strip_prefix(['"', '\''])
+                .filter(|r| r.starts_with(':'))
+                .unwrap_or(rest);
+        }
         if name.ends_with("label") {
             rest = rest.strip_prefix('s').unwrap_or(rest);
         }
@@ -206,6 +220,13 @@ pub fn scan(user_data: &str) -> Registration {
                 .retain(|x| !(x["key"] == taint["key"] && x["effect"] == taint["effect"]));
             reg.taints.push(taint);
         }
+        for res in option_values(&text, EXTENDED_RESOURCE_OPTION) {
+            if let Some((k, v)) = res.split_once('=') {
+                if !k.is_empty() && crate::cluster::convert::quantity_value(v).is_some() {
+                    reg.extended.insert(k.to_string(), v.to_string());
+                }
+            }
+        }
         if let Some(id) = option_values(&text, "provider-id").into_iter().next() {
             reg.provider_id = Some(id);
         }
@@ -273,6 +294,23 @@ mod tests {
             keys(&r),
             vec!["nodewright.io/startup:NoExecute", "d:NoSchedule"]
         );
+    }
+
+    #[test]
+    fn extended_resources_from_a_flag_or_a_quoted_k3s_config_key() {
+        let r = scan("#!/bin/sh\n# --sim.nodewright.io/extended-resource=nvidia.com/gpu=2\n");
+        assert_eq!(
+            r.extended.get("nvidia.com/gpu").map(String::as_str),
+            Some("2")
+        );
+        let ud = "#cloud-config\nwrite_files:\n  - content: |\n      node-label:\n        - \"a=b\"\n      \"sim.nodewright.io/extended-resource\": [\"example.com/fpga=1\", \"bad=x\"]\n";
+        let r = scan(ud);
+        assert_eq!(
+            r.extended.get("example.com/fpga").map(String::as_str),
+            Some("1")
+        );
+        assert!(!r.extended.contains_key("bad"));
+        assert_eq!(r.labels.get("a").map(String::as_str), Some("b"));
     }
 
     #[test]

@@ -234,7 +234,7 @@ fn ready_node_with_startup_taint_is_untainted_first() {
     assert_eq!(
         d.action,
         Action::RemoveStartupTaint {
-            node: "dev-workers-a".into()
+            nodes: vec!["dev-workers-a".into()]
         }
     );
 }
@@ -570,3 +570,5 @@ fn a_backed_off_group_gets_no_new_vms() {
     let d = plan_it(&s, &c);
     assert!(matches!(d.action, Action::ScaleUp { .. }), "{d:?}");
 }
+
+mod scale_up;
