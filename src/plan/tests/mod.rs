@@ -571,4 +571,5 @@ fn a_backed_off_group_gets_no_new_vms() {
     assert!(matches!(d.action, Action::ScaleUp { .. }), "{d:?}");
 }
 
+mod replay;
 mod scale_up;

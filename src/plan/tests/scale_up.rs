@@ -8,7 +8,7 @@ const HOST: &str = "kubernetes.io/hostname";
 const ZONE: &str = "topology.kubernetes.io/zone";
 
 /// A config with these top-level settings and these groups (YAML list items).
-fn mk_config_groups(top: &str, groups: &str) -> Config {
+pub(super) fn mk_config_groups(top: &str, groups: &str) -> Config {
     let dir = std::env::temp_dir();
     std::fs::write(dir.join("nodewright-plan-test.j2"), "#cloud-config\n")
         .expect("temp dir is writable");
@@ -25,7 +25,7 @@ fn mk_config_groups(top: &str, groups: &str) -> Config {
 }
 
 /// One OpenStack group as a YAML list item.
-fn group(name: &str, max: u32, cpu: &str, memory: &str, extra: &str) -> String {
+pub(super) fn group(name: &str, max: u32, cpu: &str, memory: &str, extra: &str) -> String {
     format!(
         r#"- name: {name}
   provider: openstack
