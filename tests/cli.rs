@@ -288,9 +288,9 @@ nodeGroups:
         .count();
     assert_eq!(web_lines, 2, "{out}");
     assert!(
-        out.lines().any(|l| l
-            .trim_start()
-            .starts_with("no-capacity     default/nowhere: group workers: nodeSelector does not match")),
+        out.lines().any(|l| l.trim_start().starts_with(
+            "no-capacity     default/nowhere: group workers: nodeSelector does not match"
+        )),
         "{out}"
     );
 

@@ -324,3 +324,32 @@ fn secret_variables_come_from_files_relative_to_the_config() {
         "trailing newline trimmed"
     );
 }
+
+#[test]
+fn example_config_sets_every_scheduling_field() {
+    use nodewright::config::ExpanderKind;
+    let c = Config::load(&repo().join("config/autoscaler.yaml")).expect("example loads");
+    assert_eq!(c.free_cpu_target.as_ref().map(|q| q.milli()), Some(2000));
+    assert_eq!(
+        c.minimum_free_node_cpu.as_ref().map(|q| q.milli()),
+        Some(500)
+    );
+    assert_eq!(c.expander.kind, ExpanderKind::LeastWaste);
+    assert_eq!(c.limits.nodes, Some(9));
+    assert_eq!(c.limits.cpu.as_ref().map(|q| q.milli()), Some(36_000));
+    assert_eq!(c.limits.memory.as_ref().map(|q| q.whole()), Some(72 << 30));
+    assert_eq!(c.model_mismatch_grace, std::time::Duration::from_secs(60));
+    let workers = &c.node_groups[0];
+    assert_eq!(workers.reserved.cpu.as_ref().map(|q| q.milli()), Some(100));
+    assert_eq!(
+        workers.reserved.memory.as_ref().map(|q| q.whole()),
+        Some(512 << 20)
+    );
+    assert_eq!((workers.max_pods, workers.arch.as_str()), (110, "amd64"));
+    assert_eq!(workers.price, Some(0.12));
+    let coreos = &c.node_groups[1];
+    assert_eq!(
+        coreos.resources.get("ephemeral-storage").map(|q| q.whole()),
+        Some(30 << 30)
+    );
+}
