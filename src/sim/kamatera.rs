@@ -173,6 +173,8 @@ struct State_ {
     calls: Vec<SimCall>,
     fail_creates: Vec<CreateFailure>,
     fail_deletes: usize,
+    /// While set, the server listing answers HTTP 500 (an outage of the API).
+    listing_down: bool,
     never_boot: Vec<String>,
     counter: u64,
     commands_issued: u64,
@@ -224,6 +226,7 @@ impl SimKamatera {
                 calls: Vec::new(),
                 fail_creates: Vec::new(),
                 fail_deletes: 0,
+                listing_down: false,
                 never_boot: Vec::new(),
                 counter: 1000,
                 commands_issued: 0,
@@ -285,6 +288,11 @@ impl SimKamatera {
     /// The next `n` terminate calls fail with HTTP 500.
     pub fn fail_next_deletes(&self, n: usize) {
         self.shared.lock().fail_deletes += n;
+    }
+
+    /// While `down`, `GET /service/servers` answers HTTP 500, as during an API outage.
+    pub fn set_listing_down(&self, down: bool) {
+        self.shared.lock().listing_down = down;
     }
 
     /// Servers whose name starts with `name_prefix` power on but never boot (`""`: all).
@@ -401,6 +409,13 @@ fn server_json(s: &SimServer) -> Value {
 
 async fn list_servers(State(shared): State<Arc<Shared>>) -> Response {
     let st = shared.lock();
+    if st.listing_down {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({"message": "Internal Server Error"})),
+        )
+            .into_response();
+    }
     Json(Value::Array(st.servers.iter().map(server_json).collect())).into_response()
 }
 
