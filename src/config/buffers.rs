@@ -168,8 +168,8 @@ pub(super) fn validate_buffers(p: &mut Vec<ConfigProblem>, buffers: &[BufferConf
                 p.push(ConfigProblem::new(
                     path,
                     format!(
-                        "got {}; expected at most 366d (leave out `schedule` to keep the buffer always)",
-                        humantime::format_duration(s.duration)
+                        "got {:.0} days; expected at most 366d (leave out `schedule` to keep the buffer always)",
+                        s.duration.as_secs_f64() / 86400.0
                     ),
                 ));
             }

@@ -138,12 +138,5 @@ pub fn describe(config: &Config, pods: &[&PodInfo]) -> String {
         .join("; ")
 }
 
-/// Names of the buffers active at `now`.
-pub fn active_names(config: &Config, now: SystemTime) -> Vec<&str> {
-    config
-        .buffers
-        .iter()
-        .filter(|b| b.active(now))
-        .map(|b| b.name.as_str())
-        .collect()
-}
+#[cfg(test)]
+mod tests;
