@@ -327,6 +327,24 @@ fn buckets(
         })
         .map(|n| n.message.as_str())
         .collect();
+    // Pods a scale-up leaves over because its group or a limit is full.
+    let over_room: std::collections::BTreeMap<(&str, &str), &str> = reasons
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.code,
+                ReasonCode::GroupAtMaxSize | ReasonCode::ClusterLimitReached
+            )
+        })
+        .flat_map(|r| {
+            r.objects.iter().filter_map(move |o| {
+                Some((
+                    (o.namespace.as_deref()?, o.name.as_str()),
+                    r.message.as_str(),
+                ))
+            })
+        })
+        .collect();
     let p = &view.pending;
     let mut out = Vec::new();
     for (pod, node) in &p.on_nodes {
@@ -348,6 +366,8 @@ fn buckets(
                     format!("new node of group {group}"),
                 ));
             }
+        } else if let Some(why) = over_room.get(&(pod.namespace.as_str(), pod.name.as_str())) {
+            out.push(mk(pod, Bucket::NoCapacity, why.to_string()));
         } else if matches!(action, Action::ScaleUp { .. }) && blocked.is_empty() {
             out.push(mk(
                 pod,

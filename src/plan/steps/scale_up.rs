@@ -256,7 +256,7 @@ fn pending_pods(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             best.nodes.over_room.len(),
             list_pods(&best.nodes.over_room)
         );
-        reasons.push(r);
+        reasons.push(r.about(best.nodes.over_room.iter().map(|p| ObjectRef::pod(p))));
     }
     Some((
         Action::ScaleUp {

@@ -304,6 +304,11 @@ fn cluster_limits_cap_the_scale_up_and_say_so() {
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("workers", 2)), "{d:#?}");
     assert!(d.has_reason(ReasonCode::ClusterLimitReached), "{d:#?}");
+    assert_eq!(
+        d.bucket_counts().get(&Bucket::NoCapacity),
+        Some(&3),
+        "{d:#?}"
+    );
 
     let c = mk_config_groups(
         "limits: {cpu: \"8\"}",
