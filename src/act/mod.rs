@@ -330,3 +330,47 @@ impl Actuator<'_> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_data_labels_carry_the_shape_and_group_labels_win_over_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join("args.sh.j2"),
+            "#!/bin/sh\n{% for a in k3s_node_args %}{{ a }}\n{% endfor %}",
+        )
+        .expect("template");
+        let yaml = format!(
+            "clusterName: c\nfreeMemoryTarget: 1 GiB\ntemplatesDir: {}\nnodeGroups:\n- name: g\n  provider: openstack\n  maxSize: 1\n  openstack: {{flavor: m1.large, image: i, network: n}}\n  userData: {{template: args.sh.j2}}\n  labels: {{topology.kubernetes.io/zone: mine}}\n",
+            dir.path().display()
+        );
+        let c = Config::parse(&yaml, dir.path()).expect("config");
+        let g = &c.node_groups[0];
+        let shape = GroupShape {
+            instance_type: Some("m1.large".into()),
+            zone: Some("az-1".into()),
+            region: Some("r1".into()),
+            ..GroupShape::default()
+        };
+        let out = render_user_data_for(&c, g, "c-g-x", Some(&shape))
+            .expect("renders")
+            .content;
+        for label in [
+            "node.kubernetes.io/instance-type=m1.large",
+            "topology.kubernetes.io/region=r1",
+            "topology.kubernetes.io/zone=mine",
+            "nodewright.io/cluster=c",
+            "nodewright.io/group=g",
+        ] {
+            assert!(out.contains(&format!("--node-label={label}\n")), "{out}");
+        }
+        assert!(!out.contains("az-1"), "{out}");
+        // The kubelet sets os and arch itself.
+        assert!(!out.contains("kubernetes.io/os"), "{out}");
+        let plain = render_user_data(&c, g, "c-g-x").expect("renders").content;
+        assert!(!plain.contains("instance-type"), "{plain}");
+    }
+}
