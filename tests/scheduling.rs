@@ -253,6 +253,17 @@ async fn a_pod_selecting_kubernetes_io_os_linux_gets_a_node() {
     ] {
         assert_eq!(l.get(k).map(String::as_str), Some(v), "{k} on {l:?}");
     }
+    // And the allocatable a kubelet reports: the VM's CPUs, its memory less the
+    // reserve (256 MiB in the simulator), 110 pods, ephemeral storage.
+    let alloc = node.status.and_then(|s| s.allocatable).unwrap_or_default();
+    let get = |k: &str| alloc.get(k).map(|q| q.0.clone());
+    assert_eq!(get("cpu").as_deref(), Some("4"));
+    assert_eq!(
+        get("memory").and_then(|m| nodewright::cluster::convert::parse_quantity(&m)),
+        Some(8 * GI - 256 * MI)
+    );
+    assert_eq!(get("pods").as_deref(), Some("110"));
+    assert!(get("ephemeral-storage").is_some(), "{alloc:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
