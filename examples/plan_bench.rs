@@ -1,13 +1,14 @@
 //! How long one planning decision takes on a large cluster (the planner is pure, so this
 //! is the whole decide step), and how fast the scheduling model packs pods.
 //!
-//! Run: `cargo run --release --example plan_bench [nodes] [runs]` (default 5,000 nodes,
-//! 30 pods per node, 5 runs per figure; pending pods are 2 per 5 nodes: 2,000 at 5,000).
+//! Run: `cargo run --release --example plan_bench [nodes] [runs] [scenario]` (default
+//! 5,000 nodes, 30 pods per node, 5 runs per figure, every scenario; pending pods are 2
+//! per 5 nodes: 2,000 at 5,000).
 //! A benchmark, not a test: it prints numbers and asserts nothing about speed.
 //!
 //! Scenarios (every node: 16 CPU, 64 GiB, 110 pods; three zones, one group per zone):
-//! - `pending`: pending pods of 50 shapes (CPU- and memory-heavy mixes); about half fit
-//!   the holes of existing nodes, the rest need new nodes (a scale-up).
+//! - `pending`: pending pods of 50 shapes (CPU- and memory-heavy mixes); those up to one
+//!   CPU fit the room left on existing nodes, the 2-CPU ones need new nodes (a scale-up).
 //! - `affinity`: the same pods, of 50 deployments with required hostname anti-affinity
 //!   and a zone topology spread (maxSkew 1), with existing replicas that carry both.
 //! - `scale-down`: no pending pods; a tenth of the nodes are underused but run a pod
@@ -45,6 +46,7 @@ fn main() -> anyhow::Result<()> {
         .transpose()?
         .unwrap_or(5)
         .max(1);
+    let only = args.next();
     let pending = nodes * 2 / 5;
     let dir = tempfile::tempdir()?;
     std::fs::write(dir.path().join("t.j2"), "#cloud-config\n")?;
@@ -64,6 +66,9 @@ fn main() -> anyhow::Result<()> {
         "plan_bench: {nodes} nodes x {PODS_PER_NODE} pods, {pending} pending pods of 50 shapes, median of {runs} run(s)"
     );
     for kind in [Kind::Pending, Kind::Affinity, Kind::ScaleDown, Kind::Full] {
+        if only.as_deref().is_some_and(|o| o != kind.name()) {
+            continue;
+        }
         let s = build(kind, nodes, pending, now);
         scenario(kind, &s, &config, now, runs)?;
     }
@@ -184,8 +189,8 @@ fn pack_pending(s: &Snapshot, config: &Config, runs: usize) -> anyhow::Result<()
     Ok(())
 }
 
-/// For each underused node (the 10% with one large pod): its pods first-fit onto the
-/// other nodes and back, as scale-down tries a candidate.
+/// For every tenth node (in `scale-down`, the underused ones with one large pod): its
+/// pods first-fit onto the other nodes and back, as scale-down tries a candidate.
 fn pack_evictions(s: &Snapshot, runs: usize) -> anyhow::Result<()> {
     let mut on_node: BTreeMap<&str, Vec<&PodInfo>> = BTreeMap::new();
     for p in &s.pods {
@@ -297,6 +302,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
             },
             images: BTreeSet::from([plan::normalize_image("nginx:1.25")]),
             deleting: false,
+            ready_changed: None,
         });
         // Filler pods of 500 deployments: 30 x (500m, 2 GiB) fill a node to 15 CPU and
         // 60 GiB; one node in ten has holes instead.

@@ -102,6 +102,8 @@ impl Reconciler {
             pdbs,
             volume_attachments,
             group_backoff: self.clouds.backoffs(),
+            last_node_deleted: self.clouds.disruption_times().last_node_deleted,
+            last_disruption_failure: self.clouds.disruption_times().last_failure,
         })
     }
 
@@ -178,6 +180,10 @@ impl Reconciler {
             (plan::Action::ScaleUp { group, .. }, Err(ActError::Cloud(e))) => {
                 tracing::warn!(group = %group, error = %e, "create failed; backing the group off");
                 self.clouds.record_failure(group, backoff, now);
+            }
+            (plan::Action::DeleteNodes { .. }, Ok(_)) => self.clouds.record_node_deleted(now),
+            (plan::Action::DeleteNodes { .. }, Err(_)) | (plan::Action::Uncordon { .. }, _) => {
+                self.clouds.record_disruption_failure(now)
             }
             (plan::Action::DeleteServers { servers, .. }, Ok(_)) => {
                 let groups: BTreeSet<&str> = servers.iter().map(|s| s.group.as_str()).collect();

@@ -186,10 +186,12 @@ fn failure_reason(e: &crate::act::ActError) -> &'static str {
             CloudError::Api { .. } => "api",
             CloudError::Transport { .. } => "transport",
             CloudError::Other { .. } => "other",
+            CloudError::Refused { .. } => "refused",
         },
         crate::act::ActError::UserData { .. } => "user-data",
         crate::act::ActError::Cluster(_) => "cluster",
         crate::act::ActError::NoProvider(_) => "config",
+        crate::act::ActError::Refused { .. } => "refused",
     }
 }
 

@@ -88,6 +88,23 @@ fn worker_names(env: &SimEnv) -> BTreeSet<String> {
         .collect()
 }
 
+/// A cordon as a person makes it, or (`ours`) as nodewright makes it: with the
+/// annotations that say why and since when.
+fn cordon_patch(ours: bool) -> serde_json::Value {
+    if !ours {
+        return serde_json::json!({"spec": {"unschedulable": true}});
+    }
+    let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
+    serde_json::json!({
+        "metadata": {"annotations": {
+            nodewright::ANNOTATION_CORDONED: "scale-down: empty",
+            nodewright::ANNOTATION_CORDONED_AT: now,
+            nodewright::ANNOTATION_DISRUPTION: "empty",
+        }},
+        "spec": {"unschedulable": true}
+    })
+}
+
 /// Runs cycles until `done` holds; `watch` sees the world after every cycle.
 async fn drive(
     env: &SimEnv,
@@ -239,12 +256,12 @@ async fn old_node_is_replaced_without_leaving_pods_unschedulable() {
     assert!(
         actions
             .iter()
-            .any(|a| matches!(a, Action::Cordon { node, .. } if *node == first.name)),
+            .any(|a| matches!(a, Action::Cordon { nodes, .. } if nodes.contains(&first.name))),
         "{actions:?}"
     );
     assert!(actions
         .iter()
-        .any(|a| matches!(a, Action::Drain { node, .. } if *node == first.name)));
+        .any(|a| matches!(a, Action::Drain { nodes, .. } if nodes.contains(&first.name))));
     // The replacement came up before the old node was cordoned.
     let cordon_at = actions
         .iter()
@@ -305,7 +322,8 @@ async fn empty_cordoned_managed_node_is_deleted_but_unmanaged_one_is_not() {
     )
     .await;
     let managed = env.cloud.servers()[0].name.clone();
-    // minSize back to 0, and a human cordons all three nodes.
+    // minSize back to 0; an earlier nodewright process cordoned the managed node (and
+    // died), a human cordons the two others.
     cfg.node_groups[0].min_size = 0;
     let rec = env.reconciler(cfg).await.expect("reconciler");
     let client = env.cluster.kube_client().await.expect("client");
@@ -315,7 +333,7 @@ async fn empty_cordoned_managed_node_is_deleted_but_unmanaged_one_is_not() {
             .patch(
                 name,
                 &PatchParams::default(),
-                &Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}})),
+                &Patch::Merge(cordon_patch(name == managed)),
             )
             .await
             .expect("cordon");
@@ -328,9 +346,9 @@ async fn empty_cordoned_managed_node_is_deleted_but_unmanaged_one_is_not() {
         |env| env.cluster.node(&managed).is_none() && env.cloud.servers().is_empty(),
     )
     .await;
-    assert!(actions
-        .iter()
-        .any(|a| matches!(a, Action::DeleteNode { node, .. } if *node == managed)));
+    assert!(actions.iter().any(
+        |a| matches!(a, Action::DeleteNodes { nodes } if nodes.iter().any(|t| t.node == managed))
+    ));
     // Node object first, then the VM: when the VM went, its node was already gone.
     let log = env.vm_log.lock().expect("log").clone();
     let deleted = log
@@ -521,7 +539,7 @@ async fn killed_mid_scale_up_the_restarted_process_converges_without_orphans_or_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_node_that_is_no_longer_needed_is_drained_and_removed() {
-    let (env, rec) = setup("scaleDown: {delayAfterAdd: 1s}").await;
+    let (env, rec) = setup("scaleDown: {delayAfterAdd: 1s, unneededTime: 0s}").await;
     env.cluster
         .add_replicaset(
             "default",
@@ -568,14 +586,14 @@ async fn a_node_that_is_no_longer_needed_is_drained_and_removed() {
     .await;
     assert!(stuck.is_empty(), "{stuck:?}");
     assert!(
-        actions
-            .iter()
-            .any(|a| matches!(a, Action::Cordon { reason, .. } if reason.contains("not needed"))),
+        actions.iter().any(
+            |a| matches!(a, Action::Cordon { reason, .. } if reason.starts_with("scale-down"))
+        ),
         "{actions:?}"
     );
     assert!(actions
         .iter()
-        .any(|a| matches!(a, Action::DeleteNode { .. })));
+        .any(|a| matches!(a, Action::DeleteNodes { .. })));
     // And it stays at one: no flapping back up.
     for _ in 0..10 {
         let r = rec.cycle(SystemTime::now()).await.expect("cycle");
@@ -683,14 +701,14 @@ async fn an_empty_node_is_deleted_only_after_its_volumes_detach() {
         .patch(
             &node,
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}})),
+            &Patch::Merge(cordon_patch(true)),
         )
         .await
         .expect("cordon");
     for _ in 0..5 {
         let r = rec.cycle(SystemTime::now()).await.expect("cycle");
         assert!(
-            !matches!(r.decision.action, Action::DeleteNode { .. }),
+            !matches!(r.decision.action, Action::DeleteNodes { .. }),
             "{:?}",
             r.decision
         );
@@ -722,7 +740,7 @@ async fn three_groups_on_three_providers_each_scale_up_and_down() {
 freeMemoryTarget: 0 B
 provisionTimeout: 60s
 scanInterval: 200ms
-scaleDown: {{delayAfterAdd: 1s}}
+scaleDown: {{delayAfterAdd: 1s, unneededTime: 0s}}
 nodeGroups:
   - name: os
     provider: openstack
@@ -933,4 +951,98 @@ async fn never_ready_and_leftover_vms_are_removed_and_a_failed_delete_is_retried
         "the one failing delete surfaced once, then was retried"
     );
     assert!(env.cloud.servers().iter().any(|s| s.id == foreign));
+}
+
+/// Issue 8, defence in depth, over HTTP: between the plan and the act, one VM is moved to
+/// another group, one handed to another cluster, and a Node not labelled ours registers
+/// under a third one's name. The actuator reads each VM back from the cloud and its Node
+/// from the API server just before deleting: those three are left alone and the error
+/// names each and the check that failed; the fourth, unchanged, is deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn actuator_rechecks_tags_and_labels_before_deleting() {
+    use nodewright::act::ActError;
+    let (env, rec) = setup("provisionTimeout: 1s\nfreeMemoryTarget: 0 B").await;
+    let ours = || {
+        std::collections::BTreeMap::from([
+            ("nodewright-cluster".to_string(), "e2e".to_string()),
+            ("nodewright-group".to_string(), "workers".to_string()),
+        ])
+    };
+    let ids: Vec<String> = ["a", "b", "c", "d"]
+        .iter()
+        .map(|x| {
+            env.cloud
+                .insert_server(&format!("e2e-workers-crash-{x}"), ours())
+        })
+        .collect();
+    // Left behind by a crash, never joined: past provisionTimeout they are failed VMs.
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let (snapshot, decision) = rec.plan(SystemTime::now()).await.expect("plan");
+    match &decision.action {
+        Action::DeleteServers { servers, .. } => {
+            let planned: BTreeSet<&str> = servers.iter().map(|s| s.id.as_str()).collect();
+            assert!(
+                ids.iter().all(|id| planned.contains(id.as_str())),
+                "{decision:?}"
+            );
+        }
+        other => panic!("expected the crashed VMs to be deleted, got {other:?}"),
+    }
+
+    // What changes between the plan and the act.
+    env.cloud
+        .set_metadata(&ids[0], "nodewright-group", Some("gpu"));
+    env.cloud
+        .set_metadata(&ids[1], "nodewright-cluster", Some("prod"));
+    env.cluster
+        .add_node(
+            SimNodeSpec::new("e2e-workers-crash-c", 8 * GI)
+                .label(LABEL_CLUSTER, "prod")
+                .label(LABEL_GROUP, "workers"),
+        )
+        .expect("node");
+
+    let deletes_before = env
+        .cloud
+        .calls()
+        .iter()
+        .filter(|c| c.method == "DELETE")
+        .count();
+    let err = match rec.act(&snapshot, &decision).await {
+        Err(e @ ActError::Refused { .. }) => e.to_string(),
+        other => panic!("expected a refusal, got {other:?}"),
+    };
+    for want in [
+        format!(
+            "VM e2e-workers-crash-a ({}): its nodewright-group tag is 'gpu', the plan says 'workers'",
+            ids[0]
+        ),
+        format!(
+            "VM e2e-workers-crash-b ({}): its nodewright-cluster tag names cluster 'prod', not 'e2e'",
+            ids[1]
+        ),
+        "node e2e-workers-crash-c of VM e2e-workers-crash-c".to_string(),
+        "it is not ours: its label nodewright.io/cluster is 'prod', expected 'e2e'".to_string(),
+        format!("done meanwhile: deleted VM e2e-workers-crash-d ({})", ids[3]),
+    ] {
+        assert!(err.contains(&want), "{want:?} not in: {err}");
+    }
+    let servers: BTreeSet<String> = env.cloud.servers().into_iter().map(|s| s.id).collect();
+    for id in &ids[..3] {
+        assert!(servers.contains(id), "{id} deleted: {err}");
+    }
+    assert!(!servers.contains(&ids[3]), "the unchanged VM stays: {err}");
+    let deletes: Vec<String> = env
+        .cloud
+        .calls()
+        .into_iter()
+        .filter(|c| c.method == "DELETE")
+        .map(|c| c.path)
+        .collect();
+    assert_eq!(
+        deletes[deletes_before..],
+        [format!("/compute/v2.1/servers/{}", ids[3])],
+        "only the unchanged VM got a DELETE"
+    );
+    assert!(env.cluster.node("e2e-workers-crash-c").is_some());
 }

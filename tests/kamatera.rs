@@ -341,7 +341,7 @@ async fn delete_terminates_with_force_and_tolerates_a_missing_server() {
         .create_server(&req("c1-workers-aaaaa", "workers"))
         .await
         .expect("create");
-    p.delete_server(&s.id).await.expect("delete");
+    p.delete_server("c1", &s.id).await.expect("delete");
     assert!(sim.servers().is_empty());
     let body = post_bodies(&sim, "/service/server/terminate")
         .pop()
@@ -351,7 +351,7 @@ async fn delete_terminates_with_force_and_tolerates_a_missing_server() {
         matches!(events.lock().expect("events").last(), Some(VmEvent::Deleted { name }) if name == "c1-workers-aaaaa")
     );
     // Gone already: success.
-    p.delete_server(&s.id).await.expect("delete again");
+    p.delete_server("c1", &s.id).await.expect("delete again");
     assert!(p.list_servers("c1").await.expect("list").is_empty());
 }
 
@@ -443,19 +443,32 @@ async fn a_delete_of_a_server_already_gone_is_done_whatever_the_api_answers() {
             .expect("create");
         assert_eq!(a.list_servers("c1").await.expect("list").len(), 1);
         // Another replica deletes it first; this one's delete then finds it gone.
-        b.delete_server(&s.id).await.expect("first delete");
+        b.delete_server("c1", &s.id).await.expect("first delete");
         assert!(sim.servers().is_empty());
+        let calls_since = |before: usize| -> Vec<String> {
+            sim.calls()[before..]
+                .iter()
+                .map(|c| format!("{} {}", c.method, c.path))
+                .collect()
+        };
         let before = sim.calls().len();
-        a.delete_server(&s.id)
+        a.delete_server("c1", &s.id)
             .await
             .unwrap_or_else(|e| panic!("{answer:?}: a server already gone is deleted: {e}"));
-        // The refused terminate, then the server list that shows it is gone.
-        let after: Vec<String> = sim.calls()[before..]
-            .iter()
-            .map(|c| format!("{} {}", c.method, c.path))
-            .collect();
+        // The listing read before the delete (for its tags) shows it gone: nothing more.
         assert_eq!(
-            after,
+            calls_since(before),
+            vec!["GET /service/servers"],
+            "{answer:?}"
+        );
+        // Gone between that listing and the terminate: the refused terminate, then the
+        // server list that shows it is gone.
+        let before = sim.calls().len();
+        a.terminate(&s.id)
+            .await
+            .unwrap_or_else(|e| panic!("{answer:?}: a server already gone is terminated: {e}"));
+        assert_eq!(
+            calls_since(before),
             vec!["POST /service/server/terminate", "GET /service/servers"],
             "{answer:?}"
         );
@@ -479,7 +492,7 @@ async fn a_refused_delete_of_a_listed_server_stays_an_error() {
         .expect("create");
     sim.fail_next_deletes(1);
     assert!(matches!(
-        p.delete_server(&s.id).await,
+        p.delete_server("c1", &s.id).await,
         Err(CloudError::Api { status: 500, .. })
     ));
     assert_eq!(sim.servers().len(), 1);
@@ -488,11 +501,11 @@ async fn a_refused_delete_of_a_listed_server_stays_an_error() {
     wrong.secret = "not-the-secret".into();
     let bad = KamateraProvider::with_options(wrong, BTreeMap::new(), fast()).expect("builds");
     assert!(matches!(
-        bad.delete_server(&s.id).await,
+        bad.delete_server("c1", &s.id).await,
         Err(CloudError::Auth { .. })
     ));
     assert_eq!(sim.servers().len(), 1);
-    p.delete_server(&s.id).await.expect("delete");
+    p.delete_server("c1", &s.id).await.expect("delete");
     assert!(sim.servers().is_empty());
 }
 
@@ -665,7 +678,7 @@ async fn a_delete_that_fails_once_succeeds_when_retried() {
         .await
         .expect("create");
     sim.fail_next_deletes(1);
-    match p.delete_server(&s.id).await {
+    match p.delete_server("c1", &s.id).await {
         Err(CloudError::Api {
             status, message, ..
         }) => {
@@ -675,7 +688,7 @@ async fn a_delete_that_fails_once_succeeds_when_retried() {
         other => panic!("expected an API error, got {other:?}"),
     }
     assert_eq!(sim.servers().len(), 1);
-    p.delete_server(&s.id).await.expect("retry succeeds");
+    p.delete_server("c1", &s.id).await.expect("retry succeeds");
     assert!(sim.servers().is_empty());
 }
 
@@ -1071,7 +1084,7 @@ async fn the_loop_scales_a_kamatera_group_up_and_down() {
     assert!(
         actions
             .iter()
-            .any(|a| matches!(a, Action::DeleteNode { node, .. } if *node == vm.name)),
+            .any(|a| matches!(a, Action::DeleteNodes { nodes } if nodes.iter().any(|t| t.node == vm.name))),
         "{actions:#?}"
     );
     let terminate = env
@@ -1144,7 +1157,7 @@ async fn kamatera_tags_in_current_api_shape_keep_every_cycle_working() {
         assert!(
             !matches!(
                 report.decision.action,
-                Action::ScaleUp { .. } | Action::DeleteServers { .. } | Action::DeleteNode { .. }
+                Action::ScaleUp { .. } | Action::DeleteServers { .. } | Action::DeleteNodes { .. }
             ),
             "{:?}",
             report.decision.action
@@ -1325,4 +1338,92 @@ async fn failed_creates_and_a_failed_delete_are_retried_by_the_loop() {
         .filter(|c| c.path == "/service/server/terminate")
         .count();
     assert!(terminates >= 2, "{terminates}");
+}
+
+/// Issue 8: Kamatera terminated by id without reading the server's tags back. Now
+/// `delete_server` reads the server list and the server's tags afresh (not from the
+/// cache) and refuses a server that is not this cluster's by its name and its tags;
+/// no terminate is sent for any of them.
+#[tokio::test]
+async fn kamatera_delete_refuses_a_server_of_another_cluster() {
+    let (sim, _) = start_sim().await;
+    let p = provider(&sim, &[("workers", settings(""))]);
+    let theirs = sim.insert_server(
+        "c2-workers-aaaaa",
+        &["nodewright-c2", "nodewright-workers"],
+        true,
+    );
+    let their_tag = sim.insert_server(
+        "c1-workers-bbbbb",
+        &["nodewright-c2", "nodewright-workers"],
+        true,
+    );
+    let untagged = sim.insert_server("c1-workers-manual", &[], true);
+    // Ours when listed (its tags now cached), then handed to another cluster.
+    let made = p
+        .create_server(&req("c1-workers-ccccc", "workers"))
+        .await
+        .expect("create");
+    assert_eq!(p.list_servers("c1").await.expect("list").len(), 1);
+    for (key, tag) in [("remove", "nodewright-c1"), ("add", "nodewright-c2")] {
+        let (status, _) = raw(
+            &sim,
+            reqwest::Method::POST,
+            "/server/tags",
+            Some(serde_json::json!({ "id": made.id, key: tag })),
+        )
+        .await;
+        assert_eq!(status, 200);
+    }
+
+    for (id, cause) in [
+        (&theirs, "its name does not start with 'c1-'"),
+        (&their_tag, "it has no tag nodewright-c1"),
+        (&untagged, "it has no tag nodewright-c1 (its tags: none)"),
+        (&made.id, "it has no tag nodewright-c1"),
+    ] {
+        match p.delete_server("c1", id).await {
+            Err(e @ CloudError::Refused { .. }) => {
+                let text = e.to_string();
+                assert!(
+                    text.contains(&format!("({id})")),
+                    "names the server: {text}"
+                );
+                assert!(text.contains(cause), "names the cause: {text}");
+            }
+            other => panic!("{id}: expected a refusal, got {other:?}"),
+        }
+        assert!(sim.servers().iter().any(|s| &s.id == id), "{id} terminated");
+    }
+    assert!(
+        post_bodies(&sim, "/service/server/terminate").is_empty(),
+        "a terminate was sent"
+    );
+
+    // Read back afresh: not ours → no cluster; ours → cluster and group.
+    let read = p
+        .get_server("c1", &made.id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(read.cluster, None);
+    assert_eq!(read.name, "c1-workers-ccccc");
+    let theirs_read = p
+        .get_server("c2", &theirs)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(theirs_read.cluster.as_deref(), Some("c2"));
+    assert_eq!(theirs_read.group.as_deref(), Some("workers"));
+    assert!(p
+        .get_server("c1", "no-such-id")
+        .await
+        .expect("get")
+        .is_none());
+
+    // Its own cluster may delete it.
+    p.delete_server("c2", &theirs)
+        .await
+        .expect("c2 deletes its own server");
+    assert!(!sim.servers().iter().any(|s| s.id == theirs));
 }

@@ -360,7 +360,7 @@ async fn password_auth_create_list_boot_delete() {
         .iter()
         .any(|c| c.path == "/network/v2.0/networks" && c.query.as_deref() == Some("name=private")));
 
-    f.provider.delete_server(&created.id).await.unwrap();
+    f.provider.delete_server("c1", &created.id).await.unwrap();
     // Like real Nova, the server is listed as deleting for a moment after the 204.
     for _ in 0..100 {
         if f.sim.servers().is_empty() {
@@ -375,9 +375,9 @@ async fn password_auth_create_list_boot_delete() {
         Some(VmEvent::Deleted { name }) if name == "c1-workers-abc"
     ));
     // Already gone is fine.
-    f.provider.delete_server(&created.id).await.unwrap();
+    f.provider.delete_server("c1", &created.id).await.unwrap();
     f.provider
-        .delete_server("00000000-0000-0000-0000-000000000000")
+        .delete_server("c1", "00000000-0000-0000-0000-000000000000")
         .await
         .unwrap();
     // One token served everything.
@@ -509,12 +509,12 @@ async fn quota_and_server_errors_are_mapped() {
     wait_for_status(&f, "c1", &s.id, ServerStatus::Error).await;
 
     f.sim.fail_next_deletes(1);
-    let err = f.provider.delete_server(&s.id).await.unwrap_err();
+    let err = f.provider.delete_server("c1", &s.id).await.unwrap_err();
     assert!(
         matches!(err, CloudError::Api { status: 500, .. }),
         "{err:?}"
     );
-    f.provider.delete_server(&s.id).await.unwrap();
+    f.provider.delete_server("c1", &s.id).await.unwrap();
 }
 
 #[tokio::test]
@@ -589,7 +589,7 @@ async fn delete_waits_until_the_server_is_gone() {
         .unwrap();
     wait_for_status(&f, "c1", &s.id, ServerStatus::Active).await;
     let start = std::time::Instant::now();
-    f.provider.delete_server(&s.id).await.unwrap();
+    f.provider.delete_server("c1", &s.id).await.unwrap();
     // The simulator, like real Nova, shows it "deleting" for 300 ms after the 204.
     assert!(
         start.elapsed() >= Duration::from_millis(250),
@@ -638,7 +638,7 @@ async fn delete_that_never_finishes_times_out_naming_the_server() {
         .unwrap();
     wait_for_status(&f, "c1", &s.id, ServerStatus::Active).await;
     let start = std::time::Instant::now();
-    let err = f.provider.delete_server(&s.id).await.unwrap_err();
+    let err = f.provider.delete_server("c1", &s.id).await.unwrap_err();
     let waited = start.elapsed();
     assert!(
         waited >= Duration::from_millis(400) && waited < Duration::from_secs(3),
@@ -1449,4 +1449,75 @@ async fn real_nova_refuses_an_unknown_server_group_and_invalid_tags() {
         groups["server_groups"][0]["members"],
         serde_json::json!([id])
     );
+}
+
+/// Issue 8: OpenStack deleted by id without reading the server's tags back. Now
+/// `delete_server` reads it (`GET /servers/{id}`) and refuses one not tagged for the
+/// cluster: another cluster's, untagged, re-tagged since it was created, or one whose
+/// tags contradict its metadata. No `DELETE` is sent for any of them.
+#[tokio::test]
+async fn openstack_delete_refuses_a_server_of_another_cluster() {
+    let f = fixture().await;
+    let meta = |cluster: &str| {
+        BTreeMap::from([
+            (CLUSTER_TAG.to_string(), cluster.to_string()),
+            (GROUP_TAG.to_string(), "workers".to_string()),
+        ])
+    };
+    let theirs = f.sim.insert_server("c2-workers-aaaaa", meta("c2"));
+    let untagged = f.sim.insert_server("c1-workers-manual", BTreeMap::new());
+    let retagged = f
+        .provider
+        .create_server(&request("c1-workers-bbbbb", "c1", "x"))
+        .await
+        .unwrap()
+        .id;
+    // Handed over to cluster c2 after the create, metadata and tags alike.
+    f.sim.set_metadata(&retagged, CLUSTER_TAG, Some("c2"));
+    f.sim.set_tags(
+        &retagged,
+        &["nodewright-cluster=c2", "nodewright-group=workers"],
+    );
+    let contradicted = f.sim.insert_server("c1-workers-ccccc", meta("c1"));
+    f.sim.set_tags(
+        &contradicted,
+        &["nodewright-cluster=c2", "nodewright-group=workers"],
+    );
+
+    for (id, cause) in [
+        (&theirs, "names cluster 'c2', not 'c1'"),
+        (&untagged, "carries no nodewright-cluster tag"),
+        (&retagged, "names cluster 'c2', not 'c1'"),
+        (&contradicted, "carries no nodewright-cluster tag"),
+    ] {
+        match f.provider.delete_server("c1", id).await {
+            Err(e @ CloudError::Refused { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains(id.as_str()), "names the server: {text}");
+                assert!(text.contains(cause), "names the cause: {text}");
+            }
+            other => panic!("{id}: expected a refusal, got {other:?}"),
+        }
+        assert!(f.sim.servers().iter().any(|s| &s.id == id), "{id} deleted");
+    }
+    assert!(
+        !f.sim.calls().iter().any(|c| c.method == "DELETE"),
+        "a DELETE was sent: {:?}",
+        f.sim.calls()
+    );
+
+    // Read back as it is, whoever it belongs to; a server that does not exist is None.
+    let read = f.provider.get_server("c1", &theirs).await.unwrap().unwrap();
+    assert_eq!(read.cluster.as_deref(), Some("c2"));
+    assert_eq!(read.name, "c2-workers-aaaaa");
+    assert!(f
+        .provider
+        .get_server("c1", "00000000-0000-0000-0000-000000000000")
+        .await
+        .unwrap()
+        .is_none());
+
+    // Its own cluster may delete it.
+    f.provider.delete_server("c2", &theirs).await.unwrap();
+    assert!(!f.sim.servers().iter().any(|s| s.id == theirs));
 }

@@ -600,7 +600,9 @@ async fn full_lifecycle(os: &RealOs, p: &OpenStackProvider, cluster: &str, ram_m
     );
 
     // delete_server returns once Nova no longer has the server.
-    p.delete_server(&created.id).await.expect("delete_server");
+    p.delete_server(cluster, &created.id)
+        .await
+        .expect("delete_server");
     assert!(
         admin.server_gone(&created.id).await,
         "server still there after delete_server"
@@ -612,7 +614,7 @@ async fn full_lifecycle(os: &RealOs, p: &OpenStackProvider, cluster: &str, ram_m
         .iter()
         .all(|s| s.id != created.id));
     // Deleting what is already gone is success.
-    p.delete_server(&created.id)
+    p.delete_server(cluster, &created.id)
         .await
         .expect("second delete is a no-op");
 }
@@ -679,7 +681,9 @@ async fn real_server_group_by_name_and_id_and_tags() {
                 format!("{GROUP_TAG}=workers")
             ]
         );
-        p.delete_server(&created.id).await.expect("delete_server");
+        p.delete_server(&cluster, &created.id)
+            .await
+            .expect("delete_server");
         assert!(
             admin.server_gone(&created.id).await,
             "server still there after delete_server"
@@ -857,7 +861,7 @@ async fn real_quota_exceeded_is_a_quota_error() {
         .expect_err("the second server is over the quota");
     assert!(matches!(err, CloudError::Quota { .. }), "{err:?}");
     assert!(err.to_string().contains("instances"), "{err}");
-    p.delete_server(&first.id).await.expect("delete");
+    p.delete_server(&cluster, &first.id).await.expect("delete");
     wait_gone(&p, &cluster, &first.id).await;
 
     // Creates at the same moment race past the API's check: Nova accepts them and its
@@ -952,7 +956,7 @@ async fn real_no_valid_host_shows_as_error_status() {
     let shown = admin.server(&s.id).await;
     assert_eq!(shown.fault, "No valid host was found. ", "{shown:?}");
     assert_eq!(shown.fault_code, Some(500));
-    p.delete_server(&s.id).await.expect("delete");
+    p.delete_server(&cluster, &s.id).await.expect("delete");
     wait_gone(&p, &cluster, &s.id).await;
 }
 
@@ -1227,7 +1231,7 @@ nodeGroups:
     };
     assert!(
         down.iter()
-            .any(|a| matches!(a, Action::DeleteNode { node, .. } if *node == vm.name)),
+            .any(|a| matches!(a, Action::DeleteNodes { nodes } if nodes.iter().any(|t| t.node == vm.name))),
         "{down:?}"
     );
     assert!(

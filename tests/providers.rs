@@ -54,7 +54,7 @@ async fn a_provider_whose_listing_fails_for_many_cycles_does_not_stall_the_other
 freeMemoryTarget: 0 B
 provisionTimeout: 60s
 scanInterval: 200ms
-scaleDown: {delayAfterAdd: 1s}
+scaleDown: {delayAfterAdd: 1s, unneededTime: 0s}
 nodeGroups:
   - name: os
     provider: openstack

@@ -184,9 +184,9 @@ async fn full_scale_up_and_down_passes_the_schema_with_token_auth() {
     }
     assert!(p.list_servers("other").await.expect("list").is_empty());
 
-    p.delete_server(&a.id).await.expect("delete");
-    p.delete_server(&b.id).await.expect("delete");
-    p.delete_server(&b.id)
+    p.delete_server("prod", &a.id).await.expect("delete");
+    p.delete_server("prod", &b.id).await.expect("delete");
+    p.delete_server("prod", &b.id)
         .await
         .expect("deleting a gone VM is success");
     assert!(s.guests().is_empty());
@@ -253,7 +253,7 @@ async fn ticket_auth_sends_csrf_on_writes_only_and_logs_in_again() {
         .create_server(&req("prod-workers-aaaaa", "workers", ""))
         .await
         .expect("create");
-    p.delete_server(&a.id).await.expect("delete");
+    p.delete_server("prod", &a.id).await.expect("delete");
     assert_clean(&s);
     assert_eq!(s.tickets_issued(), 1);
     let calls = s.calls();
@@ -476,7 +476,7 @@ async fn static_pool_never_hands_out_an_address_twice_even_across_restarts() {
         ]
     );
     // Freed by a delete, the address may be used again, but only once.
-    p.delete_server(&b.id).await.expect("delete");
+    p.delete_server("prod", &b.id).await.expect("delete");
     let d = p
         .create_server(&req("prod-workers-eeeee", "workers", ""))
         .await
@@ -700,17 +700,17 @@ async fn leftover_vm_found_by_tags_and_delete_failing_once() {
         && x.created > SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000)));
     s.fail_next_deletes(1);
     let e = p
-        .delete_server(&left.to_string())
+        .delete_server("prod", &left.to_string())
         .await
         .expect_err("fails once");
     assert!(e.to_string().contains("locked"), "{e}");
-    p.delete_server(&left.to_string())
+    p.delete_server("prod", &left.to_string())
         .await
         .expect("second attempt works");
     assert!(!s.vms().iter().any(|v| v.vmid == left));
     // Never deletes what is not ours.
     let e = p
-        .delete_server(&untagged.to_string())
+        .delete_server("prod", &untagged.to_string())
         .await
         .expect_err("refused");
     assert!(e.to_string().contains("not tagged"), "{e}");
@@ -966,4 +966,69 @@ async fn e2e_never_ready_and_leftover_vms_are_removed_after_provision_timeout() 
         .unwrap_or("")
         .starts_with("e2e-stuck")));
     assert_clean(&env.pve);
+}
+
+/// Issue 8: Proxmox accepted any VM carrying a nodewright cluster tag, another cluster's
+/// included. Now a VM is destroyed only when its tags name this cluster and no other;
+/// no stop or destroy is sent for the others.
+#[tokio::test]
+async fn proxmox_delete_refuses_a_vm_tagged_for_another_cluster() {
+    let (s, _) = sim().await;
+    let p = provider(&s, &[("workers", "template: k3s-shared\n")]);
+    let theirs = s.insert_vm(
+        "pve2",
+        "dev-workers-aaaaa",
+        "nw-c-dev;nw-g-workers;nw-t-1700000000",
+        None,
+    );
+    let both = s.insert_vm(
+        "pve2",
+        "prod-workers-both",
+        "nw-c-prod;nw-g-workers;nw-c-dev",
+        None,
+    );
+    let group_only = s.insert_vm("pve1", "prod-workers-group", "nw-g-workers", None);
+    for (vmid, cause) in [
+        (theirs, "tagged for cluster 'dev', not 'prod'"),
+        (both, "tagged for several clusters (prod, dev)"),
+        (group_only, "not tagged as a nodewright VM"),
+    ] {
+        match p.delete_server("prod", &vmid.to_string()).await {
+            Err(e @ CloudError::Refused { .. }) => {
+                let text = e.to_string();
+                assert!(text.contains(&format!("({vmid})")), "names the VM: {text}");
+                assert!(text.contains(cause), "names the cause: {text}");
+            }
+            other => panic!("{vmid}: expected a refusal, got {other:?}"),
+        }
+        assert!(s.vms().iter().any(|v| v.vmid == vmid), "{vmid} destroyed");
+    }
+    assert!(
+        !s.calls().iter().any(|c| c.method == "DELETE"
+            || c.endpoint.as_deref() == Some("/nodes/{node}/qemu/{vmid}/status/stop")),
+        "a stop or destroy was sent"
+    );
+    // Neither cluster lists the VM tagged for both.
+    for cluster in ["prod", "dev"] {
+        let listed = p.list_servers(cluster).await.expect("list");
+        assert!(
+            !listed.iter().any(|l| l.id == both.to_string()),
+            "{cluster}: {listed:?}"
+        );
+    }
+    // Read back as its tags say; another cluster's is its.
+    let read = p
+        .get_server("prod", &theirs.to_string())
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(read.cluster.as_deref(), Some("dev"));
+    assert_eq!(read.group.as_deref(), Some("workers"));
+    assert!(p.get_server("prod", "999999").await.expect("get").is_none());
+    // Its own cluster may delete it.
+    p.delete_server("dev", &theirs.to_string())
+        .await
+        .expect("dev deletes its own VM");
+    assert!(!s.vms().iter().any(|v| v.vmid == theirs));
+    assert_clean(&s);
 }

@@ -23,13 +23,20 @@ fn ev(object: ObjectRef, reason: &str, message: String, warning: bool) -> EventS
 /// The objects an action touches, for failure events.
 fn action_objects(action: &Action) -> Vec<ObjectRef> {
     match action {
-        Action::Cordon { node, .. }
-        | Action::Drain { node, .. }
-        | Action::DeleteNode { node, .. }
-        | Action::PullImages { node, .. } => vec![ObjectRef::node(node)],
-        Action::DeleteServers { nodes, .. } | Action::RemoveStartupTaint { nodes } => {
+        Action::PullImages { node, .. } => vec![ObjectRef::node(node)],
+        Action::DeleteNodes { nodes } => nodes.iter().map(|t| ObjectRef::node(&t.node)).collect(),
+        Action::Cordon { nodes, .. }
+        | Action::Uncordon { nodes, .. }
+        | Action::Drain { nodes, .. }
+        | Action::DeleteServers { nodes, .. }
+        | Action::RemoveStartupTaint { nodes } => {
             nodes.iter().map(|n| ObjectRef::node(n)).collect()
         }
+        Action::MarkUnneeded { mark, clear, .. } => mark
+            .iter()
+            .chain(clear)
+            .map(|n| ObjectRef::node(n))
+            .collect(),
         Action::ScaleUp { .. } | Action::None | Action::DeletePods { .. } => Vec::new(),
     }
 }
@@ -135,30 +142,56 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
                 ));
             }
         }
-        Action::Cordon { node, reason } => out.push(ev(
-            ObjectRef::node(node),
-            "Cordoned",
-            format!("cordoned by nodewright: {reason}"),
-            false,
-        )),
-        Action::Drain { node, .. } => {
+        Action::Cordon {
+            nodes,
+            reason,
+            disruption,
+            ..
+        } => {
+            for node in nodes {
+                out.push(ev(
+                    ObjectRef::node(node),
+                    "Cordoned",
+                    format!("cordoned by nodewright ({}): {reason}", disruption.as_str()),
+                    false,
+                ));
+            }
+        }
+        Action::Uncordon { nodes, reason } => {
+            for node in nodes {
+                out.push(ev(
+                    ObjectRef::node(node),
+                    "Uncordoned",
+                    format!("given back by nodewright: {reason}"),
+                    true,
+                ));
+            }
+        }
+        Action::Drain { nodes, .. } => {
             let mut msg = format!("evicted {} pod(s)", outcome.done.len());
             if !outcome.deferred.is_empty() {
                 msg.push_str(&format!("; {}", outcome.deferred.join("; ")));
             }
-            out.push(ev(
-                ObjectRef::node(node),
-                "Draining",
-                msg,
-                !outcome.deferred.is_empty(),
-            ));
+            for node in nodes {
+                out.push(ev(
+                    ObjectRef::node(node),
+                    "Draining",
+                    msg.clone(),
+                    !outcome.deferred.is_empty(),
+                ));
+            }
         }
-        Action::DeleteNode { node, server } => out.push(ev(
-            ObjectRef::node(node),
-            "NodeDeleted",
-            format!("empty cordoned node deleted with its VM {}", server.id),
-            false,
-        )),
+        Action::DeleteNodes { nodes } => {
+            for t in nodes {
+                out.push(ev(
+                    ObjectRef::node(&t.node),
+                    "NodeDeleted",
+                    format!("cordoned node deleted with its VM {}", t.server.id),
+                    false,
+                ));
+            }
+        }
+        Action::MarkUnneeded { .. } => {}
         Action::DeleteServers { .. } => {
             for r in &decision.reasons {
                 for o in &r.objects {

@@ -3,6 +3,7 @@
 //! what happened and the planner picks up from there.
 
 pub mod events;
+pub mod guard;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hasher};
@@ -14,7 +15,10 @@ use crate::config::{Config, NodeGroupConfig};
 use crate::plan::sched::template::provider_labels;
 use crate::plan::{Action, ServerRef};
 use crate::userdata::{self, RenderContext, UserDataError};
-use crate::STARTUP_TAINT_KEY;
+use crate::{
+    ANNOTATION_CORDONED, ANNOTATION_CORDONED_AT, ANNOTATION_DISRUPTION, ANNOTATION_UNNEEDED_SINCE,
+    STARTUP_TAINT_KEY,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ActError {
@@ -30,6 +34,28 @@ pub enum ActError {
     },
     #[error("no cloud provider configured for {0}")]
     NoProvider(String),
+    /// Checks just before a destructive call failed: those objects were left alone.
+    #[error("refused to delete {}{}", join_refusals(.refusals), deleted_meanwhile(.done))]
+    Refused {
+        refusals: Vec<guard::Refusal>,
+        /// What the same action did delete, its other objects having passed the checks.
+        done: Vec<String>,
+    },
+}
+
+fn join_refusals(r: &[guard::Refusal]) -> String {
+    r.iter()
+        .map(|r| r.to_string())
+        .collect::<Vec<_>>()
+        .join("; ")
+}
+
+fn deleted_meanwhile(done: &[String]) -> String {
+    if done.is_empty() {
+        String::new()
+    } else {
+        format!(" (done meanwhile: {})", done.join(", "))
+    }
 }
 
 /// The cloud providers in use, by node group and by provider name.
@@ -37,6 +63,15 @@ pub enum ActError {
 pub struct Clouds {
     by_group: BTreeMap<String, Arc<dyn CloudProvider>>,
     failures: Arc<std::sync::Mutex<BTreeMap<String, GroupFailures>>>,
+    /// When a node was last deleted and when a removal last failed, for the scale-down
+    /// delays. Soft state like the backoff: a restart forgets at most one delay.
+    disruption: Arc<std::sync::Mutex<DisruptionTimes>>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DisruptionTimes {
+    pub last_node_deleted: Option<std::time::SystemTime>,
+    pub last_failure: Option<std::time::SystemTime>,
 }
 
 /// Failed creates of a group in a row. Soft state: losing it on a restart costs at most
@@ -67,6 +102,24 @@ impl Clouds {
         let count = f.get(group).map_or(0, |g| g.count) + 1;
         let until = now + backoff.after(count);
         f.insert(group.to_string(), GroupFailures { count, until });
+    }
+
+    pub fn disruption_times(&self) -> DisruptionTimes {
+        *self.disruption.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn record_node_deleted(&self, now: std::time::SystemTime) {
+        self.disruption
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last_node_deleted = Some(now);
+    }
+
+    pub fn record_disruption_failure(&self, now: std::time::SystemTime) {
+        self.disruption
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .last_failure = Some(now);
     }
 
     pub fn record_success(&self, group: &str) {
@@ -125,6 +178,7 @@ impl Clouds {
         Clouds {
             by_group,
             failures: self.failures.clone(),
+            disruption: self.disruption.clone(),
         }
     }
 }
@@ -152,6 +206,10 @@ pub fn render_user_data_for(
     let taints = group.taints.iter().map(|t| t.to_flag()).collect();
     let mut labels = provider_labels(shape);
     labels.extend(group.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
+    labels.insert(
+        crate::LABEL_SETTINGS_HASH.to_string(),
+        group.settings_hash.clone(),
+    );
     let ctx = RenderContext::new(
         &config.cluster_name,
         &group.name,
@@ -165,6 +223,12 @@ pub fn render_user_data_for(
             source,
         }
     })
+}
+
+/// Unix seconds as RFC 3339 (UTC), the form the annotations keep.
+pub fn rfc3339(secs: u64) -> String {
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+        .to_string()
 }
 
 /// `n` random base-36 characters (lowercase letters and digits).
@@ -238,15 +302,8 @@ impl Actuator<'_> {
                 }
             }
             Action::DeleteServers { servers, nodes } => {
-                for node in nodes {
-                    self.cluster.delete_node(node).await?;
-                    out.done.push(format!("deleted node {node}"));
-                }
-                for s in servers {
-                    self.delete_server(s).await?;
-                    *out.deleted.entry(s.group.clone()).or_default() += 1;
-                    out.done.push(format!("deleted VM {} ({})", s.name, s.id));
-                }
+                let (targets, refusals) = guard::by_name(servers, nodes);
+                self.remove_checked(&targets, refusals, &mut out).await?;
             }
             Action::ScaleUp { group, count } => {
                 let g = self
@@ -273,11 +330,49 @@ impl Actuator<'_> {
                     ));
                 }
             }
-            Action::Cordon { node, reason } => {
-                self.cluster.cordon(node, reason).await?;
-                out.done.push(format!("cordoned {node}"));
+            Action::Cordon {
+                nodes,
+                reason,
+                disruption,
+                at,
+            } => {
+                let at = rfc3339(*at);
+                let annotations = BTreeMap::from([
+                    (ANNOTATION_CORDONED.to_string(), reason.clone()),
+                    (ANNOTATION_CORDONED_AT.to_string(), at),
+                    (
+                        ANNOTATION_DISRUPTION.to_string(),
+                        disruption.as_str().to_string(),
+                    ),
+                ]);
+                for node in nodes {
+                    self.cluster.cordon(node, &annotations).await?;
+                    out.done.push(format!("cordoned {node}"));
+                }
             }
-            Action::Drain { node, pods } => {
+            Action::Uncordon { nodes, .. } => {
+                for node in nodes {
+                    self.cluster.uncordon(node).await?;
+                    out.done.push(format!("uncordoned {node}"));
+                }
+            }
+            Action::MarkUnneeded { mark, clear, at } => {
+                let since = rfc3339(*at);
+                for node in mark {
+                    let set = BTreeMap::from([(
+                        ANNOTATION_UNNEEDED_SINCE.to_string(),
+                        Some(since.clone()),
+                    )]);
+                    self.cluster.annotate(node, &set).await?;
+                    out.done.push(format!("{node} unneeded since {since}"));
+                }
+                for node in clear {
+                    let set = BTreeMap::from([(ANNOTATION_UNNEEDED_SINCE.to_string(), None)]);
+                    self.cluster.annotate(node, &set).await?;
+                    out.done.push(format!("{node} needed again"));
+                }
+            }
+            Action::Drain { pods, .. } => {
                 for pod in pods {
                     let result = self.cluster.evict(pod).await?;
                     let key = match &result {
@@ -287,7 +382,7 @@ impl Actuator<'_> {
                     };
                     *out.evictions.entry(key).or_default() += 1;
                     match result {
-                        Eviction::Evicted => out.done.push(format!("evicted {pod} from {node}")),
+                        Eviction::Evicted => out.done.push(format!("evicted {pod}")),
                         Eviction::Gone => {}
                         Eviction::Blocked(why) => out
                             .deferred
@@ -295,37 +390,35 @@ impl Actuator<'_> {
                     }
                 }
             }
-            Action::DeleteNode { node, server } => {
+            Action::DeleteNodes { nodes } => {
                 // Node first: once it is gone nothing schedules there, then the VM can go.
-                self.cluster.delete_node(node).await?;
-                out.done.push(format!("deleted node {node}"));
-                self.delete_server(server).await?;
-                *out.deleted.entry(server.group.clone()).or_default() += 1;
-                out.done
-                    .push(format!("deleted VM {} ({})", server.name, server.id));
+                let targets: Vec<_> = nodes
+                    .iter()
+                    .map(|t| (&t.server, Some(t.node.as_str())))
+                    .collect();
+                self.remove_checked(&targets, Vec::new(), &mut out).await?;
             }
             Action::PullImages { node, images } => {
                 let ns = &self.config.image_puller.namespace;
-                let pod = self.cluster.create_image_puller(ns, node, images).await?;
+                let pod = self
+                    .cluster
+                    .create_image_puller(&self.config.cluster_name, ns, node, images)
+                    .await?;
                 out.done.push(format!(
                     "started {ns}/{pod} to pull {} on {node}",
                     images.join(", ")
                 ));
             }
-            Action::DeletePods { pods } => {
-                for pod in pods {
-                    self.cluster.delete_pod(pod).await?;
-                    out.done.push(format!("deleted pod {pod}"));
-                }
-            }
+            Action::DeletePods { pods } => self.delete_pullers(pods, &mut out).await?,
         }
         Ok(out)
     }
 
+    /// The provider reads the VM's tags back too, and refuses one not of this cluster.
     async fn delete_server(&self, s: &ServerRef) -> Result<(), ActError> {
         self.clouds
             .for_group(&s.group)?
-            .delete_server(&s.id)
+            .delete_server(&self.config.cluster_name, &s.id)
             .await?;
         Ok(())
     }

@@ -44,9 +44,16 @@ impl CloudProvider for Instrumented {
         r
     }
 
-    async fn delete_server(&self, id: &str) -> Result<(), CloudError> {
+    async fn get_server(&self, cluster: &str, id: &str) -> Result<Option<Server>, CloudError> {
         let t = Instant::now();
-        let r = self.inner.delete_server(id).await;
+        let r = self.inner.get_server(cluster, id).await;
+        self.observe("get_server", t, &r);
+        r
+    }
+
+    async fn delete_server(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        let t = Instant::now();
+        let r = self.inner.delete_server(cluster, id).await;
         self.observe("delete_server", t, &r);
         r
     }

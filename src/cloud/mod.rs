@@ -99,6 +99,48 @@ pub enum CloudError {
     },
     #[error("{provider}: {message}")]
     Other { provider: String, message: String },
+    /// A delete refused because the server, read back just before, is not this
+    /// cluster's (see [`check_owned`]).
+    #[error("{provider}: refusing to delete {server}: {reason}")]
+    Refused {
+        provider: String,
+        /// `'<name>' (<id>)`.
+        server: String,
+        reason: String,
+    },
+}
+
+/// Why `server`, as just read back, is not `cluster`'s to delete: `None` when its
+/// [`CLUSTER_TAG`] names `cluster`.
+pub fn not_owned_by(server: &Server, cluster: &str) -> Option<String> {
+    match server.cluster.as_deref() {
+        Some(c) if c == cluster => None,
+        Some(other) => Some(format!(
+            "its {CLUSTER_TAG} tag names cluster '{other}', not '{cluster}'"
+        )),
+        None => Some(format!(
+            "it carries no {CLUSTER_TAG} tag naming cluster '{cluster}' (missing or ambiguous)"
+        )),
+    }
+}
+
+/// `Err(`[`CloudError::Refused`]`)` unless `server` is `cluster`'s to delete; what every
+/// provider's `delete_server` checks on the server it has just read back.
+pub fn check_owned(provider: &str, server: &Server, cluster: &str) -> Result<(), CloudError> {
+    match not_owned_by(server, cluster) {
+        None => Ok(()),
+        Some(reason) => Err(refused(provider, &server.name, &server.id, reason)),
+    }
+}
+
+/// A [`CloudError::Refused`] for server `name` (`id`), logged as it is made.
+pub fn refused(provider: &str, name: &str, id: &str, reason: String) -> CloudError {
+    tracing::warn!(provider, server = %name, id, %reason, "refusing to delete a server that is not this cluster's");
+    CloudError::Refused {
+        provider: provider.to_string(),
+        server: format!("'{name}' ({id})"),
+        reason,
+    }
 }
 
 /// One cloud account as used by one or more node groups.
@@ -111,8 +153,16 @@ pub trait CloudProvider: Send + Sync {
     fn name(&self) -> &str;
     async fn list_servers(&self, cluster: &str) -> Result<Vec<Server>, CloudError>;
     async fn create_server(&self, req: &CreateRequest) -> Result<Server, CloudError>;
+    /// Reads one server back by id, now (no cache), whatever its tags say; `None` when
+    /// it no longer exists. Its [`Server::cluster`] and [`Server::group`] are what its
+    /// tags say now; a provider whose tags cannot name another cluster (Kamatera's flat
+    /// tags) reports `cluster` only when the server is tagged for it, and `None` otherwise.
+    /// The actuator checks this just before every destructive call.
+    async fn get_server(&self, cluster: &str, id: &str) -> Result<Option<Server>, CloudError>;
+    /// Deletes server `id` of `cluster`: its tags are read back first and a server not
+    /// tagged for `cluster` is refused with [`CloudError::Refused`] (see [`check_owned`]).
     /// Deleting a server that is already gone is success.
-    async fn delete_server(&self, id: &str) -> Result<(), CloudError>;
+    async fn delete_server(&self, cluster: &str, id: &str) -> Result<(), CloudError>;
     /// CPU, memory, instance type and zone of one new VM of `group` (its flavor, size or
     /// template), as far as the provider can tell before any VM exists; used to size
     /// scale-ups and to label the node-to-be.

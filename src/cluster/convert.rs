@@ -214,9 +214,13 @@ pub fn node_info(n: &Node) -> Option<NodeInfo> {
     let name = n.metadata.name.clone()?;
     let spec = n.spec.as_ref();
     let status = n.status.as_ref();
-    let ready = status
+    let ready_condition = status
         .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"));
+        .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+    let ready = ready_condition.is_some_and(|c| c.status == "True");
+    let ready_changed = ready_condition
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map(time_to_system);
     let taints = spec
         .and_then(|s| s.taints.as_ref())
         .map(|ts| {
@@ -255,6 +259,7 @@ pub fn node_info(n: &Node) -> Option<NodeInfo> {
         allocatable,
         images,
         deleting: n.metadata.deletion_timestamp.is_some(),
+        ready_changed,
     })
 }
 

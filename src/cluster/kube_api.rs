@@ -1,5 +1,7 @@
 //! [`ClusterApi`] over the real Kubernetes API with kube-rs.
 
+use std::collections::BTreeMap;
+
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
@@ -11,7 +13,7 @@ use serde_json::json;
 use super::convert::{node_info, pdb_info, pod_info};
 use super::{ClusterApi, ClusterError, Eviction};
 use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodRef};
-use crate::{ANNOTATION_CORDONED, LABEL_IMAGE_PULLER};
+use crate::{ANNOTATION_CORDONED, LABEL_CLUSTER, LABEL_IMAGE_PULLER};
 
 /// Large clusters are listed in pages of this size.
 const PAGE: u32 = 500;
@@ -100,15 +102,53 @@ impl ClusterApi for KubeCluster {
             .collect())
     }
 
-    async fn cordon(&self, node: &str, reason: &str) -> Result<(), ClusterError> {
+    async fn cordon(
+        &self,
+        node: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<(), ClusterError> {
         let api: Api<Node> = Api::all(self.client.clone());
         let patch = json!({
-            "metadata": {"annotations": {ANNOTATION_CORDONED: reason}},
+            "metadata": {"annotations": annotations},
             "spec": {"unschedulable": true}
         });
         api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(api_err(format!("cordon node {node}")))?;
+        Ok(())
+    }
+
+    async fn uncordon(&self, node: &str) -> Result<(), ClusterError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let mut annotations = serde_json::Map::new();
+        for key in [
+            ANNOTATION_CORDONED,
+            crate::ANNOTATION_CORDONED_AT,
+            crate::ANNOTATION_DISRUPTION,
+            crate::ANNOTATION_UNNEEDED_SINCE,
+        ] {
+            annotations.insert(key.to_string(), serde_json::Value::Null);
+        }
+        let patch = json!({
+            "metadata": {"annotations": annotations},
+            "spec": {"unschedulable": false}
+        });
+        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(api_err(format!("uncordon node {node}")))?;
+        Ok(())
+    }
+
+    async fn annotate(
+        &self,
+        node: &str,
+        annotations: &BTreeMap<String, Option<String>>,
+    ) -> Result<(), ClusterError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let patch = json!({"metadata": {"annotations": annotations}});
+        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(api_err(format!("annotate node {node}")))?;
         Ok(())
     }
 
@@ -157,18 +197,32 @@ impl ClusterApi for KubeCluster {
         }
     }
 
+    async fn node_labels(
+        &self,
+        node: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, ClusterError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let found = api
+            .get_opt(node)
+            .await
+            .map_err(api_err(format!("get node {node}")))?;
+        Ok(found.map(|n| n.metadata.labels.unwrap_or_default()))
+    }
+
     async fn create_image_puller(
         &self,
+        cluster: &str,
         namespace: &str,
         node: &str,
         images: &[String],
     ) -> Result<String, ClusterError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        let pod: Pod =
-            serde_json::from_value(puller_pod(node, images)).map_err(|e| ClusterError::Api {
+        let pod: Pod = serde_json::from_value(puller_pod(cluster, node, images)).map_err(|e| {
+            ClusterError::Api {
                 call: "build image puller pod".into(),
                 source: Box::new(kube::Error::SerdeError(e)),
-            })?;
+            }
+        })?;
         let created = api
             .create(&PostParams::default(), &pod)
             .await
@@ -188,7 +242,9 @@ impl ClusterApi for KubeCluster {
 
 /// A pod pinned to `node` with one container per image. Each container exits at once
 /// (or fails to start when the image has no shell); either way the image is now cached.
-fn puller_pod(node: &str, images: &[String]) -> serde_json::Value {
+/// Labelled with [`LABEL_IMAGE_PULLER`] and `cluster` under [`LABEL_CLUSTER`]: the
+/// clean-up deletes only pods that carry both.
+fn puller_pod(cluster: &str, node: &str, images: &[String]) -> serde_json::Value {
     let containers: Vec<_> = images
         .iter()
         .enumerate()
@@ -210,7 +266,11 @@ fn puller_pod(node: &str, images: &[String]) -> serde_json::Value {
         "kind": "Pod",
         "metadata": {
             "generateName": "nodewright-image-puller-",
-            "labels": {LABEL_IMAGE_PULLER: "true", "app.kubernetes.io/managed-by": "nodewright"}
+            "labels": {
+                LABEL_IMAGE_PULLER: "true",
+                LABEL_CLUSTER: cluster,
+                "app.kubernetes.io/managed-by": "nodewright"
+            }
         },
         "spec": {
             "nodeName": node,

@@ -8,6 +8,7 @@ mod kube_api;
 pub mod leader;
 pub mod status;
 
+use std::collections::BTreeMap;
 use std::path::Path;
 
 use async_trait::async_trait;
@@ -45,15 +46,38 @@ pub trait ClusterApi: Send + Sync {
     async fn pdbs(&self) -> Result<Vec<PdbInfo>, ClusterError>;
     /// Attached volumes as (VolumeAttachment name, node name).
     async fn volume_attachments(&self) -> Result<Vec<(String, String)>, ClusterError>;
-    /// Marks the node unschedulable and records why in an annotation.
-    async fn cordon(&self, node: &str, reason: &str) -> Result<(), ClusterError>;
+    /// Marks the node unschedulable and sets `annotations` (why, when, what for) in the
+    /// same patch, so a crash never leaves a cordon without its record.
+    async fn cordon(
+        &self,
+        node: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<(), ClusterError>;
+    /// Makes the node schedulable again and drops nodewright's cordon annotations and
+    /// unneeded clock.
+    async fn uncordon(&self, node: &str) -> Result<(), ClusterError>;
+    /// Sets (`Some`) or removes (`None`) node annotations.
+    async fn annotate(
+        &self,
+        node: &str,
+        annotations: &BTreeMap<String, Option<String>>,
+    ) -> Result<(), ClusterError>;
     async fn remove_taint(&self, node: &str, key: &str) -> Result<(), ClusterError>;
     async fn evict(&self, pod: &PodRef) -> Result<Eviction, ClusterError>;
     /// Deleting a node that is already gone is success.
     async fn delete_node(&self, node: &str) -> Result<(), ClusterError>;
-    /// Starts a pod on `node` whose only job is to make the runtime pull `images`.
+    /// The labels of `node` as the API server has them now; `None` when there is no such
+    /// node. The actuator checks them just before a destructive call.
+    async fn node_labels(
+        &self,
+        node: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, ClusterError>;
+    /// Starts a pod on `node` whose only job is to make the runtime pull `images`,
+    /// labelled as an image puller of `cluster` (so that only `cluster`'s nodewright
+    /// ever deletes it).
     async fn create_image_puller(
         &self,
+        cluster: &str,
         namespace: &str,
         node: &str,
         images: &[String],

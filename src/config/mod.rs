@@ -2,6 +2,7 @@
 //! program can trust. Every error names the field path, the bad value and what is expected.
 
 mod buffers;
+mod disruption;
 mod error;
 mod schedule;
 mod scheduling;
@@ -20,6 +21,9 @@ use crate::cloud::proxmox::ProxmoxSettings;
 use crate::userdata::UserDataConfig;
 
 pub use buffers::{BufferConfig, TolerationConfig, TolerationOperator};
+pub use disruption::{
+    Budget, BudgetNodes, DisruptionConfig, DisruptionReason, DrainConfig, HealthConfig,
+};
 pub use error::{ConfigError, ConfigProblem};
 pub use schedule::{Cron, Schedule, Zone};
 pub use scheduling::{
@@ -86,6 +90,15 @@ pub struct Config {
     pub image_puller: ImagePullerConfig,
     #[serde(default)]
     pub scale_down: ScaleDownConfig,
+    /// How drains are bounded.
+    #[serde(default)]
+    pub drain: DrainConfig,
+    /// Disruption budgets and drift replacement.
+    #[serde(default)]
+    pub disruption: DisruptionConfig,
+    /// Unready guards and when a NotReady node counts as broken.
+    #[serde(default)]
+    pub health: HealthConfig,
     /// After a failed VM create (or a VM that failed to provision), its group is left
     /// alone for `initial`, doubling per further failure up to `max`, so a cloud that
     /// refuses (quota, no valid host) never sees a loop of creates.
@@ -131,6 +144,20 @@ pub struct ScaleDownConfig {
     /// before its pods arrive (like Cluster Autoscaler's scale-down-delay-after-add).
     #[serde(default = "default_scale_down_delay", with = "humantime_serde")]
     pub delay_after_add: Duration,
+    /// No scale-down this long after a node was deleted.
+    #[serde(default, with = "humantime_serde")]
+    pub delay_after_delete: Duration,
+    /// No scale-down this long after a drain was abandoned or a removal failed.
+    #[serde(default = "default_delay_after_failure", with = "humantime_serde")]
+    pub delay_after_failure: Duration,
+    /// A node is a candidate only while its pods request less than this share of its
+    /// allocatable CPU and memory (the larger of the two counts).
+    #[serde(default = "default_utilization_threshold")]
+    pub utilization_threshold: f64,
+    /// How long a node must stay unneeded before it is removed; the clock is kept in
+    /// a node annotation, so a restart keeps it.
+    #[serde(default = "default_unneeded_time", with = "humantime_serde")]
+    pub unneeded_time: Duration,
 }
 
 impl Default for ScaleDownConfig {
@@ -138,8 +165,22 @@ impl Default for ScaleDownConfig {
         ScaleDownConfig {
             enabled: true,
             delay_after_add: default_scale_down_delay(),
+            delay_after_delete: Duration::ZERO,
+            delay_after_failure: default_delay_after_failure(),
+            utilization_threshold: default_utilization_threshold(),
+            unneeded_time: default_unneeded_time(),
         }
     }
+}
+
+fn default_delay_after_failure() -> Duration {
+    Duration::from_secs(3 * 60)
+}
+fn default_utilization_threshold() -> f64 {
+    0.5
+}
+fn default_unneeded_time() -> Duration {
+    Duration::from_secs(10 * 60)
 }
 
 /// Image cache warming.
@@ -236,6 +277,42 @@ pub struct NodeGroupConfig {
     /// Extra node taints, rendered into user data.
     #[serde(default)]
     pub taints: Vec<TaintConfig>,
+    /// Hash of what a node of this group is made from (provider settings, user-data
+    /// template and variables, labels, taints, arch); computed when the config is read.
+    #[serde(skip)]
+    pub settings_hash: String,
+}
+
+impl NodeGroupConfig {
+    /// What a new node is made from, hashed: a node labelled with another hash has
+    /// drifted. Sizes, prices and limits are not part of it: changing them replaces
+    /// nothing. Secrets from `variableFiles` are left out, so rotating a token does not
+    /// replace every node.
+    fn compute_settings_hash(&self, templates_dir: &Path) -> String {
+        let template =
+            std::fs::read(templates_dir.join(&self.user_data.template)).unwrap_or_default();
+        let material = format!(
+            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}",
+            self.provider,
+            self.openstack,
+            self.proxmox,
+            self.kamatera,
+            self.user_data.variables,
+            self.labels,
+            self.taints,
+            self.arch,
+        );
+        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+        ctx.update(material.as_bytes());
+        ctx.update(&template);
+        let digest = ctx.finish();
+        digest
+            .as_ref()
+            .iter()
+            .take(6)
+            .map(|b| format!("{b:02x}"))
+            .collect()
+    }
 }
 
 /// A taint as written in config.
@@ -329,6 +406,10 @@ impl Config {
         }
         let problems = validate::validate(&config);
         if problems.is_empty() {
+            let dir = config.templates_dir.clone();
+            for g in &mut config.node_groups {
+                g.settings_hash = g.compute_settings_hash(&dir);
+            }
             Ok(config)
         } else {
             Err(ConfigError::Invalid {

@@ -12,6 +12,7 @@ const NAME_SUFFIX_LEN: usize = 6;
 pub(super) fn validate(c: &Config) -> Vec<ConfigProblem> {
     let mut p = Vec::new();
     check_dns_label(&mut p, "clusterName", &c.cluster_name);
+    validate_disruption(&mut p, c);
     check_min_duration(
         &mut p,
         "scanInterval",
@@ -59,6 +60,36 @@ pub(super) fn validate(c: &Config) -> Vec<ConfigProblem> {
         validate_group(&mut p, c, &at, g);
     }
     p
+}
+
+fn validate_disruption(p: &mut Vec<ConfigProblem>, c: &Config) {
+    let t = c.scale_down.utilization_threshold;
+    if !(0.0..=1.0).contains(&t) {
+        p.push(ConfigProblem::new(
+            "scaleDown.utilizationThreshold",
+            format!("got {t}; expected a share between 0 and 1 (default 0.5)"),
+        ));
+    }
+    if c.health.max_unready_percentage > 100 {
+        p.push(ConfigProblem::new(
+            "health.maxUnreadyPercentage",
+            format!(
+                "got {}; expected a percentage from 0 to 100 (default 45)",
+                c.health.max_unready_percentage
+            ),
+        ));
+    }
+    check_min_duration(p, "drain.timeout", c.drain.timeout, Duration::from_secs(1));
+    for (i, b) in c.disruption.budgets.iter().enumerate() {
+        if let Some(s) = &b.schedule {
+            if s.duration.is_zero() {
+                p.push(ConfigProblem::new(
+                    format!("disruption.budgets[{i}].schedule.duration"),
+                    "got 0; expected how long the budget applies after each cron start, e.g. `8h`",
+                ));
+            }
+        }
+    }
 }
 
 fn validate_expander(p: &mut Vec<ConfigProblem>, c: &Config) {

@@ -6,6 +6,7 @@
 
 pub mod buffers;
 mod model;
+pub mod policy;
 pub mod sched;
 mod steps;
 pub mod summary;
@@ -20,7 +21,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use crate::config::Config;
+use crate::config::{Config, DisruptionReason};
 
 pub use model::{
     normalize_image, NodeInfo, PdbInfo, PodInfo, PodPhase, Snapshot, Taint, Toleration,
@@ -48,6 +49,13 @@ impl fmt::Display for PodRef {
     }
 }
 
+/// A node to delete with its VM.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct NodeTarget {
+    pub node: String,
+    pub server: ServerRef,
+}
+
 /// The one thing a cycle does.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "type", rename_all = "camelCase")]
@@ -63,12 +71,30 @@ pub enum Action {
     },
     /// Create `count` VMs in `group`.
     ScaleUp { group: String, count: u32 },
-    /// Mark a node unschedulable so it can be drained and replaced.
-    Cordon { node: String, reason: String },
-    /// Evict the remaining pods of a node nodewright cordoned.
-    Drain { node: String, pods: Vec<PodRef> },
-    /// Delete an empty cordoned node: the Node object first, then its VM.
-    DeleteNode { node: String, server: ServerRef },
+    /// Mark nodes unschedulable so they can be drained and removed; the annotations
+    /// record why (`disruption`) and when (`at`, Unix seconds), for the drain deadline.
+    Cordon {
+        nodes: Vec<String>,
+        reason: String,
+        disruption: DisruptionReason,
+        at: u64,
+    },
+    /// Give cordoned nodes back: their drain did not finish by its deadline.
+    Uncordon { nodes: Vec<String>, reason: String },
+    /// Evict pods from the nodes nodewright cordoned.
+    Drain {
+        nodes: Vec<String>,
+        pods: Vec<PodRef>,
+    },
+    /// Delete empty cordoned nodes: each Node object first, then its VM.
+    DeleteNodes { nodes: Vec<NodeTarget> },
+    /// Start (`mark`, at `at` Unix seconds) or stop (`clear`) the unneeded clock of
+    /// nodes, kept in a node annotation so a restart keeps it.
+    MarkUnneeded {
+        mark: Vec<String>,
+        clear: Vec<String>,
+        at: u64,
+    },
     /// Pull images onto a node with a short-lived pod.
     PullImages { node: String, images: Vec<String> },
     /// Remove image puller pods that finished or got stuck.
@@ -84,8 +110,10 @@ impl Action {
             Action::DeleteServers { .. } => "delete-failed-servers",
             Action::ScaleUp { .. } => "scale-up",
             Action::Cordon { .. } => "cordon",
+            Action::Uncordon { .. } => "uncordon",
             Action::Drain { .. } => "drain",
-            Action::DeleteNode { .. } => "delete-node",
+            Action::DeleteNodes { .. } => "delete-node",
+            Action::MarkUnneeded { .. } => "mark-unneeded",
             Action::PullImages { .. } => "pull-images",
             Action::DeletePods { .. } => "delete-pods",
         }
@@ -104,9 +132,23 @@ impl fmt::Display for Action {
                 write!(f, "delete failed VMs {}", names.join(", "))
             }
             Action::ScaleUp { group, count } => write!(f, "add {count} node(s) to group {group}"),
-            Action::Cordon { node, .. } => write!(f, "cordon {node}"),
-            Action::Drain { node, pods } => write!(f, "evict {} pod(s) from {node}", pods.len()),
-            Action::DeleteNode { node, .. } => write!(f, "delete node {node} and its VM"),
+            Action::Cordon {
+                nodes, disruption, ..
+            } => write!(f, "cordon {} ({})", nodes.join(", "), disruption.as_str()),
+            Action::Uncordon { nodes, .. } => write!(f, "uncordon {}", nodes.join(", ")),
+            Action::Drain { nodes, pods } => {
+                write!(f, "evict {} pod(s) from {}", pods.len(), nodes.join(", "))
+            }
+            Action::DeleteNodes { nodes } => {
+                let names: Vec<&str> = nodes.iter().map(|t| t.node.as_str()).collect();
+                write!(f, "delete node(s) {} and their VMs", names.join(", "))
+            }
+            Action::MarkUnneeded { mark, clear, .. } => write!(
+                f,
+                "mark {} node(s) unneeded, clear {}",
+                mark.len(),
+                clear.len()
+            ),
             Action::PullImages { node, images } => {
                 write!(f, "pull {} on {node}", images.join(", "))
             }
@@ -145,6 +187,12 @@ pub enum ReasonCode {
     WaitingForProvisioning,
     DrainInProgress,
     DrainBlocked,
+    DrainTimedOut,
+    NodeUnhealthy,
+    NodeDrifted,
+    NodeDisowned,
+    DisruptionBudgetExhausted,
+    TooManyUnready,
     NodeEmpty,
     VolumesAttached,
     ImageMissing,
@@ -424,10 +472,10 @@ pub const STEPS: &[(&str, Step)] = &[
     ("finish-provisioning", steps::finish_provisioning),
     ("clean-up-failed", steps::clean_up_failed),
     ("scale-up", steps::scale_up),
-    ("drain", steps::drain),
-    ("replace-old", steps::replace_old),
-    ("scale-down", steps::scale_down),
     ("remove-empty", steps::remove_empty),
+    ("drain", steps::drain),
+    ("disrupt", steps::disrupt),
+    ("mark-unneeded", steps::mark_unneeded),
     ("warm-images", steps::warm_images),
 ];
 

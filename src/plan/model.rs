@@ -30,6 +30,10 @@ pub struct Snapshot {
     /// Groups whose last VM create or provisioning failed, with the time until which they
     /// are left alone.
     pub group_backoff: BTreeMap<String, SystemTime>,
+    /// When this process last deleted a node (for `scaleDown.delayAfterDelete`).
+    pub last_node_deleted: Option<SystemTime>,
+    /// When a drain was last abandoned or a removal failed (`delayAfterFailure`).
+    pub last_disruption_failure: Option<SystemTime>,
 }
 
 /// A PodDisruptionBudget, as far as planning needs it.
@@ -100,6 +104,8 @@ pub struct NodeInfo {
     /// Every name the node reports for its cached images, normalized.
     pub images: BTreeSet<String>,
     pub deleting: bool,
+    /// When the Ready condition last changed (its `lastTransitionTime`), if known.
+    pub ready_changed: Option<SystemTime>,
 }
 
 impl NodeInfo {

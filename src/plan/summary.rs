@@ -19,7 +19,7 @@ pub struct GroupSummary {
     pub max_size: u32,
     /// VMs counting against maxSize.
     pub size: u32,
-    /// Count per state in [`NODE_STATES`], plus `failed`.
+    /// Count per state in [`NODE_STATES`], plus `failed` and `disowned`.
     pub states: BTreeMap<String, u32>,
     /// VMs still provisioning, by name.
     pub provisioning: Vec<String>,
@@ -46,13 +46,14 @@ pub fn summarize(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Summa
             size: view.group_size(&g.name),
             ..GroupSummary::default()
         };
-        for state in NODE_STATES.iter().chain(&["failed"]) {
+        for state in NODE_STATES.iter().chain(&["failed", "disowned"]) {
             s.states.insert(state.to_string(), 0);
         }
         for m in view.members.iter().filter(|m| m.group.name == g.name) {
             let state = match m.state {
                 ServerState::Deleting => "deleting",
                 ServerState::Failed => "failed",
+                ServerState::Disowned => "disowned",
                 ServerState::Provisioning => {
                     s.provisioning.push(m.server.name.clone());
                     "provisioning"

@@ -29,6 +29,9 @@ pub enum ServerState {
     Failed,
     /// The cloud is already deleting it.
     Deleting,
+    /// A node of its name exists but no longer carries our labels: someone took it
+    /// over. Never deleted, only reported.
+    Disowned,
 }
 
 /// A VM of ours with the node it became, if any.
@@ -38,6 +41,9 @@ pub struct Member<'a> {
     /// The node with the same name, only when its labels also say it is ours.
     pub node: Option<&'a NodeInfo>,
     pub state: ServerState,
+    /// The cloud reports the VM in error while its node still runs: replaced through
+    /// cordon and drain, never deleted under its pods.
+    pub vm_error: bool,
 }
 
 impl Member<'_> {
@@ -118,6 +124,8 @@ pub struct View<'a> {
     pub frozen: BTreeMap<&'a str, &'a str>,
     pub groups: BTreeMap<&'a str, GroupInfo>,
     pub pending: Pending<'a>,
+    pub last_node_deleted: Option<SystemTime>,
+    pub last_disruption_failure: Option<SystemTime>,
 }
 
 impl<'a> View<'a> {
@@ -134,16 +142,25 @@ impl<'a> View<'a> {
                 continue;
             };
             // Ownership, cluster side: the node's labels must agree.
-            let node = nodes.get(server.name.as_str()).copied().filter(|n| {
+            let same_name = nodes.get(server.name.as_str()).copied();
+            let node = same_name.filter(|n| {
                 n.labels.get(LABEL_CLUSTER) == Some(&config.cluster_name)
                     && n.labels.get(LABEL_GROUP) == Some(&group.name)
             });
-            let state = server_state(server, node, config.provision_timeout, now);
+            let mut state = server_state(server, node, config.provision_timeout, now);
+            if same_name.is_some() && node.is_none() {
+                state = ServerState::Disowned;
+            }
+            let vm_error = server.status == ServerStatus::Error;
+            if vm_error && node.is_some_and(|n| n.ready && !n.has_taint(STARTUP_TAINT_KEY)) {
+                state = ServerState::Joined;
+            }
             members.push(Member {
                 server,
                 group,
                 node,
                 state,
+                vm_error,
             });
         }
         members.sort_by(|a, b| a.server.name.cmp(&b.server.name));
@@ -163,7 +180,10 @@ impl<'a> View<'a> {
             }
             match &pod.node_name {
                 Some(node) => pods_by_node.entry(node.as_str()).or_default().push(pod),
-                None if pod.unschedulable && !pod.deleting => unschedulable.push(pod),
+                // DaemonSet pods wait for their own node, never for a new one.
+                None if pod.unschedulable && !pod.deleting && !pod.is_daemonset() => {
+                    unschedulable.push(pod)
+                }
                 None => {}
             }
         }
@@ -220,6 +240,8 @@ impl<'a> View<'a> {
             frozen,
             groups,
             pending: Pending::default(),
+            last_node_deleted: s.last_node_deleted,
+            last_disruption_failure: s.last_disruption_failure,
         };
         view.pending = view.place_pending(unschedulable.clone());
         view.unschedulable = unschedulable
@@ -427,12 +449,31 @@ impl<'a> View<'a> {
             .filter(|m| m.state == ServerState::Provisioning)
     }
 
-    /// Free (memory, CPU milli) on schedulable managed nodes minus what unschedulable
-    /// pods ask for; signed, so a shortfall shows.
+    /// Managed nodes that count as capacity: schedulable ones, and those NotReady for
+    /// less than `health.notReadyGrace` (a blip does not call for a new node).
+    pub fn capacity_nodes(&self) -> impl Iterator<Item = &'a NodeInfo> + '_ {
+        let grace = self.config.health.not_ready_grace;
+        self.members
+            .iter()
+            .filter(move |m| {
+                m.schedulable()
+                    || (m.state == ServerState::Joined
+                        && m.node.is_some_and(|n| {
+                            !n.ready
+                                && !n.unschedulable
+                                && !n.deleting
+                                && n.ready_changed.is_some_and(|t| self.age(t) < grace)
+                        }))
+            })
+            .filter_map(|m| m.node)
+    }
+
+    /// Free (memory, CPU milli) on managed nodes that count as capacity minus what
+    /// unschedulable pods ask for; signed, so a shortfall shows.
     pub fn free_total(&self) -> (i64, i64) {
         let mut mem = 0i64;
         let mut cpu = 0i64;
-        for n in self.schedulable().filter_map(|m| m.node) {
+        for n in self.capacity_nodes() {
             let used = self.requested_on(&n.name);
             mem += n.allocatable.memory as i64 - used.memory as i64;
             cpu += n.allocatable.cpu as i64 - used.cpu as i64;

@@ -388,6 +388,30 @@ impl SimOpenStack {
         self.shared.lock().never_boot.push(name_prefix.into());
     }
 
+    /// Sets (`Some`) or removes (`None`) a metadata key of server `id`, as a person with
+    /// `openstack server set --property` (or `unset`) would.
+    pub fn set_metadata(&self, id: &str, key: &str, value: Option<&str>) {
+        let mut st = self.shared.lock();
+        if let Some(s) = st.servers.iter_mut().find(|s| s.id == id) {
+            match value {
+                Some(v) => {
+                    s.metadata.insert(key.to_string(), v.to_string());
+                }
+                None => {
+                    s.metadata.remove(key);
+                }
+            }
+        }
+    }
+
+    /// Replaces the tags of server `id` (`openstack server set --tag`).
+    pub fn set_tags(&self, id: &str, tags: &[&str]) {
+        let mut st = self.shared.lock();
+        if let Some(s) = st.servers.iter_mut().find(|s| s.id == id) {
+            s.tags = tags.iter().map(|t| t.to_string()).collect();
+        }
+    }
+
     /// Adds a server directly, e.g. one of another cluster or untagged.
     pub fn insert_server(&self, name: &str, metadata: BTreeMap<String, String>) -> String {
         let o = &self.shared.opts;

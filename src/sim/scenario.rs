@@ -19,7 +19,7 @@ minimumFreeNodeMemory: 1 GiB
 oldNodeAgeLimit: 50s
 provisionTimeout: 60s
 scanInterval: 1s
-scaleDown: {delayAfterAdd: 15s}
+scaleDown: {delayAfterAdd: 15s, unneededTime: 10s}
 imagePuller:
   ignore: [docker.io/library/busybox]
 nodeGroups:

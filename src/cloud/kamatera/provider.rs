@@ -18,7 +18,7 @@ use super::{
     UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
 };
 use crate::cloud::{
-    http, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
+    http, refused, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
 };
 
 /// Tunables of [`KamateraProvider`]; the defaults suit the real API.
@@ -339,6 +339,75 @@ impl KamateraProvider {
         Ok(())
     }
 
+    /// Tags of a server read now, not from the cache (which is refreshed with them).
+    pub async fn fresh_tags(&self, id: &str) -> Result<Vec<String>, CloudError> {
+        self.lock_tags().remove(id);
+        self.server_tags(id).await
+    }
+
+    /// The tag prefix under which server `entry` (with `tags`) is `cluster`'s, or why it
+    /// is not: its name must start with `<cluster>-` and one of its tags must be
+    /// `<tagPrefix>-<cluster>` for a tag prefix of this provider's groups.
+    fn owner_prefix(
+        &self,
+        entry: &ServerEntry,
+        tags: &[String],
+        cluster: &str,
+    ) -> Result<&str, String> {
+        if !entry.name.starts_with(&format!("{cluster}-")) {
+            return Err(format!(
+                "its name does not start with '{cluster}-', as the names of cluster '{cluster}' do"
+            ));
+        }
+        let prefixes = self.prefixes();
+        prefixes
+            .iter()
+            .copied()
+            .find(|p| tags.iter().any(|t| *t == cluster_tag(p, cluster)))
+            .ok_or_else(|| {
+                let wanted: Vec<String> =
+                    prefixes.iter().map(|p| cluster_tag(p, cluster)).collect();
+                let have = if tags.is_empty() {
+                    "none".to_string()
+                } else {
+                    tags.join(", ")
+                };
+                format!("it has no tag {} (its tags: {have})", wanted.join(" or "))
+            })
+    }
+
+    /// `entry` as a [`Server`] of `cluster`, tagged under `prefix`.
+    fn to_server(
+        &self,
+        entry: &ServerEntry,
+        tags: &[String],
+        prefix: &str,
+        cluster: &str,
+    ) -> Server {
+        let group = group_of(&entry.name, tags, prefix, cluster, &self.groups);
+        let created = match created_from_tags(tags, prefix) {
+            Some(t) => t,
+            None => *self.lock_seen().entry(entry.id.clone()).or_insert_with(|| {
+                tracing::warn!(server = %entry.name, id = %entry.id, "Kamatera server has no creation-time tag `{prefix}-t<unix seconds>`; counting its age from now, and again after a restart");
+                SystemTime::now()
+            }),
+        };
+        let memory_bytes = group
+            .as_deref()
+            .and_then(|g| self.groups.get(g))
+            .map(|g| g.ram.bytes());
+        Server {
+            id: entry.id.clone(),
+            name: entry.name.clone(),
+            cluster: Some(cluster.to_string()),
+            group,
+            status: status_of(entry.power.as_deref()),
+            created,
+            memory_bytes,
+            provider: PROVIDER.into(),
+        }
+    }
+
     fn lock_tags(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<String>>> {
         self.tags.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -618,43 +687,39 @@ impl CloudProvider for KamateraProvider {
             .retain(|id, _| listed.contains(id.as_str()));
         self.lock_seen()
             .retain(|id, _| listed.contains(id.as_str()));
-        let prefixes = self.prefixes();
         let name_lead = format!("{cluster}-");
         let mut out = Vec::new();
         // Only servers named like ours have their tags read (one call each, then cached);
         // the tags decide.
         for s in all.iter().filter(|s| s.name.starts_with(&name_lead)) {
             let tags = self.server_tags(&s.id).await?;
-            let Some(prefix) = prefixes
-                .iter()
-                .find(|p| tags.iter().any(|t| *t == cluster_tag(p, cluster)))
-            else {
-                continue;
-            };
-            let group = group_of(&s.name, &tags, prefix, cluster, &self.groups);
-            let created = match created_from_tags(&tags, prefix) {
-                Some(t) => t,
-                None => *self.lock_seen().entry(s.id.clone()).or_insert_with(|| {
-                    tracing::warn!(server = %s.name, id = %s.id, "Kamatera server has no creation-time tag `{prefix}-t<unix seconds>`; counting its age from now, and again after a restart");
-                    SystemTime::now()
-                }),
-            };
-            let memory_bytes = group
-                .as_deref()
-                .and_then(|g| self.groups.get(g))
-                .map(|g| g.ram.bytes());
-            out.push(Server {
-                id: s.id.clone(),
-                name: s.name.clone(),
-                cluster: Some(cluster.to_string()),
-                group,
-                status: status_of(s.power.as_deref()),
-                created,
-                memory_bytes,
-                provider: PROVIDER.into(),
-            });
+            if let Ok(prefix) = self.owner_prefix(s, &tags, cluster) {
+                out.push(self.to_server(s, &tags, prefix, cluster));
+            }
         }
         Ok(out)
+    }
+
+    /// Lists the account's servers and reads the tags of server `id` afresh (not from the
+    /// cache: a person may have changed them).
+    async fn get_server(&self, cluster: &str, id: &str) -> Result<Option<Server>, CloudError> {
+        let Some(entry) = self.list_all().await?.into_iter().find(|s| s.id == id) else {
+            return Ok(None);
+        };
+        let tags = self.fresh_tags(id).await?;
+        Ok(Some(match self.owner_prefix(&entry, &tags, cluster) {
+            Ok(prefix) => self.to_server(&entry, &tags, prefix, cluster),
+            Err(_) => Server {
+                id: entry.id.clone(),
+                name: entry.name.clone(),
+                cluster: None,
+                group: None,
+                status: status_of(entry.power.as_deref()),
+                created: SystemTime::UNIX_EPOCH,
+                memory_bytes: None,
+                provider: PROVIDER.into(),
+            },
+        }))
     }
 
     async fn create_server(&self, req: &CreateRequest) -> Result<Server, CloudError> {
@@ -734,7 +799,18 @@ impl CloudProvider for KamateraProvider {
         })
     }
 
-    async fn delete_server(&self, id: &str) -> Result<(), CloudError> {
+    /// Terminates server `id` only when it is `cluster`'s by its name and its tags, both
+    /// read back just before (the tags afresh), as [`CloudProvider::list_servers`] decides.
+    async fn delete_server(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        let Some(entry) = self.list_all().await?.into_iter().find(|s| s.id == id) else {
+            tracing::debug!(id, "Kamatera server already gone");
+            self.forget(id);
+            return Ok(());
+        };
+        let tags = self.fresh_tags(id).await?;
+        if let Err(reason) = self.owner_prefix(&entry, &tags, cluster) {
+            return Err(refused(PROVIDER, &entry.name, id, reason));
+        }
         self.terminate(id).await
     }
 

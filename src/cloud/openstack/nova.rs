@@ -74,6 +74,9 @@ pub struct NovaServer {
     /// after scheduling failed them).
     #[serde(default)]
     pub fault: Option<Fault>,
+    /// Server tags (microversion ≥2.26); nodewright's are `<key>=<value>`.
+    #[serde(default)]
+    pub tags: Vec<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -187,6 +190,25 @@ pub fn map_status(status: &str, task_state: Option<&str>) -> ServerStatus {
 }
 
 impl NovaServer {
+    /// The metadata value of ownership key `key`, unless a server tag `<key>=<value>`
+    /// names another value: metadata and tags that disagree make the server nobody's.
+    pub fn ownership(&self, key: &str) -> Option<String> {
+        let meta = self.metadata.get(key)?;
+        let lead = format!("{key}=");
+        match self
+            .tags
+            .iter()
+            .filter_map(|t| t.strip_prefix(&lead))
+            .find(|v| *v != meta)
+        {
+            None => Some(meta.clone()),
+            Some(tag) => {
+                tracing::warn!(server = %self.name, id = %self.id, key, metadata = %meta, tag, "server metadata and tags disagree on ownership; treating it as nobody's");
+                None
+            }
+        }
+    }
+
     /// Converts to the provider-neutral shape; `created` falls back to the epoch
     /// when Nova's timestamp is missing or unreadable (logged).
     pub fn to_server(&self) -> Server {
@@ -201,8 +223,8 @@ impl NovaServer {
         Server {
             id: self.id.clone(),
             name: self.name.clone(),
-            cluster: self.metadata.get(CLUSTER_TAG).cloned(),
-            group: self.metadata.get(GROUP_TAG).cloned(),
+            cluster: self.ownership(CLUSTER_TAG),
+            group: self.ownership(GROUP_TAG),
             status: map_status(&self.status, self.task_state.as_deref()),
             created,
             memory_bytes: self
@@ -264,6 +286,32 @@ mod tests {
         );
         assert_eq!(parse_microversion("2.79"), Some((2, 79)));
         assert_eq!(parse_microversion("x"), None);
+    }
+
+    #[test]
+    fn metadata_and_tags_that_disagree_make_a_server_nobodys() {
+        let server = |meta: &str, tags: &[&str]| NovaServer {
+            id: "id".into(),
+            name: "c-workers-x".into(),
+            status: "ACTIVE".into(),
+            task_state: None,
+            created: None,
+            metadata: BTreeMap::from([
+                (CLUSTER_TAG.to_string(), meta.to_string()),
+                (GROUP_TAG.to_string(), "workers".to_string()),
+            ]),
+            flavor: None,
+            fault: None,
+            tags: tags.iter().map(|t| t.to_string()).collect(),
+        };
+        let agree = server("c", &["nodewright-cluster=c", "other"]);
+        assert_eq!(agree.to_server().cluster.as_deref(), Some("c"));
+        assert_eq!(agree.to_server().group.as_deref(), Some("workers"));
+        // No tags (older servers, or names too long for a tag): metadata decides.
+        assert_eq!(server("c", &[]).to_server().cluster.as_deref(), Some("c"));
+        let disagree = server("c", &["nodewright-cluster=b"]).to_server();
+        assert_eq!(disagree.cluster, None);
+        assert_eq!(disagree.group.as_deref(), Some("workers"));
     }
 
     #[test]

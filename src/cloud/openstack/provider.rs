@@ -20,8 +20,8 @@ use super::nova::{
 };
 use super::{OpenStackSettings, PROVIDER};
 use crate::cloud::{
-    CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus, CLUSTER_TAG,
-    GROUP_TAG,
+    check_owned, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
+    CLUSTER_TAG, GROUP_TAG,
 };
 
 /// Tunables of [`OpenStackProvider`]; the defaults suit real clouds.
@@ -737,7 +737,33 @@ impl CloudProvider for OpenStackProvider {
         self.check().await
     }
 
-    async fn delete_server(&self, id: &str) -> Result<(), CloudError> {
+    async fn get_server(&self, _cluster: &str, id: &str) -> Result<Option<Server>, CloudError> {
+        let call = "GET /servers/{id}";
+        let resp = self
+            .send(call, |s| {
+                Ok(self.nova(self.http.get(format!("{}/servers/{}", s.compute, seg(id)))))
+            })
+            .await?;
+        if resp.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        let server = read_json::<ServerEnvelope>(call, ensure_success(call, resp).await?)
+            .await?
+            .server;
+        if server.status.eq_ignore_ascii_case("DELETED") {
+            return Ok(None);
+        }
+        Ok(Some(server.to_server()))
+    }
+
+    /// Reads the server back (`GET /servers/{id}`: metadata and tags) and deletes it only
+    /// when it is `cluster`'s.
+    async fn delete_server(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        let Some(server) = self.get_server(cluster, id).await? else {
+            tracing::debug!(id, "server already gone");
+            return Ok(());
+        };
+        check_owned(PROVIDER, &server, cluster)?;
         let call = "DELETE /servers/{id}";
         let resp = self
             .send(call, |s| {

@@ -20,7 +20,9 @@ use super::ippool::{address_of, Pool};
 use super::tags::{self, ownership};
 use super::tasks::{upid_of, wait_task};
 use super::{other, pve_urlencode, IpConfig, JoinMode, ProxmoxSettings, PROVIDER};
-use crate::cloud::{CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus};
+use crate::cloud::{
+    refused, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
+};
 
 /// Tunables of [`ProxmoxProvider`]; the defaults suit real clusters.
 #[derive(Debug, Clone)]
@@ -411,6 +413,54 @@ impl ProxmoxProvider {
         })
     }
 
+    /// VM `v` as a [`Server`], its ownership as its tags say.
+    async fn vm_server(&self, v: &VmResource) -> Server {
+        let o = ownership(v.tags());
+        let created = match o.created {
+            Some(t) => t,
+            None => match vm_config(&self.inner.api, &v.node, v.vmid)
+                .await
+                .ok()
+                .and_then(|c| meta_ctime(&c))
+            {
+                Some(t) => t,
+                None => {
+                    tracing::warn!(
+                        vmid = v.vmid,
+                        "no creation time in tags or config meta; treating it as new"
+                    );
+                    SystemTime::now()
+                }
+            },
+        };
+        let join = self
+            .inner
+            .joins
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&v.vmid)
+            .cloned();
+        let status = match (v.lock.as_deref(), v.status.as_str(), join) {
+            (_, _, Some(JoinState::Failed(_))) => ServerStatus::Error,
+            (Some("destroyed"), _, _) => ServerStatus::Deleting,
+            (Some(_), _, _) => ServerStatus::Building,
+            (None, "running", Some(JoinState::Running)) => ServerStatus::Building,
+            (None, "running", _) => ServerStatus::Active,
+            (None, "stopped", _) => ServerStatus::Stopped,
+            _ => ServerStatus::Unknown,
+        };
+        Server {
+            id: v.vmid.to_string(),
+            name: v.name.clone().unwrap_or_else(|| format!("VM {}", v.vmid)),
+            cluster: o.cluster,
+            group: o.group,
+            status,
+            created,
+            memory_bytes: v.maxmem,
+            provider: PROVIDER.into(),
+        }
+    }
+
     fn spawn_join(&self, node: String, vmid: u32, req: &CreateRequest, settings: &ProxmoxSettings) {
         let inner = self.inner.clone();
         let script = req.user_data.clone();
@@ -456,59 +506,23 @@ impl CloudProvider for ProxmoxProvider {
     }
 
     async fn list_servers(&self, cluster: &str) -> Result<Vec<Server>, CloudError> {
-        let api = &self.inner.api;
-        let vms = list_vms(api).await?;
+        let vms = list_vms(&self.inner.api).await?;
         let mut out = Vec::new();
         for v in vms.iter().filter(|v| !v.template) {
-            let o = ownership(v.tags());
-            if o.cluster.as_deref() != Some(cluster) {
-                continue;
+            if ownership(v.tags()).cluster.as_deref() == Some(cluster) {
+                out.push(self.vm_server(v).await);
             }
-            let created = match o.created {
-                Some(t) => t,
-                None => match vm_config(api, &v.node, v.vmid)
-                    .await
-                    .ok()
-                    .and_then(|c| meta_ctime(&c))
-                {
-                    Some(t) => t,
-                    None => {
-                        tracing::warn!(
-                            vmid = v.vmid,
-                            "no creation time in tags or config meta; treating it as new"
-                        );
-                        SystemTime::now()
-                    }
-                },
-            };
-            let join = self
-                .inner
-                .joins
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .get(&v.vmid)
-                .cloned();
-            let status = match (v.lock.as_deref(), v.status.as_str(), join) {
-                (_, _, Some(JoinState::Failed(_))) => ServerStatus::Error,
-                (Some("destroyed"), _, _) => ServerStatus::Deleting,
-                (Some(_), _, _) => ServerStatus::Building,
-                (None, "running", Some(JoinState::Running)) => ServerStatus::Building,
-                (None, "running", _) => ServerStatus::Active,
-                (None, "stopped", _) => ServerStatus::Stopped,
-                _ => ServerStatus::Unknown,
-            };
-            out.push(Server {
-                id: v.vmid.to_string(),
-                name: v.name.clone().unwrap_or_else(|| format!("VM {}", v.vmid)),
-                cluster: o.cluster,
-                group: o.group,
-                status,
-                created,
-                memory_bytes: v.maxmem,
-                provider: PROVIDER.into(),
-            });
         }
         Ok(out)
+    }
+
+    async fn get_server(&self, _cluster: &str, id: &str) -> Result<Option<Server>, CloudError> {
+        let vmid = vmid_of(id)?;
+        let vms = list_vms(&self.inner.api).await?;
+        match vms.iter().find(|v| v.vmid == vmid && !v.template) {
+            Some(v) => Ok(Some(self.vm_server(v).await)),
+            None => Ok(None),
+        }
     }
 
     async fn create_server(&self, req: &CreateRequest) -> Result<Server, CloudError> {
@@ -516,17 +530,34 @@ impl CloudProvider for ProxmoxProvider {
         self.create_locked(req).await
     }
 
-    async fn delete_server(&self, id: &str) -> Result<(), CloudError> {
+    /// Destroys VM `id` only when its tags, read back just before, name `cluster` (and
+    /// no other cluster).
+    async fn delete_server(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         let vmid = vmid_of(id)?;
         let vms = list_vms(&self.inner.api).await?;
         let Some(vm) = vms.iter().find(|v| v.vmid == vmid) else {
             tracing::debug!(vmid, "VM already gone");
             return Ok(());
         };
-        if vm.template || !vm.is_nodewright() {
-            return Err(other(format!(
-                "refusing to delete VM {vmid}: it is not tagged as a nodewright VM"
-            )));
+        let name = vm.name.clone().unwrap_or_else(|| format!("VM {vmid}"));
+        if vm.template {
+            return Err(refused(PROVIDER, &name, id, "it is a template".into()));
+        }
+        let owner = ownership(vm.tags()).cluster;
+        if owner.as_deref() != Some(cluster) {
+            let named = tags::cluster_tags(vm.tags());
+            let reason = match named.as_slice() {
+                [] => format!(
+                    "it is not tagged as a nodewright VM (no {}<cluster> tag)",
+                    tags::CLUSTER_PREFIX
+                ),
+                [one] => format!("it is tagged for cluster '{one}', not '{cluster}'"),
+                many => format!(
+                    "it is tagged for several clusters ({}), so for none",
+                    many.join(", ")
+                ),
+            };
+            return Err(refused(PROVIDER, &name, id, reason));
         }
         self.destroy(&vm.node, vmid, vm.status == "running").await?;
         self.inner

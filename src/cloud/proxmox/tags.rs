@@ -57,14 +57,17 @@ pub struct Ownership {
     pub created: Option<SystemTime>,
 }
 
+/// Ownership as the tags say it. Two different cluster (or group) tags on one VM make
+/// that field `None`: a VM that names two owners is nobody's.
 pub fn ownership(tags: &str) -> Ownership {
     let mut o = Ownership::default();
+    let (mut clusters, mut groups) = (Vec::new(), Vec::new());
     for t in split(tags) {
         let lower = t.to_ascii_lowercase();
         if let Some(v) = lower.strip_prefix(CLUSTER_PREFIX) {
-            o.cluster = decode(v);
+            clusters.push(decode(v));
         } else if let Some(v) = lower.strip_prefix(GROUP_PREFIX) {
-            o.group = decode(v);
+            groups.push(decode(v));
         } else if let Some(v) = lower.strip_prefix(CREATED_PREFIX) {
             o.created = v
                 .parse::<u64>()
@@ -72,7 +75,30 @@ pub fn ownership(tags: &str) -> Ownership {
                 .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s));
         }
     }
+    o.cluster = only_one(clusters);
+    o.group = only_one(groups);
     o
+}
+
+/// The value when all are the same readable one.
+fn only_one(values: Vec<Option<String>>) -> Option<String> {
+    let first = values.first()?.clone()?;
+    values
+        .iter()
+        .all(|v| v.as_deref() == Some(first.as_str()))
+        .then_some(first)
+}
+
+/// The cluster names a VM's tags give, as written (decoded where possible), for messages.
+pub fn cluster_tags(tags: &str) -> Vec<String> {
+    split(tags)
+        .iter()
+        .filter_map(|t| {
+            let lower = t.to_ascii_lowercase();
+            let v = lower.strip_prefix(CLUSTER_PREFIX)?;
+            Some(decode(v).unwrap_or_else(|| v.to_string()))
+        })
+        .collect()
 }
 
 /// The `tags` value for a new VM.
@@ -110,5 +136,22 @@ mod tests {
             o.created,
             Some(SystemTime::UNIX_EPOCH + Duration::from_secs(42))
         );
+    }
+
+    #[test]
+    fn a_vm_tagged_for_two_clusters_is_nobodys() {
+        let o = ownership("nw-c-prod;nw-g-workers;nw-c-other");
+        assert_eq!(o.cluster, None);
+        assert_eq!(o.group.as_deref(), Some("workers"));
+        assert_eq!(
+            cluster_tags("nw-c-prod;nw-g-workers;nw-c-other"),
+            ["prod", "other"]
+        );
+        // The same cluster twice is still that cluster.
+        assert_eq!(
+            ownership("nw-c-prod;NW-C-prod").cluster.as_deref(),
+            Some("prod")
+        );
+        assert_eq!(ownership("nw-g-a;nw-g-b").group, None);
     }
 }

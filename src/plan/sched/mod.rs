@@ -14,6 +14,7 @@
 //! `namespaceSelector` by labels (counted as every namespace), pod-level resources.
 
 mod affinity;
+mod index;
 mod pack;
 pub mod resources;
 pub mod spec;
@@ -23,12 +24,14 @@ pub mod template;
 mod tests;
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 
 use super::model::{NodeInfo, PodInfo, Taint};
-use affinity::Counts;
-pub use pack::{first_fit, pack_new_nodes, sort_for_packing, why_not, GroupOption, NewNodes};
+use index::{FxHashMap, RoomTree};
+pub use pack::{
+    first_fit, first_fit_all, pack_new_nodes, sort_for_packing, why_not, GroupOption, NewNodes,
+};
 pub use resources::{fmt_cpu, Resources};
 use spec::HostPort;
 pub use template::{daemonset_overhead, group_template, well_known_labels, GroupShape};
@@ -195,16 +198,23 @@ pub fn fmt_taint(t: &Taint) -> String {
 }
 
 /// Slots with their placed pods, and the indexes that make affinity and spread cheap.
+///
+/// Change slots' resources only through the model ([`Model::place`], [`Model::rollback`]):
+/// it keeps an index of the room left on each slot. `usable` may be flipped directly.
 pub struct Model<'a> {
     pub slots: Vec<Slot<'a>>,
     /// Pods on each slot (existing and placed), for affinity and spread counting.
     pods_on: Vec<Vec<&'a PodInfo>>,
-    /// Required anti-affinity terms of pods already placed: (pod, term index, slot).
-    anti: Vec<(&'a PodInfo, usize, usize)>,
-    /// Domain counts per rule, built on first use and kept current as pods are placed.
-    counts: HashMap<affinity::CountKey, Counts>,
+    /// Domain counts per rule and anti-affinity terms of placed pods, kept current as
+    /// pods are placed and rolled back.
+    index: affinity::Index<'a>,
+    /// Room left on every slot, for first-fit to skip full ones.
+    room: RoomTree,
+    /// While building from the cluster: placements are final and the room index is
+    /// built once at the end.
+    bulk: bool,
     journal: Vec<(usize, &'a PodInfo)>,
-    by_name: HashMap<String, usize>,
+    by_name: FxHashMap<String, usize>,
 }
 
 /// A point to return to with [`Model::rollback`].
@@ -212,7 +222,6 @@ pub struct Model<'a> {
 pub struct Checkpoint {
     slots: usize,
     journal: usize,
-    anti: usize,
 }
 
 impl<'a> Model<'a> {
@@ -220,10 +229,11 @@ impl<'a> Model<'a> {
         Model {
             slots: Vec::new(),
             pods_on: Vec::new(),
-            anti: Vec::new(),
-            counts: HashMap::new(),
+            index: affinity::Index::default(),
+            room: RoomTree::default(),
+            bulk: false,
             journal: Vec::new(),
-            by_name: HashMap::new(),
+            by_name: FxHashMap::default(),
         }
     }
 
@@ -231,6 +241,10 @@ impl<'a> Model<'a> {
     /// bound to it.
     pub fn of_cluster(nodes: &'a [NodeInfo], pods: &'a [PodInfo]) -> Model<'a> {
         let mut m = Model::new();
+        m.bulk = true;
+        m.slots.reserve(nodes.len());
+        m.pods_on.reserve(nodes.len());
+        m.by_name.reserve(nodes.len());
         for n in nodes {
             m.add_slot(Slot::for_node(n));
         }
@@ -239,6 +253,11 @@ impl<'a> Model<'a> {
                 m.record(i, p);
             }
         }
+        for (i, s) in m.slots.iter().enumerate() {
+            m.room.set(i, index::room(&s.allocatable, &s.used), true);
+        }
+        m.room.rebuild();
+        m.bulk = false;
         m.journal.clear();
         m
     }
@@ -254,12 +273,12 @@ impl<'a> Model<'a> {
     pub fn add_slot(&mut self, slot: Slot<'a>) -> usize {
         let i = self.slots.len();
         self.by_name.insert(slot.name.to_string(), i);
-        // Spread counts know their domains: a new slot may bring one.
-        for (key, c) in self.counts.iter_mut() {
-            affinity::add_domain(key, c, &slot);
-        }
+        self.room
+            .push(index::room(&slot.allocatable, &slot.used), self.bulk);
         self.slots.push(slot);
         self.pods_on.push(Vec::new());
+        // Spread counts know their domains: a new slot may bring one.
+        self.index.slot_added(&self.slots);
         i
     }
 
@@ -267,7 +286,6 @@ impl<'a> Model<'a> {
         Checkpoint {
             slots: self.slots.len(),
             journal: self.journal.len(),
-            anti: self.anti.len(),
         }
     }
 
@@ -282,15 +300,20 @@ impl<'a> Model<'a> {
             let ports = pod.host_ports.len();
             s.host_ports
                 .truncate(s.host_ports.len().saturating_sub(ports));
+            self.room
+                .set(slot, index::room(&s.allocatable, &s.used), false);
             self.pods_on[slot].pop();
+            self.index.placed(&self.slots, slot, pod, false);
         }
-        for s in self.slots.drain(cp.slots..) {
-            self.by_name.remove(s.name.as_ref());
+        while self.slots.len() > cp.slots {
+            let i = self.slots.len() - 1;
+            self.index.slot_removing(i);
+            if let Some(s) = self.slots.pop() {
+                self.by_name.remove(s.name.as_ref());
+            }
         }
         self.pods_on.truncate(cp.slots);
-        self.anti.truncate(cp.anti);
-        // Cheaper to rebuild on demand than to undo count by count.
-        self.counts.clear();
+        self.room.truncate(cp.slots);
     }
 
     /// Whether `pod` may go on slot `i` now, and why not.
@@ -302,9 +325,10 @@ impl<'a> Model<'a> {
     /// The checks that depend on what is placed: resources, ports, affinity, spread.
     pub fn dynamic_check(&mut self, pod: &'a PodInfo, i: usize) -> Result<(), Unfit> {
         let slot = &self.slots[i];
-        let short = slot.allocatable.shortfalls(&slot.used, &pod.requests);
-        if !short.is_empty() {
-            return Err(Unfit::Insufficient(short));
+        if !slot.allocatable.fits(&slot.used, &pod.requests) {
+            return Err(Unfit::Insufficient(
+                slot.allocatable.shortfalls(&slot.used, &pod.requests),
+            ));
         }
         if pod
             .host_ports
@@ -313,7 +337,14 @@ impl<'a> Model<'a> {
         {
             return Err(Unfit::HostPort);
         }
-        affinity::check(self, pod, i)
+        self.index.check(&self.slots, &self.pods_on, pod, i)
+    }
+
+    /// The first slot at or after `from` and before `end` with room for `request` in
+    /// CPU, memory, ephemeral storage and pod slots (other resources and every rule are
+    /// still to be checked).
+    pub fn next_with_room(&self, from: usize, end: usize, request: &Resources) -> Option<usize> {
+        self.room.first(from, end, &index::need(request))
     }
 
     /// Puts `pod` on slot `i` (after a successful [`Self::check`]).
@@ -325,14 +356,13 @@ impl<'a> Model<'a> {
         let s = &mut self.slots[i];
         s.used.add(&pod.requests);
         s.host_ports.extend(pod.host_ports.iter().cloned());
+        if !self.bulk {
+            self.room
+                .set(i, index::room(&s.allocatable, &s.used), false);
+            self.journal.push((i, pod));
+        }
         self.pods_on[i].push(pod);
-        for t in 0..pod.pod_anti_affinity.len() {
-            self.anti.push((pod, t, i));
-        }
-        for (key, c) in self.counts.iter_mut() {
-            affinity::count_placed(key, c, &self.slots[i], pod);
-        }
-        self.journal.push((i, pod));
+        self.index.placed(&self.slots, i, pod, true);
     }
 }
 

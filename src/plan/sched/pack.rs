@@ -3,9 +3,7 @@
 //! Pods with the same placement signature share a cursor, so a packing over thousands
 //! of nodes stays linear instead of rescanning full nodes for every pod.
 
-use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
-
+use super::index::FxHashMap;
 use super::resources::Resources;
 use super::spec::{HostPort, NodeSelectorTerm, PodAffinityTerm};
 use super::{static_check, Model, Slot, SlotKind, Unfit};
@@ -13,7 +11,7 @@ use crate::plan::model::{PodInfo, Toleration};
 
 /// Everything that decides where a pod may go, borrowed: pods equal in all of it are
 /// interchangeable for packing.
-#[derive(PartialEq, Eq, Hash)]
+#[derive(PartialEq, Eq, Hash, Clone, Copy)]
 struct Signature<'p> {
     namespace: &'p str,
     labels: &'p std::collections::BTreeMap<String, String>,
@@ -67,27 +65,55 @@ pub fn first_fit<'a>(
     pods: &[&'a PodInfo],
     eligible: impl Fn(&Slot<'_>) -> bool,
 ) -> (Vec<(&'a PodInfo, usize)>, Vec<&'a PodInfo>) {
-    let targets: Vec<usize> = (0..m.slots.len())
-        .filter(|&i| m.slots[i].usable && eligible(&m.slots[i]))
-        .collect();
-    let mut cursors: HashMap<u64, usize> = HashMap::new();
+    fit(m, pods, &eligible, false)
+}
+
+/// As [`first_fit`], but gives up at the first pod that fits nowhere: `Err(that pod)`
+/// (the pods placed so far stay placed), for callers that only need "do all fit?".
+pub fn first_fit_all<'a>(
+    m: &mut Model<'a>,
+    pods: &[&'a PodInfo],
+    eligible: impl Fn(&Slot<'_>) -> bool,
+) -> Result<Vec<(&'a PodInfo, usize)>, &'a PodInfo> {
+    let (placed, left) = fit(m, pods, &eligible, true);
+    match left.first() {
+        Some(&p) => Err(p),
+        None => Ok(placed),
+    }
+}
+
+fn fit<'a>(
+    m: &mut Model<'a>,
+    pods: &[&'a PodInfo],
+    eligible: &dyn Fn(&Slot<'_>) -> bool,
+    stop_at_first_left: bool,
+) -> (Vec<(&'a PodInfo, usize)>, Vec<&'a PodInfo>) {
+    let end = m.slots.len();
+    // Cursors are slot indexes: a pod starts where the last alike pod was placed (or
+    // past the end when it was not).
+    let mut cursors: FxHashMap<Signature<'a>, usize> = FxHashMap::default();
     let mut placed = Vec::new();
     let mut left = Vec::new();
     for &pod in pods {
-        let key = monotone(pod).then(|| {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            signature(pod).hash(&mut h);
-            h.finish()
-        });
-        let start = key.and_then(|k| cursors.get(&k).copied()).unwrap_or(0);
+        let key = monotone(pod).then(|| signature(pod));
+        let mut pos = key
+            .as_ref()
+            .and_then(|k| cursors.get(k).copied())
+            .unwrap_or(0);
         let mut found = None;
-        let mut pos = start;
-        while pos < targets.len() {
-            if m.check(pod, targets[pos]).is_ok() {
-                found = Some(targets[pos]);
+        // Slots without room for its CPU, memory, storage or pod slot are skipped
+        // wholesale; the rest are checked in order.
+        while let Some(i) = m.next_with_room(pos, end, &pod.requests) {
+            let s = &m.slots[i];
+            if s.usable && eligible(s) && m.check(pod, i).is_ok() {
+                found = Some(i);
+                pos = i;
                 break;
             }
-            pos += 1;
+            pos = i + 1;
+        }
+        if found.is_none() {
+            pos = end;
         }
         if let Some(k) = key {
             cursors.insert(k, pos);
@@ -97,7 +123,12 @@ pub fn first_fit<'a>(
                 m.place(pod, i);
                 placed.push((pod, i));
             }
-            None => left.push(pod),
+            None => {
+                left.push(pod);
+                if stop_at_first_left {
+                    break;
+                }
+            }
         }
     }
     (placed, left)
@@ -140,10 +171,12 @@ pub fn pack_new_nodes<'a>(
     };
     let mut empty = template.clone();
     empty.used = overhead.clone();
+    // New slots are added at the end, one after another: `base + k` is the k-th.
+    let base = m.slots.len();
     let mut new_slots: Vec<usize> = Vec::new();
     let mut placed = Vec::new();
     let mut over_room = Vec::new();
-    let mut cursors: HashMap<u64, usize> = HashMap::new();
+    let mut cursors: FxHashMap<Signature<'a>, usize> = FxHashMap::default();
     for &pod in pods {
         // Cheap refusal first: a pod that no empty node of this group takes.
         if static_check(pod, &empty, false).is_err()
@@ -151,19 +184,23 @@ pub fn pack_new_nodes<'a>(
         {
             continue;
         }
-        let key = monotone(pod).then(|| {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            signature(pod).hash(&mut h);
-            h.finish()
-        });
-        let mut pos = key.and_then(|k| cursors.get(&k).copied()).unwrap_or(0);
+        let key = monotone(pod).then(|| signature(pod));
+        let mut pos = key
+            .as_ref()
+            .and_then(|k| cursors.get(k).copied())
+            .unwrap_or(0);
         let mut found = None;
-        while pos < new_slots.len() {
-            if m.dynamic_check(pod, new_slots[pos]).is_ok() {
-                found = Some(new_slots[pos]);
+        let end = base + new_slots.len();
+        while let Some(i) = m.next_with_room(base + pos, end, &pod.requests) {
+            if m.dynamic_check(pod, i).is_ok() {
+                found = Some(i);
+                pos = i - base;
                 break;
             }
-            pos += 1;
+            pos = i - base + 1;
+        }
+        if found.is_none() {
+            pos = new_slots.len();
         }
         if let Some(k) = key {
             cursors.insert(k, pos);

@@ -31,6 +31,7 @@ fn mk_node(name: &str, zone: &str, cpu: u64, mem_gi: u64) -> NodeInfo {
         allocatable,
         images: Default::default(),
         deleting: false,
+        ready_changed: None,
     }
 }
 

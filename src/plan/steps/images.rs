@@ -20,12 +20,21 @@ fn ignored_image(v: &View<'_>, raw: &str, normalized: &str) -> bool {
         .any(|p| raw.starts_with(p.as_str()) || normalized.starts_with(p.as_str()))
 }
 
+/// A puller pod this nodewright started: in `imagePuller.namespace`, labelled as an image
+/// puller and with this cluster's name (see `create_image_puller`). Anyone may put the
+/// image-puller label on a pod; only these are ever waited for or deleted.
+fn own_puller(v: &View<'_>, p: &PodInfo) -> bool {
+    p.namespace == v.config.image_puller.namespace
+        && p.labels.get(crate::LABEL_IMAGE_PULLER).map(String::as_str) == Some("true")
+        && p.labels.get(crate::LABEL_CLUSTER) == Some(&v.config.cluster_name)
+}
+
 /// Pull images that pods in the cluster use onto managed nodes that lack them.
 pub fn warm_images(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     if !v.config.image_puller.enabled {
         return None;
     }
-    let pullers: Vec<&PodInfo> = v.pods.iter().filter(|p| p.is_image_puller()).collect();
+    let pullers: Vec<&PodInfo> = v.pods.iter().filter(|p| own_puller(v, p)).collect();
     let done: Vec<&PodInfo> = pullers
         .iter()
         .copied()

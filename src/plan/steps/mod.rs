@@ -2,14 +2,18 @@
 //! [`View`] and either claims the cycle with an action or adds notes and passes.
 
 mod buffers;
+mod disrupt;
+mod drain;
 mod images;
 mod provisioning;
-mod removal;
+mod remove;
 mod scale_up;
 
+pub use disrupt::{disrupt, mark_unneeded};
+pub use drain::drain;
 pub use images::warm_images;
 pub use provisioning::{clean_up_failed, finish_provisioning};
-pub use removal::{drain, remove_empty, replace_old, scale_down};
+pub use remove::remove_empty;
 pub use scale_up::scale_up;
 
 use super::model::PodInfo;

@@ -36,7 +36,23 @@ pub fn finish_provisioning(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult
 }
 
 /// VMs in error, or that never joined in time, are deleted with any node they left.
-pub fn clean_up_failed(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
+pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
+    for m in v
+        .members
+        .iter()
+        .filter(|m| m.state == ServerState::Disowned)
+    {
+        notes.push(
+            Reason::new(
+                ReasonCode::NodeDisowned,
+                format!(
+                    "node {} no longer carries nodewright's labels for group {}; its VM {} is left alone (put the labels back to manage it again, or delete both yourself)",
+                    m.server.name, m.group.name, m.server.id
+                ),
+            )
+            .about([ObjectRef::node(&m.server.name)]),
+        );
+    }
     let failed: Vec<&Member<'_>> = v
         .members
         .iter()

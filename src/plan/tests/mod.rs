@@ -79,6 +79,7 @@ fn mk_node(name: &str, created: SystemTime) -> NodeInfo {
         allocatable: mk_alloc(4000, 8 * GI),
         images: BTreeSet::new(),
         deleting: false,
+        ready_changed: None,
     }
 }
 
@@ -116,6 +117,36 @@ fn mk_member(s: &mut Snapshot, name: &str, age: u64) {
 
 fn plan_it(s: &Snapshot, c: &Config) -> Decision {
     plan(s, c, now())
+}
+
+/// Marks `node` as cordoned by nodewright for `disruption`, `secs` ago.
+fn cordon_by_us(node: &mut NodeInfo, disruption: &str, secs: u64) {
+    node.unschedulable = true;
+    node.annotations
+        .insert(ANNOTATION_CORDONED.into(), format!("test: {disruption}"));
+    node.annotations.insert(
+        crate::ANNOTATION_CORDONED_AT.into(),
+        humantime::format_rfc3339_seconds(ago(secs)).to_string(),
+    );
+    node.annotations
+        .insert(crate::ANNOTATION_DISRUPTION.into(), disruption.into());
+}
+
+/// Plans; when the answer is to start unneeded clocks, starts them `unneeded` seconds
+/// in the past and plans again (as after that long a later cycle would).
+fn plan_after_unneeded(s: &Snapshot, c: &Config, unneeded: u64) -> Decision {
+    let d = plan_it(s, c);
+    let Action::MarkUnneeded { mark, .. } = &d.action else {
+        return d;
+    };
+    let mut s = s.clone();
+    for n in s.nodes.iter_mut().filter(|n| mark.contains(&n.name)) {
+        n.annotations.insert(
+            crate::ANNOTATION_UNNEEDED_SINCE.into(),
+            humantime::format_rfc3339_seconds(ago(unneeded)).to_string(),
+        );
+    }
+    plan_it(&s, c)
 }
 
 #[test]
@@ -281,13 +312,13 @@ fn empty_cordoned_managed_node_is_deleted() {
     let c = mk_config("freeMemoryTarget: 0 B");
     let mut s = Snapshot::default();
     mk_member(&mut s, "dev-workers-a", 3600);
-    s.nodes[0].unschedulable = true;
+    cordon_by_us(&mut s.nodes[0], "empty", 60);
     let mut ds = mk_pod("ds", Some("dev-workers-a"), GI);
     ds.controller_kind = Some("DaemonSet".into());
     s.pods.push(ds);
     let d = plan_it(&s, &c);
     assert!(
-        matches!(&d.action, Action::DeleteNode { node, server } if node == "dev-workers-a" && server.id == "id-dev-workers-a"),
+        matches!(&d.action, Action::DeleteNodes { nodes } if nodes.len() == 1 && nodes[0].node == "dev-workers-a" && nodes[0].server.id == "id-dev-workers-a"),
         "{d:?}"
     );
 }
@@ -297,15 +328,15 @@ fn empty_node_waits_for_its_volumes_to_detach() {
     let c = mk_config("freeMemoryTarget: 0 B");
     let mut s = Snapshot::default();
     mk_member(&mut s, "dev-workers-a", 3600);
-    s.nodes[0].unschedulable = true;
+    cordon_by_us(&mut s.nodes[0], "empty", 60);
     s.volume_attachments
         .push(("csi-123".into(), "dev-workers-a".into()));
     let d = plan_it(&s, &c);
-    assert!(!matches!(d.action, Action::DeleteNode { .. }), "{d:?}");
+    assert!(!matches!(d.action, Action::DeleteNodes { .. }), "{d:?}");
     assert!(d.has_reason(ReasonCode::VolumesAttached));
     s.volume_attachments.clear();
     let d = plan_it(&s, &c);
-    assert!(matches!(d.action, Action::DeleteNode { .. }), "{d:?}");
+    assert!(matches!(d.action, Action::DeleteNodes { .. }), "{d:?}");
 }
 
 #[test]
@@ -318,7 +349,7 @@ fn old_node_is_cordoned_when_the_rest_can_hold_its_pods() {
     s.pods.push(mk_pod("p", Some("dev-workers-old"), 2 * GI));
     let d = plan_it(&s, &c);
     assert!(
-        matches!(&d.action, Action::Cordon { node, .. } if node == "dev-workers-old"),
+        matches!(&d.action, Action::Cordon { nodes, .. } if nodes == &["dev-workers-old".to_string()]),
         "{d:?}"
     );
     assert!(d.has_reason(ReasonCode::NodeTooOld));
@@ -353,14 +384,11 @@ fn cordoned_old_node_is_drained_but_bare_pods_block() {
     let mut s = Snapshot::default();
     mk_member(&mut s, "dev-workers-old", 80 * 3600);
     mk_member(&mut s, "dev-workers-new", 3600);
-    s.nodes[0].unschedulable = true;
-    s.nodes[0]
-        .annotations
-        .insert(ANNOTATION_CORDONED.into(), "replacing".into());
+    cordon_by_us(&mut s.nodes[0], "expired", 60);
     s.pods.push(mk_pod("p", Some("dev-workers-old"), GI));
     let d = plan_it(&s, &c);
     assert!(
-        matches!(&d.action, Action::Drain { node, pods } if node == "dev-workers-old" && pods.len() == 1),
+        matches!(&d.action, Action::Drain { nodes, pods } if nodes == &["dev-workers-old".to_string()] && pods.len() == 1),
         "{d:?}"
     );
     s.pods[0].controller_kind = None;
@@ -436,20 +464,72 @@ fn images_are_only_pulled_where_their_pods_could_run() {
     );
 }
 
+/// A finished puller pod as nodewright creates it: in the puller namespace, with the
+/// image-puller label and this cluster's name.
+fn mk_puller(c: &Config, name: &str) -> PodInfo {
+    let mut p = mk_pod(name, Some("dev-workers-a"), 0);
+    p.namespace = c.image_puller.namespace.clone();
+    p.labels.insert(LABEL_IMAGE_PULLER.into(), "true".into());
+    p.labels
+        .insert(LABEL_CLUSTER.into(), c.cluster_name.clone());
+    p.phase = PodPhase::Succeeded;
+    p
+}
+
 #[test]
 fn finished_image_pullers_are_cleaned_up() {
     let c = mk_config("");
     let mut s = Snapshot::default();
     mk_member(&mut s, "dev-workers-a", 3600);
-    let mut p = mk_pod("puller", Some("dev-workers-a"), 0);
-    p.labels.insert(LABEL_IMAGE_PULLER.into(), "true".into());
-    p.phase = PodPhase::Succeeded;
-    s.pods.push(p);
+    s.pods.push(mk_puller(&c, "puller"));
     let d = plan_it(&s, &c);
     assert!(
         matches!(&d.action, Action::DeletePods { pods } if pods.len() == 1),
         "{d:?}"
     );
+}
+
+/// Issue 8: the clean-up deleted any pod in any namespace carrying the image-puller
+/// label. Now only nodewright's own: in the puller namespace, with this cluster's name.
+#[test]
+fn image_puller_cleanup_leaves_other_pods_with_its_label() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    // The label in another namespace; in ours without a cluster name; of another
+    // cluster; with the label set to something else. All finished long ago.
+    let mut elsewhere = mk_puller(&c, "elsewhere");
+    elsewhere.namespace = "apps".into();
+    let mut unnamed = mk_puller(&c, "unnamed");
+    unnamed.labels.remove(LABEL_CLUSTER);
+    let mut other_cluster = mk_puller(&c, "other-cluster");
+    other_cluster
+        .labels
+        .insert(LABEL_CLUSTER.into(), "prod".into());
+    let mut not_true = mk_puller(&c, "not-true");
+    not_true
+        .labels
+        .insert(LABEL_IMAGE_PULLER.into(), "false".into());
+    for mut p in [elsewhere, unnamed, other_cluster, not_true] {
+        p.created = ago(3600);
+        s.pods.push(p);
+    }
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::DeletePods { .. }), "{d:?}");
+    // Ours beside them: only ours goes.
+    s.pods.push(mk_puller(&c, "ours"));
+    let d = plan_it(&s, &c);
+    match &d.action {
+        Action::DeletePods { pods } => {
+            let names: Vec<String> = pods.iter().map(|p| p.to_string()).collect();
+            assert_eq!(
+                names,
+                vec![format!("{}/ours", c.image_puller.namespace)],
+                "{d:?}"
+            );
+        }
+        other => panic!("expected DeletePods, got {other:?}"),
+    }
 }
 
 #[test]
@@ -478,9 +558,9 @@ fn unneeded_node_is_cordoned_after_the_delay_but_not_below_min_or_target() {
     mk_member(&mut s, "dev-workers-b", 3600);
     s.pods.push(mk_pod("p1", Some("dev-workers-a"), 3 * GI));
     s.pods.push(mk_pod("p2", Some("dev-workers-b"), GI));
-    let d = plan_it(&s, &c);
+    let d = plan_after_unneeded(&s, &c, 3600);
     assert!(
-        matches!(&d.action, Action::Cordon { node, .. } if node == "dev-workers-b"),
+        matches!(&d.action, Action::Cordon { nodes, .. } if nodes == &["dev-workers-b".to_string()]),
         "{d:?}"
     );
     assert!(d.has_reason(ReasonCode::NodeUnneeded));
@@ -488,23 +568,23 @@ fn unneeded_node_is_cordoned_after_the_delay_but_not_below_min_or_target() {
     // A node added 5 minutes ago holds scale-down off.
     let mut young = s.clone();
     mk_member(&mut young, "dev-workers-c", 330);
-    let d = plan_it(&young, &c);
+    let d = plan_after_unneeded(&young, &c, 3600);
     assert!(!matches!(d.action, Action::Cordon { .. }), "{d:?}");
 
     // At minSize nothing is removed.
     let mut at_min = c.clone();
     at_min.node_groups[0].min_size = 2;
-    let d = plan_it(&s, &at_min);
+    let d = plan_after_unneeded(&s, &at_min, 3600);
     assert!(!matches!(d.action, Action::Cordon { .. }), "{d:?}");
 
     // When removing any node would drop free memory below target, nothing is removed.
     let tight = mk_config("freeMemoryTarget: 12 GiB");
-    let d = plan_it(&s, &tight);
+    let d = plan_after_unneeded(&s, &tight, 3600);
     assert!(!matches!(d.action, Action::Cordon { .. }), "{d:?}");
 
     // Disabled.
     let off = mk_config("scaleDown: {enabled: false}");
-    let d = plan_it(&s, &off);
+    let d = plan_after_unneeded(&s, &off, 3600);
     assert!(!matches!(d.action, Action::Cordon { .. }), "{d:?}");
 }
 
@@ -533,21 +613,18 @@ fn pod_disruption_budgets_hold_back_scale_down_and_eviction() {
     s.pdbs.push(mk_pdb("db", 0));
     // b would be the one to go, but its pod may not be disrupted: a goes instead? No:
     // a's 3 GiB pod fits on b, so a is the candidate when b is protected.
-    let d = plan_it(&s, &c);
+    let d = plan_after_unneeded(&s, &c, 3600);
     assert!(
-        matches!(&d.action, Action::Cordon { node, .. } if node == "dev-workers-a"),
+        matches!(&d.action, Action::Cordon { nodes, .. } if nodes == &["dev-workers-a".to_string()]),
         "{d:?}"
     );
     // Draining a node whose remaining pod is protected waits instead of evicting.
-    s.nodes[1].unschedulable = true;
-    s.nodes[1]
-        .annotations
-        .insert(ANNOTATION_CORDONED.into(), "scale-down".into());
-    let d = plan_it(&s, &c);
+    cordon_by_us(&mut s.nodes[1], "underutilized", 60);
+    let d = plan_after_unneeded(&s, &c, 3600);
     assert!(!matches!(d.action, Action::Drain { .. }), "{d:?}");
     assert!(d.has_reason(ReasonCode::DrainBlocked));
     s.pdbs[0].disruptions_allowed = 1;
-    let d = plan_it(&s, &c);
+    let d = plan_after_unneeded(&s, &c, 3600);
     assert!(
         matches!(&d.action, Action::Drain { pods, .. } if pods.len() == 1),
         "{d:?}"
@@ -571,5 +648,6 @@ fn a_backed_off_group_gets_no_new_vms() {
     assert!(matches!(d.action, Action::ScaleUp { .. }), "{d:?}");
 }
 
+mod disruption;
 mod replay;
 mod scale_up;

@@ -10,6 +10,8 @@ const BOOT: u64 = 60;
 
 /// One pod of the workload: arrives at `at`, runs `run` seconds once started.
 struct Job {
+    /// Owned by a Job (else by a ReplicaSet).
+    batch: bool,
     at: u64,
     run: u64,
     cpu: u64,
@@ -27,6 +29,13 @@ struct World {
     vm_life: BTreeMap<String, (u64, Option<u64>)>,
     node_alloc: Resources,
     evictions: u32,
+    job_evictions: u32,
+    scale_downs: Vec<u64>,
+    scale_ups: Vec<u64>,
+    /// Pods a drain evicted that have not started again yet.
+    evicted: BTreeSet<String>,
+    /// Scale-ups while evicted pods waited, within 10 minutes after a scale-down.
+    flaps: usize,
     next_vm: u32,
 }
 
@@ -44,6 +53,11 @@ impl World {
             vm_life: BTreeMap::new(),
             node_alloc,
             evictions: 0,
+            job_evictions: 0,
+            scale_downs: Vec::new(),
+            scale_ups: Vec::new(),
+            evicted: BTreeSet::new(),
+            flaps: 0,
             next_vm: 0,
         }
     }
@@ -54,6 +68,9 @@ impl World {
         p.unschedulable = false;
         p.unschedulable_since = None;
         p.created = at(self.now);
+        if job.batch {
+            p.controller_kind = Some("Job".into());
+        }
         self.snapshot.pods.push(p);
     }
 
@@ -108,6 +125,7 @@ impl World {
             };
             match node {
                 Some(node) => {
+                    self.evicted.remove(&name);
                     p.node_name = Some(node);
                     p.phase = PodPhase::Running;
                     p.unschedulable = false;
@@ -127,6 +145,11 @@ impl World {
         let now = self.now;
         match &d.action {
             Action::ScaleUp { group, count } => {
+                self.scale_ups.push(now);
+                let after_scale_down = self.scale_downs.iter().any(|d| now - d <= 600);
+                if after_scale_down && !self.evicted.is_empty() {
+                    self.flaps += 1;
+                }
                 for _ in 0..*count {
                     self.next_vm += 1;
                     let name = format!("dev-{group}-{:05}", self.next_vm);
@@ -146,11 +169,58 @@ impl World {
                     n.taints.retain(|t| t.key != STARTUP_TAINT_KEY);
                 }
             }
-            Action::Cordon { node, reason } => {
-                if let Some(n) = self.snapshot.nodes.iter_mut().find(|n| &n.name == node) {
+            Action::Cordon {
+                nodes,
+                reason,
+                disruption,
+                at: t,
+            } => {
+                if matches!(
+                    disruption,
+                    crate::config::DisruptionReason::Empty
+                        | crate::config::DisruptionReason::Underutilized
+                ) {
+                    self.scale_downs.push(now);
+                }
+                let at = crate::act::rfc3339(*t);
+                for n in self
+                    .snapshot
+                    .nodes
+                    .iter_mut()
+                    .filter(|n| nodes.contains(&n.name))
+                {
                     n.unschedulable = true;
                     n.annotations
                         .insert(ANNOTATION_CORDONED.into(), reason.clone());
+                    n.annotations
+                        .insert(crate::ANNOTATION_CORDONED_AT.into(), at.clone());
+                    n.annotations.insert(
+                        crate::ANNOTATION_DISRUPTION.into(),
+                        disruption.as_str().into(),
+                    );
+                }
+            }
+            Action::Uncordon { nodes, .. } => {
+                for n in self
+                    .snapshot
+                    .nodes
+                    .iter_mut()
+                    .filter(|n| nodes.contains(&n.name))
+                {
+                    n.unschedulable = false;
+                    n.annotations
+                        .retain(|k, _| !k.starts_with("nodewright.io/"));
+                }
+            }
+            Action::MarkUnneeded { mark, clear, at: t } => {
+                let at = crate::act::rfc3339(*t);
+                for n in self.snapshot.nodes.iter_mut() {
+                    if mark.contains(&n.name) {
+                        n.annotations
+                            .insert(crate::ANNOTATION_UNNEEDED_SINCE.into(), at.clone());
+                    } else if clear.contains(&n.name) {
+                        n.annotations.remove(crate::ANNOTATION_UNNEEDED_SINCE);
+                    }
                 }
             }
             Action::Drain { pods, .. } => {
@@ -160,15 +230,21 @@ impl World {
                         p.node_name = None;
                         p.phase = PodPhase::Pending;
                         self.evictions += 1;
+                        self.evicted.insert(p.name.clone());
+                        if p.controller_kind.as_deref() == Some("Job") {
+                            self.job_evictions += 1;
+                        }
                         self.ends.remove(&p.name);
                     }
                 }
             }
-            Action::DeleteNode { node, .. } => {
-                self.snapshot.nodes.retain(|n| &n.name != node);
-                self.snapshot.servers.retain(|s| &s.name != node);
-                if let Some(l) = self.vm_life.get_mut(node) {
-                    l.1 = Some(now);
+            Action::DeleteNodes { nodes } => {
+                for t in nodes {
+                    self.snapshot.nodes.retain(|n| n.name != t.node);
+                    self.snapshot.servers.retain(|s| s.name != t.node);
+                    if let Some(l) = self.vm_life.get_mut(&t.node) {
+                        l.1 = Some(now);
+                    }
                 }
             }
             Action::DeleteServers { servers, nodes } => {
@@ -198,6 +274,13 @@ struct Outcome {
     lower_bound: f64,
     never_started: usize,
     evictions: u32,
+    job_evictions: u32,
+    /// Scale-ups for pods a scale-down evicted, within 10 minutes after it.
+    flaps: usize,
+    /// Scale-ups (`+t`) and scale-downs (`-t`) in order, for failure messages.
+    timeline: String,
+    ups: Vec<u64>,
+    downs: Vec<u64>,
 }
 
 /// Replays `jobs` for `horizon` seconds with `config` and nodes of `alloc`.
@@ -260,6 +343,23 @@ fn replay(config: &Config, alloc: Resources, jobs: &[Job], horizon: u64) -> Outc
         node_hours: w.node_hours(),
         lower_bound: lower,
         evictions: w.evictions,
+        job_evictions: w.job_evictions,
+        timeline: {
+            let mut t: Vec<(u64, char)> = w
+                .scale_ups
+                .iter()
+                .map(|u| (*u, '+'))
+                .chain(w.scale_downs.iter().map(|d| (*d, '-')))
+                .collect();
+            t.sort();
+            t.iter()
+                .map(|(at, k)| format!("{k}{at}"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        },
+        flaps: w.flaps,
+        ups: w.scale_ups.clone(),
+        downs: w.scale_downs.clone(),
     }
 }
 
@@ -280,6 +380,7 @@ fn cpu_bound_web() -> Vec<Job> {
         let per_minute = (phase.sin() * 4.0).round() as u64;
         for k in 0..per_minute {
             jobs.push(Job {
+                batch: false,
                 at: minute * 60 + k * 7,
                 run: 1800,
                 cpu: 1000,
@@ -318,6 +419,7 @@ fn memory_bound_sessions_stay_within_ten_percent_of_the_node_hours_lower_bound()
         let phase = minute as f64 / 600.0 * std::f64::consts::PI;
         if minute % ((3.0 - 2.0 * phase.sin()).round() as u64).max(1) == 0 {
             jobs.push(Job {
+                batch: false,
                 at: minute * 60,
                 run: 2 * 3600,
                 cpu: 250,
@@ -334,5 +436,68 @@ fn memory_bound_sessions_stay_within_ten_percent_of_the_node_hours_lower_bound()
         o.node_hours,
         o.lower_bound,
         o.evictions
+    );
+}
+
+#[test]
+fn a_steady_workload_never_flaps_over_a_thousand_cycles() {
+    let c = replay_config("4", "8Gi");
+    let alloc = mk_alloc(4000, 8 * GI);
+    // Thirty replicas of odd sizes, there from the start, running for ever.
+    let jobs: Vec<Job> = (0..30u64)
+        .map(|i| Job {
+            batch: false,
+            at: 0,
+            run: u64::MAX / 4,
+            cpu: 300 + (i % 4) * 250,
+            mem: (512 + (i % 3) * 700) << 20,
+        })
+        .collect();
+    let o = replay(&c, alloc, &jobs, 1000 * CYCLE);
+    assert_eq!(o.never_started, 0);
+    assert_eq!(o.flaps, 0, "scale-ups right after scale-downs");
+    // Not a single scale-up after any scale-down: no pair at all.
+    let first_down = o.downs.first().copied().unwrap_or(u64::MAX);
+    assert!(
+        o.ups.iter().all(|u| *u < first_down),
+        "scale-up after a scale-down: {}",
+        o.timeline
+    );
+}
+
+#[test]
+fn bursty_jobs_are_never_evicted_by_scale_down_and_cause_no_flap() {
+    let c = replay_config("4", "8Gi");
+    let alloc = mk_alloc(4000, 8 * GI);
+    // A burst of 24 one-CPU Job pods every 40 minutes, each running 5 to 20 minutes,
+    // beside a small steady service.
+    let mut jobs: Vec<Job> = (0..4)
+        .map(|_| Job {
+            batch: false,
+            at: 0,
+            run: u64::MAX / 4,
+            cpu: 500,
+            mem: GI,
+        })
+        .collect();
+    for burst in 0..6u64 {
+        for k in 0..24u64 {
+            jobs.push(Job {
+                batch: true,
+                at: burst * 2400 + k * 5,
+                run: 300 + (k % 4) * 300,
+                cpu: 1000,
+                mem: 512 << 20,
+            });
+        }
+    }
+    jobs.sort_by_key(|j| j.at);
+    let o = replay(&c, alloc, &jobs, 6 * 2400);
+    assert_eq!(o.never_started, 0);
+    assert_eq!(o.job_evictions, 0, "running Job pods evicted by scale-down");
+    assert_eq!(
+        o.flaps, 0,
+        "scale-ups within 10 minutes after a scale-down: {}",
+        o.timeline
     );
 }

@@ -389,10 +389,10 @@ fn scale_down_keeps_a_node_whose_pods_fit_elsewhere_by_memory_but_not_cpu() {
     mk_member_in(&mut s, "dev-workers-b", "workers", 4000, 16 * GI);
     s.pods.push(running("a", "dev-workers-a", 3000, GI));
     s.pods.push(running("b", "dev-workers-b", 3000, GI));
-    let d = plan_it(&s, &c);
+    let d = super::plan_after_unneeded(&s, &c, 3600);
     assert!(!matches!(d.action, Action::Cordon { .. }), "{d:#?}");
     // With CPU to spare, one of them goes.
     s.pods[1].requests.cpu = 500;
-    let d = plan_it(&s, &c);
+    let d = super::plan_after_unneeded(&s, &c, 3600);
     assert!(matches!(d.action, Action::Cordon { .. }), "{d:#?}");
 }

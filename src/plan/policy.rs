@@ -1,0 +1,145 @@
+//! Disruption policy as Cluster Autoscaler and Karpenter users know it: which pods keep
+//! a node from being removed, which nodes opted out, how many nodes may be disrupted at
+//! once (budgets), and when too many nodes are unready to disrupt anything.
+
+use std::fmt;
+use std::time::SystemTime;
+
+use super::model::{NodeInfo, PodInfo};
+use super::view::View;
+use crate::config::DisruptionReason;
+use crate::{
+    ANNOTATION_CORDONED, ANNOTATION_DISRUPTION, ANNOTATION_SCALE_DOWN_DISABLED, CA_SAFE_TO_EVICT,
+    CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT,
+};
+
+/// Why a pod keeps its node from being drained voluntarily.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Blocker {
+    /// No controller would recreate it: eviction would lose it.
+    NoController,
+    /// `emptyDir` on disk or `hostPath`: its data would be lost.
+    LocalStorage,
+    /// A kube-system pod without a PodDisruptionBudget.
+    KubeSystem,
+    /// `cluster-autoscaler.kubernetes.io/safe-to-evict: "false"`.
+    NotSafeToEvict,
+    /// `karpenter.sh/do-not-disrupt: "true"`.
+    DoNotDisrupt,
+    /// A PodDisruptionBudget that allows no disruption now.
+    Budget(String),
+}
+
+impl fmt::Display for Blocker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Blocker::NoController => write!(f, "has no controller to recreate it"),
+            Blocker::LocalStorage => write!(f, "keeps data in emptyDir or hostPath"),
+            Blocker::KubeSystem => write!(f, "is a kube-system pod without a PodDisruptionBudget"),
+            Blocker::NotSafeToEvict => write!(f, "is annotated {CA_SAFE_TO_EVICT}: \"false\""),
+            Blocker::DoNotDisrupt => write!(f, "is annotated {KARPENTER_DO_NOT_DISRUPT}: \"true\""),
+            Blocker::Budget(b) => write!(
+                f,
+                "is protected by PodDisruptionBudget {b}, which allows no disruption now"
+            ),
+        }
+    }
+}
+
+fn annotation_is(p: &PodInfo, key: &str, value: &str) -> bool {
+    p.annotations.get(key).is_some_and(|v| v == value)
+}
+
+/// Whether a drain leaves `pod` alone entirely (DaemonSet, mirror, finished, puller).
+pub fn ignored(pod: &PodInfo) -> bool {
+    pod.ignored_by_drain()
+}
+
+/// Pods owned by a Job are waited for, not evicted (up to `drain.jobGracePeriod`).
+pub fn is_job(pod: &PodInfo) -> bool {
+    pod.controller_kind.as_deref() == Some("Job")
+}
+
+/// What keeps `pod` from being evicted for a voluntary removal, if anything.
+pub fn blocker(v: &View<'_>, pod: &PodInfo) -> Option<Blocker> {
+    if ignored(pod) {
+        return None;
+    }
+    if annotation_is(pod, CA_SAFE_TO_EVICT, "false") {
+        return Some(Blocker::NotSafeToEvict);
+    }
+    if annotation_is(pod, KARPENTER_DO_NOT_DISRUPT, "true") {
+        return Some(Blocker::DoNotDisrupt);
+    }
+    let pdb = v.pdbs.iter().find(|b| b.selects(pod));
+    if let Some(b) = pdb.filter(|b| b.disruptions_allowed <= 0) {
+        return Some(Blocker::Budget(format!("{}/{}", b.namespace, b.name)));
+    }
+    if annotation_is(pod, CA_SAFE_TO_EVICT, "true") {
+        return None;
+    }
+    if pod.controller_kind.is_none() {
+        return Some(Blocker::NoController);
+    }
+    if pod.local_storage {
+        return Some(Blocker::LocalStorage);
+    }
+    if pod.namespace == "kube-system" && pdb.is_none() {
+        return Some(Blocker::KubeSystem);
+    }
+    None
+}
+
+/// The node opted out of voluntary removal by annotation.
+pub fn opted_out(n: &NodeInfo) -> bool {
+    let yes = |k: &str| n.annotations.get(k).is_some_and(|v| v == "true");
+    yes(CA_SCALE_DOWN_DISABLED)
+        || yes(ANNOTATION_SCALE_DOWN_DISABLED)
+        || yes(KARPENTER_DO_NOT_DISRUPT)
+}
+
+/// A node nodewright cordoned itself (never one a person cordoned).
+pub fn cordoned_by_us(n: &NodeInfo) -> bool {
+    n.unschedulable && n.annotations.contains_key(ANNOTATION_CORDONED)
+}
+
+/// Why nodewright is removing a node it cordoned; older cordons without the reason
+/// annotation count as voluntary.
+pub fn disruption_of(n: &NodeInfo) -> DisruptionReason {
+    n.annotations
+        .get(ANNOTATION_DISRUPTION)
+        .and_then(|r| DisruptionReason::parse(r))
+        .unwrap_or(DisruptionReason::Underutilized)
+}
+
+/// How many more nodes may be disrupted for `reason` now: the strictest active budget
+/// covering it, minus the nodes being disrupted already (cordoned by us or deleting).
+pub fn budget_room(v: &View<'_>, reason: DisruptionReason, now: SystemTime) -> u32 {
+    let nodes: Vec<&NodeInfo> = v.members.iter().filter_map(|m| m.node).collect();
+    let total = nodes.len() as u32;
+    let disrupting = nodes
+        .iter()
+        .filter(|n| cordoned_by_us(n) || n.deleting)
+        .count() as u32;
+    v.config
+        .disruption
+        .budgets
+        .iter()
+        .filter(|b| b.covers(reason))
+        .filter(|b| b.schedule.as_ref().is_none_or(|s| s.active(now)))
+        .map(|b| b.nodes.allowed(total).saturating_sub(disrupting))
+        .min()
+        .unwrap_or(u32::MAX)
+}
+
+/// Managed nodes that are not Ready, and whether there are so many that nothing may be
+/// disrupted (more than `okUnreadyCount` and more than `maxUnreadyPercentage`).
+pub fn unready_guard(v: &View<'_>) -> Option<(u32, u32)> {
+    let nodes: Vec<&NodeInfo> = v.members.iter().filter_map(|m| m.node).collect();
+    let total = nodes.len() as u32;
+    let unready = nodes.iter().filter(|n| !n.ready).count() as u32;
+    let h = &v.config.health;
+    let tripped = unready > h.ok_unready_count
+        && u64::from(unready) * 100 > u64::from(h.max_unready_percentage) * u64::from(total);
+    tripped.then_some((unready, total))
+}

@@ -1,0 +1,167 @@
+//! Draining the nodes nodewright cordoned, all at once, within a deadline: pods are
+//! evicted as PodDisruptionBudgets allow, Job pods are waited for, and a voluntary
+//! drain that cannot finish in time is abandoned (the node is uncordoned) instead of
+//! wedging every later removal.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, SystemTime};
+
+use super::{list_pods, pod_ref, StepResult};
+use crate::plan::model::{NodeInfo, PodInfo};
+use crate::plan::policy::{self, Blocker};
+use crate::plan::view::View;
+use crate::plan::{Action, ObjectRef, Reason, ReasonCode};
+use crate::{ANNOTATION_CORDONED, ANNOTATION_CORDONED_AT};
+
+/// When nodewright cordoned `n`, from its annotation.
+pub fn cordoned_at(n: &NodeInfo) -> Option<SystemTime> {
+    n.annotations
+        .get(ANNOTATION_CORDONED_AT)
+        .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
+}
+
+/// How long `n` has been draining; a cordon without the time (from an older version)
+/// counts from the node's creation, so it gets a deadline too.
+fn draining_for(v: &View<'_>, n: &NodeInfo) -> Duration {
+    v.age(cordoned_at(n).unwrap_or(n.created))
+}
+
+/// Whether the drain of `n` is past its deadline.
+pub fn past_deadline(v: &View<'_>, n: &NodeInfo) -> bool {
+    draining_for(v, n) > v.config.drain.timeout
+}
+
+/// The pods still to leave `n` (not DaemonSet, mirror, finished or puller pods).
+pub fn remaining<'a>(v: &View<'a>, n: &NodeInfo) -> Vec<&'a PodInfo> {
+    v.pods_on(&n.name)
+        .iter()
+        .copied()
+        .filter(|p| !policy::ignored(p))
+        .collect()
+}
+
+/// Evicts what may go now from every node nodewright cordoned; abandons voluntary
+/// drains past `drain.timeout` (forced ones end in deletion instead).
+pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
+    let mut give_back = Vec::new();
+    let mut nodes = Vec::new();
+    let mut evict: Vec<&PodInfo> = Vec::new();
+    let mut reasons = Vec::new();
+    for m in &v.members {
+        let Some(n) = m.node.filter(|n| policy::cordoned_by_us(n)) else {
+            continue;
+        };
+        let left = remaining(v, n);
+        if left.is_empty() {
+            continue;
+        }
+        let disruption = policy::disruption_of(n);
+        if past_deadline(v, n) {
+            if disruption.forced() {
+                // remove-empty deletes it with what is left.
+                continue;
+            }
+            give_back.push(n.name.clone());
+            continue;
+        }
+        let job_wait = draining_for(v, n) < v.config.drain.job_grace_period;
+        let mut waiting_jobs = Vec::new();
+        let mut blocked = Vec::new();
+        let mut here = Vec::new();
+        for p in left.iter().copied().filter(|p| !p.deleting) {
+            if policy::is_job(p) && job_wait {
+                waiting_jobs.push(p);
+                continue;
+            }
+            match policy::blocker(v, p) {
+                None => here.push(p),
+                // The eviction API refuses these anyway; the deadline ends the wait.
+                Some(b @ Blocker::Budget(_)) => blocked.push((p, b)),
+                // A broken node's pods go whatever their annotations say.
+                Some(_) if disruption.forced() => here.push(p),
+                Some(b) => blocked.push((p, b)),
+            }
+        }
+        if !waiting_jobs.is_empty() {
+            notes.push(
+                Reason::new(
+                    ReasonCode::DrainInProgress,
+                    format!(
+                        "{}: waiting for {} Job pod(s) to finish (drain.jobGracePeriod {}): {}",
+                        n.name,
+                        waiting_jobs.len(),
+                        humantime::format_duration(v.config.drain.job_grace_period),
+                        list_pods(&waiting_jobs)
+                    ),
+                )
+                .about([ObjectRef::node(&n.name)]),
+            );
+        }
+        if !blocked.is_empty() {
+            let why: BTreeSet<String> = blocked
+                .iter()
+                .map(|(p, b)| format!("{} {b}", p.key()))
+                .collect();
+            notes.push(
+                Reason::new(
+                    ReasonCode::DrainBlocked,
+                    format!(
+                        "{}: waiting to evict ({} left before drain.timeout): {}",
+                        n.name,
+                        humantime::format_duration(Duration::from_secs(
+                            v.config
+                                .drain
+                                .timeout
+                                .saturating_sub(draining_for(v, n))
+                                .as_secs()
+                        )),
+                        why.into_iter().collect::<Vec<_>>().join("; ")
+                    ),
+                )
+                .about([ObjectRef::node(&n.name)]),
+            );
+        }
+        if here.is_empty() {
+            continue;
+        }
+        reasons.push(
+            Reason::new(
+                ReasonCode::DrainInProgress,
+                format!(
+                    "{} is cordoned ({}) and still runs {} pod(s)",
+                    n.name,
+                    n.annotations
+                        .get(ANNOTATION_CORDONED)
+                        .map_or("", String::as_str),
+                    left.len()
+                ),
+            )
+            .about([ObjectRef::node(&n.name)]),
+        );
+        nodes.push(n.name.clone());
+        evict.extend(here);
+    }
+    if !give_back.is_empty() {
+        let reason = Reason::new(
+            ReasonCode::DrainTimedOut,
+            format!(
+                "drain of {} did not finish within drain.timeout {}; giving the node(s) back (scale-down pauses for scaleDown.delayAfterFailure)",
+                give_back.join(", "),
+                humantime::format_duration(v.config.drain.timeout)
+            ),
+        )
+        .about(give_back.iter().map(|n| ObjectRef::node(n)));
+        return Some((
+            Action::Uncordon {
+                nodes: give_back,
+                reason: "drain did not finish in time".into(),
+            },
+            vec![reason],
+        ));
+    }
+    if evict.is_empty() {
+        return None;
+    }
+    let pods = evict.iter().map(|p| pod_ref(p)).collect();
+    Some((Action::Drain { nodes, pods }, reasons))
+}

@@ -1,0 +1,538 @@
+//! Safe, budgeted disruption: a regression test per bug of issue 8 (named after it),
+//! the drain rules, budgets, drift, health guards and batching.
+
+use super::*;
+use crate::config::DisruptionReason;
+use crate::plan::sched::spec::{LabelSelector, Operator, Requirement};
+use crate::{
+    ANNOTATION_CORDONED_AT, ANNOTATION_UNNEEDED_SINCE, CA_SAFE_TO_EVICT, CA_SCALE_DOWN_DISABLED,
+    KARPENTER_DO_NOT_DISRUPT, LABEL_SETTINGS_HASH,
+};
+
+fn three_nodes(c: &Config) -> Snapshot {
+    let _ = c;
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    mk_member(&mut s, "dev-workers-b", 3600);
+    mk_member(&mut s, "dev-workers-c", 3600);
+    s
+}
+
+fn cordoned_nodes(d: &Decision) -> Vec<String> {
+    match &d.action {
+        Action::Cordon { nodes, .. } => nodes.clone(),
+        _ => Vec::new(),
+    }
+}
+
+fn disruption(d: &Decision) -> Option<DisruptionReason> {
+    match &d.action {
+        Action::Cordon { disruption, .. } => Some(*disruption),
+        _ => None,
+    }
+}
+
+#[test]
+fn vm_in_error_with_a_ready_node_is_cordoned_and_drained_not_deleted() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = three_nodes(&c);
+    s.servers[0].status = ServerStatus::Error;
+    s.pods.push(mk_pod("web", Some("dev-workers-a"), GI));
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::DeleteServers { .. }), "{d:#?}");
+    assert_eq!(
+        cordoned_nodes(&d),
+        vec!["dev-workers-a".to_string()],
+        "{d:#?}"
+    );
+    assert_eq!(disruption(&d), Some(DisruptionReason::Unhealthy));
+    // Next cycle: drained, not deleted with its pod.
+    cordon_by_us(&mut s.nodes[0], "unhealthy", 10);
+    let d = plan_it(&s, &c);
+    assert!(matches!(d.action, Action::Drain { .. }), "{d:#?}");
+}
+
+#[test]
+fn node_whose_ownership_label_was_removed_is_disowned_not_deleted() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3 * 3600);
+    s.nodes[0].labels.remove(LABEL_GROUP);
+    s.pods.push(mk_pod("web", Some("dev-workers-a"), GI));
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::DeleteServers { .. }), "{d:#?}");
+    assert!(d.has_reason(ReasonCode::NodeDisowned), "{d:#?}");
+}
+
+#[test]
+fn empty_node_cordoned_by_a_person_is_not_deleted() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = three_nodes(&c);
+    s.nodes[0].unschedulable = true;
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::DeleteNodes { .. }), "{d:#?}");
+}
+
+#[test]
+fn replacement_never_cordons_a_node_it_could_not_drain() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = three_nodes(&c);
+    s.nodes[0].created = ago(100 * 3600);
+    let mut bare = mk_pod("bare", Some("dev-workers-a"), GI);
+    bare.controller_kind = None;
+    s.pods.push(bare);
+    let d = plan_it(&s, &c);
+    assert!(cordoned_nodes(&d).is_empty(), "{d:#?}");
+    assert!(d.has_reason(ReasonCode::DrainBlocked), "{d:#?}");
+    // Same with a PodDisruptionBudget that allows nothing now.
+    s.pods[0].controller_kind = Some("ReplicaSet".into());
+    s.pods[0].labels.insert("app".into(), "db".into());
+    s.pdbs.push(PdbInfo {
+        namespace: "default".into(),
+        name: "db".into(),
+        selector: Some(LabelSelector {
+            match_labels: BTreeMap::from([("app".to_string(), "db".to_string())]),
+            ..Default::default()
+        }),
+        disruptions_allowed: 0,
+    });
+    let d = plan_it(&s, &c);
+    assert!(cordoned_nodes(&d).is_empty(), "{d:#?}");
+    // Once the budget allows it, the old node goes.
+    s.pdbs[0].disruptions_allowed = 1;
+    let d = plan_it(&s, &c);
+    assert_eq!(
+        cordoned_nodes(&d),
+        vec!["dev-workers-a".to_string()],
+        "{d:#?}"
+    );
+    assert_eq!(disruption(&d), Some(DisruptionReason::Expired));
+}
+
+#[test]
+fn voluntary_drain_past_its_deadline_is_given_back_instead_of_wedging() {
+    let c = mk_config("freeMemoryTarget: 0 B\ndrain: {timeout: 10m}");
+    let mut s = three_nodes(&c);
+    cordon_by_us(&mut s.nodes[0], "expired", 11 * 60);
+    let mut p = mk_pod("db-0", Some("dev-workers-a"), GI);
+    p.labels.insert("app".into(), "db".into());
+    s.pods.push(p);
+    s.pdbs.push(PdbInfo {
+        namespace: "default".into(),
+        name: "db".into(),
+        selector: Some(LabelSelector::default()),
+        disruptions_allowed: 0,
+    });
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::Uncordon { nodes, .. } if nodes == &["dev-workers-a".to_string()]),
+        "{d:#?}"
+    );
+    assert!(d.has_reason(ReasonCode::DrainTimedOut));
+    // Within the deadline it waits, blocked.
+    cordon_by_us(&mut s.nodes[0], "expired", 60);
+    let d = plan_it(&s, &c);
+    assert!(
+        !matches!(d.action, Action::Uncordon { .. } | Action::Drain { .. }),
+        "{d:#?}"
+    );
+    assert!(d.has_reason(ReasonCode::DrainBlocked), "{d:#?}");
+}
+
+#[test]
+fn unhealthy_node_past_its_drain_deadline_is_deleted_anyway() {
+    let c = mk_config("freeMemoryTarget: 0 B\ndrain: {timeout: 10m}");
+    let mut s = three_nodes(&c);
+    cordon_by_us(&mut s.nodes[0], "unhealthy", 11 * 60);
+    s.pods.push(mk_pod("stuck", Some("dev-workers-a"), GI));
+    s.pods[0].deleting = true;
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::DeleteNodes { nodes } if nodes[0].node == "dev-workers-a"),
+        "{d:#?}"
+    );
+}
+
+#[test]
+fn replacement_adds_nodes_only_to_a_group_that_can_host_the_pods() {
+    let text = super::scale_up::group("workers", 5, "4", "8Gi", "")
+        + &super::scale_up::group("small", 5, "1", "2Gi", "");
+    let c = super::scale_up::mk_config_groups("oldNodeAgeLimit: 72h", &text);
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-old", 100 * 3600);
+    // The workers group is at its maximum; only the small group has room, and a 3 GiB
+    // pod does not fit there: no node is added (before, one was, again and again).
+    let mut c = c;
+    c.node_groups[0].max_size = 1;
+    s.pods.push(mk_pod("big", Some("dev-workers-old"), 3 * GI));
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::ScaleUp { .. }), "{d:#?}");
+    assert!(d.has_reason(ReasonCode::ReplacementNeedsCapacity), "{d:#?}");
+    // With room in its own group, the replacement comes from there.
+    c.node_groups[0].max_size = 5;
+    let d = plan_it(&s, &c);
+    assert_eq!(
+        d.action,
+        Action::ScaleUp {
+            group: "workers".into(),
+            count: 1
+        },
+        "{d:#?}"
+    );
+}
+
+#[test]
+fn group_at_zero_is_sized_by_allocatable_not_by_vm_ram() {
+    // 8 GiB of RAM, but the kubelet keeps some: a 7.9 GiB pod fits no new node.
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = Snapshot::default();
+    s.pods
+        .push(mk_pod("almost-8g", None, 8 * GI - 100 * (1 << 20)));
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::ScaleUp { .. }), "{d:#?}");
+    assert!(d.has_reason(ReasonCode::NoGroupFits), "{d:#?}");
+}
+
+#[test]
+fn pdb_with_empty_selector_protects_every_pod_of_its_namespace() {
+    let all = PdbInfo {
+        namespace: "default".into(),
+        name: "all".into(),
+        selector: Some(LabelSelector::default()),
+        disruptions_allowed: 0,
+    };
+    let p = mk_pod("anything", Some("n"), GI);
+    assert!(all.selects(&p));
+    let none = PdbInfo {
+        selector: None,
+        ..all.clone()
+    };
+    assert!(!none.selects(&p));
+    let mut other_ns = p.clone();
+    other_ns.namespace = "other".into();
+    assert!(!all.selects(&other_ns));
+}
+
+#[test]
+fn pdb_with_only_match_expressions_selects_by_them() {
+    let pdb = PdbInfo {
+        namespace: "default".into(),
+        name: "db".into(),
+        selector: Some(LabelSelector {
+            expressions: vec![Requirement {
+                key: "app".into(),
+                operator: Operator::In,
+                values: vec!["db".into()],
+            }],
+            ..Default::default()
+        }),
+        disruptions_allowed: 0,
+    };
+    let mut db = mk_pod("db-0", Some("n"), GI);
+    db.labels.insert("app".into(), "db".into());
+    let web = mk_pod("web-0", Some("n"), GI);
+    assert!(pdb.selects(&db));
+    assert!(
+        !pdb.selects(&web),
+        "only matchExpressions no longer means the whole namespace"
+    );
+}
+
+#[test]
+fn not_ready_node_past_unhealthy_after_is_replaced() {
+    let c = mk_config("freeMemoryTarget: 0 B\nhealth: {unhealthyAfter: 15m}");
+    let mut s = three_nodes(&c);
+    s.nodes[0].ready = false;
+    s.nodes[0].ready_changed = Some(ago(5 * 60));
+    let d = plan_it(&s, &c);
+    assert!(cordoned_nodes(&d).is_empty(), "{d:#?}");
+    s.nodes[0].ready_changed = Some(ago(20 * 60));
+    let d = plan_it(&s, &c);
+    assert_eq!(
+        cordoned_nodes(&d),
+        vec!["dev-workers-a".to_string()],
+        "{d:#?}"
+    );
+    assert_eq!(disruption(&d), Some(DisruptionReason::Unhealthy));
+}
+
+#[test]
+fn not_ready_blip_does_not_scale_up() {
+    let c = mk_config("freeMemoryTarget: 10 GiB\nhealth: {notReadyGrace: 2m}");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    mk_member(&mut s, "dev-workers-b", 3600);
+    s.nodes[1].ready = false;
+    s.nodes[1].ready_changed = Some(ago(30));
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::ScaleUp { .. }), "{d:#?}");
+    // NotReady for longer: it is not capacity any more.
+    s.nodes[1].ready_changed = Some(ago(5 * 60));
+    let d = plan_it(&s, &c);
+    assert!(matches!(d.action, Action::ScaleUp { .. }), "{d:#?}");
+}
+
+#[test]
+fn pending_daemonset_pods_do_not_block_scale_down() {
+    let c = mk_config("freeMemoryTarget: 0 B\nscaleDown: {delayAfterAdd: 1m}");
+    let mut s = three_nodes(&c);
+    let mut ds = mk_pod("agent-x", None, GI);
+    ds.controller_kind = Some("DaemonSet".into());
+    s.pods.push(ds);
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::MarkUnneeded { mark, .. } if !mark.is_empty()),
+        "{d:#?}"
+    );
+}
+
+#[test]
+fn drain_rules_block_the_choice_of_a_node() {
+    let c = mk_config("freeMemoryTarget: 0 B\nscaleDown: {delayAfterAdd: 1m}");
+    type Change = Box<dyn Fn(&mut PodInfo)>;
+    let cases: Vec<(&str, Change, bool)> = vec![
+        ("plain", Box::new(|_| {}), true),
+        (
+            "no controller",
+            Box::new(|p| p.controller_kind = None),
+            false,
+        ),
+        ("local storage", Box::new(|p| p.local_storage = true), false),
+        (
+            "kube-system",
+            Box::new(|p| p.namespace = "kube-system".into()),
+            false,
+        ),
+        (
+            "safe-to-evict false",
+            Box::new(|p| {
+                p.annotations
+                    .insert(CA_SAFE_TO_EVICT.into(), "false".into());
+            }),
+            false,
+        ),
+        (
+            "do-not-disrupt",
+            Box::new(|p| {
+                p.annotations
+                    .insert(KARPENTER_DO_NOT_DISRUPT.into(), "true".into());
+            }),
+            false,
+        ),
+        (
+            "local storage but safe-to-evict true",
+            Box::new(|p| {
+                p.local_storage = true;
+                p.annotations.insert(CA_SAFE_TO_EVICT.into(), "true".into());
+            }),
+            true,
+        ),
+        (
+            "running Job pod",
+            Box::new(|p| p.controller_kind = Some("Job".into())),
+            false,
+        ),
+    ];
+    for (name, change, removable) in cases {
+        let mut s = Snapshot::default();
+        mk_member(&mut s, "dev-workers-a", 3600);
+        mk_member(&mut s, "dev-workers-b", 3600);
+        s.pods.push(mk_pod("big", Some("dev-workers-a"), 3 * GI));
+        let mut p = mk_pod("small", Some("dev-workers-b"), GI);
+        change(&mut p);
+        s.pods.push(p);
+        let d = plan_after_unneeded(&s, &c, 3600);
+        let b_goes = cordoned_nodes(&d) == vec!["dev-workers-b".to_string()];
+        assert_eq!(b_goes, removable, "{name}: {d:#?}");
+    }
+}
+
+#[test]
+fn node_annotated_scale_down_disabled_is_left_alone() {
+    let c = mk_config("freeMemoryTarget: 0 B\nscaleDown: {delayAfterAdd: 1m}");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    mk_member(&mut s, "dev-workers-b", 3600);
+    for n in &mut s.nodes {
+        n.annotations
+            .insert(CA_SCALE_DOWN_DISABLED.into(), "true".into());
+    }
+    let d = plan_after_unneeded(&s, &c, 3600);
+    assert!(cordoned_nodes(&d).is_empty(), "{d:#?}");
+    assert!(!matches!(d.action, Action::MarkUnneeded { .. }), "{d:#?}");
+}
+
+#[test]
+fn job_pods_are_waited_for_then_evicted_after_the_grace_period() {
+    let c = mk_config("freeMemoryTarget: 0 B\ndrain: {jobGracePeriod: 30m, timeout: 2h}");
+    let mut s = three_nodes(&c);
+    cordon_by_us(&mut s.nodes[0], "expired", 10 * 60);
+    let mut job = mk_pod("batch-1", Some("dev-workers-a"), GI);
+    job.controller_kind = Some("Job".into());
+    s.pods.push(job);
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::Drain { .. }), "{d:#?}");
+    assert!(d.has_reason(ReasonCode::DrainInProgress), "{d:#?}");
+    cordon_by_us(&mut s.nodes[0], "expired", 40 * 60);
+    let d = plan_it(&s, &c);
+    assert!(matches!(d.action, Action::Drain { .. }), "{d:#?}");
+}
+
+#[test]
+fn unneeded_clock_survives_a_restart_in_the_annotation() {
+    let c = mk_config("freeMemoryTarget: 0 B\nscaleDown: {delayAfterAdd: 1m, unneededTime: 10m}");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    mk_member(&mut s, "dev-workers-b", 3600);
+    s.pods.push(mk_pod("p", Some("dev-workers-a"), GI));
+    // First cycle: the clock starts.
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::MarkUnneeded { mark, .. } if mark.len() == 2),
+        "{d:#?}"
+    );
+    // A fresh process five minutes later reads the clock back: not yet.
+    for n in &mut s.nodes {
+        n.annotations.insert(
+            ANNOTATION_UNNEEDED_SINCE.into(),
+            humantime::format_rfc3339_seconds(ago(5 * 60)).to_string(),
+        );
+    }
+    let d = plan_it(&s, &c);
+    assert!(cordoned_nodes(&d).is_empty(), "{d:#?}");
+    // Eleven minutes: the emptiest goes.
+    for n in &mut s.nodes {
+        n.annotations.insert(
+            ANNOTATION_UNNEEDED_SINCE.into(),
+            humantime::format_rfc3339_seconds(ago(11 * 60)).to_string(),
+        );
+    }
+    let d = plan_it(&s, &c);
+    assert_eq!(
+        cordoned_nodes(&d),
+        vec!["dev-workers-b".to_string()],
+        "{d:#?}"
+    );
+    assert_eq!(disruption(&d), Some(DisruptionReason::Empty));
+}
+
+#[test]
+fn a_restart_in_the_middle_of_a_drain_continues_it() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = three_nodes(&c);
+    cordon_by_us(&mut s.nodes[0], "underutilized", 120);
+    s.pods.push(mk_pod("p1", Some("dev-workers-a"), GI));
+    s.pods.push(mk_pod("p2", Some("dev-workers-a"), GI));
+    s.pods[0].deleting = true;
+    // A fresh planner sees only the cluster: it evicts what is left.
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::Drain { pods, .. } if pods.len() == 1 && pods[0].name == "p2"),
+        "{d:#?}"
+    );
+    assert!(s.nodes[0].annotations.contains_key(ANNOTATION_CORDONED_AT));
+}
+
+#[test]
+fn empty_nodes_go_together_and_are_deleted_together() {
+    let c = mk_config("freeMemoryTarget: 0 B\nscaleDown: {delayAfterAdd: 1m}\ndisruption: {budgets: [{nodes: 5}]}");
+    let mut s = three_nodes(&c);
+    mk_member(&mut s, "dev-workers-d", 3600);
+    s.pods.push(mk_pod("p", Some("dev-workers-a"), GI));
+    let d = plan_after_unneeded(&s, &c, 3600);
+    let mut nodes = cordoned_nodes(&d);
+    nodes.sort();
+    assert_eq!(
+        nodes,
+        vec!["dev-workers-b", "dev-workers-c", "dev-workers-d"],
+        "{d:#?}"
+    );
+    for n in s.nodes.iter_mut().skip(1) {
+        cordon_by_us(n, "empty", 30);
+    }
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::DeleteNodes { nodes } if nodes.len() == 3),
+        "{d:#?}"
+    );
+}
+
+#[test]
+fn budgets_limit_disruption_and_follow_their_schedule() {
+    // Two nodes at most, none during working hours (Mondays 08:00 UTC for 10 h).
+    let budgets = "disruption: {budgets: [{nodes: 2}, {nodes: 0, schedule: {cron: \"0 8 * * 1\", duration: 10h}}]}";
+    let c = mk_config(&format!(
+        "freeMemoryTarget: 0 B\nscaleDown: {{delayAfterAdd: 1m}}\n{budgets}"
+    ));
+    let mut s = three_nodes(&c);
+    mk_member(&mut s, "dev-workers-d", 3600);
+    s.pods.push(mk_pod("p", Some("dev-workers-a"), GI));
+    let d = plan_after_unneeded(&s, &c, 3600);
+    assert_eq!(cordoned_nodes(&d).len(), 2, "{d:#?}");
+    // now() is a Sunday evening; the next morning at 09:00 the second budget is active.
+    let monday_9 = UNIX_EPOCH + Duration::from_secs(1_900_054_800);
+    assert_eq!(
+        humantime::format_rfc3339_seconds(monday_9).to_string(),
+        "2030-03-18T09:00:00Z"
+    );
+    let mut s2 = s.clone();
+    for n in &mut s2.nodes {
+        n.created = monday_9 - Duration::from_secs(3600);
+        n.annotations.insert(
+            ANNOTATION_UNNEEDED_SINCE.into(),
+            humantime::format_rfc3339_seconds(monday_9 - Duration::from_secs(3600)).to_string(),
+        );
+    }
+    let d = plan(&s2, &c, monday_9);
+    assert!(cordoned_nodes(&d).is_empty(), "{d:#?}");
+    assert!(
+        d.has_reason(ReasonCode::DisruptionBudgetExhausted),
+        "{d:#?}"
+    );
+}
+
+#[test]
+fn drifted_nodes_are_replaced_within_the_budget() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = three_nodes(&c);
+    let current = c.node_groups[0].settings_hash.clone();
+    assert!(!current.is_empty());
+    for n in &mut s.nodes {
+        n.labels.insert(LABEL_SETTINGS_HASH.into(), current.clone());
+    }
+    s.nodes[1]
+        .labels
+        .insert(LABEL_SETTINGS_HASH.into(), "0123456789ab".into());
+    s.pods.push(mk_pod("p", Some("dev-workers-b"), GI));
+    let d = plan_it(&s, &c);
+    assert_eq!(
+        cordoned_nodes(&d),
+        vec!["dev-workers-b".to_string()],
+        "{d:#?}"
+    );
+    assert_eq!(disruption(&d), Some(DisruptionReason::Drifted));
+    assert!(d.has_reason(ReasonCode::NodeDrifted));
+    // With drift replacement off, nothing happens.
+    let off = mk_config("freeMemoryTarget: 0 B\ndisruption: {drift: false}");
+    let d = plan_it(&s, &off);
+    assert!(disruption(&d) != Some(DisruptionReason::Drifted), "{d:#?}");
+}
+
+#[test]
+fn too_many_unready_nodes_stop_disruption_but_not_scale_up() {
+    let c =
+        mk_config("freeMemoryTarget: 0 B\nhealth: {okUnreadyCount: 1, maxUnreadyPercentage: 45}");
+    let mut s = three_nodes(&c);
+    for n in s.nodes.iter_mut().take(2) {
+        n.ready = false;
+        n.ready_changed = Some(ago(3600));
+    }
+    let d = plan_it(&s, &c);
+    assert!(cordoned_nodes(&d).is_empty(), "{d:#?}");
+    assert!(d.has_reason(ReasonCode::TooManyUnready), "{d:#?}");
+    s.pods
+        .push(mk_pod("fills-c", Some("dev-workers-c"), 7 * GI));
+    s.pods.push(mk_pod("pending", None, 6 * GI));
+    let d = plan_it(&s, &c);
+    assert!(matches!(d.action, Action::ScaleUp { .. }), "{d:#?}");
+}
