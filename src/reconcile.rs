@@ -126,7 +126,7 @@ impl Reconciler {
     /// As [`Self::cycle`], keeping the snapshot, and the decision even when acting failed.
     pub async fn cycle_detailed(&self, now: SystemTime) -> Result<Cycle, CycleError> {
         let (snapshot, decision) = self.plan(now).await?;
-        let result = self.act(&snapshot, &decision).await;
+        let result = self.act(&snapshot, &decision, now).await;
         Ok(Cycle {
             snapshot,
             decision,
@@ -134,8 +134,14 @@ impl Reconciler {
         })
     }
 
-    /// Carries out a decision made on `snapshot`.
-    pub async fn act(&self, snapshot: &Snapshot, decision: &Decision) -> Result<Outcome, ActError> {
+    /// Carries out a decision made on `snapshot` at `now` (the loop's clock, virtual in
+    /// a replay).
+    pub async fn act(
+        &self,
+        snapshot: &Snapshot,
+        decision: &Decision,
+        now: SystemTime,
+    ) -> Result<Outcome, ActError> {
         let taken_names = snapshot
             .nodes
             .iter()
@@ -151,7 +157,7 @@ impl Reconciler {
             dry_run: self.dry_run,
         };
         let result = actuator.execute(&decision.action).await;
-        self.record_outcome(snapshot, decision, &result);
+        self.record_outcome(snapshot, decision, &result, now);
         result
     }
 
@@ -162,9 +168,9 @@ impl Reconciler {
         snapshot: &Snapshot,
         decision: &Decision,
         result: &Result<Outcome, ActError>,
+        now: SystemTime,
     ) {
         let backoff = &self.config.scale_up_backoff;
-        let now = SystemTime::now();
         match (&decision.action, result) {
             (plan::Action::RemoveStartupTaint { nodes }, Ok(_)) => {
                 let groups: BTreeSet<&str> = snapshot

@@ -274,6 +274,9 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
         "nodewright starting"
     );
 
+    // After an action the next cycle starts at once (it sees what the action did);
+    // the same action twice in a row waits for scanInterval, so nothing spins.
+    let mut previous_action: Option<crate::plan::Action> = None;
     loop {
         if *stop.borrow() {
             break;
@@ -313,7 +316,7 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
             // Acting (a VM create, a drain) may take long: the health check allows it up
             // to provisionTimeout on top of --stuck-after.
             health.acting(Some(reconciler.config.provision_timeout));
-            let result = reconciler.act(&snapshot, &decision).await;
+            let result = reconciler.act(&snapshot, &decision, now).await;
             health.acting(None);
             Ok::<_, crate::reconcile::CycleError>(Cycle {
                 snapshot,
@@ -330,6 +333,7 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
             _ = stopped(&mut stop) => None,
         };
         health.acting(None);
+        let mut run_again = false;
         match cycle {
             None => continue,
             Some(Err(e)) => tracing::warn!(error = %e, "cycle failed; retrying next cycle"),
@@ -390,10 +394,20 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
                 }
                 metrics.record_success(started.elapsed());
                 health.cycle_completed();
+                let acted = cycle.decision.action != crate::plan::Action::None
+                    && cycle.result.is_ok()
+                    && !opts.dry_run;
+                run_again = acted && previous_action.as_ref() != Some(&cycle.decision.action);
+                previous_action = Some(cycle.decision.action.clone());
             }
         }
+        let pause = if run_again {
+            std::time::Duration::ZERO
+        } else {
+            reconciler.config.scan_interval
+        };
         tokio::select! {
-            _ = tokio::time::sleep(reconciler.config.scan_interval) => {}
+            _ = tokio::time::sleep(pause) => {}
             _ = lost(&mut leading) => {}
             _ = stopped(&mut stop) => {}
         }

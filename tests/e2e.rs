@@ -1008,7 +1008,7 @@ async fn actuator_rechecks_tags_and_labels_before_deleting() {
         .iter()
         .filter(|c| c.method == "DELETE")
         .count();
-    let err = match rec.act(&snapshot, &decision).await {
+    let err = match rec.act(&snapshot, &decision, SystemTime::now()).await {
         Err(e @ ActError::Refused { .. }) => e.to_string(),
         other => panic!("expected a refusal, got {other:?}"),
     };
