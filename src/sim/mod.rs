@@ -7,6 +7,7 @@ pub mod kamatera;
 pub mod openstack;
 pub mod proxmox;
 pub mod scenario;
+pub mod whatif;
 mod serve;
 
 use std::sync::Arc;

@@ -1,0 +1,15 @@
+//! What-if in virtual time: a workload replayed against a config through the real loop
+//! (`Reconciler`: observe → plan → act) over an in-memory cluster and cloud behind the
+//! same traits as production (`ClusterApi`, `CloudProvider`), with a virtual clock, so
+//! a week of load replays in seconds.
+//!
+//! - [`workload`]: the CSV workload file.
+//! - [`world`]: the in-memory cluster and cloud, the scheduler and kubelets.
+//! - [`report`]: the figures (node-hours, lower bound, waits, evictions, actions) and
+//!   the timeline the plot is drawn from.
+//! - [`plot`]: the SVG.
+
+pub mod plot;
+pub mod report;
+pub mod workload;
+pub mod world;

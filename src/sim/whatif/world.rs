@@ -1,0 +1,1 @@
+//! The in-memory cluster and cloud of a replay (not implemented yet).
