@@ -613,3 +613,187 @@ async fn dry_run_decides_and_logs_but_changes_nothing() {
         "dry run wrote to the cluster: {writes:?}"
     );
 }
+
+/// Pods of ReplicaSet `app` (by their `app` label) with the node each is bound to.
+fn placed(env: &SimEnv, app: &str) -> Vec<(String, Option<String>)> {
+    env.cluster
+        .pods()
+        .into_iter()
+        .filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("app"))
+                .is_some_and(|a| a == app)
+                && p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running")
+        })
+        .map(|p| {
+            (
+                p.metadata.name.unwrap_or_default(),
+                p.spec.and_then(|s| s.node_name),
+            )
+        })
+        .collect()
+}
+
+/// With `scanInterval: 1m`, a node nodewright should take away goes mark-unneeded →
+/// cordon → drain → delete in one burst of cycles: after an action the next cycle
+/// starts at once (it sees what the action did) instead of a minute later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_an_action_the_next_cycle_starts_at_once_so_a_removal_takes_seconds() {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("env");
+    let body = |min_size: u32| {
+        format!(
+            r#"clusterName: prod
+freeMemoryTarget: 0 B
+provisionTimeout: 30s
+scanInterval: 1m
+imagePuller: {{enabled: false}}
+scaleDown: {{delayAfterAdd: 1s, unneededTime: 0s}}
+nodeGroups:
+  - name: workers
+    provider: openstack
+    minSize: {min_size}
+    maxSize: 4
+    openstack: {{flavor: m1.large, image: ubuntu-24.04, network: private}}
+    userData:
+      template: k3s-agent.cloud-init.yaml.j2
+      variables: {{k3s_url: "https://192.0.2.1:6443", k3s_token: "{JOIN_TOKEN}"}}
+"#
+        )
+    };
+    // Two managed nodes, made by the reconciler in this process (minSize 2 keeps both).
+    let (_, setup) = env.write_config(&body(2)).expect("config");
+    let rec = env.reconciler(setup).await.expect("reconciler");
+    let joined = |env: &SimEnv| {
+        env.cluster
+            .nodes()
+            .iter()
+            .filter(|n| {
+                n.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|m| m.starts_with("prod-workers-"))
+                    && common::ready(n)
+                    && !common::has_startup_taint(n)
+            })
+            .count()
+    };
+    let start = Instant::now();
+    while !(env.cloud.servers().len() == 2 && joined(&env) == 2) {
+        let r = rec
+            .cycle(std::time::SystemTime::now())
+            .await
+            .expect("setup cycle");
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no two nodes: {:?} {:#?}",
+            env.cloud
+                .servers()
+                .iter()
+                .map(|s| &s.name)
+                .collect::<Vec<_>>(),
+            r.decision
+        );
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    // 5 GiB on one node keeps it above utilizationThreshold (0.5); 1 GiB lands on the
+    // other (the least allocated), which is then unneeded: its pod fits beside the 5 GiB.
+    env.cluster
+        .add_replicaset(
+            "default",
+            "big",
+            1,
+            SimPodTemplate::new("nginx:1.25", 5 * GI),
+        )
+        .expect("rs");
+    wait_for("the big pod to run", Duration::from_secs(20), || {
+        placed(&env, "big").len() == 1
+    })
+    .await;
+    env.cluster
+        .add_replicaset("default", "small", 1, SimPodTemplate::new("nginx:1.25", GI))
+        .expect("rs");
+    wait_for("the small pod to run", Duration::from_secs(20), || {
+        placed(&env, "small").len() == 1
+    })
+    .await;
+    let keep = placed(&env, "big")[0].1.clone().expect("big pod is bound");
+    let remove = placed(&env, "small")[0]
+        .1
+        .clone()
+        .expect("small pod is bound");
+    assert_ne!(keep, remove, "the pods share a node");
+    assert_eq!(
+        rec.cycle(std::time::SystemTime::now())
+            .await
+            .expect("cycle")
+            .decision
+            .action,
+        nodewright::plan::Action::None
+    );
+
+    // Now the real binary, minSize 0, one cycle a minute.
+    let (cfg, _) = env.write_config(&body(0)).expect("config");
+    env.cluster.clear_calls();
+    let port = free_port();
+    let started = Instant::now();
+    let mut p = spawn(&env, &cfg, "at-once", port, &["--status-configmap", "off"]);
+    let gone = |env: &SimEnv| {
+        env.cluster.node(&remove).is_none() && env.cloud.servers().iter().all(|s| s.name != remove)
+    };
+    let deadline = Duration::from_secs(20);
+    while !gone(&env) {
+        assert!(
+            started.elapsed() < deadline,
+            "{remove} not removed within {deadline:?} (scanInterval 1m):\n{}",
+            p.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let took = started.elapsed();
+    let reasons = || -> Vec<String> {
+        env.cluster
+            .events()
+            .into_iter()
+            .filter(|e| e.involved_object.name.as_deref() == Some(remove.as_str()))
+            .filter_map(|e| e.reason)
+            .collect()
+    };
+    // The Events of the last action are posted after it.
+    wait_for("the NodeDeleted Event", Duration::from_secs(10), || {
+        reasons().iter().any(|r| r == "NodeDeleted")
+    })
+    .await;
+    p.kill();
+    // Cordon, then the eviction of its pod, then the Node's deletion, in that order.
+    let calls = env.cluster.calls();
+    let at = |f: &dyn Fn(&nodewright::sim::cluster::ApiCall) -> bool| calls.iter().position(f);
+    let evicted = at(&|c| c.subresource.as_deref() == Some("eviction"))
+        .unwrap_or_else(|| panic!("no eviction: {calls:?}"));
+    let deleted = at(&|c| {
+        c.verb == "delete" && c.resource == "nodes" && c.name.as_deref() == Some(remove.as_str())
+    })
+    .unwrap_or_else(|| panic!("node not deleted through the API: {calls:?}"));
+    assert!(evicted < deleted, "node deleted before its pod was evicted");
+    let reasons = reasons();
+    for r in ["Cordoned", "Draining", "NodeDeleted"] {
+        assert!(reasons.iter().any(|x| x == r), "no {r} Event: {reasons:?}");
+    }
+    // Nothing lost: the evicted pod runs again on the node that stays, which stays.
+    wait_for(
+        "the small pod to run again",
+        Duration::from_secs(10),
+        || {
+            placed(&env, "small")
+                .iter()
+                .any(|(_, n)| n.as_deref() == Some(keep.as_str()))
+        },
+    )
+    .await;
+    assert!(env.cluster.node(&keep).is_some());
+    assert_eq!(env.cloud.servers().len(), 1, "{:?}", env.cloud.servers());
+    eprintln!("{remove} removed {took:?} after start");
+}
