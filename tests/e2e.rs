@@ -7,7 +7,7 @@ use std::collections::BTreeSet;
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime};
 
-use common::{has_startup_taint, nodewright_for, phase, ready, Killed};
+use common::{cordon_patch, has_startup_taint, nodewright_for, phase, ready, Killed};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use nodewright::plan::Action;
@@ -86,23 +86,6 @@ fn worker_names(env: &SimEnv) -> BTreeSet<String> {
         .filter_map(|n| n.metadata.name)
         .filter(|n| n.starts_with("e2e-"))
         .collect()
-}
-
-/// A cordon as a person makes it, or (`ours`) as nodewright makes it: with the
-/// annotations that say why and since when.
-fn cordon_patch(ours: bool) -> serde_json::Value {
-    if !ours {
-        return serde_json::json!({"spec": {"unschedulable": true}});
-    }
-    let now = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
-    serde_json::json!({
-        "metadata": {"annotations": {
-            nodewright::ANNOTATION_CORDONED: "scale-down: empty",
-            nodewright::ANNOTATION_CORDONED_AT: now,
-            nodewright::ANNOTATION_DISRUPTION: "empty",
-        }},
-        "spec": {"unschedulable": true}
-    })
 }
 
 /// Runs cycles until `done` holds; `watch` sees the world after every cycle.

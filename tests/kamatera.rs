@@ -1062,8 +1062,9 @@ async fn the_loop_scales_a_kamatera_group_up_and_down() {
     let node = env.cluster.node(&vm.name).expect("node registered");
     assert!(ready(&node) && !has_startup_taint(&node));
 
-    // The work goes away and a human cordons the node: it is drained, its Node
-    // deleted, then its server terminated.
+    // The work goes away and nodewright's cordon is on the node (as a process that
+    // died after cordoning leaves it): it is drained, its Node deleted, then its
+    // server terminated.
     env.cluster
         .scale_replicaset("default", "web", 0)
         .expect("scale down");
@@ -1073,7 +1074,7 @@ async fn the_loop_scales_a_kamatera_group_up_and_down() {
         .patch(
             &vm.name,
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}})),
+            &Patch::Merge(common::cordon_patch(true)),
         )
         .await
         .expect("cordon");
@@ -1318,7 +1319,7 @@ async fn failed_creates_and_a_failed_delete_are_retried_by_the_loop() {
         .patch(
             &vm.name,
             &PatchParams::default(),
-            &Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}})),
+            &Patch::Merge(common::cordon_patch(true)),
         )
         .await
         .expect("cordon");

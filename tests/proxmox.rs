@@ -860,7 +860,7 @@ mod e2e {
             .patch(
                 name,
                 &PatchParams::default(),
-                &Patch::Merge(serde_json::json!({"spec": {"unschedulable": true}})),
+                &Patch::Merge(crate::common::cordon_patch(true)),
             )
             .await
             .expect("cordon");

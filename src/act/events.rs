@@ -27,6 +27,7 @@ fn action_objects(action: &Action) -> Vec<ObjectRef> {
         Action::DeleteNodes { nodes } => nodes.iter().map(|t| ObjectRef::node(&t.node)).collect(),
         Action::Cordon { nodes, .. }
         | Action::Uncordon { nodes, .. }
+        | Action::ForgetCordon { nodes }
         | Action::Drain { nodes, .. }
         | Action::DeleteServers { nodes, .. }
         | Action::RemoveStartupTaint { nodes } => {
@@ -191,7 +192,7 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
                 ));
             }
         }
-        Action::MarkUnneeded { .. } => {}
+        Action::MarkUnneeded { .. } | Action::ForgetCordon { .. } => {}
         Action::DeleteServers { .. } => {
             for r in &decision.reasons {
                 for o in &r.objects {

@@ -231,17 +231,14 @@ pub fn rfc3339(secs: u64) -> String {
         .to_string()
 }
 
-/// `n` random base-36 characters (lowercase letters and digits).
+/// `n` random base-36 characters (lowercase letters and digits). Randomly keyed
+/// hashes of a counter: no clock is read, so the loop stays on its injected clock.
 pub fn random_suffix(n: usize) -> String {
+    static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let mut out = String::new();
     while out.len() < n {
         let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-        h.write_u128(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos())
-                .unwrap_or(0),
-        );
+        h.write_u64(CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed));
         let mut v = h.finish();
         for _ in 0..(n - out.len()).min(12) {
             out.push(char::from_digit((v % 36) as u32, 36).unwrap_or('x'));
@@ -348,6 +345,20 @@ impl Actuator<'_> {
                 for node in nodes {
                     self.cluster.cordon(node, &annotations).await?;
                     out.done.push(format!("cordoned {node}"));
+                }
+            }
+            Action::ForgetCordon { nodes } => {
+                let forget: BTreeMap<String, Option<String>> = [
+                    ANNOTATION_CORDONED,
+                    ANNOTATION_CORDONED_AT,
+                    ANNOTATION_DISRUPTION,
+                ]
+                .into_iter()
+                .map(|k| (k.to_string(), None))
+                .collect();
+                for node in nodes {
+                    self.cluster.annotate(node, &forget).await?;
+                    out.done.push(format!("forgot the cordon record of {node}"));
                 }
             }
             Action::Uncordon { nodes, .. } => {

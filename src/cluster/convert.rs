@@ -34,7 +34,7 @@ pub fn time_to_system(t: &Time) -> SystemTime {
 /// Parses a Kubernetes quantity (`512Mi`, `1G`, `1.5Gi`, `129e6`, `100m`) into a whole
 /// number of units, rounding up as the API server does for byte values.
 pub fn parse_quantity(q: &str) -> Option<u64> {
-    quantity_value(q).map(|v| v.ceil() as u64)
+    quantity_value(q).map(crate::plan::sched::resources::ceil_units)
 }
 
 /// The value of a Kubernetes quantity in units (`100m` is 0.1), with decimal (`n` to

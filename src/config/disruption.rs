@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::schedule::Schedule;
+use super::schedule::{Cron, Schedule, Zone};
 
 /// Why a node is being taken away; budgets can name the reasons they cover.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Deserialize, Serialize)]
@@ -80,7 +80,7 @@ impl<'de> Deserialize<'de> for BudgetNodes {
         }
         let bad = |s: &str| {
             serde::de::Error::custom(format!(
-                "`{s}` is not a node count; expected a whole number (`2`) or a percentage (`10%`)"
+                "`{s}` is not a node count; expected a whole number (`2`) or a percentage from 0% to 100% (`10%`)"
             ))
         };
         match Raw::deserialize(d)? {
@@ -100,8 +100,10 @@ impl<'de> Deserialize<'de> for BudgetNodes {
     }
 }
 
-/// At most `nodes` managed nodes disrupted at once for `reasons` (all when empty),
-/// while `schedule` is active (always when absent). The strictest active budget wins.
+/// At most `nodes` managed nodes disrupted at once for `reasons` (all when empty).
+/// As in Karpenter, `schedule` (cron) and `duration` together make the budget apply
+/// only in those windows (in `timeZone`, UTC by default); without them it always
+/// applies. The strictest active budget wins.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Budget {
@@ -109,12 +111,33 @@ pub struct Budget {
     #[serde(default)]
     pub reasons: Vec<DisruptionReason>,
     #[serde(default)]
-    pub schedule: Option<Schedule>,
+    pub schedule: Option<Cron>,
+    #[serde(default, with = "humantime_serde")]
+    pub duration: Option<Duration>,
+    #[serde(default)]
+    pub time_zone: Option<Zone>,
 }
 
 impl Budget {
     pub fn covers(&self, reason: DisruptionReason) -> bool {
         self.reasons.is_empty() || self.reasons.contains(&reason)
+    }
+
+    /// The window this budget applies in, if it has one.
+    pub fn window(&self) -> Option<Schedule> {
+        Some(Schedule {
+            cron: self.schedule.clone()?,
+            duration: self.duration?,
+            time_zone: self.time_zone.clone().unwrap_or_default(),
+        })
+    }
+
+    /// Whether the budget applies at `now`.
+    pub fn active(&self, now: std::time::SystemTime) -> bool {
+        match self.window() {
+            Some(w) => w.active(now),
+            None => self.schedule.is_none(),
+        }
     }
 }
 
@@ -143,6 +166,8 @@ fn default_budgets() -> Vec<Budget> {
         nodes: BudgetNodes::Percent(10),
         reasons: Vec::new(),
         schedule: None,
+        duration: None,
+        time_zone: None,
     }]
 }
 

@@ -38,11 +38,11 @@ impl Quantity {
     }
 
     pub fn milli(&self) -> u64 {
-        (self.value * 1000.0).ceil() as u64
+        crate::plan::sched::resources::ceil_units(self.value * 1000.0)
     }
 
     pub fn whole(&self) -> u64 {
-        self.value.ceil() as u64
+        crate::plan::sched::resources::ceil_units(self.value)
     }
 }
 

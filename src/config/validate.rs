@@ -81,13 +81,27 @@ fn validate_disruption(p: &mut Vec<ConfigProblem>, c: &Config) {
     }
     check_min_duration(p, "drain.timeout", c.drain.timeout, Duration::from_secs(1));
     for (i, b) in c.disruption.budgets.iter().enumerate() {
-        if let Some(s) = &b.schedule {
-            if s.duration.is_zero() {
-                p.push(ConfigProblem::new(
-                    format!("disruption.budgets[{i}].schedule.duration"),
-                    "got 0; expected how long the budget applies after each cron start, e.g. `8h`",
-                ));
-            }
+        let at = format!("disruption.budgets[{i}]");
+        match (&b.schedule, b.duration) {
+            (Some(_), None) => p.push(ConfigProblem::new(
+                format!("{at}.duration"),
+                "missing; a budget with a `schedule` needs how long each window lasts, e.g. `duration: 8h`",
+            )),
+            (None, Some(_)) => p.push(ConfigProblem::new(
+                format!("{at}.schedule"),
+                "missing; `duration` needs a cron `schedule` saying when each window starts, e.g. `schedule: \"0 9 * * 1-5\"`",
+            )),
+            (Some(_), Some(d)) if d.is_zero() => p.push(ConfigProblem::new(
+                format!("{at}.duration"),
+                "got 0; expected how long the budget applies after each cron start, e.g. `8h`",
+            )),
+            _ => {}
+        }
+        if b.time_zone.is_some() && b.schedule.is_none() {
+            p.push(ConfigProblem::new(
+                format!("{at}.timeZone"),
+                "a time zone only matters with a `schedule`; remove it or add `schedule` and `duration`",
+            ));
         }
     }
 }

@@ -81,6 +81,9 @@ pub enum Action {
     },
     /// Give cordoned nodes back: their drain did not finish by its deadline.
     Uncordon { nodes: Vec<String>, reason: String },
+    /// Drop nodewright's cordon record from nodes someone else uncordoned, so a later
+    /// cordon by a person never passes for nodewright's.
+    ForgetCordon { nodes: Vec<String> },
     /// Evict pods from the nodes nodewright cordoned.
     Drain {
         nodes: Vec<String>,
@@ -111,6 +114,7 @@ impl Action {
             Action::ScaleUp { .. } => "scale-up",
             Action::Cordon { .. } => "cordon",
             Action::Uncordon { .. } => "uncordon",
+            Action::ForgetCordon { .. } => "forget-cordon",
             Action::Drain { .. } => "drain",
             Action::DeleteNodes { .. } => "delete-node",
             Action::MarkUnneeded { .. } => "mark-unneeded",
@@ -136,6 +140,9 @@ impl fmt::Display for Action {
                 nodes, disruption, ..
             } => write!(f, "cordon {} ({})", nodes.join(", "), disruption.as_str()),
             Action::Uncordon { nodes, .. } => write!(f, "uncordon {}", nodes.join(", ")),
+            Action::ForgetCordon { nodes } => {
+                write!(f, "forget the old cordon record of {}", nodes.join(", "))
+            }
             Action::Drain { nodes, pods } => {
                 write!(f, "evict {} pod(s) from {}", pods.len(), nodes.join(", "))
             }
@@ -393,6 +400,19 @@ fn buckets(
             })
         })
         .collect();
+    // Pods whose placement rules no group's new node satisfies.
+    let unplaceable: std::collections::BTreeMap<(&str, &str), &str> = notes
+        .iter()
+        .filter(|r| r.code == ReasonCode::NoGroupFits)
+        .flat_map(|r| {
+            r.objects.iter().filter_map(move |o| {
+                Some((
+                    (o.namespace.as_deref()?, o.name.as_str()),
+                    r.message.as_str(),
+                ))
+            })
+        })
+        .collect();
     let p = &view.pending;
     let mut out = Vec::new();
     for (pod, node) in &p.on_nodes {
@@ -416,19 +436,22 @@ fn buckets(
             }
         } else if let Some(why) = over_room.get(&(pod.namespace.as_str(), pod.name.as_str())) {
             out.push(mk(pod, Bucket::NoCapacity, why.to_string()));
-        } else if matches!(action, Action::ScaleUp { .. }) && blocked.is_empty() {
+        } else if let Some(why) = unplaceable.get(&(pod.namespace.as_str(), pod.name.as_str())) {
+            out.push(mk(pod, Bucket::NoCapacity, why.to_string()));
+        } else if matches!(action, Action::ScaleUp { .. }) {
             out.push(mk(
                 pod,
                 Bucket::CapacityComing,
                 "the next scale-up, after this one".into(),
             ));
+        } else if blocked.is_empty() {
+            out.push(mk(
+                pod,
+                Bucket::CapacityComing,
+                format!("scale-up in a later cycle; this one does: {action}"),
+            ));
         } else {
-            let why = if blocked.is_empty() {
-                "waiting for another action to finish first".to_string()
-            } else {
-                blocked.join("; ")
-            };
-            out.push(mk(pod, Bucket::NoCapacity, why));
+            out.push(mk(pod, Bucket::NoCapacity, blocked.join("; ")));
         }
     }
     for (pod, why) in &p.unhostable {
@@ -471,6 +494,7 @@ type Step = fn(&view::View<'_>, &mut Vec<Reason>) -> Option<(Action, Vec<Reason>
 pub const STEPS: &[(&str, Step)] = &[
     ("finish-provisioning", steps::finish_provisioning),
     ("clean-up-failed", steps::clean_up_failed),
+    ("forget-stale-cordons", steps::forget_stale_cordons),
     ("scale-up", steps::scale_up),
     ("remove-empty", steps::remove_empty),
     ("drain", steps::drain),

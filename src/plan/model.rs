@@ -174,13 +174,10 @@ impl PodInfo {
         self.controller_kind.as_deref() == Some("DaemonSet")
     }
 
-    pub fn is_image_puller(&self) -> bool {
-        self.labels.contains_key(crate::LABEL_IMAGE_PULLER)
-    }
-
-    /// Pods that a drain leaves alone and that do not keep a node from being removed.
+    /// Pods that a drain leaves alone and that do not keep a node from being removed
+    /// (nodewright's own image pullers too: see `plan::policy::ignored`).
     pub fn ignored_by_drain(&self) -> bool {
-        self.is_daemonset() || self.mirror || self.is_terminal() || self.is_image_puller()
+        self.is_daemonset() || self.mirror || self.is_terminal()
     }
 
     /// A pod with nothing set but a name: the start of test builders and conversions.

@@ -28,6 +28,8 @@ pub enum Blocker {
     DoNotDisrupt,
     /// A PodDisruptionBudget that allows no disruption now.
     Budget(String),
+    /// More than one PodDisruptionBudget selects it: the eviction API refuses it.
+    SeveralBudgets(String),
 }
 
 impl fmt::Display for Blocker {
@@ -42,6 +44,10 @@ impl fmt::Display for Blocker {
                 f,
                 "is protected by PodDisruptionBudget {b}, which allows no disruption now"
             ),
+            Blocker::SeveralBudgets(b) => write!(
+                f,
+                "is selected by several PodDisruptionBudgets ({b}), which the eviction API refuses"
+            ),
         }
     }
 }
@@ -50,9 +56,18 @@ fn annotation_is(p: &PodInfo, key: &str, value: &str) -> bool {
     p.annotations.get(key).is_some_and(|v| v == value)
 }
 
-/// Whether a drain leaves `pod` alone entirely (DaemonSet, mirror, finished, puller).
-pub fn ignored(pod: &PodInfo) -> bool {
-    pod.ignored_by_drain()
+/// Whether a drain leaves `pod` alone entirely: DaemonSet, mirror and finished pods, and
+/// nodewright's own image pullers (label, namespace and cluster all ours; a user pod
+/// that merely carries the label is a pod like any other).
+pub fn ignored(v: &View<'_>, pod: &PodInfo) -> bool {
+    pod.ignored_by_drain() || own_puller(v, pod)
+}
+
+/// An image puller pod this nodewright made.
+pub fn own_puller(v: &View<'_>, p: &PodInfo) -> bool {
+    p.namespace == v.config.image_puller.namespace
+        && p.labels.get(crate::LABEL_IMAGE_PULLER).map(String::as_str) == Some("true")
+        && p.labels.get(crate::LABEL_CLUSTER) == Some(&v.config.cluster_name)
 }
 
 /// Pods owned by a Job are waited for, not evicted (up to `drain.jobGracePeriod`).
@@ -62,7 +77,7 @@ pub fn is_job(pod: &PodInfo) -> bool {
 
 /// What keeps `pod` from being evicted for a voluntary removal, if anything.
 pub fn blocker(v: &View<'_>, pod: &PodInfo) -> Option<Blocker> {
-    if ignored(pod) {
+    if ignored(v, pod) {
         return None;
     }
     if annotation_is(pod, CA_SAFE_TO_EVICT, "false") {
@@ -71,7 +86,15 @@ pub fn blocker(v: &View<'_>, pod: &PodInfo) -> Option<Blocker> {
     if annotation_is(pod, KARPENTER_DO_NOT_DISRUPT, "true") {
         return Some(Blocker::DoNotDisrupt);
     }
-    let pdb = v.pdbs.iter().find(|b| b.selects(pod));
+    let budgets: Vec<&super::model::PdbInfo> = v.pdbs.iter().filter(|b| b.selects(pod)).collect();
+    if budgets.len() > 1 {
+        let names: Vec<String> = budgets
+            .iter()
+            .map(|b| format!("{}/{}", b.namespace, b.name))
+            .collect();
+        return Some(Blocker::SeveralBudgets(names.join(", ")));
+    }
+    let pdb = budgets.first().copied();
     if let Some(b) = pdb.filter(|b| b.disruptions_allowed <= 0) {
         return Some(Blocker::Budget(format!("{}/{}", b.namespace, b.name)));
     }
@@ -103,6 +126,15 @@ pub fn cordoned_by_us(n: &NodeInfo) -> bool {
     n.unschedulable && n.annotations.contains_key(ANNOTATION_CORDONED)
 }
 
+/// A schedulable node still carrying nodewright's cordon record: someone uncordoned
+/// it. The record must go, or a later cordon by a person would pass for ours.
+pub fn stale_cordon(n: &NodeInfo) -> bool {
+    !n.unschedulable
+        && (n.annotations.contains_key(ANNOTATION_CORDONED)
+            || n.annotations.contains_key(ANNOTATION_DISRUPTION)
+            || n.annotations.contains_key(crate::ANNOTATION_CORDONED_AT))
+}
+
 /// Why nodewright is removing a node it cordoned; older cordons without the reason
 /// annotation count as voluntary.
 pub fn disruption_of(n: &NodeInfo) -> DisruptionReason {
@@ -126,7 +158,7 @@ pub fn budget_room(v: &View<'_>, reason: DisruptionReason, now: SystemTime) -> u
         .budgets
         .iter()
         .filter(|b| b.covers(reason))
-        .filter(|b| b.schedule.as_ref().is_none_or(|s| s.active(now)))
+        .filter(|b| b.active(now))
         .map(|b| b.nodes.allowed(total).saturating_sub(disrupting))
         .min()
         .unwrap_or(u32::MAX)

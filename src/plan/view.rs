@@ -152,7 +152,9 @@ impl<'a> View<'a> {
                 state = ServerState::Disowned;
             }
             let vm_error = server.status == ServerStatus::Error;
-            if vm_error && node.is_some_and(|n| n.ready && !n.has_taint(STARTUP_TAINT_KEY)) {
+            // A VM in error whose node joined may still run pods: it is replaced through
+            // cordon and drain (ready or not), never deleted under them.
+            if vm_error && node.is_some_and(|n| !n.has_taint(STARTUP_TAINT_KEY) && !n.deleting) {
                 state = ServerState::Joined;
             }
             members.push(Member {
@@ -309,27 +311,55 @@ impl<'a> View<'a> {
         let (placed, left) = sched::first_fit(&mut m, &pods, |_| true);
         let grace = self.config.model_mismatch_grace;
         let mut need = left;
+        let mut refused_again = Vec::new();
         for (pod, i) in placed {
             let slot = &m.slots[i];
             let name = slot.name.to_string();
             match slot.kind {
                 SlotKind::Node => {
                     let since = pod.unschedulable_since.unwrap_or(pod.created);
-                    if self.age(since) > grace {
+                    // One node per mismatch, never a node per cycle: once a VM was
+                    // created after the grace ran out, the pod waits for a person.
+                    let had_its_node = self
+                        .members
+                        .iter()
+                        .any(|m| m.server.created > since + grace);
+                    if self.age(since) <= grace {
+                        out.on_nodes.push((pod, name));
+                    } else if had_its_node {
+                        refused_again.push((pod, name));
+                    } else {
                         out.mismatched.push((pod, name));
                         need.push(pod);
-                    } else {
-                        out.on_nodes.push((pod, name));
                     }
                 }
                 _ => out.on_provisioning.push((pod, name)),
             }
+        }
+        for (pod, node) in refused_again {
+            out.unhostable.push((
+                pod,
+                vec![(
+                    String::new(),
+                    format!(
+                        "the scheduler refuses it though nodewright's model places it on {node}, and a node was already added for it; something the model does not see (volume topology, CSI limits, a namespaceSelector) keeps it out: check `kubectl describe pod`"
+                    ),
+                )],
+            ));
         }
         for pod in need {
             let mut why = Vec::new();
             let mut hostable = false;
             for g in &self.config.node_groups {
                 let info = &self.groups[g.name.as_str()];
+                // Its provider could not be read: its shape is unknown, not too small.
+                if self.frozen.contains_key(g.name.as_str())
+                    && !info.learned
+                    && info.allocatable.memory == 0
+                {
+                    hostable = true;
+                    break;
+                }
                 match sched::why_not(pod, &info.template, &info.overhead) {
                     None => {
                         hostable = true;
@@ -468,8 +498,10 @@ impl<'a> View<'a> {
             .filter_map(|m| m.node)
     }
 
-    /// Free (memory, CPU milli) on managed nodes that count as capacity minus what
-    /// unschedulable pods ask for; signed, so a shortfall shows.
+    /// Free (memory, CPU milli) on managed nodes that count as capacity minus what the
+    /// pending pods that will land there or on VMs on their way ask for; signed, so a
+    /// shortfall shows. Pods that need new nodes (or fit nowhere) are not taken off:
+    /// they will not use this room, and the room they need is not counted either.
     pub fn free_total(&self) -> (i64, i64) {
         let mut mem = 0i64;
         let mut cpu = 0i64;
@@ -478,7 +510,12 @@ impl<'a> View<'a> {
             mem += n.allocatable.memory as i64 - used.memory as i64;
             cpu += n.allocatable.cpu as i64 - used.cpu as i64;
         }
-        for p in &self.unschedulable {
+        for (p, _) in self
+            .pending
+            .on_nodes
+            .iter()
+            .chain(&self.pending.on_provisioning)
+        {
             mem -= p.requests.memory as i64;
             cpu -= p.requests.cpu as i64;
         }

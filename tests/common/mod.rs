@@ -93,3 +93,20 @@ pub fn nodewright_for(
         .env_remove("POD_NAMESPACE");
     cmd
 }
+
+/// A cordon as a person makes it, or (`ours`) as nodewright makes it: with the
+/// annotations that say why and since when.
+pub fn cordon_patch(ours: bool) -> serde_json::Value {
+    if !ours {
+        return serde_json::json!({"spec": {"unschedulable": true}});
+    }
+    let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+    serde_json::json!({
+        "metadata": {"annotations": {
+            nodewright::ANNOTATION_CORDONED: "scale-down: empty",
+            nodewright::ANNOTATION_CORDONED_AT: now,
+            nodewright::ANNOTATION_DISRUPTION: "empty",
+        }},
+        "spec": {"unschedulable": true}
+    })
+}

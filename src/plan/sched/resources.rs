@@ -43,12 +43,12 @@ impl Resources {
     pub fn set(&mut self, name: &str, value: f64) {
         match name {
             // The API server rounds CPU up to whole millicores.
-            CPU => self.cpu = (value * 1000.0).ceil() as u64,
-            MEMORY => self.memory = value.ceil() as u64,
-            EPHEMERAL_STORAGE => self.ephemeral_storage = value.ceil() as u64,
-            PODS => self.pods = value.ceil() as u64,
+            CPU => self.cpu = ceil_units(value * 1000.0),
+            MEMORY => self.memory = ceil_units(value),
+            EPHEMERAL_STORAGE => self.ephemeral_storage = ceil_units(value),
+            PODS => self.pods = ceil_units(value),
             other => {
-                let v = value.ceil() as u64;
+                let v = ceil_units(value);
                 if v > 0 {
                     self.scalar.insert(other.to_string(), v);
                 } else {
@@ -200,6 +200,17 @@ impl fmt::Display for Resources {
     }
 }
 
+/// Rounds a quantity up to whole units as the API server does, without the float noise
+/// of the unit conversion turning `350m` (0.35 × 1000 = 350.00000000000006) into 351.
+pub fn ceil_units(v: f64) -> u64 {
+    let nearest = v.round();
+    if (v - nearest).abs() <= 1e-6 * nearest.abs().max(1.0) {
+        nearest as u64
+    } else {
+        v.ceil() as u64
+    }
+}
+
 /// `1500m` as `1.5`, `250m` as `250m`.
 pub fn fmt_cpu(milli: u64) -> String {
     if milli.is_multiple_of(1000) {
@@ -324,6 +335,19 @@ mod tests {
         assert!(!node.fits(&Resources::default(), &gpu_pod));
         node.set("nvidia.com/gpu", 2.0);
         assert!(node.fits(&Resources::default(), &gpu_pod));
+    }
+
+    #[test]
+    fn millicores_survive_the_float_conversion_exactly() {
+        // 12.5 % of millicore values used to come out 1m high.
+        for m in 1..=20_000u64 {
+            let mut r = Resources::default();
+            r.set(CPU, m as f64 / 1000.0);
+            assert_eq!(r.cpu, m, "{m}m");
+        }
+        let mut r = Resources::default();
+        r.set(MEMORY, 1.5 * 1024.0 * 1024.0 * 1024.0);
+        assert_eq!(r.memory, 3 << 29);
     }
 
     #[test]

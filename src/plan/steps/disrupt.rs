@@ -36,7 +36,7 @@ fn movable<'a>(v: &View<'a>, n: &NodeInfo) -> Vec<&'a PodInfo> {
     v.pods_on(&n.name)
         .iter()
         .copied()
-        .filter(|p| !policy::ignored(p))
+        .filter(|p| !policy::ignored(v, p))
         .collect()
 }
 
@@ -213,6 +213,29 @@ fn replace(v: &View<'_>, notes: &mut Vec<Reason>, reason: DisruptionReason) -> S
             ),
         ));
         return None;
+    }
+    let sd = &v.config.scale_down;
+    if !reason.forced() {
+        // One voluntary replacement at a time: pods still leaving another node need
+        // the room the model would otherwise count as free. And after a drain had to
+        // be abandoned, wait before trying again.
+        if super::drain::draining(v) {
+            return None;
+        }
+        if v.last_disruption_failure
+            .is_some_and(|t| v.age(t) < sd.delay_after_failure)
+        {
+            notes.push(Reason::new(
+                ReasonCode::DrainTimedOut,
+                format!(
+                    "{} node(s) to replace ({}) wait for scaleDown.delayAfterFailure {} after an abandoned drain",
+                    candidates.len(),
+                    reason.as_str(),
+                    humantime::format_duration(sd.delay_after_failure)
+                ),
+            ));
+            return None;
+        }
     }
     if reason.forced() {
         // Broken nodes: cordon them all (within the budget); their drain has a deadline
@@ -440,7 +463,16 @@ fn unneeded_since(n: &NodeInfo) -> Option<SystemTime> {
 /// failures, while no scale-up is under way.
 fn consolidate(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     let sd = &v.config.scale_down;
-    if !sd.enabled || v.provisioning().next().is_some() || !v.unschedulable.is_empty() {
+    // Pending pods the scheduler is about to place (or that wait for a VM on its way)
+    // will take room the model counts as free: no scale-down until they have. Pods no
+    // scale-up can help (groups full or frozen) do not hold it back: a frozen provider
+    // must not stop the others from scaling down.
+    if !sd.enabled
+        || v.provisioning().next().is_some()
+        || !v.pending.on_nodes.is_empty()
+        || !v.pending.on_provisioning.is_empty()
+        || super::drain::draining(v)
+    {
         return None;
     }
     let newest = v

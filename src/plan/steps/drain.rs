@@ -26,9 +26,27 @@ fn draining_for(v: &View<'_>, n: &NodeInfo) -> Duration {
     v.age(cordoned_at(n).unwrap_or(n.created))
 }
 
-/// Whether the drain of `n` is past its deadline.
+/// Whether the drain of `n` is past its deadline: `drain.timeout`, counted after the
+/// Job grace period when a voluntary drain still waits for Job pods (so the grace is
+/// never cut short by the deadline).
 pub fn past_deadline(v: &View<'_>, n: &NodeInfo) -> bool {
-    draining_for(v, n) > v.config.drain.timeout
+    let d = &v.config.drain;
+    let jobs_waited =
+        !policy::disruption_of(n).forced() && remaining(v, n).iter().any(|p| policy::is_job(p));
+    let deadline = if jobs_waited {
+        d.timeout + d.job_grace_period
+    } else {
+        d.timeout
+    };
+    draining_for(v, n) > deadline
+}
+
+/// Whether a node nodewright cordoned still has pods to move (a drain under way).
+pub fn draining(v: &View<'_>) -> bool {
+    v.members
+        .iter()
+        .filter_map(|m| m.node)
+        .any(|n| policy::cordoned_by_us(n) && !remaining(v, n).is_empty())
 }
 
 /// The pods still to leave `n` (not DaemonSet, mirror, finished or puller pods).
@@ -36,7 +54,7 @@ pub fn remaining<'a>(v: &View<'a>, n: &NodeInfo) -> Vec<&'a PodInfo> {
     v.pods_on(&n.name)
         .iter()
         .copied()
-        .filter(|p| !policy::ignored(p))
+        .filter(|p| !policy::ignored(v, p))
         .collect()
 }
 
@@ -164,4 +182,28 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     }
     let pods = evict.iter().map(|p| pod_ref(p)).collect();
     Some((Action::Drain { nodes, pods }, reasons))
+}
+
+/// Nodes of ours that someone uncordoned while nodewright's cordon record stayed: the
+/// record goes first, before anything could read a later cordon as nodewright's.
+pub fn forget_stale_cordons(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
+    let nodes: Vec<String> = v
+        .members
+        .iter()
+        .filter_map(|m| m.node)
+        .filter(|n| policy::stale_cordon(n))
+        .map(|n| n.name.clone())
+        .collect();
+    if nodes.is_empty() {
+        return None;
+    }
+    let reason = Reason::new(
+        ReasonCode::DrainTimedOut,
+        format!(
+            "{} were uncordoned by someone else; nodewright stops removing them",
+            nodes.join(", ")
+        ),
+    )
+    .about(nodes.iter().map(|n| ObjectRef::node(n)));
+    Some((Action::ForgetCordon { nodes }, vec![reason]))
 }

@@ -24,9 +24,7 @@ fn ignored_image(v: &View<'_>, raw: &str, normalized: &str) -> bool {
 /// puller and with this cluster's name (see `create_image_puller`). Anyone may put the
 /// image-puller label on a pod; only these are ever waited for or deleted.
 fn own_puller(v: &View<'_>, p: &PodInfo) -> bool {
-    p.namespace == v.config.image_puller.namespace
-        && p.labels.get(crate::LABEL_IMAGE_PULLER).map(String::as_str) == Some("true")
-        && p.labels.get(crate::LABEL_CLUSTER) == Some(&v.config.cluster_name)
+    crate::plan::policy::own_puller(v, p)
 }
 
 /// Pull images that pods in the cluster use onto managed nodes that lack them.
@@ -58,7 +56,7 @@ pub fn warm_images(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     for p in v
         .pods
         .iter()
-        .filter(|p| !p.is_terminal() && !p.is_image_puller() && !p.is_daemonset())
+        .filter(|p| !p.is_terminal() && !own_puller(v, p) && !p.is_daemonset())
     {
         let images = p.images.iter().filter_map(|raw| {
             let n = normalize_image(raw);

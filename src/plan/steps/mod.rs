@@ -10,7 +10,7 @@ mod remove;
 mod scale_up;
 
 pub use disrupt::{disrupt, mark_unneeded};
-pub use drain::drain;
+pub use drain::{drain, forget_stale_cordons};
 pub use images::warm_images;
 pub use provisioning::{clean_up_failed, finish_provisioning};
 pub use remove::remove_empty;

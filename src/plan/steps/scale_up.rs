@@ -199,9 +199,10 @@ fn pending_pods(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         };
         let room = room(v, g);
         if room == 0 {
-            let could = pods
-                .iter()
-                .any(|p| sched::why_not(p, &info.template, &info.overhead).is_none());
+            let could = v.frozen.contains_key(g.name.as_str())
+                || pods
+                    .iter()
+                    .any(|p| sched::why_not(p, &info.template, &info.overhead).is_none());
             if could {
                 notes.push(at_max(v, g));
             }
@@ -218,7 +219,45 @@ fn pending_pods(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             });
         }
     }
-    let best = choose(v, options)?;
+    // Pods no option takes at all: their affinity or spread rules fit no new node of any
+    // group with room. Said per pod, so none waits unexplained.
+    let anywhere = |p: &PodInfo| {
+        options.iter().any(|o: &GroupOption<'_>| {
+            o.nodes
+                .placed
+                .iter()
+                .chain(&o.nodes.over_room)
+                .any(|q| std::ptr::eq(*q, p))
+        })
+    };
+    let stuck: Vec<&PodInfo> = pods.iter().copied().filter(|p| !anywhere(p)).collect();
+    let blocked_groups = notes.iter().any(|n| {
+        matches!(
+            n.code,
+            ReasonCode::GroupAtMaxSize
+                | ReasonCode::GroupBackedOff
+                | ReasonCode::ClusterLimitReached
+                | ReasonCode::ProviderUnavailable
+        )
+    });
+    if !stuck.is_empty() && !blocked_groups {
+        notes.push(
+            Reason::new(
+                ReasonCode::NoGroupFits,
+                format!(
+                    "no new node of any group with room satisfies the pod affinity, anti-affinity or topology spread of {}",
+                    list_pods(&stuck)
+                ),
+            )
+            .about(stuck.iter().map(|p| ObjectRef::pod(p))),
+        );
+    }
+    let others_take = |p: &PodInfo, chosen: &str| {
+        options.iter().any(|o: &GroupOption<'_>| {
+            o.group != chosen && o.nodes.placed.iter().any(|q| std::ptr::eq(*q, p))
+        })
+    };
+    let best = choose(v, options.clone())?;
     let g = v.config.group(&best.group)?;
     let placed = &best.nodes.placed;
     let mut requested = sched::Resources::default();
@@ -237,7 +276,15 @@ fn pending_pods(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         ),
     )
     .about(placed.iter().map(|p| ObjectRef::pod(p)))];
-    if !best.nodes.over_room.is_empty() {
+    // Pods this group has no room for but another group takes: the next scale-up.
+    let left_over: Vec<&PodInfo> = best
+        .nodes
+        .over_room
+        .iter()
+        .copied()
+        .filter(|p| !others_take(p, &best.group))
+        .collect();
+    if !left_over.is_empty() {
         let by_limit = limit_room(v, g);
         let mut r = if by_limit.0 < g.max_size.saturating_sub(v.group_size(&g.name)) {
             Reason::new(
@@ -253,10 +300,10 @@ fn pending_pods(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         r.message = format!(
             "{}; {} more pod(s) wait for room: {}",
             r.message,
-            best.nodes.over_room.len(),
-            list_pods(&best.nodes.over_room)
+            left_over.len(),
+            list_pods(&left_over)
         );
-        reasons.push(r.about(best.nodes.over_room.iter().map(|p| ObjectRef::pod(p))));
+        reasons.push(r.about(left_over.iter().map(|p| ObjectRef::pod(p))));
     }
     Some((
         Action::ScaleUp {

@@ -460,7 +460,8 @@ fn empty_nodes_go_together_and_are_deleted_together() {
 #[test]
 fn budgets_limit_disruption_and_follow_their_schedule() {
     // Two nodes at most, none during working hours (Mondays 08:00 UTC for 10 h).
-    let budgets = "disruption: {budgets: [{nodes: 2}, {nodes: 0, schedule: {cron: \"0 8 * * 1\", duration: 10h}}]}";
+    let budgets =
+        "disruption: {budgets: [{nodes: 2}, {nodes: 0, schedule: \"0 8 * * 1\", duration: 10h}]}";
     let c = mk_config(&format!(
         "freeMemoryTarget: 0 B\nscaleDown: {{delayAfterAdd: 1m}}\n{budgets}"
     ));
@@ -535,4 +536,133 @@ fn too_many_unready_nodes_stop_disruption_but_not_scale_up() {
     s.pods.push(mk_pod("pending", None, 6 * GI));
     let d = plan_it(&s, &c);
     assert!(matches!(d.action, Action::ScaleUp { .. }), "{d:#?}");
+}
+
+#[test]
+fn a_cordon_record_left_on_an_uncordoned_node_is_forgotten_first() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = three_nodes(&c);
+    cordon_by_us(&mut s.nodes[0], "unhealthy", 3600);
+    // Someone uncordoned it; the record stayed.
+    s.nodes[0].unschedulable = false;
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::ForgetCordon { nodes } if nodes == &["dev-workers-a".to_string()]),
+        "{d:#?}"
+    );
+    // Were it cordoned again by a person with the record still there, it would pass for
+    // nodewright's and be deleted at once (an hour-old unhealthy cordon is past its
+    // deadline): the record goes before anything else can read it.
+    assert_eq!(STEPS[0].0, "finish-provisioning");
+    assert!(
+        STEPS.iter().position(|s| s.0 == "forget-stale-cordons")
+            < STEPS.iter().position(|s| s.0 == "remove-empty")
+    );
+}
+
+#[test]
+fn vm_in_error_with_a_not_ready_node_running_pods_goes_through_the_drain() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = three_nodes(&c);
+    s.servers[0].status = ServerStatus::Error;
+    s.nodes[0].ready = false;
+    s.nodes[0].ready_changed = Some(ago(60));
+    s.pods.push(mk_pod("web", Some("dev-workers-a"), GI));
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::DeleteServers { .. }), "{d:#?}");
+    assert_eq!(
+        cordoned_nodes(&d),
+        vec!["dev-workers-a".to_string()],
+        "{d:#?}"
+    );
+}
+
+#[test]
+fn a_pod_selected_by_two_budgets_blocks_its_node() {
+    let c = mk_config("freeMemoryTarget: 0 B\nscaleDown: {delayAfterAdd: 1m}");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    mk_member(&mut s, "dev-workers-b", 3600);
+    s.pods.push(mk_pod("big", Some("dev-workers-a"), 3 * GI));
+    let mut p = mk_pod("db-0", Some("dev-workers-b"), GI);
+    p.labels.insert("app".into(), "db".into());
+    s.pods.push(p);
+    for name in ["one", "two"] {
+        s.pdbs.push(PdbInfo {
+            namespace: "default".into(),
+            name: name.into(),
+            selector: Some(LabelSelector::default()),
+            disruptions_allowed: 5,
+        });
+    }
+    let d = plan_after_unneeded(&s, &c, 3600);
+    assert!(cordoned_nodes(&d).is_empty(), "{d:#?}");
+}
+
+#[test]
+fn a_user_pod_carrying_the_image_puller_label_is_not_ignored_by_the_drain() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = three_nodes(&c);
+    cordon_by_us(&mut s.nodes[0], "underutilized", 60);
+    let mut p = mk_pod("imposter", Some("dev-workers-a"), GI);
+    p.labels
+        .insert(crate::LABEL_IMAGE_PULLER.into(), "true".into());
+    s.pods.push(p);
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::DeleteNodes { .. }), "{d:#?}");
+    assert!(
+        matches!(&d.action, Action::Drain { pods, .. } if pods[0].name == "imposter"),
+        "{d:#?}"
+    );
+}
+
+#[test]
+fn no_second_voluntary_removal_while_a_drain_is_under_way() {
+    let c = mk_config("freeMemoryTarget: 0 B\nscaleDown: {delayAfterAdd: 1m}");
+    let mut s = three_nodes(&c);
+    mk_member(&mut s, "dev-workers-d", 3600);
+    cordon_by_us(&mut s.nodes[0], "underutilized", 60);
+    let mut p = mk_pod("db-0", Some("dev-workers-a"), GI);
+    p.labels.insert("app".into(), "db".into());
+    s.pods.push(p);
+    s.pdbs.push(PdbInfo {
+        namespace: "default".into(),
+        name: "db".into(),
+        selector: Some(LabelSelector::default()),
+        disruptions_allowed: 0,
+    });
+    let d = plan_after_unneeded(&s, &c, 3600);
+    assert!(cordoned_nodes(&d).is_empty(), "{d:#?}");
+}
+
+#[test]
+fn after_an_abandoned_drain_replacements_wait_for_delay_after_failure() {
+    let c = mk_config("freeMemoryTarget: 0 B\nscaleDown: {delayAfterFailure: 5m}");
+    let mut s = three_nodes(&c);
+    s.nodes[0].created = ago(100 * 3600);
+    s.last_disruption_failure = Some(ago(60));
+    let d = plan_it(&s, &c);
+    assert!(cordoned_nodes(&d).is_empty(), "{d:#?}");
+    s.last_disruption_failure = Some(ago(600));
+    let d = plan_it(&s, &c);
+    assert_eq!(
+        cordoned_nodes(&d),
+        vec!["dev-workers-a".to_string()],
+        "{d:#?}"
+    );
+}
+
+#[test]
+fn job_grace_is_not_cut_short_by_the_drain_timeout() {
+    let c = mk_config("freeMemoryTarget: 0 B\ndrain: {jobGracePeriod: 1h, timeout: 10m}");
+    let mut s = three_nodes(&c);
+    cordon_by_us(&mut s.nodes[0], "expired", 30 * 60);
+    let mut job = mk_pod("batch-1", Some("dev-workers-a"), GI);
+    job.controller_kind = Some("Job".into());
+    s.pods.push(job);
+    let d = plan_it(&s, &c);
+    assert!(
+        !matches!(d.action, Action::Uncordon { .. } | Action::Drain { .. }),
+        "{d:#?}"
+    );
 }

@@ -396,3 +396,96 @@ fn scale_down_keeps_a_node_whose_pods_fit_elsewhere_by_memory_but_not_cpu() {
     let d = super::plan_after_unneeded(&s, &c, 3600);
     assert!(matches!(d.action, Action::Cordon { .. }), "{d:#?}");
 }
+
+#[test]
+fn a_model_mismatch_gets_one_node_not_one_per_cycle() {
+    let c = mk_config_groups(
+        "modelMismatchGrace: 2m",
+        &group("workers", 9, "4", "16Gi", ""),
+    );
+    let mut s = Snapshot::default();
+    mk_member_in(&mut s, "dev-workers-a", "workers", 4000, 16 * GI);
+    let mut p = pending("odd", 1000, GI);
+    p.unschedulable_since = Some(ago(600));
+    s.pods.push(p);
+    let d = plan_it(&s, &c);
+    assert_eq!(scale_up_of(&d), Some(("workers", 1)), "{d:#?}");
+    // That node came and joined; the scheduler still refuses the pod: no more nodes.
+    mk_member_in(&mut s, "dev-workers-b", "workers", 4000, 16 * GI);
+    s.servers[1].created = ago(300);
+    let d = plan_it(&s, &c);
+    assert_eq!(scale_up_of(&d), None, "{d:#?}");
+    assert_eq!(
+        d.bucket_of("default", "odd"),
+        Some(Bucket::NoCapacity),
+        "{d:#?}"
+    );
+}
+
+#[test]
+fn pods_whose_affinity_no_new_node_satisfies_are_told_so() {
+    let c = mk_config_groups("", &group("workers", 5, "4", "16Gi", ""));
+    let mut s = Snapshot::default();
+    let mut p = pending("needs-db-zone", 100, GI);
+    // Affinity to pods that exist only in zone z1, which no group offers.
+    p.pod_affinity.push(PodAffinityTerm {
+        selector: LabelSelector {
+            match_labels: BTreeMap::from([("app".to_string(), "db".to_string())]),
+            ..Default::default()
+        },
+        namespaces: Namespaces::Listed(vec!["default".into()]),
+        topology_key: ZONE.into(),
+    });
+    s.pods.push(p);
+    mk_member_in(&mut s, "dev-other-z1", "other", 100, GI);
+    s.nodes[0].labels.insert(ZONE.into(), "z1".into());
+    let mut db = running("db-0", "dev-other-z1", 100, GI / 2);
+    db.labels.insert("app".into(), "db".into());
+    s.pods.push(db);
+    let d = plan_it(&s, &c);
+    assert_eq!(scale_up_of(&d), None, "{d:#?}");
+    assert_eq!(
+        d.bucket_of("default", "needs-db-zone"),
+        Some(Bucket::NoCapacity),
+        "{d:#?}"
+    );
+    assert!(d.has_reason(ReasonCode::NoGroupFits), "{d:#?}");
+}
+
+#[test]
+fn hybrid_burst_leftovers_are_capacity_coming_not_starving() {
+    let groups = group("cloud-os", 10, "4", "16Gi", "") + &group("onprem-pve", 2, "4", "16Gi", "");
+    let top = "expander: {type: priority, priorities: [\"onprem-.*\", \"cloud-.*\"]}";
+    let c = mk_config_groups(top, &groups);
+    let mut s = Snapshot::default();
+    for i in 0..4 {
+        s.pods.push(pending(&format!("p-{i}"), 3000, GI));
+    }
+    let d = plan_it(&s, &c);
+    assert_eq!(scale_up_of(&d), Some(("onprem-pve", 2)), "{d:#?}");
+    let counts = d.bucket_counts();
+    assert_eq!(counts.get(&Bucket::ScalingUp), Some(&2), "{d:#?}");
+    assert_eq!(counts.get(&Bucket::CapacityComing), Some(&2), "{d:#?}");
+    assert_eq!(counts.get(&Bucket::NoCapacity), None, "{d:#?}");
+}
+
+#[test]
+fn a_frozen_group_without_a_shape_is_reported_frozen_not_too_small() {
+    let c = mk_config_groups(
+        "",
+        &group("os", 5, "4", "16Gi", "").replace("  resources: {cpu: \"4\", memory: 16Gi}\n", ""),
+    );
+    let mut s = Snapshot::default();
+    s.unavailable_providers
+        .insert("openstack".into(), "HTTP 503".into());
+    s.pods.push(pending("p", 1000, GI));
+    let d = plan_it(&s, &c);
+    let detail = d
+        .pending
+        .iter()
+        .find(|p| p.pod.name == "p")
+        .map(|p| p.detail.clone())
+        .unwrap_or_default();
+    assert!(detail.contains("frozen"), "{detail}: {d:#?}");
+    assert!(!detail.contains("a node has 0"), "{detail}");
+}
