@@ -75,22 +75,39 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
         }
     }
     // Pods the notes name come first, with the per-group reasons; these add the rest.
-    for p in decision
-        .pending
-        .iter()
-        .filter(|p| p.bucket == Bucket::NoCapacity)
-    {
+    for p in &decision.pending {
         let object = ObjectRef {
             kind: "Pod".into(),
             namespace: Some(p.pod.namespace.clone()),
             name: p.pod.name.clone(),
         };
-        out.push(ev(
-            object,
-            NOT_TRIGGERED,
-            format!("pod didn't trigger scale-up: {}", p.detail),
-            true,
-        ));
+        // Every bucket shows on the pod: a Warning when nothing can host it, a Normal
+        // Event saying what it waits for otherwise (the scale-up's own Event covers
+        // scaling-up pods).
+        match p.bucket {
+            Bucket::NoCapacity => out.push(ev(
+                object,
+                NOT_TRIGGERED,
+                format!("pod didn't trigger scale-up: {}", p.detail),
+                true,
+            )),
+            Bucket::CapacityComing => out.push(ev(
+                object,
+                "CapacityComing",
+                format!("waiting for capacity on its way: {}", p.detail),
+                false,
+            )),
+            Bucket::WillSchedule => out.push(ev(
+                object,
+                "WillSchedule",
+                format!(
+                    "nodewright's model places it on an existing node: {}",
+                    p.detail
+                ),
+                false,
+            )),
+            Bucket::ScalingUp => {}
+        }
     }
     let outcome = match result {
         Ok(o) => o,
@@ -295,8 +312,11 @@ mod tests {
             .collect();
         assert_eq!(mismatched, ["ModelMismatch", "TriggeredScaleUp"]);
 
-        assert!(on(&events, "coming").is_empty());
-        assert!(on(&events, "soon").is_empty());
+        let coming = on(&events, "coming");
+        assert_eq!(coming.len(), 1, "{events:?}");
+        assert_eq!(coming[0].reason, "CapacityComing");
+        assert!(!coming[0].warning);
+        assert_eq!(on(&events, "soon")[0].reason, "WillSchedule");
     }
 
     #[test]

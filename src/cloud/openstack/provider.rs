@@ -729,7 +729,7 @@ impl CloudProvider for OpenStackProvider {
             memory: Some(flavor.ram.saturating_mul(1024 * 1024)),
             instance_type: Some(flavor.name.clone()),
             zone: settings.availability_zone.clone(),
-            region: None,
+            region: self.creds.region.clone(),
         })
     }
 
