@@ -506,6 +506,14 @@ fn consolidate(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             break;
         }
         let g = u.member.group;
+        // With priorities (or prices), an idle node of a preferred group stays while a
+        // less preferred group's nodes still run pods: on-prem outlives the cloud.
+        let rank = group_rank(v, &g.name);
+        let busier_elsewhere = in_service(v)
+            .any(|(m, n)| group_rank(v, &m.group.name) > rank && !movable(v, n).is_empty());
+        if busier_elsewhere {
+            continue;
+        }
         let gone = per_group.get(g.name.as_str()).copied().unwrap_or(0);
         if v.active_size(&g.name).saturating_sub(gone + 1) < g.min_size {
             continue;

@@ -489,3 +489,27 @@ fn a_frozen_group_without_a_shape_is_reported_frozen_not_too_small() {
     assert!(detail.contains("frozen"), "{detail}: {d:#?}");
     assert!(!detail.contains("a node has 0"), "{detail}");
 }
+
+#[test]
+fn an_idle_on_prem_node_stays_while_cloud_nodes_run_pods() {
+    let groups = group("cloud-os", 10, "4", "16Gi", "") + &group("onprem-pve", 2, "4", "16Gi", "");
+    let top = "expander: {type: priority, priorities: [\"onprem-.*\", \"cloud-.*\"]}\nscaleDown: {delayAfterAdd: 1m}";
+    let c = mk_config_groups(top, &groups);
+    let mut s = Snapshot::default();
+    mk_member_in(&mut s, "dev-onprem-pve-a", "onprem-pve", 4000, 16 * GI);
+    mk_member_in(&mut s, "dev-cloud-os-a", "cloud-os", 4000, 16 * GI);
+    s.pods
+        .push(running("busy", "dev-cloud-os-a", 3500, 12 * GI));
+    let d = super::plan_after_unneeded(&s, &c, 3600);
+    assert!(
+        !matches!(&d.action, Action::Cordon { nodes, .. } if nodes.contains(&"dev-onprem-pve-a".to_string())),
+        "{d:#?}"
+    );
+    // Once the cloud node is idle too, the cloud goes first.
+    s.pods.clear();
+    let d = super::plan_after_unneeded(&s, &c, 3600);
+    assert!(
+        matches!(&d.action, Action::Cordon { nodes, .. } if nodes.first().map(String::as_str) == Some("dev-cloud-os-a")),
+        "{d:#?}"
+    );
+}
