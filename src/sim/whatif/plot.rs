@@ -327,8 +327,9 @@ fn draw_marks(
             .label("removal")
             .legend(|(x, y)| PathElement::new(vec![(x + 6, y - 7), (x + 6, y + 7)], REMOVAL));
     }
-    if labelled && timeline.marks.len() <= MAX_MARK_LABELS {
-        let texts = timeline.marks.iter().enumerate().map(|(i, (t, m))| {
+    let labels = merged_marks(&timeline.marks, chart.x_range().end);
+    if labelled && labels.len() <= MAX_MARK_LABELS {
+        let texts = labels.iter().enumerate().map(|(i, (t, m))| {
             let (text, colour) = match m {
                 Mark::ScaleUp { group, count } => (format!("+{count} {group}"), SCALE_UP),
                 Mark::Removal { nodes } => (format!("-{nodes}"), REMOVAL),
@@ -343,6 +344,42 @@ fn draw_marks(
         chart.draw_series(texts)?;
     }
     Ok(())
+}
+
+/// The marks to label: a run of marks of the same kind (and group) less than a
+/// two-hundredth of the time axis apart is one label with their counts added (the
+/// cycles of one scale-up or removal sit on top of each other otherwise).
+fn merged_marks(marks: &[(u64, Mark)], end_h: f64) -> Vec<(u64, Mark)> {
+    let near = (end_h * 3600.0 / 200.0) as u64;
+    let mut out: Vec<(u64, Mark)> = Vec::new();
+    for (t, m) in marks {
+        let merged = out.iter_mut().rev().find_map(|(t0, m0)| {
+            if t.saturating_sub(*t0) > near {
+                return None;
+            }
+            match (m0, m) {
+                (
+                    Mark::ScaleUp {
+                        group: g0,
+                        count: c0,
+                    },
+                    Mark::ScaleUp { group, count },
+                ) if g0 == group => {
+                    *c0 += count;
+                    Some(())
+                }
+                (Mark::Removal { nodes: n0 }, Mark::Removal { nodes }) => {
+                    *n0 += nodes;
+                    Some(())
+                }
+                _ => None,
+            }
+        });
+        if merged.is_none() {
+            out.push((*t, m.clone()));
+        }
+    }
+    out
 }
 
 fn legend<'a, 'b: 'a>(chart: &mut Chart<'a, 'b>) -> Result<(), Box<dyn Error>> {
@@ -621,6 +658,33 @@ mod tests {
         );
         // 300 marks: lines but no labels.
         assert!(!texts.contains(&"-1"));
+    }
+
+    #[test]
+    fn close_marks_share_a_label() {
+        let up = |g: &str, count| Mark::ScaleUp {
+            group: g.into(),
+            count,
+        };
+        let marks = vec![
+            (0, up("w", 1)),
+            (30, up("w", 1)),
+            (60, up("gpu", 1)),
+            (90, up("w", 1)),
+            (100, Mark::Removal { nodes: 1 }),
+            (130, Mark::Removal { nodes: 2 }),
+            (5000, up("w", 2)),
+        ];
+        // A 24-hour axis: marks within 432 s of each other merge.
+        assert_eq!(
+            merged_marks(&marks, 24.0),
+            vec![
+                (0, up("w", 3)),
+                (60, up("gpu", 1)),
+                (100, Mark::Removal { nodes: 3 }),
+                (5000, up("w", 2)),
+            ]
+        );
     }
 
     #[test]
