@@ -123,6 +123,7 @@ pub struct RoomTree {
 }
 
 impl RoomTree {
+    #[cfg(test)]
     pub fn len(&self) -> usize {
         self.len
     }
@@ -227,7 +228,9 @@ mod tests {
         assert_eq!(t.first(0, 200, &[500, 0, 0, 1]), Some(10));
         t.truncate(100);
         assert_eq!(t.len(), 100);
-        assert_eq!(t.first(0, 1000, &[120, 0, 0, 1]), None);
+        // Slot 10 (room 1000) is still there; 150..200 are gone.
+        assert_eq!(t.first(0, 1000, &[120, 0, 0, 1]), Some(10));
+        assert_eq!(t.first(11, 1000, &[120, 0, 0, 1]), None);
         t.push([7, 7, 7, 7], false);
         assert_eq!(t.first(11, 1000, &[7, 7, 7, 7]), Some(100));
     }
