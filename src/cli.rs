@@ -135,7 +135,7 @@ impl RunArgs {
     }
 }
 
-#[derive(Debug, Clone, Args)]
+#[derive(Debug, Clone, Default, Args)]
 pub struct SimulateArgs {
     /// Keep the simulated cluster and cloud running without an autoscaler inside and
     /// print how to reach them.
@@ -144,6 +144,95 @@ pub struct SimulateArgs {
     /// Directory for the generated kubeconfig, credentials and config (default: a temp dir).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// What-if: replay this workload (CSV, see docs/simulate.md) against --config in
+    /// virtual time, through the real loop, and print node-hours, waits and actions.
+    #[arg(long, value_name = "FILE")]
+    pub workload: Option<PathBuf>,
+    /// With --workload: replay the same workload against this config too, side by side.
+    #[arg(long, value_name = "OTHER.yaml")]
+    pub compare: Option<PathBuf>,
+    /// With --workload: draw nodes, pending pods, CPU and memory over time as SVG
+    /// (with --compare, the second run goes to OUT.compare.svg).
+    #[arg(long, value_name = "OUT.svg")]
+    pub plot: Option<PathBuf>,
+    /// With --workload: print the figures as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// With --workload: from VM creation to a Ready node, for every group (`90s`) or
+    /// one (`gpu=5m`); repeatable. Default 60s.
+    #[arg(long, value_name = "[GROUP=]DURATION")]
+    pub boot_delay: Vec<String>,
+    /// With --workload: the fraction of nodes (0 to 1) that go NotReady at a random
+    /// time within a day of joining.
+    #[arg(long, value_name = "FRACTION")]
+    pub node_failures: Option<f64>,
+    /// With --workload: seed of the node failures.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The scripted demo over real HTTP against the simulated API server and clouds,
+    /// in real time (about two minutes).
+    #[arg(long)]
+    pub real_time: bool,
+}
+
+impl SimulateArgs {
+    /// Options that only mean something with --workload, given without it.
+    fn whatif_only(&self) -> Vec<&'static str> {
+        let mut v = Vec::new();
+        if self.compare.is_some() {
+            v.push("--compare");
+        }
+        if self.plot.is_some() {
+            v.push("--plot");
+        }
+        if self.json {
+            v.push("--json");
+        }
+        if !self.boot_delay.is_empty() {
+            v.push("--boot-delay");
+        }
+        if self.node_failures.is_some() {
+            v.push("--node-failures");
+        }
+        v
+    }
+}
+
+/// `simulate --workload`: the what-if, returning what to print.
+pub async fn simulate_workload(config: &Path, args: &SimulateArgs) -> Result<String, CliError> {
+    use crate::sim::whatif::command::{self, WhatIf, WhatIfError};
+    let Some(workload) = args.workload.clone() else {
+        return Err(CliError::Usage(
+            "simulate: --workload FILE is required here".into(),
+        ));
+    };
+    if args.serve || args.real_time {
+        return Err(CliError::Usage(
+            "simulate: --workload cannot be combined with --serve or --real-time".into(),
+        ));
+    }
+    let mut world = crate::sim::whatif::world::WorldOptions {
+        seed: args.seed,
+        ..Default::default()
+    };
+    if let Some(f) = args.node_failures {
+        world.node_failures = f;
+    }
+    let convert = |e: WhatIfError| match e {
+        WhatIfError::Config(c) => CliError::Config(c),
+        e if e.is_usage() => CliError::Usage(e.to_string()),
+        e => CliError::Other(e.into()),
+    };
+    command::boot_delays(&args.boot_delay, &mut world).map_err(convert)?;
+    let what = WhatIf {
+        workload,
+        config: config.to_path_buf(),
+        compare: args.compare.clone(),
+        plot: args.plot.clone(),
+        json: args.json,
+        world,
+    };
+    command::run(&what).await.map_err(convert)
 }
 
 /// Errors a command ends with; config errors exit with 2, everything else with 1.
@@ -175,9 +264,23 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
     };
     init_logging(cli.log_format, level);
     match cli.command {
-        Command::Simulate(args) => crate::sim::scenario::simulate(args)
-            .await
-            .map_err(CliError::Other),
+        Command::Simulate(args) => {
+            if args.workload.is_some() {
+                let text = simulate_workload(&cli.config, &args).await?;
+                print!("{text}");
+                return Ok(());
+            }
+            let stray = args.whatif_only();
+            if !stray.is_empty() {
+                return Err(CliError::Usage(format!(
+                    "simulate: {} only go(es) with --workload FILE",
+                    stray.join(", ")
+                )));
+            }
+            crate::sim::scenario::simulate(args)
+                .await
+                .map_err(CliError::Other)
+        }
         Command::Check { offline } => check(&cli.config, offline).await,
         Command::Render { group, node_name } => {
             let config = Config::load(&cli.config)?;

@@ -4,12 +4,20 @@
 //! a week of load replays in seconds.
 //!
 //! - [`workload`]: the CSV workload file.
-//! - [`world`]: the in-memory cluster and cloud, the scheduler and kubelets.
+//! - [`world`]: the in-memory cluster and cloud, the scheduler and kubelets;
+//!   [`api`]: the world behind `ClusterApi` and `CloudProvider`.
+//! - [`replay`]: the loop on the virtual clock; [`command`]: `simulate --workload`.
 //! - [`report`]: the figures (node-hours, lower bound, waits, evictions, actions) and
 //!   the timeline the plot is drawn from.
 //! - [`plot`]: the SVG.
 
+pub mod api;
+pub mod command;
 pub mod plot;
+pub mod replay;
 pub mod report;
 pub mod workload;
 pub mod world;
+
+#[cfg(test)]
+mod tests;

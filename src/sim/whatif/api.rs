@@ -1,0 +1,240 @@
+//! The world behind production's traits: [`MemCluster`] answers as the API server
+//! would ([`ClusterApi`]), [`MemCloud`] as one provider would ([`CloudProvider`]), so the
+//! unmodified [`crate::reconcile::Reconciler`] drives it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::world::World;
+use crate::act::Clouds;
+use crate::cloud::{check_owned, CloudError, CloudProvider, CreateRequest, GroupShape, Server};
+use crate::cluster::{ClusterApi, ClusterError, Eviction};
+use crate::config::{Config, ProviderKind};
+use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodRef};
+use crate::{
+    ANNOTATION_CORDONED, ANNOTATION_CORDONED_AT, ANNOTATION_DISRUPTION, ANNOTATION_UNNEEDED_SINCE,
+};
+
+/// The world's Kubernetes API.
+pub struct MemCluster {
+    pub world: World,
+}
+
+/// The world's cloud, as one provider kind sees it.
+pub struct MemCloud {
+    pub world: World,
+    pub kind: ProviderKind,
+}
+
+/// One in-memory provider per provider kind the config's groups use.
+pub fn clouds(world: &World, config: &Config) -> Clouds {
+    let mut clouds = Clouds::new();
+    let mut made: BTreeMap<&str, Arc<dyn CloudProvider>> = BTreeMap::new();
+    for g in &config.node_groups {
+        let p = made
+            .entry(g.provider.as_str())
+            .or_insert_with(|| {
+                Arc::new(MemCloud {
+                    world: world.clone(),
+                    kind: g.provider,
+                })
+            })
+            .clone();
+        clouds.add_group(&g.name, p);
+    }
+    clouds
+}
+
+fn edit_node(world: &World, node: &str, f: impl FnOnce(&mut NodeInfo)) -> Result<(), ClusterError> {
+    let mut s = world.lock();
+    // Patching a node that is gone is a 404 the actuator reports; in memory it is a
+    // no-op the next cycle observes.
+    if let Some(n) = s.node_mut(node) {
+        f(n);
+    }
+    s.room();
+    Ok(())
+}
+
+#[async_trait]
+impl ClusterApi for MemCluster {
+    async fn nodes(&self) -> Result<Vec<NodeInfo>, ClusterError> {
+        Ok(self.world.lock().node_infos())
+    }
+
+    async fn pods(&self) -> Result<Vec<PodInfo>, ClusterError> {
+        Ok(self.world.lock().pod_infos())
+    }
+
+    async fn pdbs(&self) -> Result<Vec<PdbInfo>, ClusterError> {
+        Ok(self.world.lock().pdb_infos())
+    }
+
+    async fn volume_attachments(&self) -> Result<Vec<(String, String)>, ClusterError> {
+        Ok(Vec::new())
+    }
+
+    async fn cordon(
+        &self,
+        node: &str,
+        annotations: &BTreeMap<String, String>,
+    ) -> Result<(), ClusterError> {
+        edit_node(&self.world, node, |n| {
+            n.unschedulable = true;
+            n.annotations
+                .extend(annotations.iter().map(|(k, v)| (k.clone(), v.clone())));
+        })
+    }
+
+    async fn uncordon(&self, node: &str) -> Result<(), ClusterError> {
+        edit_node(&self.world, node, |n| {
+            n.unschedulable = false;
+            for k in [
+                ANNOTATION_CORDONED,
+                ANNOTATION_CORDONED_AT,
+                ANNOTATION_DISRUPTION,
+                ANNOTATION_UNNEEDED_SINCE,
+            ] {
+                n.annotations.remove(k);
+            }
+        })
+    }
+
+    async fn annotate(
+        &self,
+        node: &str,
+        annotations: &BTreeMap<String, Option<String>>,
+    ) -> Result<(), ClusterError> {
+        edit_node(&self.world, node, |n| {
+            for (k, v) in annotations {
+                match v {
+                    Some(v) => {
+                        n.annotations.insert(k.clone(), v.clone());
+                    }
+                    None => {
+                        n.annotations.remove(k);
+                    }
+                }
+            }
+        })
+    }
+
+    async fn remove_taint(&self, node: &str, key: &str) -> Result<(), ClusterError> {
+        edit_node(&self.world, node, |n| n.taints.retain(|t| t.key != key))
+    }
+
+    async fn evict(&self, pod: &PodRef) -> Result<Eviction, ClusterError> {
+        Ok(self.world.lock().evict(&pod.namespace, &pod.name))
+    }
+
+    async fn delete_node(&self, node: &str) -> Result<(), ClusterError> {
+        self.world.lock().delete_node(node);
+        Ok(())
+    }
+
+    async fn node_labels(
+        &self,
+        node: &str,
+    ) -> Result<Option<BTreeMap<String, String>>, ClusterError> {
+        Ok(self.world.lock().node(node).map(|n| n.labels.clone()))
+    }
+
+    async fn create_image_puller(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        node: &str,
+        images: &[String],
+    ) -> Result<String, ClusterError> {
+        Ok(self
+            .world
+            .lock()
+            .image_puller(cluster, namespace, node, images))
+    }
+
+    async fn delete_pod(&self, pod: &PodRef) -> Result<(), ClusterError> {
+        self.world.lock().delete_pod(&pod.namespace, &pod.name);
+        Ok(())
+    }
+}
+
+impl MemCloud {
+    fn other(&self, message: String) -> CloudError {
+        CloudError::Other {
+            provider: self.kind.as_str().to_string(),
+            message,
+        }
+    }
+}
+
+#[async_trait]
+impl CloudProvider for MemCloud {
+    fn name(&self) -> &str {
+        self.kind.as_str()
+    }
+
+    async fn list_servers(&self, cluster: &str) -> Result<Vec<Server>, CloudError> {
+        let s = self.world.lock();
+        Ok(s.vms
+            .values()
+            .filter(|v| v.server.provider == self.kind.as_str())
+            .filter(|v| v.server.cluster.as_deref() == Some(cluster))
+            .map(|v| v.server.clone())
+            .collect())
+    }
+
+    async fn create_server(&self, req: &CreateRequest) -> Result<Server, CloudError> {
+        let mut s = self.world.lock();
+        if req.cluster != s.cluster_name {
+            return Err(self.other(format!(
+                "create for cluster {}: this world is cluster {}",
+                req.cluster, s.cluster_name
+            )));
+        }
+        match s.groups.get(&req.group) {
+            Some(g) if g.provider == self.kind => {}
+            _ => {
+                return Err(self.other(format!(
+                    "group {} is not a {} group",
+                    req.group,
+                    self.kind.as_str()
+                )))
+            }
+        }
+        s.create_vm(&req.group, self.kind.as_str())
+            .ok_or_else(|| self.other(format!("no group {}", req.group)))
+    }
+
+    async fn get_server(&self, _cluster: &str, id: &str) -> Result<Option<Server>, CloudError> {
+        let s = self.world.lock();
+        Ok(s.vms
+            .get(id)
+            .filter(|v| v.server.provider == self.kind.as_str())
+            .map(|v| v.server.clone()))
+    }
+
+    async fn delete_server(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        let mut s = self.world.lock();
+        let Some(server) = s
+            .vms
+            .get(id)
+            .filter(|v| v.server.provider == self.kind.as_str())
+            .map(|v| v.server.clone())
+        else {
+            return Ok(());
+        };
+        check_owned(self.kind.as_str(), &server, cluster)?;
+        s.delete_vm(id);
+        Ok(())
+    }
+
+    async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {
+        let s = self.world.lock();
+        s.groups
+            .get(group)
+            .map(|g| g.shape.clone())
+            .ok_or_else(|| self.other(format!("no group {group}")))
+    }
+}
