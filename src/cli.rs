@@ -277,9 +277,14 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                     stray.join(", ")
                 )));
             }
-            crate::sim::scenario::simulate(args)
-                .await
-                .map_err(CliError::Other)
+            if args.serve || args.real_time {
+                return crate::sim::scenario::simulate(args)
+                    .await
+                    .map_err(CliError::Other);
+            }
+            let text = crate::sim::whatif::demo::run().await?;
+            print!("{text}");
+            Ok(())
         }
         Command::Check { offline } => check(&cli.config, offline).await,
         Command::Render { group, node_name } => {

@@ -6,16 +6,19 @@
 //! - [`workload`]: the CSV workload file.
 //! - [`world`]: the in-memory cluster and cloud, the scheduler and kubelets;
 //!   [`api`]: the world behind `ClusterApi` and `CloudProvider`.
-//! - [`replay`]: the loop on the virtual clock; [`command`]: `simulate --workload`.
+//! - [`replay`]: the loop on the virtual clock; [`command`]: `simulate --workload`;
+//!   [`demo`]: `simulate` with no workload, the scripted story in virtual time.
 //! - [`report`]: the figures (node-hours, lower bound, waits, evictions, actions) and
 //!   the timeline the plot is drawn from.
 //! - [`plot`]: the SVG.
 
 pub mod api;
 pub mod command;
+pub mod demo;
 pub mod plot;
 pub mod replay;
 pub mod report;
+mod state;
 pub mod workload;
 pub mod world;
 

@@ -17,11 +17,11 @@ use std::time::Duration;
 use super::api::{self, MemCluster};
 use super::report::{lower_bound_node_hours, percentile, Mark, Report, Run, Timeline};
 use super::workload::WorkloadRow;
-use super::world::{at, pod_info, Ms, World, WorldError, WorldOptions};
+use super::world::{at, pod_info, Census, Ms, World, WorldError, WorldOptions};
 use crate::config::Config;
 use crate::plan::sched::{group_template, static_check, Resources, SlotKind};
 use crate::plan::Action;
-use crate::reconcile::Reconciler;
+use crate::reconcile::{Cycle, CycleError, Reconciler};
 
 /// A replay whose remaining pods wait with nothing happening stops after this.
 pub const IDLE_STOP: Duration = Duration::from_secs(3600);
@@ -41,6 +41,15 @@ fn ms(d: Duration) -> Ms {
 pub struct Replay {
     pub report: Report,
     pub timeline: Timeline,
+    /// Nodes and pods when the replay ended.
+    pub census: Census,
+}
+
+/// What an observer of the replay is shown after each cycle.
+pub struct Step<'a> {
+    pub t: Ms,
+    pub cycle: Result<&'a Cycle, &'a CycleError>,
+    pub world: &'a World,
 }
 
 /// Replays `rows` against `config` (named `label` in the report).
@@ -49,6 +58,19 @@ pub async fn replay(
     label: &str,
     rows: Vec<WorkloadRow>,
     options: &WorldOptions,
+) -> Result<Replay, WorldError> {
+    replay_with(config, label, rows, options, None, &mut |_| {}).await
+}
+
+/// As [`replay`], stopping at `until` at the latest, and showing `observe` every cycle
+/// (after what the cycle did has been played).
+pub async fn replay_with(
+    config: Arc<Config>,
+    label: &str,
+    rows: Vec<WorkloadRow>,
+    options: &WorldOptions,
+    until: Option<Ms>,
+    observe: &mut dyn FnMut(Step<'_>),
 ) -> Result<Replay, WorldError> {
     let world = World::new(&config, rows, options.clone())?;
     let reconciler = Reconciler {
@@ -81,6 +103,10 @@ pub async fn replay(
     let mut last_sample: Option<Ms> = None;
     let mut peak = 0u32;
     let end = loop {
+        if let Some(u) = until.filter(|u| t >= *u) {
+            world.advance_to(u);
+            break u;
+        }
         world.advance_to(t);
         let p = world.progress();
         if p.all_arrived && p.running == 0 && p.pending == 0 {
@@ -97,7 +123,15 @@ pub async fn replay(
         if t > horizon {
             break t;
         }
-        let acted = match reconciler.cycle_detailed(at(t)).await {
+        let cycle = reconciler.cycle_detailed(at(t)).await;
+        // What the action changed (a taint off, a node uncordoned) lets pods in now.
+        world.advance_to(t);
+        observe(Step {
+            t,
+            cycle: cycle.as_ref(),
+            world: &world,
+        });
+        let acted = match cycle {
             Ok(c) => {
                 let action = c.decision.action;
                 if action != Action::None {
@@ -141,8 +175,6 @@ pub async fn replay(
                 false
             }
         };
-        // What the action changed (a taint off, a node uncordoned) lets pods in now.
-        world.advance_to(t);
         let sample = world.sample();
         peak = peak.max(sample.nodes.values().sum());
         if last_sample.is_none_or(|s| t >= s + SAMPLE_EVERY) {
@@ -164,7 +196,11 @@ pub async fn replay(
     report.peak_nodes = peak;
     report.virtual_seconds = end / 1000;
     fill_figures(&mut report, &world, &config, end);
-    Ok(Replay { report, timeline })
+    Ok(Replay {
+        report,
+        timeline,
+        census: world.census(),
+    })
 }
 
 /// Node-hours, cost, the lower bound, waits and the world's counters, up to `end`.
@@ -198,7 +234,8 @@ fn fill_figures(report: &mut Report, world: &World, config: &Config, end: Ms) {
     let rows = world.rows();
     let groups = world.groups();
     // The lower bound's node: the largest CPU and the largest memory of any group (one
-    // group: its node); pods no group can host are left out (they never run).
+    // group: its node); pods no group can host are left out (they never run); runs are
+    // cut at the end of the replay.
     let node_cpu = groups
         .values()
         .map(|g| g.allocatable.cpu)
@@ -234,11 +271,12 @@ fn fill_figures(report: &mut Report, world: &World, config: &Config, end: Ms) {
             })
         })
         .map(|r| Run {
-            start_ms: r.arrival_s.saturating_mul(1000),
+            start_ms: r.arrival_s.saturating_mul(1000).min(end),
             end_ms: r
                 .arrival_s
                 .saturating_add(r.duration_s)
-                .saturating_mul(1000),
+                .saturating_mul(1000)
+                .min(end),
             cpu_m: r.cpu_m,
             mem_bytes: r.mem_mib.saturating_mul(1 << 20),
         })

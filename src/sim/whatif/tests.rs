@@ -456,3 +456,25 @@ async fn a_pod_selecting_a_tainted_group_runs_there() {
         "{rep:#?}"
     );
 }
+
+/// `simulate` with no workload: the scripted story, in virtual time, tells what
+/// happened and why and ends with every workload where the script leaves it.
+#[tokio::test]
+async fn the_demo_runs_in_virtual_time() {
+    let text = super::demo::run().await.expect("demo runs");
+    for want in [
+        "scale-up               add 1 node(s) to group workers",
+        "because group workers has 0 active node(s), minSize is 1",
+        "-> created VM demo-workers-00001 (openstack-1) in group workers",
+        "add 1 node(s) to group batch",
+        "add 1 node(s) to group cache",
+        "cordon demo-workers-00001 (expired)",
+        "end of scenario after 120s (virtual)",
+        "batch 0 running, 0 pending, 4 finished",
+        "cache 2 running, 0 pending, 0 finished",
+        "web 3 running, 0 pending, 5 finished",
+        "never started                      0",
+    ] {
+        assert!(text.contains(want), "no `{want}` in\n{text}");
+    }
+}

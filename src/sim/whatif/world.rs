@@ -14,18 +14,18 @@
 //! the group's taints plus the startup taint. Its allocatable is the group's shape
 //! minus the group's `reserved` ([`allocatable_from_shape`]).
 
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
+use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::report::Sample;
+use super::state::{Pdb, State};
 use super::workload::{PodKind, WorkloadRow};
-use crate::cloud::{GroupShape, Server, ServerStatus};
+use crate::cloud::{GroupShape, ServerStatus};
 use crate::config::{Config, NodeGroupConfig, ProviderKind};
-use crate::plan::sched::template::{allocatable_from_shape, LABEL_HOSTNAME};
-use crate::plan::sched::{well_known_labels, Model, Resources, Slot};
-use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodPhase, Taint, Toleration};
+use crate::plan::sched::template::allocatable_from_shape;
+use crate::plan::sched::{well_known_labels, Resources};
+use crate::plan::{PdbInfo, PodInfo, Taint, Toleration};
 use crate::{LABEL_SETTINGS_HASH, STARTUP_TAINT_KEY};
 
 /// Virtual milliseconds since the start of the replay.
@@ -43,7 +43,7 @@ pub fn at(t: Ms) -> SystemTime {
     UNIX_EPOCH + Duration::from_secs(EPOCH_UNIX_S) + Duration::from_millis(t)
 }
 
-fn ms(d: Duration) -> Ms {
+pub(super) fn ms(d: Duration) -> Ms {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
@@ -313,75 +313,30 @@ pub struct Counters {
     pub node_failures: u32,
 }
 
-struct LivePod {
-    info: PodInfo,
-    row: usize,
-    /// The room count at which the scheduler last refused it.
-    refused_at: Option<u64>,
-    /// Run time still to do.
-    remaining: Ms,
-    /// When the current run started.
-    started: Option<Ms>,
-}
-
-pub(super) struct Vm {
-    pub server: Server,
-    pub stat: usize,
-}
-
-struct NodeRec {
-    info: NodeInfo,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-enum Event {
-    PodDone(String),
-    Boot(String),
-    Fail(String),
-    NotReadyEviction(String),
-}
-
-struct Pdb {
-    info: PdbInfo,
-    allowed: i32,
-}
-
-/// Everything in the world, behind one lock.
-pub(super) struct State {
-    pub now: Ms,
-    pub cluster_name: String,
-    pub groups: BTreeMap<String, GroupSpec>,
-    pub vms: BTreeMap<String, Vm>,
-    pub vm_stats: Vec<VmStat>,
-    pub counters: Counters,
-    rows: Arc<[WorkloadRow]>,
-    next_row: usize,
-    row_stats: Vec<RowStat>,
-    pods: BTreeMap<String, LivePod>,
-    /// Pods that are not the workload's (image pullers).
-    aux_pods: BTreeMap<String, PodInfo>,
-    nodes: BTreeMap<String, NodeRec>,
-    pdbs: Vec<Pdb>,
-    events: BinaryHeap<Reverse<(Ms, u64, Event)>>,
-    seq: u64,
-    next_vm: u64,
-    /// A pod arrived or room may have appeared: a scheduling round is due.
-    dirty: bool,
-    /// Room may have appeared (a pod left, a node joined or changed): pods refused
-    /// before are tried again. Otherwise a round tries only pods not yet refused.
-    room_changed: bool,
-    /// Counts the times room changed; a refused pod remembers the count it was
-    /// refused at.
-    room_gen: u64,
-    /// The last time a pod started or finished.
-    pub last_pod_change: Ms,
-    options: WorldOptions,
-}
-
 /// The world: a cheap handle on shared state.
 #[derive(Clone)]
 pub struct World {
     pub(super) state: Arc<Mutex<State>>,
+}
+
+/// Pods of one workload name by state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PodCount {
+    pub running: u32,
+    pub pending: u32,
+    pub finished: u32,
+}
+
+/// Nodes and pods at one instant.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Census {
+    pub nodes: u32,
+    pub ready: u32,
+    pub cordoned: u32,
+    pub running: u32,
+    pub pending: u32,
+    pub finished: u32,
+    pub by_name: BTreeMap<String, PodCount>,
 }
 
 /// Where the replay stands.
@@ -463,6 +418,43 @@ impl World {
 
     pub fn now(&self) -> Ms {
         self.lock().now
+    }
+
+    /// The name VM `id` got (the world names VMs in creation order, whatever name the
+    /// create asked for, so that a replay is the same every time).
+    pub fn vm_name(&self, id: &str) -> Option<String> {
+        self.lock().vms.get(id).map(|v| v.server.name.clone())
+    }
+
+    /// Nodes and pods as they are now.
+    pub fn census(&self) -> Census {
+        let s = self.lock();
+        let mut c = Census::default();
+        for n in s.nodes.values() {
+            c.nodes += 1;
+            c.ready += u32::from(n.info.ready);
+            c.cordoned += u32::from(n.info.unschedulable);
+        }
+        for p in s.pods.values() {
+            let Some(row) = s.rows.get(p.row) else {
+                continue;
+            };
+            let e = c.by_name.entry(row.name.clone()).or_default();
+            if p.started.is_some() {
+                c.running += 1;
+                e.running += 1;
+            } else {
+                c.pending += 1;
+                e.pending += 1;
+            }
+        }
+        for (row, stat) in s.rows.iter().zip(&s.row_stats) {
+            if stat.finished.is_some() {
+                c.finished += 1;
+                c.by_name.entry(row.name.clone()).or_default().finished += 1;
+            }
+        }
+        c
     }
 
     pub fn progress(&self) -> Progress {
@@ -548,525 +540,5 @@ impl World {
             .iter()
             .map(|(k, p)| (k.clone(), p.info.node_name.clone()))
             .collect()
-    }
-}
-
-/// splitmix64: a small, seeded, portable generator.
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
-fn unit(x: u64) -> f64 {
-    (mix(x) >> 11) as f64 / (1u64 << 53) as f64
-}
-
-/// The NodeResourcesFit "LeastAllocated" score: the free share of CPU and memory left
-/// after placing the pod.
-fn least_allocated(slot: &Slot<'_>, pod: &PodInfo) -> f64 {
-    let free = |alloc: u64, used: u64| {
-        if alloc > 0 {
-            alloc.saturating_sub(used) as f64 / alloc as f64
-        } else {
-            0.0
-        }
-    };
-    free(
-        slot.allocatable.memory,
-        slot.used.memory.saturating_add(pod.requests.memory),
-    ) + free(
-        slot.allocatable.cpu,
-        slot.used.cpu.saturating_add(pod.requests.cpu),
-    )
-}
-
-impl State {
-    fn push(&mut self, t: Ms, e: Event) {
-        self.seq += 1;
-        self.events.push(Reverse((t, self.seq, e)));
-    }
-
-    fn next_arrival(&self) -> Option<Ms> {
-        self.rows
-            .get(self.next_row)
-            .map(|r| r.arrival_s.saturating_mul(1000))
-    }
-
-    fn next_due(&self) -> Option<Ms> {
-        let e = self.events.peek().map(|Reverse((t, _, _))| *t);
-        match (self.next_arrival(), e) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    pub fn advance_to(&mut self, t: Ms) {
-        // What changed at the current instant (an eviction, a taint off) comes first.
-        self.schedule();
-        while let Some(next) = self.next_due().filter(|n| *n <= t) {
-            self.now = self.now.max(next);
-            while self.next_arrival() == Some(next) {
-                self.arrive(next);
-            }
-            while self
-                .events
-                .peek()
-                .is_some_and(|Reverse((at, _, _))| *at == next)
-            {
-                if let Some(Reverse((_, _, e))) = self.events.pop() {
-                    self.handle(next, e);
-                }
-            }
-            self.schedule();
-        }
-        self.now = self.now.max(t);
-        self.schedule();
-    }
-
-    fn arrive(&mut self, t: Ms) {
-        let i = self.next_row;
-        self.next_row += 1;
-        let Some(row) = self.rows.get(i) else {
-            return;
-        };
-        let name = format!("{}-{i}", row.name);
-        let info = pod_info(row, &name, at(t), &self.groups);
-        let remaining = row.duration_s.saturating_mul(1000);
-        self.pods.insert(
-            name,
-            LivePod {
-                info,
-                row: i,
-                remaining,
-                started: None,
-                refused_at: None,
-            },
-        );
-        self.dirty = true;
-    }
-
-    fn handle(&mut self, t: Ms, e: Event) {
-        match e {
-            Event::PodDone(name) => {
-                let done = self
-                    .pods
-                    .get(&name)
-                    .is_some_and(|p| p.started.is_some_and(|s| s + p.remaining == t));
-                if done {
-                    if let Some(p) = self.pods.remove(&name) {
-                        if let Some(stat) = self.row_stats.get_mut(p.row) {
-                            stat.finished = Some(t);
-                        }
-                        self.last_pod_change = t;
-                        self.room();
-                    }
-                }
-            }
-            Event::Boot(id) => self.boot(t, &id),
-            Event::Fail(node) => {
-                if let Some(n) = self.nodes.get_mut(&node).filter(|n| n.info.ready) {
-                    n.info.ready = false;
-                    n.info.ready_changed = Some(at(t));
-                    self.counters.node_failures += 1;
-                    let after = ms(self.options.not_ready_eviction);
-                    self.push(t + after, Event::NotReadyEviction(node));
-                }
-            }
-            Event::NotReadyEviction(node) => {
-                if self.nodes.get(&node).is_some_and(|n| !n.info.ready) {
-                    self.kill_pods_on(&node, t);
-                }
-            }
-        }
-    }
-
-    /// A VM finished booting: its kubelet registers the node, Ready, with the startup
-    /// taint; it may be drawn to fail later.
-    fn boot(&mut self, t: Ms, id: &str) {
-        let Some(vm) = self.vms.get_mut(id) else {
-            return;
-        };
-        if vm.server.status != ServerStatus::Building {
-            return;
-        }
-        vm.server.status = ServerStatus::Active;
-        let name = vm.server.name.clone();
-        let ordinal = vm.stat as u64;
-        let Some(spec) = vm.server.group.as_ref().and_then(|g| self.groups.get(g)) else {
-            return;
-        };
-        let mut labels = spec.labels.clone();
-        labels.insert(LABEL_HOSTNAME.to_string(), name.clone());
-        let info = NodeInfo {
-            name: name.clone(),
-            labels,
-            annotations: BTreeMap::new(),
-            created: at(t),
-            unschedulable: false,
-            ready: true,
-            taints: spec.taints.clone(),
-            allocatable: spec.allocatable.clone(),
-            images: BTreeSet::new(),
-            deleting: false,
-            ready_changed: Some(at(t)),
-        };
-        self.nodes.insert(name.clone(), NodeRec { info });
-        let f = self.options.node_failures;
-        let seed = self.options.seed;
-        if f > 0.0 && unit(seed ^ mix(ordinal)) < f {
-            let window = ms(self.options.failure_window) as f64;
-            let after = (unit(seed.wrapping_add(1) ^ mix(ordinal)) * window) as Ms;
-            self.push(t + after.max(1), Event::Fail(name));
-        }
-        self.room();
-    }
-
-    /// The node `name`'s kubelet stopped reporting (its VM is gone).
-    pub fn node_lost(&mut self, name: &str, t: Ms) {
-        if let Some(n) = self.nodes.get_mut(name).filter(|n| n.info.ready) {
-            n.info.ready = false;
-            n.info.ready_changed = Some(at(t));
-            let after = ms(self.options.not_ready_eviction);
-            self.push(t + after, Event::NotReadyEviction(name.to_string()));
-        }
-    }
-
-    /// Pods on a node that failed or is deleted go: their controllers make new ones.
-    fn kill_pods_on(&mut self, node: &str, t: Ms) {
-        let names: Vec<String> = self
-            .pods
-            .iter()
-            .filter(|(_, p)| p.info.node_name.as_deref() == Some(node))
-            .map(|(k, _)| k.clone())
-            .collect();
-        for name in names {
-            self.counters.pods_killed += 1;
-            self.displace(&name, t);
-        }
-        self.aux_pods
-            .retain(|_, p| p.node_name.as_deref() != Some(node));
-    }
-
-    /// Takes workload pod `name` off its node. Its controller makes a new pending pod:
-    /// a Deployment's keeps the run left, a Job's starts its run again; a bare pod is
-    /// lost.
-    pub fn displace(&mut self, name: &str, t: Ms) {
-        let Some(p) = self.pods.remove(name) else {
-            return;
-        };
-        self.room();
-        let Some(row) = self.rows.get(p.row).cloned() else {
-            return;
-        };
-        let ran = p.started.map_or(0, |s| t.saturating_sub(s));
-        let remaining = match row.kind {
-            PodKind::Deployment => p.remaining.saturating_sub(ran),
-            PodKind::Job => {
-                if p.started.is_some() {
-                    self.counters.job_restarts += 1;
-                }
-                row.duration_s.saturating_mul(1000)
-            }
-            PodKind::Pod => {
-                self.counters.pods_lost += 1;
-                self.last_pod_change = t;
-                if let Some(stat) = self.row_stats.get_mut(p.row) {
-                    stat.lost = true;
-                }
-                return;
-            }
-        };
-        let Some(stat) = self.row_stats.get_mut(p.row) else {
-            return;
-        };
-        if p.started.is_some() && remaining == 0 {
-            stat.finished = Some(t);
-            return;
-        }
-        stat.replacements += 1;
-        let name = format!("{}-{}-{}", row.name, p.row, stat.replacements);
-        let info = pod_info(&row, &name, at(t), &self.groups);
-        self.pods.insert(
-            name,
-            LivePod {
-                info,
-                row: p.row,
-                remaining,
-                started: None,
-                refused_at: None,
-            },
-        );
-        self.room();
-    }
-
-    /// One scheduling round over every pending pod, as the default scheduler would:
-    /// priority first, then age; the least allocated node that passes every check wins;
-    /// a pod that fits nowhere is marked `PodScheduled=False/Unschedulable`.
-    fn schedule(&mut self) {
-        if !self.dirty {
-            return;
-        }
-        self.dirty = false;
-        if self.room_changed {
-            self.room_gen += 1;
-            self.room_changed = false;
-        }
-        let (t, gen) = (self.now, self.room_gen);
-        let (placed, refused) = self.decide(gen);
-        for (pod, node) in placed {
-            self.start(&pod, node, t);
-        }
-        for pod in refused {
-            if let Some(p) = self.pods.get_mut(&pod) {
-                p.refused_at = Some(gen);
-                if !p.info.unschedulable {
-                    p.info.unschedulable = true;
-                    p.info.unschedulable_since = Some(at(t));
-                }
-            }
-        }
-    }
-
-    /// Where the pending pods not refused at room count `gen` go: (pod, node) pairs
-    /// and the pods that fit nowhere. The model borrows the world as it is, nothing
-    /// copied.
-    fn decide(&self, gen: u64) -> (Vec<(String, String)>, Vec<String>) {
-        let mut placed = Vec::new();
-        let mut refused = Vec::new();
-        let mut pending: Vec<&PodInfo> = self
-            .pods
-            .values()
-            .filter(|p| p.started.is_none() && p.refused_at != Some(gen))
-            .map(|p| &p.info)
-            .collect();
-        if pending.is_empty() {
-            return (placed, refused);
-        }
-        pending.sort_by(|a, b| {
-            b.priority
-                .cmp(&a.priority)
-                .then_with(|| a.created.cmp(&b.created))
-                .then_with(|| a.name.cmp(&b.name))
-        });
-        let mut model = Model::new();
-        for n in self.nodes.values() {
-            model.add_slot(Slot::for_node(&n.info));
-        }
-        for p in self.pods.values().filter(|p| p.started.is_some()) {
-            if let Some(i) = p
-                .info
-                .node_name
-                .as_deref()
-                .and_then(|n| model.slot_index(n))
-            {
-                model.place(&p.info, i);
-            }
-        }
-        for pod in pending {
-            let mut best: Option<(f64, usize)> = None;
-            for i in 0..model.slots.len() {
-                let slot = &model.slots[i];
-                // Resources first: cheap, and what most refusals are.
-                if slot.allocatable.fits(&slot.used, &pod.requests) && model.check(pod, i).is_ok() {
-                    let score = least_allocated(&model.slots[i], pod);
-                    if best.is_none_or(|(s, _)| score > s) {
-                        best = Some((score, i));
-                    }
-                }
-            }
-            match best {
-                Some((_, i)) => {
-                    placed.push((pod.name.clone(), model.slots[i].name.to_string()));
-                    model.place(pod, i);
-                }
-                None => refused.push(pod.name.clone()),
-            }
-        }
-        (placed, refused)
-    }
-
-    fn start(&mut self, pod: &str, node: String, t: Ms) {
-        let Some(p) = self.pods.get_mut(pod) else {
-            return;
-        };
-        p.info.node_name = Some(node);
-        p.info.phase = PodPhase::Running;
-        p.info.unschedulable = false;
-        p.info.unschedulable_since = None;
-        p.started = Some(t);
-        let (row, remaining) = (p.row, p.remaining);
-        let info = p.info.clone();
-        if let Some(stat) = self.row_stats.get_mut(row) {
-            stat.first_start.get_or_insert(t);
-        }
-        for pdb in self.pdbs.iter_mut().filter(|b| b.info.selects(&info)) {
-            pdb.info.disruptions_allowed = (pdb.info.disruptions_allowed + 1).min(pdb.allowed);
-        }
-        self.last_pod_change = t;
-        self.push(t + remaining, Event::PodDone(pod.to_string()));
-    }
-
-    // --- what the API server does for the cluster adapter ---
-
-    pub fn node_infos(&self) -> Vec<NodeInfo> {
-        self.nodes.values().map(|n| n.info.clone()).collect()
-    }
-
-    pub fn pod_infos(&self) -> Vec<PodInfo> {
-        self.pods
-            .values()
-            .map(|p| p.info.clone())
-            .chain(self.aux_pods.values().cloned())
-            .collect()
-    }
-
-    pub fn pdb_infos(&self) -> Vec<PdbInfo> {
-        self.pdbs.iter().map(|p| p.info.clone()).collect()
-    }
-
-    pub fn node_mut(&mut self, name: &str) -> Option<&mut NodeInfo> {
-        self.nodes.get_mut(name).map(|n| &mut n.info)
-    }
-
-    pub fn node(&self, name: &str) -> Option<&NodeInfo> {
-        self.nodes.get(name).map(|n| &n.info)
-    }
-
-    /// Room may have appeared: every pending pod is tried again.
-    pub fn room(&mut self) {
-        self.dirty = true;
-        self.room_changed = true;
-    }
-
-    /// The Eviction API: refused while a budget selecting the pod allows no disruption.
-    pub fn evict(&mut self, namespace: &str, name: &str) -> crate::cluster::Eviction {
-        use crate::cluster::Eviction;
-        if namespace == NAMESPACE {
-            if let Some(p) = self.pods.get(name) {
-                let info = p.info.clone();
-                if let Some(b) = self
-                    .pdbs
-                    .iter()
-                    .find(|b| b.info.selects(&info) && b.info.disruptions_allowed <= 0)
-                {
-                    self.counters.evictions_refused += 1;
-                    return Eviction::Blocked(format!(
-                        "Cannot evict pod as it would violate the pod's disruption budget {}.",
-                        b.info.name
-                    ));
-                }
-                for b in self.pdbs.iter_mut().filter(|b| b.info.selects(&info)) {
-                    b.info.disruptions_allowed -= 1;
-                }
-                self.counters.evictions += 1;
-                let t = self.now;
-                self.displace(name, t);
-                return Eviction::Evicted;
-            }
-        }
-        match self.aux_pods.get(name).filter(|p| p.namespace == namespace) {
-            Some(_) => {
-                self.aux_pods.remove(name);
-                Eviction::Evicted
-            }
-            None => Eviction::Gone,
-        }
-    }
-
-    /// Deleting a pod: as an eviction without budgets.
-    pub fn delete_pod(&mut self, namespace: &str, name: &str) {
-        if namespace == NAMESPACE && self.pods.contains_key(name) {
-            let t = self.now;
-            self.displace(name, t);
-        } else if self
-            .aux_pods
-            .get(name)
-            .is_some_and(|p| p.namespace == namespace)
-        {
-            self.aux_pods.remove(name);
-        }
-    }
-
-    /// Deleting a Node: the pod garbage collector deletes the pods bound to it.
-    pub fn delete_node(&mut self, name: &str) {
-        if self.nodes.remove(name).is_some() {
-            let t = self.now;
-            self.kill_pods_on(name, t);
-        }
-    }
-
-    /// A short-lived pod that pulls `images` on `node`; it has finished at once.
-    pub fn image_puller(
-        &mut self,
-        cluster: &str,
-        namespace: &str,
-        node: &str,
-        images: &[String],
-    ) -> String {
-        self.seq += 1;
-        let name = format!("nodewright-image-puller-{}", self.seq);
-        let mut p = PodInfo::new(namespace, &name);
-        p.node_name = Some(node.to_string());
-        p.phase = PodPhase::Succeeded;
-        p.labels
-            .insert(crate::LABEL_IMAGE_PULLER.to_string(), cluster.to_string());
-        p.images = images.to_vec();
-        p.created = at(self.now);
-        if let Some(n) = self.nodes.get_mut(node) {
-            n.info
-                .images
-                .extend(images.iter().map(|i| crate::plan::normalize_image(i)));
-        }
-        self.aux_pods.insert(name.clone(), p);
-        name
-    }
-
-    /// A new VM of `group`, booting; named `<cluster>-<group>-<n>` in creation order so
-    /// that a replay is the same every time.
-    pub fn create_vm(&mut self, group: &str, provider: &str) -> Option<Server> {
-        let spec = self.groups.get(group)?;
-        let boot_at = self.now + spec.boot_delay;
-        let memory = spec.shape.memory;
-        self.next_vm += 1;
-        let n = self.next_vm;
-        let server = Server {
-            id: format!("{provider}-{n}"),
-            name: format!("{}-{group}-{n:05}", self.cluster_name),
-            cluster: Some(self.cluster_name.clone()),
-            group: Some(group.to_string()),
-            status: ServerStatus::Building,
-            created: at(self.now),
-            memory_bytes: memory,
-            provider: provider.to_string(),
-        };
-        self.vm_stats.push(VmStat {
-            group: group.to_string(),
-            created: self.now,
-            deleted: None,
-        });
-        let stat = self.vm_stats.len() - 1;
-        self.vms.insert(
-            server.id.clone(),
-            Vm {
-                server: server.clone(),
-                stat,
-            },
-        );
-        self.push(boot_at, Event::Boot(server.id.clone()));
-        Some(server)
-    }
-
-    /// Deletes VM `id`; its node, if still there, stops reporting.
-    pub fn delete_vm(&mut self, id: &str) {
-        let Some(vm) = self.vms.remove(id) else {
-            return;
-        };
-        let t = self.now;
-        if let Some(s) = self.vm_stats.get_mut(vm.stat) {
-            s.deleted = Some(t);
-        }
-        self.node_lost(&vm.server.name, t);
     }
 }
