@@ -7,8 +7,8 @@ pub mod kamatera;
 pub mod openstack;
 pub mod proxmox;
 pub mod scenario;
-pub mod whatif;
 mod serve;
+pub mod whatif;
 
 use std::sync::Arc;
 
