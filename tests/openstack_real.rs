@@ -1197,7 +1197,8 @@ nodeGroups:
         assert_eq!(p.spec.and_then(|s| s.node_name), Some(vm.name.clone()));
     }
 
-    // Scale down: the pods go, someone cordons the node; nodewright deletes the Node, then the VM.
+    // Scale down: the pods go and nodewright's cordon is on the node (as a process that
+    // died after cordoning leaves it); nodewright deletes the Node, then the VM.
     cluster
         .scale_replicaset("default", "web", 0)
         .expect("scale to 0");
@@ -1206,7 +1207,7 @@ nodeGroups:
         .patch(
             &vm.name,
             &PatchParams::default(),
-            &Patch::Merge(json!({"spec": {"unschedulable": true}})),
+            &Patch::Merge(common::cordon_patch(true)),
         )
         .await
         .expect("cordon");
