@@ -11,9 +11,11 @@
 //!   CPU fit the room left on existing nodes, the 2-CPU ones need new nodes (a scale-up).
 //! - `affinity`: the same pods, of 50 deployments with required hostname anti-affinity
 //!   and a zone topology spread (maxSkew 1), with existing replicas that carry both.
-//! - `scale-down`: no pending pods; a tenth of the nodes are underused but run a pod
-//!   nothing else can take, and are tried (and refused) before a node that can go.
-//! - `full`: no pending pods, every node full: scale-down tries every node, none can go.
+//! - `scale-down`: no pending pods; a tenth of the nodes are under the consolidation
+//!   threshold but run a database pod (one per host) that nothing else can take, and
+//!   1% are under it with pods that fit elsewhere, unneeded for an hour: every candidate
+//!   is evicted in the model, then the removable ones are cordoned.
+//! - `full`: no pending pods, every node 98% full: a cycle with nothing to do.
 //!
 //! Figures per scenario: one plan (median of the runs), and the packing alone through
 //! the public `nodewright::plan::sched` API: first-fit of the pending pods over the
@@ -189,7 +191,7 @@ fn pack_pending(s: &Snapshot, config: &Config, runs: usize) -> anyhow::Result<()
     Ok(())
 }
 
-/// For every tenth node (in `scale-down`, the underused ones with one large pod): its
+/// For every tenth node (in `scale-down`, the underused ones with a database pod): its
 /// pods first-fit onto the other nodes and back, as scale-down tries a candidate.
 fn pack_evictions(s: &Snapshot, runs: usize) -> anyhow::Result<()> {
     let mut on_node: BTreeMap<&str, Vec<&PodInfo>> = BTreeMap::new();
@@ -316,21 +318,54 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
                         .push(pod(&format!("p-{i}-{j}"), Some(&name), 500, mem, &app, now));
                 }
             }
-            Kind::ScaleDown | Kind::Full if underused => {
-                // One 36 GiB pod: 56% used, yet nothing else has room for it.
+            Kind::ScaleDown if underused => {
+                // One 28 GiB database pod, one per host (anti-affinity): 44% used, so
+                // a consolidation candidate, yet no other node can take it.
+                let mut p = pod(&format!("db-{i}"), Some(&name), 500, 28 * GI, "db", now);
+                p.pod_anti_affinity.push(PodAffinityTerm {
+                    selector: LabelSelector {
+                        match_labels: BTreeMap::from([("app".to_string(), "db".to_string())]),
+                        ..LabelSelector::default()
+                    },
+                    namespaces: Namespaces::Listed(vec!["default".into()]),
+                    topology_key: HOST.into(),
+                });
+                s.pods.push(p);
+            }
+            Kind::ScaleDown if i % 100 == 5 => {
+                // 5 x (500m, 2 GiB) and a small pod: 16% used, and the pods fit the
+                // others' room; unneeded for an hour already, so consolidation takes it.
+                if let Some(n) = s.nodes.last_mut() {
+                    n.annotations.insert(
+                        "nodewright.io/unneeded-since".into(),
+                        humantime::format_rfc3339_seconds(now - Duration::from_secs(3600))
+                            .to_string(),
+                    );
+                }
+                for j in 0..5 {
+                    let app = format!("svc-{}", (i * PODS_PER_NODE + j) % 500);
+                    s.pods.push(pod(
+                        &format!("p-{i}-{j}"),
+                        Some(&name),
+                        500,
+                        2 * GI,
+                        &app,
+                        now,
+                    ));
+                }
+                // A small pod of the database's app keeps database pods off it.
                 s.pods.push(pod(
-                    &format!("p-{i}-big"),
+                    &format!("db-agent-{i}"),
                     Some(&name),
-                    500,
-                    36 * GI,
-                    "big",
+                    100,
+                    256 * MI,
+                    "db",
                     now,
                 ));
             }
             _ => {
-                // Full nodes: 2 GiB pods with 4 GiB free ("scale-down": the first of
-                // them can be spread over the others) or 2.1 GiB with 1 GiB free
-                // ("full": nothing moves).
+                // Full nodes: 30 x (500m, 2 GiB), 94% used, 1 CPU and 4 GiB free; in
+                // "full", 2.1 GiB pods leave 1 GiB.
                 let mem = if kind == Kind::Full {
                     2 * GI + 100 * MI
                 } else {

@@ -2,12 +2,14 @@
 //! in, what a new node of each group looks like, the scheduling model of the cluster
 //! and where the pending pods could go. Computed once per plan.
 
+use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
 use super::model::{NodeInfo, PodInfo, Snapshot};
+use super::sched::index::{FxHashMap, FxHashSet};
 use super::sched::{
     self, daemonset_overhead, group_template, well_known_labels, Model, Resources, Slot, SlotKind,
     Unfit,
@@ -126,6 +128,14 @@ pub struct View<'a> {
     pub pending: Pending<'a>,
     pub last_node_deleted: Option<SystemTime>,
     pub last_disruption_failure: Option<SystemTime>,
+    /// [`Self::model`], built once per plan and cloned for each step that needs it.
+    base_model: Model<'a>,
+    /// [`Self::requested_on`] of every node with pods.
+    requested: BTreeMap<&'a str, Resources>,
+    /// [`Self::active_size`] of every group, counted on first use.
+    active_sizes: OnceCell<BTreeMap<String, u32>>,
+    /// [`Self::free_total`], summed on first use (steps ask it once per candidate node).
+    free_totals: OnceCell<(i64, i64)>,
 }
 
 impl<'a> View<'a> {
@@ -174,14 +184,15 @@ impl<'a> View<'a> {
             }
         }
 
-        let mut pods_by_node: BTreeMap<&str, Vec<&PodInfo>> = BTreeMap::new();
+        // Hashed first, sorted once: far cheaper than a tree insert per pod.
+        let mut by_node: FxHashMap<&str, Vec<&PodInfo>> = FxHashMap::default();
         let mut unschedulable = Vec::new();
         for pod in &s.pods {
             if pod.is_terminal() {
                 continue;
             }
             match &pod.node_name {
-                Some(node) => pods_by_node.entry(node.as_str()).or_default().push(pod),
+                Some(node) => by_node.entry(node.as_str()).or_default().push(pod),
                 // DaemonSet pods wait for their own node, never for a new one.
                 None if pod.unschedulable && !pod.deleting && !pod.is_daemonset() => {
                     unschedulable.push(pod)
@@ -190,6 +201,24 @@ impl<'a> View<'a> {
             }
         }
 
+        let pods_by_node: BTreeMap<&str, Vec<&PodInfo>> = by_node.into_iter().collect();
+        let requested = pods_by_node
+            .iter()
+            .map(|(&node, pods)| {
+                let mut r = Resources::default();
+                for p in pods {
+                    r.add(&p.requests);
+                }
+                (node, r)
+            })
+            .collect();
+
+        // One pass for every group's DaemonSet overhead.
+        let daemonset_pods: Vec<&PodInfo> = s
+            .pods
+            .iter()
+            .filter(|p| p.is_daemonset() && !p.is_terminal())
+            .collect();
         let mut groups = BTreeMap::new();
         for g in &config.node_groups {
             let shape = s.group_shapes.get(&g.name);
@@ -215,7 +244,7 @@ impl<'a> View<'a> {
                 SlotKind::New(g.name.clone()),
                 0,
             );
-            let overhead = daemonset_overhead(&s.pods, &template);
+            let overhead = daemonset_overhead(daemonset_pods.iter().copied(), &template);
             groups.insert(
                 g.name.as_str(),
                 GroupInfo {
@@ -244,24 +273,37 @@ impl<'a> View<'a> {
             pending: Pending::default(),
             last_node_deleted: s.last_node_deleted,
             last_disruption_failure: s.last_disruption_failure,
+            base_model: Model::new(),
+            requested,
+            active_sizes: OnceCell::new(),
+            free_totals: OnceCell::new(),
         };
+        view.base_model = view.build_model(&unschedulable);
         view.pending = view.place_pending(unschedulable.clone());
+        let unhostable: FxHashSet<*const PodInfo> = view
+            .pending
+            .unhostable
+            .iter()
+            .map(|(u, _)| *u as *const PodInfo)
+            .collect();
         view.unschedulable = unschedulable
             .into_iter()
-            .filter(|p| {
-                !view
-                    .pending
-                    .unhostable
-                    .iter()
-                    .any(|(u, _)| std::ptr::eq(*u, *p))
-            })
+            .filter(|p| !unhostable.contains(&(*p as *const PodInfo)))
             .collect();
         view
     }
 
-    /// The model of the cluster as it is, plus a slot per VM still provisioning.
+    /// The model of the cluster as it is, plus a slot per VM still provisioning: a copy
+    /// of the one built with the view (far cheaper than rebuilding it from the pods).
     pub fn model(&self) -> Model<'a> {
-        let mut m = Model::of_cluster(self.nodes, self.pods);
+        self.base_model.clone()
+    }
+
+    /// The model [`Self::model`] copies, with the affinity and spread rules of `pending`
+    /// and of the running pods (scale-down moves those in the model) resolved in it
+    /// once rather than in every copy.
+    fn build_model(&self, pending: &[&'a PodInfo]) -> Model<'a> {
+        let mut m = Model::of_grouped_pods(self.nodes, |n| self.pods_on(n));
         for member in self.provisioning() {
             let Some(info) = self.groups.get(member.group.name.as_str()) else {
                 continue;
@@ -280,6 +322,19 @@ impl<'a> View<'a> {
             }
             m.add_slot(slot);
         }
+        m.prepare(pending);
+        let with_rules: Vec<&'a PodInfo> = self
+            .pods_by_node
+            .values()
+            .flatten()
+            .copied()
+            .filter(|p| {
+                !p.pod_anti_affinity.is_empty()
+                    || !p.pod_affinity.is_empty()
+                    || !p.spread.is_empty()
+            })
+            .collect();
+        m.prepare(&with_rules);
         m
     }
 
@@ -312,21 +367,18 @@ impl<'a> View<'a> {
         let grace = self.config.model_mismatch_grace;
         let mut need = left;
         let mut refused_again = Vec::new();
+        let newest_server = self.members.iter().map(|m| m.server.created).max();
         for (pod, i) in placed {
             let slot = &m.slots[i];
             let name = slot.name.to_string();
             match slot.kind {
                 SlotKind::Node => {
                     let since = pod.unschedulable_since.unwrap_or(pod.created);
-                    // One node per mismatch, never a node per cycle: once a VM was
-                    // created after the grace ran out, the pod waits for a person.
-                    let had_its_node = self
-                        .members
-                        .iter()
-                        .any(|m| m.server.created > since + grace);
                     if self.age(since) <= grace {
                         out.on_nodes.push((pod, name));
-                    } else if had_its_node {
+                    } else if newest_server.is_some_and(|t| t > since + grace) {
+                        // One node per mismatch, never a node per cycle: once a VM was
+                        // created after the grace ran out, the pod waits for a person.
                         refused_again.push((pod, name));
                     } else {
                         out.mismatched.push((pod, name));
@@ -456,11 +508,7 @@ impl<'a> View<'a> {
 
     /// Sum of requests of the (non-terminal) pods on `node`.
     pub fn requested_on(&self, node: &str) -> Resources {
-        let mut r = Resources::default();
-        for p in self.pods_on(node) {
-            r.add(&p.requests);
-        }
-        r
+        self.requested.get(node).cloned().unwrap_or_default()
     }
 
     pub fn free_on(&self, node: &NodeInfo) -> Resources {
@@ -503,23 +551,26 @@ impl<'a> View<'a> {
     /// shortfall shows. Pods that need new nodes (or fit nowhere) are not taken off:
     /// they will not use this room, and the room they need is not counted either.
     pub fn free_total(&self) -> (i64, i64) {
-        let mut mem = 0i64;
-        let mut cpu = 0i64;
-        for n in self.capacity_nodes() {
-            let used = self.requested_on(&n.name);
-            mem += n.allocatable.memory as i64 - used.memory as i64;
-            cpu += n.allocatable.cpu as i64 - used.cpu as i64;
-        }
-        for (p, _) in self
-            .pending
-            .on_nodes
-            .iter()
-            .chain(&self.pending.on_provisioning)
-        {
-            mem -= p.requests.memory as i64;
-            cpu -= p.requests.cpu as i64;
-        }
-        (mem, cpu)
+        // Not asked before `pending` is final (the end of `View::new`).
+        *self.free_totals.get_or_init(|| {
+            let mut mem = 0i64;
+            let mut cpu = 0i64;
+            for n in self.capacity_nodes() {
+                let used = self.requested_on(&n.name);
+                mem += n.allocatable.memory as i64 - used.memory as i64;
+                cpu += n.allocatable.cpu as i64 - used.cpu as i64;
+            }
+            for (p, _) in self
+                .pending
+                .on_nodes
+                .iter()
+                .chain(&self.pending.on_provisioning)
+            {
+                mem -= p.requests.memory as i64;
+                cpu -= p.requests.cpu as i64;
+            }
+            (mem, cpu)
+        })
     }
 
     /// (memory, CPU milli) that VMs still provisioning will bring.
@@ -546,12 +597,19 @@ impl<'a> View<'a> {
 
     /// VMs of a group that count toward `minSize`: not failed and not cordoned for removal.
     pub fn active_size(&self, group: &str) -> u32 {
-        self.members
-            .iter()
-            .filter(|m| m.group.name == group)
-            .filter(|m| matches!(m.state, ServerState::Provisioning | ServerState::Joined))
-            .filter(|m| !m.cordoned())
-            .count() as u32
+        let sizes = self.active_sizes.get_or_init(|| {
+            let mut sizes = BTreeMap::new();
+            for m in self
+                .members
+                .iter()
+                .filter(|m| matches!(m.state, ServerState::Provisioning | ServerState::Joined))
+                .filter(|m| !m.cordoned())
+            {
+                *sizes.entry(m.group.name.clone()).or_insert(0) += 1;
+            }
+            sizes
+        });
+        sizes.get(group).copied().unwrap_or(0)
     }
 
     pub fn age(&self, t: SystemTime) -> Duration {

@@ -9,15 +9,17 @@
 //! - the required anti-affinity terms of placed pods are grouped by term, with the
 //!   number of owners per domain: a check looks at the groups whose term selects the
 //!   incoming pod (found once per pod), never at every pod with anti-affinity;
-//! - placed pods are grouped by (namespace, labels), so building a rule's counts tests
-//!   its selector once per group of alike pods rather than once per pod;
+//! - placed pods are indexed by the value of the label keys selectors match on (`app`
+//!   and the like), so building a rule's counts looks only at the pods carrying its
+//!   first `matchLabels` pair, and a placement updates only the rules watching its
+//!   value (selectors without `matchLabels` are checked against every pod);
 //! - the rules of a pod are resolved to count indexes once per pod, not per check;
 //! - a spread rule keeps a histogram of its domains' counts, for the minimum.
 
 use std::collections::BTreeMap;
 
 use super::index::FxHashMap;
-use super::spec::{LabelSelector, Namespaces, NodeSelectorTerm, PodAffinityTerm};
+use super::spec::{LabelSelector, Namespaces, NodeSelectorTerm, PodAffinityTerm, SpreadConstraint};
 use super::{Slot, Unfit};
 use crate::plan::model::{PodInfo, Toleration};
 
@@ -71,12 +73,13 @@ impl CountKey {
         }
     }
 
-    fn selects(&self, c: &Class<'_>) -> bool {
-        !c.deleting && self.namespaces.contains(c.namespace) && self.selector.matches(c.labels)
+    fn selects(&self, p: &PodInfo) -> bool {
+        !p.deleting && self.namespaces.contains(&p.namespace) && self.selector.matches(&p.labels)
     }
 }
 
 /// The domains of one topology key: each slot's value of that label, interned.
+#[derive(Clone)]
 struct Topology {
     key: String,
     ids: FxHashMap<String, u32>,
@@ -110,19 +113,60 @@ impl Topology {
     }
 }
 
-/// The domains a spread rule counts over: those of eligible slots.
-#[derive(Default)]
-struct SpreadDomains {
+/// The domains spread rules count over: those of the slots their eligibility admits.
+/// Shared by every spread rule with the same eligibility and topology key (most spread
+/// rules differ only in their selector).
+#[derive(Clone)]
+struct Domains {
+    eligibility: Eligibility,
+    topo: usize,
     /// Per slot.
     eligible: Vec<bool>,
     /// Per domain: how many eligible slots carry it (a domain is present when > 0).
     slots: Vec<u32>,
     present: u32,
-    /// Pod count -> number of present domains with that count.
+    /// The spread counts over these domains.
+    watchers: Vec<u32>,
+}
+
+impl Domains {
+    fn is_present(&self, d: u32) -> bool {
+        self.slots.get(d as usize).is_some_and(|&n| n > 0)
+    }
+
+    /// An eligible slot of domain `d` comes (`up`) or goes: whether `d` became present
+    /// or absent.
+    fn slot(&mut self, d: u32, up: bool) -> bool {
+        let d = d as usize;
+        if self.slots.len() <= d {
+            self.slots.resize(d + 1, 0);
+        }
+        if up {
+            self.slots[d] += 1;
+            if self.slots[d] == 1 {
+                self.present += 1;
+                return true;
+            }
+        } else if self.slots[d] > 0 {
+            self.slots[d] -= 1;
+            if self.slots[d] == 0 {
+                self.present = self.present.saturating_sub(1);
+                return true;
+            }
+        }
+        false
+    }
+}
+
+/// A spread rule's view of its domains: which [`Domains`], and its pod count ->
+/// number of present domains with that count, for the minimum.
+#[derive(Clone)]
+struct Spread {
+    domains: usize,
     histogram: BTreeMap<u32, u32>,
 }
 
-impl SpreadDomains {
+impl Spread {
     fn min(&self) -> u32 {
         self.histogram.keys().next().copied().unwrap_or(0)
     }
@@ -140,39 +184,15 @@ impl SpreadDomains {
             *self.histogram.entry(t).or_insert(0) += 1;
         }
     }
-
-    /// An eligible slot of domain `d` (whose count is `count`) comes or goes.
-    fn slot(&mut self, d: u32, count: u32, up: bool) {
-        let d = d as usize;
-        if self.slots.len() <= d {
-            self.slots.resize(d + 1, 0);
-        }
-        if up {
-            self.slots[d] += 1;
-            if self.slots[d] == 1 {
-                self.present += 1;
-                self.hist_move(None, Some(count));
-            }
-        } else {
-            self.slots[d] = self.slots[d].saturating_sub(1);
-            if self.slots[d] == 0 {
-                self.present = self.present.saturating_sub(1);
-                self.hist_move(Some(count), None);
-            }
-        }
-    }
-
-    fn is_present(&self, d: u32) -> bool {
-        self.slots.get(d as usize).is_some_and(|&n| n > 0)
-    }
 }
 
+#[derive(Clone)]
 struct Counts {
     key: CountKey,
     topo: usize,
     by_domain: Vec<u32>,
     total: u32,
-    spread: Option<SpreadDomains>,
+    spread: Option<Spread>,
 }
 
 impl Counts {
@@ -181,9 +201,14 @@ impl Counts {
     }
 
     /// A selected pod is placed on (or taken off) slot `i`.
-    fn placed(&mut self, topos: &[Topology], i: usize, up: bool) {
+    fn placed(&mut self, topos: &[Topology], domains: &[Domains], i: usize, up: bool) {
         if let Some(sp) = &self.spread {
-            if !sp.eligible.get(i).copied().unwrap_or(false) {
+            if !domains[sp.domains]
+                .eligible
+                .get(i)
+                .copied()
+                .unwrap_or(false)
+            {
                 return;
             }
         }
@@ -203,7 +228,7 @@ impl Counts {
             self.total = self.total.saturating_sub(1);
         }
         if let Some(sp) = &mut self.spread {
-            if sp.is_present(d) {
+            if domains[sp.domains].is_present(d) {
                 sp.hist_move(Some(old), Some(new));
             }
         }
@@ -212,32 +237,57 @@ impl Counts {
 
 /// Required anti-affinity terms of placed pods, one group per distinct term, with how
 /// many of their owners are in each domain.
+#[derive(Clone)]
 struct AntiGroup<'a> {
     term: &'a PodAffinityTerm,
     topo: usize,
     by_domain: Vec<u32>,
 }
 
-/// Placed pods alike for every selector: same namespace, labels and deletion state.
-struct Class<'a> {
-    namespace: &'a str,
-    labels: &'a BTreeMap<String, String>,
-    deleting: bool,
-    /// The slot of each pod of the class (a multiset).
-    slots: Vec<u32>,
-    /// The counts whose selector takes this class, among the first `keys_seen` counts.
-    keys: Vec<u32>,
-    keys_seen: usize,
+/// Placed pods by their value of one label key, and the counts whose selector's first
+/// `matchLabels` pair is on that key, by value.
+#[derive(Clone)]
+struct Postings<'a> {
+    key: String,
+    /// Value -> (slot, pod) of every placed pod with that value (a multiset).
+    pods: FxHashMap<&'a str, Vec<(u32, &'a PodInfo)>>,
+    /// Value -> counts to update when such a pod is placed or taken off.
+    watchers: FxHashMap<String, Vec<u32>>,
 }
 
-#[derive(PartialEq, Eq, Hash)]
-struct ClassKey<'a> {
+/// Everything [`PodRules`] are derived from, borrowed: pods equal in all of it (the
+/// replicas of one workload) share their resolved rules.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+struct RuleSig<'a> {
     namespace: &'a str,
     labels: &'a BTreeMap<String, String>,
     deleting: bool,
+    anti: &'a [PodAffinityTerm],
+    affinity: &'a [PodAffinityTerm],
+    spread: &'a [SpreadConstraint],
+    node_selector: &'a BTreeMap<String, String>,
+    node_affinity: &'a Option<Vec<NodeSelectorTerm>>,
+    tolerations: &'a [Toleration],
+}
+
+impl<'a> RuleSig<'a> {
+    fn of(p: &'a PodInfo) -> RuleSig<'a> {
+        RuleSig {
+            namespace: &p.namespace,
+            labels: &p.labels,
+            deleting: p.deleting,
+            anti: &p.pod_anti_affinity,
+            affinity: &p.pod_affinity,
+            spread: &p.spread,
+            node_selector: &p.node_selector,
+            node_affinity: &p.node_affinity,
+            tolerations: &p.tolerations,
+        }
+    }
 }
 
 /// A pod's rules resolved to counts, and the anti-affinity groups that reject it.
+#[derive(Clone)]
 struct PodRules {
     anti: Vec<u32>,
     affinity: Vec<u32>,
@@ -251,20 +301,32 @@ struct PodRules {
 }
 
 /// Everything the inter-pod and spread filters count, kept current by the model.
-#[derive(Default)]
+#[derive(Default, Clone)]
 pub struct Index<'a> {
     topos: Vec<Topology>,
     topo_ids: FxHashMap<String, usize>,
     groups: Vec<AntiGroup<'a>>,
     group_ids: FxHashMap<&'a PodAffinityTerm, u32>,
+    /// Groups by the first `matchLabels` pair of their term (label key -> value ->
+    /// groups), and those whose term has none: a pod is tested against the groups
+    /// filed under its own label values only.
+    group_index: FxHashMap<String, FxHashMap<String, Vec<u32>>>,
+    unindexed_groups: Vec<u32>,
     counts: Vec<Counts>,
     count_ids: FxHashMap<CountKey, u32>,
-    classes: Vec<Class<'a>>,
-    class_ids: FxHashMap<ClassKey<'a>, u32>,
-    classes_built: bool,
+    domains: Vec<Domains>,
+    domain_ids: FxHashMap<(Eligibility, usize), usize>,
+    postings: Vec<Postings<'a>>,
+    postings_ids: FxHashMap<String, usize>,
+    /// Counts whose selector has no `matchLabels`: every placement is checked against them.
+    unindexed: Vec<u32>,
     rules: Vec<PodRules>,
     /// Pod address -> index in `rules`.
     rule_ids: FxHashMap<usize, u32>,
+    /// Pods alike in their rules -> index in `rules`.
+    rule_sigs: FxHashMap<RuleSig<'a>, u32>,
+    /// The last pod looked up in `rule_ids` (a scan checks one pod against many slots).
+    last_rules: Option<(usize, u32)>,
 }
 
 impl<'a> Index<'a> {
@@ -278,39 +340,27 @@ impl<'a> Index<'a> {
         t
     }
 
-    fn class(&mut self, pod: &'a PodInfo) -> u32 {
-        let key = ClassKey {
-            namespace: &pod.namespace,
-            labels: &pod.labels,
-            deleting: pod.deleting,
-        };
-        if let Some(&c) = self.class_ids.get(&key) {
-            return c;
+    /// The postings of label `key`, built from every placed pod on first use.
+    fn postings(&mut self, key: &str, pods_on: &[Vec<&'a PodInfo>]) -> usize {
+        if let Some(&p) = self.postings_ids.get(key) {
+            return p;
         }
-        let c = self.classes.len() as u32;
-        self.classes.push(Class {
-            namespace: &pod.namespace,
-            labels: &pod.labels,
-            deleting: pod.deleting,
-            slots: Vec::new(),
-            keys: Vec::new(),
-            keys_seen: 0,
-        });
-        self.class_ids.insert(key, c);
-        c
-    }
-
-    fn ensure_classes(&mut self, pods_on: &[Vec<&'a PodInfo>]) {
-        if self.classes_built {
-            return;
-        }
-        self.classes_built = true;
-        for (i, pods) in pods_on.iter().enumerate() {
-            for &p in pods {
-                let c = self.class(p) as usize;
-                self.classes[c].slots.push(i as u32);
+        let mut pods: FxHashMap<&'a str, Vec<(u32, &'a PodInfo)>> = FxHashMap::default();
+        for (i, on) in pods_on.iter().enumerate() {
+            for &p in on {
+                if let Some(v) = p.labels.get(key) {
+                    pods.entry(v.as_str()).or_default().push((i as u32, p));
+                }
             }
         }
+        let p = self.postings.len();
+        self.postings.push(Postings {
+            key: key.to_string(),
+            pods,
+            watchers: FxHashMap::default(),
+        });
+        self.postings_ids.insert(key.to_string(), p);
+        p
     }
 
     /// Slot `slots.len() - 1` was just added.
@@ -322,19 +372,19 @@ impl<'a> Index<'a> {
         for t in &mut self.topos {
             t.push(slot);
         }
-        for c in &mut self.counts {
-            let Some(sp) = &mut c.spread else {
-                continue;
-            };
-            let Some(e) = &c.key.spread else {
-                continue;
-            };
-            let ok = e.admits(slot);
-            sp.eligible.push(ok);
-            if ok {
-                if let Some(d) = self.topos[c.topo].slot_domain[i] {
-                    let count = c.by_domain.get(d as usize).copied().unwrap_or(0);
-                    sp.slot(d, count, true);
+        for e in &mut self.domains {
+            let ok = e.eligibility.admits(slot);
+            e.eligible.push(ok);
+            let d = self.topos[e.topo].slot_domain[i];
+            if let (true, Some(d)) = (ok, d) {
+                if e.slot(d, true) {
+                    for &k in &e.watchers {
+                        let c = &mut self.counts[k as usize];
+                        let count = c.get(d);
+                        if let Some(sp) = &mut c.spread {
+                            sp.hist_move(None, Some(count));
+                        }
+                    }
                 }
             }
         }
@@ -342,17 +392,20 @@ impl<'a> Index<'a> {
 
     /// Slot `i`, the last one, is about to be removed (nothing is placed on it).
     pub fn slot_removing(&mut self, i: usize) {
-        for c in &mut self.counts {
-            let Some(sp) = &mut c.spread else {
-                continue;
-            };
-            if sp.eligible.get(i).copied().unwrap_or(false) {
-                if let Some(d) = self.topos[c.topo].slot_domain.get(i).copied().flatten() {
-                    let count = c.by_domain.get(d as usize).copied().unwrap_or(0);
-                    sp.slot(d, count, false);
+        for e in &mut self.domains {
+            let d = self.topos[e.topo].slot_domain.get(i).copied().flatten();
+            if let (true, Some(d)) = (e.eligible.get(i).copied().unwrap_or(false), d) {
+                if e.slot(d, false) {
+                    for &k in &e.watchers {
+                        let c = &mut self.counts[k as usize];
+                        let count = c.get(d);
+                        if let Some(sp) = &mut c.spread {
+                            sp.hist_move(Some(count), None);
+                        }
+                    }
                 }
             }
-            sp.eligible.truncate(i);
+            e.eligible.truncate(i);
         }
         for t in &mut self.topos {
             t.slot_domain.truncate(i);
@@ -373,6 +426,16 @@ impl<'a> Index<'a> {
                         by_domain: Vec::new(),
                     });
                     self.group_ids.insert(term, g as u32);
+                    match term.selector.match_labels.iter().next() {
+                        Some((k, v)) => self
+                            .group_index
+                            .entry(k.clone())
+                            .or_default()
+                            .entry(v.clone())
+                            .or_default()
+                            .push(g as u32),
+                        None => self.unindexed_groups.push(g as u32),
+                    }
                     g
                 }
             };
@@ -389,30 +452,59 @@ impl<'a> Index<'a> {
                 }
             }
         }
-        if !self.classes_built {
-            return;
+        for post in &mut self.postings {
+            let Some(v) = pod.labels.get(&post.key) else {
+                continue;
+            };
+            let list = post.pods.entry(v.as_str()).or_default();
+            if up {
+                list.push((i as u32, pod));
+            } else if let Some(pos) = list
+                .iter()
+                .rposition(|&(s, p)| s as usize == i && std::ptr::eq(p, pod))
+            {
+                list.swap_remove(pos);
+            }
+            if let Some(watchers) = post.watchers.get(v.as_str()) {
+                for &k in watchers {
+                    let c = &mut self.counts[k as usize];
+                    if c.key.selects(pod) {
+                        c.placed(&self.topos, &self.domains, i, up);
+                    }
+                }
+            }
         }
-        let c = self.class(pod) as usize;
-        self.refresh_keys(c);
-        let class = &mut self.classes[c];
-        if up {
-            class.slots.push(i as u32);
-        } else if let Some(pos) = class.slots.iter().rposition(|&s| s as usize == i) {
-            class.slots.swap_remove(pos);
-        }
-        for &k in &class.keys {
-            self.counts[k as usize].placed(&self.topos, i, up);
+        for &k in &self.unindexed {
+            let c = &mut self.counts[k as usize];
+            if c.key.selects(pod) {
+                c.placed(&self.topos, &self.domains, i, up);
+            }
         }
     }
 
-    fn refresh_keys(&mut self, c: usize) {
-        let class = &mut self.classes[c];
-        while class.keys_seen < self.counts.len() {
-            if self.counts[class.keys_seen].key.selects(class) {
-                class.keys.push(class.keys_seen as u32);
-            }
-            class.keys_seen += 1;
+    fn domains(&mut self, e: &Eligibility, topo: usize, slots: &[Slot<'_>]) -> usize {
+        if let Some(&d) = self.domain_ids.get(&(e.clone(), topo)) {
+            return d;
         }
+        let mut domains = Domains {
+            eligibility: e.clone(),
+            topo,
+            eligible: Vec::with_capacity(slots.len()),
+            slots: Vec::new(),
+            present: 0,
+            watchers: Vec::new(),
+        };
+        for (i, s) in slots.iter().enumerate() {
+            let ok = e.admits(s);
+            domains.eligible.push(ok);
+            if let (true, Some(d)) = (ok, self.topos[topo].slot_domain[i]) {
+                domains.slot(d, true);
+            }
+        }
+        let d = self.domains.len();
+        self.domains.push(domains);
+        self.domain_ids.insert((e.clone(), topo), d);
+        d
     }
 
     fn count(&mut self, key: CountKey, slots: &[Slot<'_>], pods_on: &[Vec<&'a PodInfo>]) -> u32 {
@@ -420,19 +512,20 @@ impl<'a> Index<'a> {
             return k;
         }
         let topo = self.topo(&key.topology_key, slots);
-        self.ensure_classes(pods_on);
+        let k = self.counts.len() as u32;
         let spread = key.spread.as_ref().map(|e| {
-            let mut sp = SpreadDomains::default();
-            for (i, s) in slots.iter().enumerate() {
-                let ok = e.admits(s);
-                sp.eligible.push(ok);
-                if ok {
-                    if let Some(d) = self.topos[topo].slot_domain[i] {
-                        sp.slot(d, 0, true);
-                    }
-                }
+            let domains = self.domains(e, topo, slots);
+            self.domains[domains].watchers.push(k);
+            let present = self.domains[domains].present;
+            Spread {
+                domains,
+                // Every present domain starts at zero pods.
+                histogram: if present > 0 {
+                    BTreeMap::from([(0, present)])
+                } else {
+                    BTreeMap::new()
+                },
             }
-            sp
         });
         let mut c = Counts {
             key,
@@ -441,14 +534,37 @@ impl<'a> Index<'a> {
             total: 0,
             spread,
         };
-        for class in &self.classes {
-            if c.key.selects(class) {
-                for &s in &class.slots {
-                    c.placed(&self.topos, s as usize, true);
+        // Pods selected must carry the first `matchLabels` pair: only those are looked
+        // at, now and as pods are placed.
+        let first = c
+            .key
+            .selector
+            .match_labels
+            .iter()
+            .next()
+            .map(|(l, v)| (l.clone(), v.clone()));
+        match first {
+            Some((label, value)) => {
+                let post = self.postings(&label, pods_on);
+                let post = &mut self.postings[post];
+                for &(s, p) in post.pods.get(value.as_str()).into_iter().flatten() {
+                    if c.key.selects(p) {
+                        c.placed(&self.topos, &self.domains, s as usize, true);
+                    }
                 }
+                post.watchers.entry(value).or_default().push(k);
+            }
+            None => {
+                for (s, on) in pods_on.iter().enumerate() {
+                    for &p in on {
+                        if c.key.selects(p) {
+                            c.placed(&self.topos, &self.domains, s, true);
+                        }
+                    }
+                }
+                self.unindexed.push(k);
             }
         }
-        let k = self.counts.len() as u32;
         self.count_ids.insert(c.key.clone(), k);
         self.counts.push(c);
         k
@@ -461,8 +577,16 @@ impl<'a> Index<'a> {
         pods_on: &[Vec<&'a PodInfo>],
     ) -> usize {
         let addr = pod as *const PodInfo as usize;
-        let r = match self.rule_ids.get(&addr) {
-            Some(&r) => r as usize,
+        let known = match self.last_rules {
+            Some((a, r)) if a == addr => Some(r),
+            _ => self.rule_ids.get(&addr).copied().or_else(|| {
+                let r = self.rule_sigs.get(&RuleSig::of(pod)).copied()?;
+                self.rule_ids.insert(addr, r);
+                Some(r)
+            }),
+        };
+        let r = match known {
+            Some(r) => r as usize,
             None => {
                 let anti = pod
                     .pod_anti_affinity
@@ -517,10 +641,26 @@ impl<'a> Index<'a> {
                     groups_seen: 0,
                 });
                 self.rule_ids.insert(addr, r as u32);
+                self.rule_sigs.insert(RuleSig::of(pod), r as u32);
                 r
             }
         };
+        self.last_rules = Some((addr, r as u32));
         let rules = &mut self.rules[r];
+        if rules.groups_seen == 0 && !pod.deleting {
+            let filed = self.group_index.iter().filter_map(|(k, by_value)| {
+                pod.labels.get(k).and_then(|v| by_value.get(v.as_str()))
+            });
+            for &g in filed.flatten().chain(&self.unindexed_groups) {
+                if self.groups[g as usize]
+                    .term
+                    .selects(&pod.namespace, &pod.labels)
+                {
+                    rules.groups.push(g);
+                }
+            }
+            rules.groups_seen = self.groups.len();
+        }
         while rules.groups_seen < self.groups.len() {
             let g = rules.groups_seen;
             if !pod.deleting && self.groups[g].term.selects(&pod.namespace, &pod.labels) {
@@ -529,6 +669,17 @@ impl<'a> Index<'a> {
             rules.groups_seen += 1;
         }
         r
+    }
+
+    /// Resolves `pod`'s rules now (see [`super::Model::prepare`]).
+    pub fn prepare(&mut self, slots: &[Slot<'_>], pods_on: &[Vec<&'a PodInfo>], pod: &'a PodInfo) {
+        if !self.groups.is_empty()
+            || !pod.pod_anti_affinity.is_empty()
+            || !pod.pod_affinity.is_empty()
+            || !pod.spread.is_empty()
+        {
+            self.rules(pod, slots, pods_on);
+        }
     }
 
     /// The inter-pod and spread filters for `pod` on slot `i`.
@@ -592,7 +743,10 @@ impl<'a> Index<'a> {
             let Some(d) = domain(c.topo) else {
                 return Err(Unfit::MissingTopologyLabel(spec.topology_key.clone()));
             };
-            let (domains, lowest) = c.spread.as_ref().map_or((0, 0), |s| (s.present, s.min()));
+            let (domains, lowest) = c
+                .spread
+                .as_ref()
+                .map_or((0, 0), |s| (self.domains[s.domains].present, s.min()));
             let min = if spec.min_domains.is_some_and(|n| domains < n) {
                 0
             } else {

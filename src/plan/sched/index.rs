@@ -68,6 +68,7 @@ impl Hasher for FxHasher {
 
 pub type FxBuild = BuildHasherDefault<FxHasher>;
 pub type FxHashMap<K, V> = std::collections::HashMap<K, V, FxBuild>;
+pub type FxHashSet<K> = std::collections::HashSet<K, FxBuild>;
 
 /// Dimensions the room tree tracks: cpu, memory, ephemeral storage, pod slots. Other
 /// resources (hugepages, GPUs) are checked on the slot itself.
@@ -111,6 +112,9 @@ fn max(a: &Room, b: &Room) -> Room {
         a[3].max(b[3]),
     ]
 }
+
+/// Leaves read in a row before the tree takes over in [`RoomTree::collect`].
+const LINEAR: usize = 16;
 
 /// Per-dimension maxima of the room of every slot, as a segment tree: a subtree whose
 /// maximum cannot cover a request holds no slot that can, and is skipped whole.
@@ -188,6 +192,64 @@ impl RoomTree {
         self.descend(1, 0, self.cap, from, end, need)
     }
 
+    /// Appends to `out`, in order, the slots at or after `from` (and before `end`) whose
+    /// room covers `need`, until `out` holds `max`: one walk of the tree for many slots.
+    pub fn collect(&self, from: usize, end: usize, need: &Room, max: usize, out: &mut Vec<usize>) {
+        let end = end.min(self.len);
+        if from >= end || out.len() >= max || !covers(&self.tree[1], need) {
+            return;
+        }
+        // Where slots with room come thick, reading the leaves in a row is cheaper than
+        // walking down to each; where they come thin, the tree skips the gaps.
+        let mut from = from;
+        loop {
+            let window = end.min(from + LINEAR);
+            let before = out.len();
+            while from < window {
+                if covers(&self.tree[self.cap + from], need) {
+                    out.push(from);
+                    if out.len() >= max {
+                        return;
+                    }
+                }
+                from += 1;
+            }
+            if from >= end {
+                return;
+            }
+            if out.len() == before {
+                break;
+            }
+        }
+        // Depth-first, left to right, with an explicit stack of nodes; node `n` at depth
+        // `d` covers `size = cap >> d` slots from `(n - 2^d) * size`.
+        let mut stack = [0u32; 64];
+        stack[0] = 1;
+        let mut top = 1;
+        while top > 0 {
+            top -= 1;
+            let n = stack[top] as usize;
+            let depth = usize::BITS - 1 - n.leading_zeros();
+            let size = self.cap >> depth;
+            let lo = (n - (1 << depth)) * size;
+            let hi = lo + size;
+            if hi <= from || lo >= end || !covers(&self.tree[n], need) {
+                continue;
+            }
+            if size == 1 {
+                out.push(lo);
+                if out.len() >= max {
+                    return;
+                }
+                continue;
+            }
+            // Right child first on the stack, so the left half is walked first.
+            stack[top] = (2 * n + 1) as u32;
+            stack[top + 1] = (2 * n) as u32;
+            top += 2;
+        }
+    }
+
     fn descend(
         &self,
         n: usize,
@@ -228,11 +290,58 @@ mod tests {
         assert_eq!(t.first(0, 200, &[500, 0, 0, 1]), Some(10));
         t.truncate(100);
         assert_eq!(t.len(), 100);
-        // Slot 10 (room 1000) is still there; 150..200 are gone.
         assert_eq!(t.first(0, 1000, &[120, 0, 0, 1]), Some(10));
         assert_eq!(t.first(11, 1000, &[120, 0, 0, 1]), None);
         t.push([7, 7, 7, 7], false);
         assert_eq!(t.first(11, 1000, &[7, 7, 7, 7]), Some(100));
+        let mut out = Vec::new();
+        t.collect(0, 1000, &[90, 0, 0, 1], 3, &mut out);
+        assert_eq!(out, vec![10, 90, 91]);
+        out.clear();
+        t.collect(92, 100, &[90, 0, 0, 1], 100, &mut out);
+        assert_eq!(out, (92..100).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn collect_finds_what_a_linear_scan_finds() {
+        let mut seed = 0x2545_f491_4f6c_dd1d_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            seed
+        };
+        for round in 0..200 {
+            let mut t = RoomTree::default();
+            let len = (next() % 300) as usize;
+            // Densities from none to every slot.
+            let dense = next() % 5;
+            let mut rooms = Vec::new();
+            for _ in 0..len {
+                let r = if next() % 5 < dense {
+                    [next() % 10, next() % 10, 1, 1 + next() % 3]
+                } else {
+                    [0, 0, 0, 0]
+                };
+                rooms.push(r);
+                t.push(r, round % 2 == 0);
+            }
+            t.rebuild();
+            for _ in 0..20 {
+                let need = [next() % 6, next() % 6, 0, 1];
+                let from = (next() % (len as u64 + 1)) as usize;
+                let end = (next() % (len as u64 + 10)) as usize;
+                let max = 1 + (next() % 70) as usize;
+                let want: Vec<usize> = (from..end.min(len))
+                    .filter(|&i| covers(&rooms[i], &need))
+                    .take(max)
+                    .collect();
+                let mut got = Vec::new();
+                t.collect(from, end, &need, max, &mut got);
+                assert_eq!(got, want, "round {round}");
+                assert_eq!(t.first(from, end, &need), want.first().copied());
+            }
+        }
     }
 
     #[test]

@@ -45,18 +45,28 @@ fn monotone(p: &PodInfo) -> bool {
 /// The packing order: higher priority first, then the larger share of a reference
 /// node's CPU or memory, then by name so the same input always packs the same way.
 pub fn sort_for_packing(pods: &mut [&PodInfo], reference: &Resources) {
-    pods.sort_by(|a, b| {
+    // Each pod's share computed once, not once per comparison.
+    let mut keyed: Vec<(f64, &PodInfo)> = pods
+        .iter()
+        .map(|&p| (p.requests.dominant_share(reference), p))
+        .collect();
+    keyed.sort_by(|(sa, a), (sb, b)| {
         b.priority
             .cmp(&a.priority)
-            .then_with(|| {
-                b.requests
-                    .dominant_share(reference)
-                    .total_cmp(&a.requests.dominant_share(reference))
-            })
+            .then_with(|| sb.total_cmp(sa))
             .then_with(|| a.namespace.cmp(&b.namespace))
             .then_with(|| a.name.cmp(&b.name))
     });
+    for (slot, (_, p)) in pods.iter_mut().zip(keyed) {
+        *slot = p;
+    }
 }
+
+/// Refusals a pod's scan must meet before its cursor is worth a hash.
+const CURSOR_AFTER: usize = 2;
+
+/// Most slots fetched from the room index at once while scanning.
+const MAX_BATCH: usize = 64;
 
 /// Places each pod (in the given order) on the first slot that takes it among those
 /// `eligible` admits; returns (pod, slot) for the placed ones and the rest.
@@ -92,31 +102,50 @@ fn fit<'a>(
     // Cursors are slot indexes: a pod starts where the last alike pod was placed (or
     // past the end when it was not).
     let mut cursors: FxHashMap<Signature<'a>, usize> = FxHashMap::default();
+    let mut buf = Vec::new();
     let mut placed = Vec::new();
     let mut left = Vec::new();
     for &pod in pods {
-        let key = monotone(pod).then(|| signature(pod));
-        let mut pos = key
-            .as_ref()
-            .and_then(|k| cursors.get(k).copied())
-            .unwrap_or(0);
+        // Hashing a signature costs more than a short scan: a cursor is only kept for
+        // pods that had to pass slots that refused them, and only looked up once some
+        // cursor exists.
+        let (cursor, key) = match monotone(pod).then(|| signature(pod)) {
+            Some(k) if !cursors.is_empty() => (Some(cursors.entry(k).or_insert(0)), None),
+            k => (None, k),
+        };
+        let mut pos = cursor.as_deref().copied().unwrap_or(0);
         let mut found = None;
+        let mut refused = 0usize;
         // Slots without room for its CPU, memory, storage or pod slot are skipped
-        // wholesale; the rest are checked in order.
-        while let Some(i) = m.next_with_room(pos, end, &pod.requests) {
-            let s = &m.slots[i];
-            if s.usable && eligible(s) && m.check(pod, i).is_ok() {
-                found = Some(i);
-                pos = i;
+        // wholesale; the rest are checked in order, fetched in growing batches.
+        let mut batch = 1;
+        'scan: loop {
+            buf.clear();
+            m.slots_with_room(pos, end, &pod.requests, batch, &mut buf);
+            if buf.is_empty() {
                 break;
             }
-            pos = i + 1;
+            for &i in &buf {
+                let s = &m.slots[i];
+                if s.usable && eligible(s) && m.check(pod, i).is_ok() {
+                    found = Some(i);
+                    pos = i;
+                    break 'scan;
+                }
+                refused += 1;
+                pos = i + 1;
+            }
+            batch = (batch * 2).min(MAX_BATCH);
         }
         if found.is_none() {
             pos = end;
         }
-        if let Some(k) = key {
-            cursors.insert(k, pos);
+        match (cursor, key) {
+            (Some(c), _) => *c = pos,
+            (None, Some(k)) if refused > CURSOR_AFTER => {
+                cursors.insert(k, pos);
+            }
+            _ => {}
         }
         match found {
             Some(i) => {
@@ -177,6 +206,8 @@ pub fn pack_new_nodes<'a>(
     let mut placed = Vec::new();
     let mut over_room = Vec::new();
     let mut cursors: FxHashMap<Signature<'a>, usize> = FxHashMap::default();
+    cursors.reserve(pods.len().min(256));
+    let mut buf = Vec::new();
     for &pod in pods {
         // Cheap refusal first: a pod that no empty node of this group takes.
         if static_check(pod, &empty, false).is_err()
@@ -184,26 +215,32 @@ pub fn pack_new_nodes<'a>(
         {
             continue;
         }
-        let key = monotone(pod).then(|| signature(pod));
-        let mut pos = key
-            .as_ref()
-            .and_then(|k| cursors.get(k).copied())
-            .unwrap_or(0);
+        let cursor = monotone(pod).then(|| cursors.entry(signature(pod)).or_insert(0));
+        let mut pos = cursor.as_deref().copied().unwrap_or(0);
         let mut found = None;
         let end = base + new_slots.len();
-        while let Some(i) = m.next_with_room(base + pos, end, &pod.requests) {
-            if m.dynamic_check(pod, i).is_ok() {
-                found = Some(i);
-                pos = i - base;
+        let mut batch = 1;
+        'scan: loop {
+            buf.clear();
+            m.slots_with_room(base + pos, end, &pod.requests, batch, &mut buf);
+            if buf.is_empty() {
                 break;
             }
-            pos = i - base + 1;
+            for &i in &buf {
+                if m.dynamic_check(pod, i).is_ok() {
+                    found = Some(i);
+                    pos = i - base;
+                    break 'scan;
+                }
+                pos = i - base + 1;
+            }
+            batch = (batch * 2).min(MAX_BATCH);
         }
         if found.is_none() {
             pos = new_slots.len();
         }
-        if let Some(k) = key {
-            cursors.insert(k, pos);
+        if let Some(c) = cursor {
+            *c = pos;
         }
         if found.is_none() {
             if new_slots.len() as u32 >= room {

@@ -120,11 +120,18 @@ pub fn group_template(
 
 /// Requests of the DaemonSet pods that will run on a node shaped like `slot`: one
 /// running pod of each DaemonSet in the cluster stands for it, judged by its selector,
-/// node affinity (without the per-node name pin) and tolerations.
-pub fn daemonset_overhead(pods: &[PodInfo], slot: &Slot<'_>) -> Resources {
+/// node affinity (without the per-node name pin) and tolerations. `pods` may be every
+/// pod or only the DaemonSet ones (cheaper when asked for several groups).
+pub fn daemonset_overhead<'p>(
+    pods: impl IntoIterator<Item = &'p PodInfo>,
+    slot: &Slot<'_>,
+) -> Resources {
     let mut seen = BTreeSet::new();
     let mut total = Resources::default();
-    for p in pods.iter().filter(|p| p.is_daemonset() && !p.is_terminal()) {
+    for p in pods
+        .into_iter()
+        .filter(|p| p.is_daemonset() && !p.is_terminal())
+    {
         let owner = (
             p.namespace.as_str(),
             p.controller_name.as_deref().unwrap_or(&p.name),

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::{pod_ref, StepResult};
 use crate::plan::model::{normalize_image, PodInfo};
+use crate::plan::sched::index::FxHashMap;
 use crate::plan::sched::{static_check, Slot};
 use crate::plan::view::View;
 use crate::plan::{Action, ObjectRef, Reason, ReasonCode};
@@ -53,23 +54,37 @@ pub fn warm_images(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     // tainted for batch jobs does not need the web tier's images. Pods with the same
     // constraints are checked once.
     let mut wanted: Vec<(&PodInfo, BTreeSet<String>)> = Vec::new();
+    // Each distinct image reference is normalized once (clusters run few images in
+    // many pods); `None` when ignored.
+    let mut normalized: FxHashMap<&str, Option<String>> = FxHashMap::default();
     for p in v
         .pods
         .iter()
         .filter(|p| !p.is_terminal() && !own_puller(v, p) && !p.is_daemonset())
     {
-        let images = p.images.iter().filter_map(|raw| {
-            let n = normalize_image(raw);
-            (!ignored_image(v, raw, &n)).then_some(n)
-        });
-        let same = wanted.iter_mut().find(|(q, _)| {
+        let same = wanted.iter().position(|(q, _)| {
             q.node_selector == p.node_selector
                 && q.node_affinity == p.node_affinity
                 && q.tolerations == p.tolerations
         });
-        match same {
-            Some((_, set)) => set.extend(images),
-            None => wanted.push((p, images.collect())),
+        let k = match same {
+            Some(k) => k,
+            None => {
+                wanted.push((p, BTreeSet::new()));
+                wanted.len() - 1
+            }
+        };
+        let set = &mut wanted[k].1;
+        for raw in &p.images {
+            let n = normalized.entry(raw.as_str()).or_insert_with(|| {
+                let n = normalize_image(raw);
+                (!ignored_image(v, raw, &n)).then_some(n)
+            });
+            if let Some(n) = n {
+                if !set.contains(n.as_str()) {
+                    set.insert(n.clone());
+                }
+            }
         }
     }
     for m in v.schedulable() {
