@@ -7,7 +7,9 @@ use std::collections::BTreeSet;
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime};
 
-use common::{cordon_patch, has_startup_taint, nodewright_for, phase, ready, Killed};
+use common::{
+    app_pods, cordon_patch, has_startup_taint, nodewright_for, phase, ready, unschedulable, Killed,
+};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use nodewright::plan::Action;
@@ -51,34 +53,6 @@ async fn setup(extra: &str) -> (SimEnv, Reconciler) {
     (env, rec)
 }
 
-fn unschedulable(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c.type_ == "PodScheduled"
-                    && c.status == "False"
-                    && c.reason.as_deref() == Some("Unschedulable")
-            })
-        })
-}
-
-fn app_pods(env: &SimEnv, app: &str) -> Vec<Pod> {
-    env.cluster
-        .pods()
-        .into_iter()
-        .filter(|p| {
-            p.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("app"))
-                .map(String::as_str)
-                == Some(app)
-        })
-        .collect()
-}
-
 fn worker_names(env: &SimEnv) -> BTreeSet<String> {
     env.cluster
         .nodes()
@@ -88,35 +62,22 @@ fn worker_names(env: &SimEnv) -> BTreeSet<String> {
         .collect()
 }
 
-/// Runs cycles until `done` holds; `watch` sees the world after every cycle.
+/// Runs cycles until `done` holds; `watch` sees the world after every cycle. Returns
+/// the actions taken.
 async fn drive(
     env: &SimEnv,
     rec: &Reconciler,
     timeout: Duration,
-    mut watch: impl FnMut(&SimEnv),
+    watch: impl FnMut(&SimEnv),
     done: impl Fn(&SimEnv) -> bool,
 ) -> Vec<Action> {
-    let start = Instant::now();
-    let mut actions = Vec::new();
-    loop {
-        let report = rec
-            .cycle(SystemTime::now())
-            .await
-            .expect("cycle succeeds against the simulators");
-        if report.decision.action != Action::None {
-            actions.push(report.decision.action.clone());
-        }
-        watch(env);
-        if done(env) {
-            return actions;
-        }
-        assert!(
-            start.elapsed() < timeout,
-            "did not converge in {timeout:?}; actions so far: {actions:#?}\nnodes: {:?}",
-            worker_names(env)
-        );
-        tokio::time::sleep(Duration::from_millis(150)).await;
-    }
+    common::drive(env, rec, timeout, watch, done, |env| {
+        format!("nodes: {:?}", worker_names(env))
+    })
+    .await
+    .into_iter()
+    .map(|d| d.action)
+    .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,7 +8,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};
 
-use common::{has_startup_taint, phase, ready};
+use common::{has_startup_taint, phase, ready, scale_ups, unschedulable};
 use k8s_openapi::api::core::v1::Pod;
 use nodewright::cluster::convert::parse_quantity;
 use nodewright::plan::{Action, Bucket, Decision, ReasonCode};
@@ -136,19 +136,6 @@ async fn setup(extra: &str) -> (SimEnv, Reconciler) {
     (env, rec)
 }
 
-fn unschedulable(p: &Pod) -> bool {
-    p.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| {
-            cs.iter().any(|c| {
-                c.type_ == "PodScheduled"
-                    && c.status == "False"
-                    && c.reason.as_deref() == Some("Unschedulable")
-            })
-        })
-}
-
 fn burst_pods(env: &SimEnv) -> Vec<Pod> {
     env.cluster
         .pods()
@@ -205,47 +192,19 @@ fn vms(env: &SimEnv) -> (usize, usize) {
     (env.proxmox.guests().len(), env.cloud.servers().len())
 }
 
-/// Runs cycles until `done` holds; returns every decision that acted, in order.
-/// `watch` sees the world after every cycle (e.g. to learn node names before they go).
+/// Runs cycles (30 s at most) until `done` holds; returns every decision that acted,
+/// in order. `watch` sees the world after every cycle (e.g. to learn node names before
+/// they go).
 async fn drive(
     env: &SimEnv,
     rec: &Reconciler,
-    mut watch: impl FnMut(&SimEnv),
+    watch: impl FnMut(&SimEnv),
     done: impl Fn(&SimEnv) -> bool,
 ) -> Vec<Decision> {
-    let timeout = Duration::from_secs(30);
-    let start = Instant::now();
-    let mut acted = Vec::new();
-    loop {
-        let report = rec
-            .cycle(SystemTime::now())
-            .await
-            .expect("cycle succeeds against the simulators");
-        if report.decision.action != Action::None {
-            acted.push(report.decision);
-        }
-        watch(env);
-        if done(env) {
-            return acted;
-        }
-        let actions: Vec<&Action> = acted.iter().map(|d| &d.action).collect();
-        assert!(
-            start.elapsed() < timeout,
-            "did not converge in {timeout:?}; actions so far: {actions:#?}\nVMs (pve, os): {:?}",
-            vms(env)
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn scale_ups(decisions: &[Decision]) -> Vec<(String, u32)> {
-    decisions
-        .iter()
-        .filter_map(|d| match &d.action {
-            Action::ScaleUp { group, count } => Some((group.clone(), *count)),
-            _ => None,
-        })
-        .collect()
+    common::drive(env, rec, Duration::from_secs(30), watch, done, |env| {
+        format!("VMs (pve, os): {:?}", vms(env))
+    })
+    .await
 }
 
 /// The burst as the planner sees it before any node exists: how many OpenStack nodes

@@ -6,11 +6,11 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Stdio;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
-use common::{nodewright_for, phase, ready, Killed};
+use common::{app_pods, nodewright_for, phase, ready, scale_ups, Killed};
 use k8s_openapi::api::core::v1::{Node, Pod};
-use nodewright::plan::{Action, Decision, ReasonCode};
+use nodewright::plan::{Decision, ReasonCode};
 use nodewright::reconcile::Reconciler;
 use nodewright::sim::cluster::{SimNodeSpec, SimPodTemplate};
 use nodewright::sim::env::{SimEnv, SimTimings};
@@ -52,21 +52,6 @@ async fn setup(groups: &[String]) -> (SimEnv, Reconciler) {
     let (_, cfg) = env.write_config(&config(groups)).expect("config loads");
     let rec = env.reconciler(cfg).await.expect("reconciler builds");
     (env, rec)
-}
-
-fn app_pods(env: &SimEnv, app: &str) -> Vec<Pod> {
-    env.cluster
-        .pods()
-        .into_iter()
-        .filter(|p| {
-            p.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("app"))
-                .map(String::as_str)
-                == Some(app)
-        })
-        .collect()
 }
 
 fn all_running(env: &SimEnv, app: &str, n: usize) -> bool {
@@ -114,56 +99,30 @@ fn vms(env: &SimEnv) -> BTreeMap<String, BTreeSet<String>> {
     out
 }
 
-/// Runs cycles until `done` holds; `watch` sees the world after every cycle. Returns
-/// the decisions that acted.
+/// Runs cycles until `done` holds; on timeout shows the VMs and every pod's state.
 async fn drive(
     env: &SimEnv,
     rec: &Reconciler,
     timeout: Duration,
-    mut watch: impl FnMut(&SimEnv),
+    watch: impl FnMut(&SimEnv),
     done: impl Fn(&SimEnv) -> bool,
 ) -> Vec<Decision> {
-    let start = Instant::now();
-    let mut acted = Vec::new();
-    loop {
-        let report = rec
-            .cycle(SystemTime::now())
-            .await
-            .expect("cycle succeeds against the simulators");
-        if report.decision.action != Action::None {
-            acted.push(report.decision);
-        }
-        watch(env);
-        if done(env) {
-            return acted;
-        }
-        let actions: Vec<&Action> = acted.iter().map(|d| &d.action).collect();
-        assert!(
-            start.elapsed() < timeout,
-            "did not converge in {timeout:?}; actions so far: {actions:#?}\nVMs: {:?}\npods: {:?}",
-            vms(env),
-            env.cluster
-                .pods()
-                .iter()
-                .map(|p| (
+    common::drive(env, rec, timeout, watch, done, |env| {
+        let pods: Vec<_> = env
+            .cluster
+            .pods()
+            .iter()
+            .map(|p| {
+                (
                     p.metadata.name.clone(),
                     phase(p).to_string(),
-                    unschedulable_message(p)
-                ))
-                .collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(150)).await;
-    }
-}
-
-fn scale_ups(decisions: &[Decision]) -> Vec<(String, u32)> {
-    decisions
-        .iter()
-        .filter_map(|d| match &d.action {
-            Action::ScaleUp { group, count } => Some((group.clone(), *count)),
-            _ => None,
-        })
-        .collect()
+                    unschedulable_message(p),
+                )
+            })
+            .collect();
+        format!("VMs: {:?}\npods: {pods:?}", vms(env))
+    })
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

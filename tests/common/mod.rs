@@ -6,7 +6,12 @@ use std::path::PathBuf;
 use std::process::Child;
 use std::sync::{Arc, Mutex};
 
+use std::time::{Duration, Instant, SystemTime};
+
 use k8s_openapi::api::core::v1::{Node, Pod};
+use nodewright::plan::{Action, Decision};
+use nodewright::reconcile::Reconciler;
+use nodewright::sim::env::SimEnv;
 use nodewright::sim::{VmEvent, VmHook};
 use nodewright::STARTUP_TAINT_KEY;
 
@@ -109,4 +114,80 @@ pub fn cordon_patch(ours: bool) -> serde_json::Value {
         }},
         "spec": {"unschedulable": true}
     })
+}
+
+/// `PodScheduled=False` with reason `Unschedulable`, as the scheduler marks a pod.
+pub fn unschedulable(p: &Pod) -> bool {
+    p.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| {
+            cs.iter().any(|c| {
+                c.type_ == "PodScheduled"
+                    && c.status == "False"
+                    && c.reason.as_deref() == Some("Unschedulable")
+            })
+        })
+}
+
+/// The pods labelled `app=<app>`.
+pub fn app_pods(env: &SimEnv, app: &str) -> Vec<Pod> {
+    env.cluster
+        .pods()
+        .into_iter()
+        .filter(|p| {
+            p.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("app"))
+                .map(String::as_str)
+                == Some(app)
+        })
+        .collect()
+}
+
+/// Runs cycles until `done` holds; `watch` sees the world after every cycle. Returns
+/// the decisions that acted, in order. On timeout the failure shows the actions and
+/// what `describe` says of the world.
+pub async fn drive(
+    env: &SimEnv,
+    rec: &Reconciler,
+    timeout: Duration,
+    mut watch: impl FnMut(&SimEnv),
+    done: impl Fn(&SimEnv) -> bool,
+    describe: impl Fn(&SimEnv) -> String,
+) -> Vec<Decision> {
+    let start = Instant::now();
+    let mut acted = Vec::new();
+    loop {
+        let report = rec
+            .cycle(SystemTime::now())
+            .await
+            .expect("cycle succeeds against the simulators");
+        if report.decision.action != Action::None {
+            acted.push(report.decision);
+        }
+        watch(env);
+        if done(env) {
+            return acted;
+        }
+        let actions: Vec<&Action> = acted.iter().map(|d| &d.action).collect();
+        assert!(
+            start.elapsed() < timeout,
+            "did not converge in {timeout:?}; actions so far: {actions:#?}\n{}",
+            describe(env)
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The scale-ups among `decisions`, as (group, count).
+pub fn scale_ups(decisions: &[Decision]) -> Vec<(String, u32)> {
+    decisions
+        .iter()
+        .filter_map(|d| match &d.action {
+            Action::ScaleUp { group, count } => Some((group.clone(), *count)),
+            _ => None,
+        })
+        .collect()
 }
