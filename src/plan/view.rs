@@ -136,6 +136,9 @@ pub struct View<'a> {
     active_sizes: OnceCell<BTreeMap<String, u32>>,
     /// [`Self::free_total`], summed on first use (steps ask it once per candidate node).
     free_totals: OnceCell<(i64, i64)>,
+    /// Scale-down's unneeded nodes as (member index, empty, utilization), screened once
+    /// per plan: both the disrupt and the mark-unneeded steps read them.
+    pub(in crate::plan) unneeded: OnceCell<Vec<(usize, bool, f64)>>,
 }
 
 impl<'a> View<'a> {
@@ -277,6 +280,7 @@ impl<'a> View<'a> {
             requested,
             active_sizes: OnceCell::new(),
             free_totals: OnceCell::new(),
+            unneeded: OnceCell::new(),
         };
         view.base_model = view.build_model(&unschedulable);
         view.pending = view.place_pending(unschedulable.clone());

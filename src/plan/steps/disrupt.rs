@@ -393,6 +393,31 @@ fn group_rank(v: &View<'_>, group: &str) -> i64 {
 /// blocks a drain, everything they run fits on the other nodes, targets and buffers
 /// hold without them, their group stays at or above minSize. Sorted in removal order.
 fn unneeded<'v, 'a>(v: &'v View<'a>) -> Vec<Unneeded<'v, 'a>> {
+    v.unneeded
+        .get_or_init(|| {
+            screen_unneeded(v)
+                .iter()
+                .filter_map(|u| {
+                    let i = v.members.iter().position(|m| std::ptr::eq(m, u.member))?;
+                    Some((i, u.empty, u.utilization))
+                })
+                .collect()
+        })
+        .iter()
+        .filter_map(|&(i, empty, utilization)| {
+            let member = v.members.get(i)?;
+            Some(Unneeded {
+                member,
+                node: member.node?,
+                empty,
+                utilization,
+            })
+        })
+        .collect()
+}
+
+/// The screening behind [`unneeded`], done once per plan.
+fn screen_unneeded<'v, 'a>(v: &'v View<'a>) -> Vec<Unneeded<'v, 'a>> {
     let sd = &v.config.scale_down;
     if !sd.enabled {
         return Vec::new();
