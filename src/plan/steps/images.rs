@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::{pod_ref, StepResult};
 use crate::plan::model::{normalize_image, PodInfo};
+use crate::plan::policy;
 use crate::plan::sched::index::FxHashMap;
 use crate::plan::sched::{static_check, Slot};
 use crate::plan::view::View;
@@ -24,16 +25,12 @@ fn ignored_image(v: &View<'_>, raw: &str, normalized: &str) -> bool {
 /// A puller pod this nodewright started: in `imagePuller.namespace`, labelled as an image
 /// puller and with this cluster's name (see `create_image_puller`). Anyone may put the
 /// image-puller label on a pod; only these are ever waited for or deleted.
-fn own_puller(v: &View<'_>, p: &PodInfo) -> bool {
-    crate::plan::policy::own_puller(v, p)
-}
-
 /// Pull images that pods in the cluster use onto managed nodes that lack them.
 pub fn warm_images(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     if !v.config.image_puller.enabled {
         return None;
     }
-    let pullers: Vec<&PodInfo> = v.pods.iter().filter(|p| own_puller(v, p)).collect();
+    let pullers: Vec<&PodInfo> = v.pods.iter().filter(|p| policy::own_puller(v, p)).collect();
     let done: Vec<&PodInfo> = pullers
         .iter()
         .copied()
@@ -60,7 +57,7 @@ pub fn warm_images(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     for p in v
         .pods
         .iter()
-        .filter(|p| !p.is_terminal() && !own_puller(v, p) && !p.is_daemonset())
+        .filter(|p| !p.is_terminal() && !policy::own_puller(v, p) && !p.is_daemonset())
     {
         let same = wanted.iter().position(|(q, _)| {
             q.node_selector == p.node_selector
