@@ -278,7 +278,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                 )));
             }
             if args.serve || args.real_time {
-                return crate::sim::scenario::simulate(args)
+                return crate::sim::scenario::simulate(args.dir, args.serve)
                     .await
                     .map_err(CliError::Other);
             }

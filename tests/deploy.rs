@@ -912,7 +912,7 @@ fn dockerfile_is_multi_stage_and_runs_as_non_root() {
     assert!(text.contains("--locked"));
     assert!(text.contains("ENTRYPOINT"));
     let ignore = read(&repo().join(".dockerignore"));
-    for needed in ["Cargo.toml", "Cargo.lock", "src", "templates"] {
+    for needed in ["Cargo.toml", "Cargo.lock", "src", "crates", "templates"] {
         assert!(
             ignore.lines().any(|l| l.trim() == format!("!{needed}")),
             "{needed}"

@@ -1,5 +1,13 @@
 //! In-process simulators: a Kubernetes API server and clouds, all on 127.0.0.1, so
-//! the unmodified loop (and kubectl) can be exercised over real HTTP.
+//! the unmodified loop (and kubectl) can be exercised over real HTTP; and the what-if
+//! world, an in-memory cluster and cloud on a virtual clock.
+//!
+//! Built only on the public API of `nodewright-core`, so the autoscaler itself carries
+//! no simulator code.
+
+// The core's modules under their usual names, so paths read as in the core
+// (`cluster` here is the simulated API server; the core's is `nodewright_core::cluster`.)
+pub(crate) use nodewright_core::{act, cloud, config, plan, reconcile};
 
 pub mod cluster;
 pub mod env;

@@ -149,7 +149,7 @@ fn created_as(line: &str, world: &World) -> String {
 /// Runs the demo; returns the timeline and the summary to print.
 pub async fn run() -> anyhow::Result<String> {
     let dir = tempfile::tempdir()?;
-    for (name, text) in crate::sim::env::SHIPPED_TEMPLATES {
+    for (name, text) in crate::env::SHIPPED_TEMPLATES {
         std::fs::write(dir.path().join(name), text)?;
     }
     let yaml = format!("templatesDir: {}\n{DEMO_CONFIG}", dir.path().display());

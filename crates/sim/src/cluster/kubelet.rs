@@ -15,7 +15,7 @@ use super::resources::{NODES, PODS};
 use super::store::Txn;
 use super::userdata;
 use super::Inner;
-use crate::sim::VmEvent;
+use crate::VmEvent;
 
 /// Annotation giving how long a run-to-completion pod runs (humantime, default 1s).
 pub const ANNOTATION_RUN_FOR: &str = "sim.nodewright.io/run-for";

@@ -323,7 +323,7 @@ impl Txn<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::cluster::resources::{CONFIGMAPS, NODES};
+    use crate::cluster::resources::{CONFIGMAPS, NODES};
     use serde_json::json;
 
     #[test]

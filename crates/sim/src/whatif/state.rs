@@ -470,8 +470,8 @@ impl State {
     }
 
     /// The Eviction API: refused while a budget selecting the pod allows no disruption.
-    pub fn evict(&mut self, namespace: &str, name: &str) -> crate::cluster::Eviction {
-        use crate::cluster::Eviction;
+    pub fn evict(&mut self, namespace: &str, name: &str) -> nodewright_core::cluster::Eviction {
+        use nodewright_core::cluster::Eviction;
         if namespace == NAMESPACE {
             if let Some(p) = self.pods.get(name) {
                 let info = p.info.clone();
@@ -539,8 +539,10 @@ impl State {
         let mut p = PodInfo::new(namespace, &name);
         p.node_name = Some(node.to_string());
         p.phase = PodPhase::Succeeded;
-        p.labels
-            .insert(crate::LABEL_IMAGE_PULLER.to_string(), cluster.to_string());
+        p.labels.insert(
+            nodewright_core::LABEL_IMAGE_PULLER.to_string(),
+            cluster.to_string(),
+        );
         p.images = images.to_vec();
         p.created = at(self.now);
         if let Some(n) = self.nodes.get_mut(node) {

@@ -5,7 +5,7 @@
 //! clock; the driver moves time forward with [`World::advance_to`].
 //!
 //! The cluster and the clouds are reached through the same traits as production
-//! ([`crate::cluster::ClusterApi`], [`crate::cloud::CloudProvider`]; see [`super::api`]).
+//! ([`nodewright_core::cluster::ClusterApi`], [`crate::cloud::CloudProvider`]; see [`super::api`]).
 //!
 //! A new node carries the labels the group config gives it
 //! ([`crate::plan::sched::well_known_labels`]: the kubelet's os and arch, the provider's
@@ -26,7 +26,7 @@ use crate::config::{Config, NodeGroupConfig, ProviderKind};
 use crate::plan::sched::template::allocatable_from_shape;
 use crate::plan::sched::{well_known_labels, Resources};
 use crate::plan::{PdbInfo, PodInfo, Taint, Toleration};
-use crate::{LABEL_SETTINGS_HASH, STARTUP_TAINT_KEY};
+use nodewright_core::{LABEL_SETTINGS_HASH, STARTUP_TAINT_KEY};
 
 /// Virtual milliseconds since the start of the replay.
 pub type Ms = u64;

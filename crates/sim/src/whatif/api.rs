@@ -10,10 +10,10 @@ use async_trait::async_trait;
 use super::world::World;
 use crate::act::Clouds;
 use crate::cloud::{check_owned, CloudError, CloudProvider, CreateRequest, GroupShape, Server};
-use crate::cluster::{ClusterApi, ClusterError, Eviction};
 use crate::config::{Config, ProviderKind};
 use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodRef};
-use crate::{
+use nodewright_core::cluster::{ClusterApi, ClusterError, Eviction};
+use nodewright_core::{
     ANNOTATION_CORDONED, ANNOTATION_CORDONED_AT, ANNOTATION_DISRUPTION, ANNOTATION_UNNEEDED_SINCE,
 };
 

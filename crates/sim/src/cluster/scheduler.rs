@@ -16,9 +16,9 @@ use serde_json::Value;
 use super::meta::{self, set_condition};
 use super::resources::{NODES, PODS};
 use super::Inner;
-use crate::cluster::convert::{node_info, pod_info};
 use crate::plan::sched::{Model, Slot, Unfit};
 use crate::plan::{NodeInfo, PodInfo, Taint};
+use nodewright_core::cluster::convert::{node_info, pod_info};
 
 /// The taint the node lifecycle controller puts on a node that is not Ready.
 const NOT_READY_TAINT: &str = "node.kubernetes.io/not-ready";

@@ -144,7 +144,7 @@ impl SimCluster {
     /// controllers on the current tokio runtime. Namespaces default, kube-system,
     /// kube-public and kube-node-lease exist from the start.
     pub async fn start(opts: SimClusterOptions) -> std::io::Result<SimCluster> {
-        let (listener, addr) = crate::sim::serve::bind_local().await?;
+        let (listener, addr) = crate::serve::bind_local().await?;
         let (stop_tx, stop_rx) = watch::channel(false);
         let inner = Arc::new(Inner {
             store: Store::new(opts.watch_history),
@@ -239,7 +239,7 @@ impl SimCluster {
     }
 
     /// The hook a simulated cloud calls as its VMs boot and go away.
-    pub fn vm_hook(&self) -> crate::sim::VmHook {
+    pub fn vm_hook(&self) -> crate::VmHook {
         let weak = Arc::downgrade(&self.inner);
         Arc::new(move |event| {
             if let Some(inner) = weak.upgrade().filter(|i| !i.is_shut_down()) {

@@ -14,27 +14,27 @@ use super::openstack::{SimOpenStack, SimOpenStackOptions};
 use super::proxmox::{SimProxmox, SimProxmoxOptions};
 use super::{VmEvent, VmHook};
 use crate::cloud::build::build_clouds_with;
-use crate::cluster::{kubeconfig_from_file, KubeCluster};
 use crate::config::{Config, ProviderKind};
 use crate::reconcile::Reconciler;
+use nodewright_core::cluster::{kubeconfig_from_file, KubeCluster};
 
 /// The shipped templates, embedded so `simulate` works from any directory.
 pub const SHIPPED_TEMPLATES: &[(&str, &str)] = &[
     (
         "k3s-agent.cloud-init.yaml.j2",
-        include_str!("../../templates/k3s-agent.cloud-init.yaml.j2"),
+        include_str!("../../../templates/k3s-agent.cloud-init.yaml.j2"),
     ),
     (
         "k3s-agent.butane.yaml.j2",
-        include_str!("../../templates/k3s-agent.butane.yaml.j2"),
+        include_str!("../../../templates/k3s-agent.butane.yaml.j2"),
     ),
     (
         "k3s-agent.join.sh.j2",
-        include_str!("../../templates/k3s-agent.join.sh.j2"),
+        include_str!("../../../templates/k3s-agent.join.sh.j2"),
     ),
     (
         "kubeadm-join.sh.j2",
-        include_str!("../../templates/kubeadm-join.sh.j2"),
+        include_str!("../../../templates/kubeadm-join.sh.j2"),
     ),
 ];
 
@@ -192,7 +192,7 @@ impl SimEnv {
     /// but without reading the process environment.
     pub async fn reconciler(&self, config: Config) -> anyhow::Result<Reconciler> {
         let kube = kubeconfig_from_file(&self.kubeconfig).await?;
-        let client = crate::cluster::client_from_config(kube)?;
+        let client = nodewright_core::cluster::client_from_config(kube)?;
         let clouds = build_clouds_with(&config, |kind| Some(self.credentials_for(kind)))?;
         Ok(Reconciler {
             config: Arc::new(config),

@@ -1348,11 +1348,11 @@ pub fn cloud_init_join_line(name: &str, tags_value: &str) -> String {
     let o = tags::ownership(tags_value);
     format!(
         "#!/bin/sh\n# simulated: the template's own cloud-init join\nk3s agent --node-name={name} --node-label={}={} --node-label={}={} --node-taint={}=true:NoSchedule\n",
-        crate::LABEL_CLUSTER,
+        nodewright_core::LABEL_CLUSTER,
         o.cluster.unwrap_or_default(),
-        crate::LABEL_GROUP,
+        nodewright_core::LABEL_GROUP,
         o.group.unwrap_or_default(),
-        crate::STARTUP_TAINT_KEY,
+        nodewright_core::STARTUP_TAINT_KEY,
     )
 }
 

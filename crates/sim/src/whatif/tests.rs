@@ -9,11 +9,10 @@ use super::api::{self, MemCluster};
 use super::replay::replay;
 use super::workload::{PodKind, WorkloadRow};
 use super::world::{World, WorldOptions};
-use crate::cli::{simulate_workload, CliError, SimulateArgs};
-use crate::cluster::{ClusterApi, Eviction};
 use crate::config::Config;
 use crate::plan::{PodRef, ServerState};
-use crate::STARTUP_TAINT_KEY;
+use nodewright_core::cluster::{ClusterApi, Eviction};
+use nodewright_core::STARTUP_TAINT_KEY;
 
 const GROUP: &str = "w";
 
@@ -52,8 +51,6 @@ fn row(arrival_s: u64, name: &str, cpu_m: u64, duration_s: u64, kind: PodKind) -
         priority: 0,
     }
 }
-
-const CSV: &str = "arrival_s,name,cpu_m,mem_mib,duration_s\n0,a,3000,1024,3600\n0,b,2000,1024,1800\n600,c,1000,1024,600\n";
 
 /// `a` (3 CPU, 1 h) and `b` (2 CPU, 30 min) arrive together and cannot share a 4-CPU
 /// node: the first cycle (t=0) adds two nodes, they boot at 60 s, that cycle takes the
@@ -188,7 +185,10 @@ async fn an_evicted_job_starts_its_run_again_a_deployment_keeps_its_progress() {
     assert_eq!(nodes.len(), 1);
     assert!(nodes[0].ready && nodes[0].has_taint(STARTUP_TAINT_KEY));
     assert_eq!(
-        nodes[0].labels.get(crate::LABEL_GROUP).map(String::as_str),
+        nodes[0]
+            .labels
+            .get(nodewright_core::LABEL_GROUP)
+            .map(String::as_str),
         Some(GROUP)
     );
     assert_eq!(nodes[0].allocatable.cpu, 4000);
@@ -287,123 +287,6 @@ async fn failed_nodes_lose_their_pods_and_get_replaced() {
         .expect("replays");
     assert_eq!(again.report, r.report);
     let _ = ServerState::Joined;
-}
-
-fn args(workload: &Path) -> SimulateArgs {
-    SimulateArgs {
-        workload: Some(workload.to_path_buf()),
-        ..SimulateArgs::default()
-    }
-}
-
-#[tokio::test]
-async fn compare_prints_both_configs_side_by_side() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let a = write_config(dir.path(), "a.yaml", "scaleDown: {enabled: false}");
-    let b = write_config(dir.path(), "b.yaml", "");
-    let workload = dir.path().join("w.csv");
-    std::fs::write(&workload, CSV).expect("workload");
-    let mut args = args(&workload);
-    args.compare = Some(b);
-    let text = simulate_workload(&a, &args).await.expect("runs");
-    assert!(text.contains("3 pods"), "{text}");
-    let header = text
-        .lines()
-        .find(|l| l.trim_start().starts_with("a.yaml"))
-        .expect("a header naming both configs");
-    assert!(header.contains("b.yaml"), "{text}");
-    let line = |label: &str| {
-        text.lines()
-            .find(|l| l.starts_with(label))
-            .unwrap_or_else(|| panic!("no `{label}` line in\n{text}"))
-            .split_whitespace()
-            .rev()
-            .take(2)
-            .collect::<Vec<_>>()
-    };
-    // Same workload, same lower bound; scale-down on makes b cheaper.
-    assert_eq!(line("lower bound node-hours"), ["1.50", "1.50"], "{text}");
-    assert_eq!(line("node-hours /")[1], "1.36x", "{text}");
-    assert_eq!(line("pod wait max (s)"), ["60", "60"], "{text}");
-    assert_eq!(line("actions: scale-up"), ["1", "1"], "{text}");
-
-    args.json = true;
-    let json = simulate_workload(&a, &args).await.expect("runs");
-    let v: serde_json::Value = serde_json::from_str(&json).expect("one JSON object");
-    assert_eq!(v["config"]["lower_bound_node_hours"], 1.5);
-    assert_eq!(v["compare"]["config"], "b.yaml");
-    for key in [
-        "node_hours",
-        "lower_bound_node_hours",
-        "wait_p50_s",
-        "wait_p95_s",
-        "wait_max_s",
-        "never_started",
-        "evictions",
-        "actions",
-    ] {
-        assert!(v["config"].get(key).is_some(), "no {key} in {json}");
-    }
-    args.compare = None;
-    let one: serde_json::Value =
-        serde_json::from_str(&simulate_workload(&a, &args).await.expect("runs")).expect("json");
-    assert_eq!(one["actions"]["scale-up"], 1);
-    assert_eq!(one["wait_p50_s"], 60.0);
-}
-
-#[tokio::test]
-async fn bad_inputs_get_clear_errors() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let a = write_config(dir.path(), "a.yaml", "");
-    let usage = |r: Result<String, CliError>| match r {
-        Err(CliError::Usage(m)) => m,
-        other => panic!("expected a usage error, got {other:?}"),
-    };
-
-    let missing = dir.path().join("nope.csv");
-    let m = usage(simulate_workload(&a, &args(&missing)).await);
-    assert!(m.contains("nope.csv") && m.contains("No such file"), "{m}");
-
-    let bad = dir.path().join("bad.csv");
-    std::fs::write(
-        &bad,
-        "arrival_s,name,cpu_m,mem_mib,duration_s\n0,a,1000,512,60\nx,b,1,1,1\n",
-    )
-    .expect("write");
-    let m = usage(simulate_workload(&a, &args(&bad)).await);
-    assert!(m.contains("bad.csv") && m.contains("line 3"), "{m}");
-
-    let empty = dir.path().join("empty.csv");
-    std::fs::write(&empty, "arrival_s,name,cpu_m,mem_mib,duration_s\n").expect("write");
-    let m = usage(simulate_workload(&a, &args(&empty)).await);
-    assert!(m.contains("no pods"), "{m}");
-
-    let good = dir.path().join("w.csv");
-    std::fs::write(&good, CSV).expect("write");
-    match simulate_workload(&dir.path().join("missing.yaml"), &args(&good)).await {
-        Err(e @ CliError::Config(_)) => assert!(e.to_string().contains("missing.yaml"), "{e}"),
-        other => panic!("expected a config error, got {other:?}"),
-    }
-
-    // A flavor the what-if does not know, and no resources to say the size.
-    let odd = dir.path().join("odd.yaml");
-    let text = std::fs::read_to_string(&a)
-        .expect("read")
-        .replace("m1.large", "c9.huge");
-    std::fs::write(&odd, text).expect("write");
-    let m = usage(simulate_workload(&odd, &args(&good)).await);
-    assert!(
-        m.contains("odd.yaml") && m.contains("group w") && m.contains("resources.cpu"),
-        "{m}"
-    );
-
-    let mut with = args(&good);
-    with.boot_delay = vec!["nogroup=5m".into()];
-    let m = usage(simulate_workload(&a, &with).await);
-    assert!(m.contains("nogroup"), "{m}");
-    with.boot_delay = vec!["soon".into()];
-    let m = usage(simulate_workload(&a, &with).await);
-    assert!(m.contains("--boot-delay `soon`"), "{m}");
 }
 
 /// A per-group boot delay moves the first start, and so the waits.

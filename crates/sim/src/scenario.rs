@@ -7,7 +7,6 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::cluster::{SimPodTemplate, ANNOTATION_RUN_FOR};
 use super::env::{SimEnv, SimTimings};
-use crate::cli::SimulateArgs;
 use crate::plan::Action;
 
 const GI: u64 = 1 << 30;
@@ -120,10 +119,10 @@ fn script() -> Vec<(u64, Step)> {
 }
 
 /// Runs the scenario (or, with `--serve`, just the simulated world).
-pub async fn simulate(args: SimulateArgs) -> anyhow::Result<()> {
-    let env = SimEnv::start(args.dir.clone(), SimTimings::default()).await?;
+pub async fn simulate(dir: Option<std::path::PathBuf>, serve_only: bool) -> anyhow::Result<()> {
+    let env = SimEnv::start(dir, SimTimings::default()).await?;
     let (config_path, config) = env.write_config(DEMO_CONFIG)?;
-    if args.serve {
+    if serve_only {
         return serve(&env, &config_path).await;
     }
     println!(
