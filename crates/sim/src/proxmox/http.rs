@@ -1,0 +1,568 @@
+//! The simulator's HTTP side: parsing, schema validation, authentication and the
+//! answer of every endpoint.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::{json, Value};
+
+use super::schema::{self, percent_decode};
+use super::tasks::{agent_exec, clone, new_task};
+use super::{next_free, now_secs, Shared, SimAuth, SimCall, Ticket, GIB, MIB};
+
+pub(super) fn data(v: Value) -> Response {
+    Json(json!({ "data": v })).into_response()
+}
+
+pub(super) fn fail(status: StatusCode, message: &str) -> Response {
+    (
+        status,
+        Json(json!({ "data": null, "message": format!("{message}\n") })),
+    )
+        .into_response()
+}
+
+fn parse_form(s: &str) -> Vec<(String, String)> {
+    s.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (
+                percent_decode(&k.replace('+', " ")),
+                percent_decode(&v.replace('+', " ")),
+            )
+        })
+        .collect()
+}
+
+fn parse_json_body(body: &[u8]) -> Vec<(String, String)> {
+    let Ok(Value::Object(m)) = serde_json::from_slice::<Value>(body) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (k, v) in m {
+        match v {
+            Value::Array(items) => {
+                for i in items {
+                    out.push((k.clone(), scalar(&i)));
+                }
+            }
+            other => out.push((k, scalar(&other))),
+        }
+    }
+    out
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Bool(b) => u8::from(*b).to_string(),
+        other => other.to_string(),
+    }
+}
+
+fn cookie_ticket(headers: &HeaderMap) -> Option<String> {
+    let cookie = headers.get("cookie")?.to_str().ok()?;
+    cookie.split(';').find_map(|c| {
+        let (k, v) = c.trim().split_once('=')?;
+        (k == "PVEAuthCookie").then(|| percent_decode(v))
+    })
+}
+
+pub(super) async fn handle(
+    State(shared): State<Arc<Shared>>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let full = uri.path().to_string();
+    let Some(path) = full.strip_prefix("/api2/json") else {
+        shared
+            .lock()
+            .violations
+            .push(format!("{method} {full}: not under /api2/json"));
+        return fail(StatusCode::NOT_FOUND, "not under /api2/json");
+    };
+    let path = if path.is_empty() { "/" } else { path }.to_string();
+    let is_json = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|c| c.starts_with("application/json"));
+    let params = match method {
+        Method::GET | Method::DELETE => parse_form(uri.query().unwrap_or("")),
+        _ if is_json => parse_json_body(&body),
+        _ => parse_form(&String::from_utf8_lossy(&body)),
+    };
+    let schema = match &shared.schema {
+        Ok(s) => s.clone(),
+        Err(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e),
+    };
+    let (matched, errors) = schema.validate(method.as_str(), &path, &params);
+
+    // Authentication.
+    let auth_header = headers
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let csrf = headers
+        .get("csrfpreventiontoken")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
+    let ticket = cookie_ticket(&headers);
+    let auth = match (&auth_header, &ticket) {
+        (Some(h), _) => SimAuth::Token(h.clone()),
+        (None, Some(_)) => SimAuth::Ticket { csrf: csrf.clone() },
+        _ => SimAuth::None,
+    };
+    let endpoint = matched.as_ref().map(|m| m.template.clone());
+    let response = respond(
+        &shared,
+        &method,
+        &path,
+        matched,
+        errors,
+        &params,
+        &auth_header,
+        ticket,
+        csrf,
+    )
+    .await;
+    shared.lock().calls.push(SimCall {
+        method: method.to_string(),
+        path,
+        endpoint,
+        params,
+        auth,
+        status: response.status().as_u16(),
+    });
+    response
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn respond(
+    shared: &Arc<Shared>,
+    method: &Method,
+    path: &str,
+    matched: Option<schema::Matched>,
+    errors: Vec<String>,
+    params: &[(String, String)],
+    auth_header: &Option<String>,
+    ticket: Option<String>,
+    csrf: Option<String>,
+) -> Response {
+    if !errors.is_empty() {
+        let mut st = shared.lock();
+        for e in &errors {
+            st.violations.push(format!("{method} {path}: {e}"));
+        }
+        let map: serde_json::Map<String, Value> = errors
+            .iter()
+            .enumerate()
+            .map(|(i, e)| (format!("violation{i}"), Value::String(e.clone())))
+            .collect();
+        return (
+            StatusCode::BAD_REQUEST,
+            Json(json!({ "data": null, "errors": map, "message": "Parameter verification failed.\n" })),
+        )
+            .into_response();
+    }
+    let Some(m) = matched else {
+        return fail(StatusCode::NOT_IMPLEMENTED, "not implemented");
+    };
+    let o = &shared.opts;
+    let get = |k: &str| -> Option<String> {
+        m.vars
+            .get(k)
+            .cloned()
+            .or_else(|| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()))
+    };
+    let is_write = *method != Method::GET;
+
+    if m.template == "/access/ticket" && *method == Method::POST {
+        let (u, p) = (
+            get("username").unwrap_or_default(),
+            get("password").unwrap_or_default(),
+        );
+        if u != o.username || p != o.password {
+            return fail(StatusCode::UNAUTHORIZED, "authentication failure");
+        }
+        let mut st = shared.lock();
+        st.counter += 1;
+        st.tickets_issued += 1;
+        let t = format!("PVE:{u}:{:08X}::c2ltdWxhdGVk{}", now_secs(), st.counter);
+        let c = format!("{:08X}:simcsrf{}", now_secs(), st.counter);
+        st.tickets.insert(
+            t.clone(),
+            Ticket {
+                csrf: c.clone(),
+                expires: SystemTime::now() + o.ticket_lifetime,
+            },
+        );
+        return data(json!({ "ticket": t, "CSRFPreventionToken": c, "username": u }));
+    }
+
+    // Everything else needs authentication.
+    let user = match (auth_header, ticket) {
+        (Some(h), _) => {
+            if *h != format!("PVEAPIToken={}={}", o.token_id, o.token_secret) {
+                return fail(StatusCode::UNAUTHORIZED, "authentication failure");
+            }
+            o.token_id.clone()
+        }
+        (None, Some(t)) => {
+            let st = shared.lock();
+            let Some(tk) = st
+                .tickets
+                .get(&t)
+                .filter(|tk| tk.expires > SystemTime::now())
+            else {
+                return fail(StatusCode::UNAUTHORIZED, "authentication failure");
+            };
+            if is_write && csrf.as_deref() != Some(tk.csrf.as_str()) {
+                return fail(
+                    StatusCode::UNAUTHORIZED,
+                    "Permission denied - invalid csrf token",
+                );
+            }
+            o.username.clone()
+        }
+        (None, None) => return fail(StatusCode::UNAUTHORIZED, "No ticket"),
+    };
+
+    if let Some(node) = m.vars.get("node") {
+        if !o.hosts.iter().any(|h| &h.name == node) {
+            return fail(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("hostname lookup '{node}' failed - failed to get address info for: {node}: Name or service not known"),
+            );
+        }
+    }
+    let vmid: Option<u32> = m.vars.get("vmid").and_then(|v| v.parse().ok());
+    let node = m.vars.get("node").cloned().unwrap_or_default();
+    // A VM path must name the host the VM is on.
+    if let Some(id) = vmid {
+        let st = shared.lock();
+        if st.vms.get(&id).is_none_or(|v| v.node != node) {
+            return fail(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("Configuration file 'nodes/{node}/qemu-server/{id}.conf' does not exist"),
+            );
+        }
+    }
+    let vmid = vmid.unwrap_or(0);
+
+    match (method.as_str(), m.template.as_str()) {
+        ("GET", "/version") => {
+            data(json!({ "version": "9.1.3", "release": "9.1", "repoid": "simulated" }))
+        }
+        ("GET", "/cluster/resources") => data(resources(shared, get("type").as_deref())),
+        ("GET", "/cluster/nextid") => {
+            let st = shared.lock();
+            match get("vmid").and_then(|v| v.parse::<u32>().ok()) {
+                Some(id) if st.vms.contains_key(&id) => (
+                    StatusCode::BAD_REQUEST,
+                    Json(json!({ "data": null, "errors": { "vmid": format!("VM {id} already exists") }, "message": "Parameter verification failed.\n" })),
+                )
+                    .into_response(),
+                Some(id) => data(json!(id.to_string())),
+                None => data(json!(next_free(&st, 100).to_string())),
+            }
+        }
+        ("GET", "/nodes/{node}/storage") => {
+            let list: Vec<Value> = o
+                .storages
+                .iter()
+                .map(|s| json!({
+                    "storage": s.name, "type": if s.shared { "rbd" } else { "lvmthin" },
+                    "shared": u8::from(s.shared), "active": 1, "enabled": 1,
+                    "content": "images,rootdir", "total": 1u64 << 40, "used": 1u64 << 38, "avail": 3u64 << 38,
+                }))
+                .collect();
+            data(Value::Array(list))
+        }
+        ("GET", "/nodes/{node}/tasks/{upid}/status") => {
+            let upid = get("upid").unwrap_or_default();
+            let st = shared.lock();
+            match st.tasks.get(&upid) {
+                Some(t) if t.node == node => {
+                    let mut v = json!({
+                        "upid": t.upid, "node": t.node, "pid": t.pid, "pstart": 1234567,
+                        "starttime": t.starttime, "type": t.kind, "id": t.id, "user": t.user,
+                        "status": if t.running { "running" } else { "stopped" },
+                    });
+                    if let Some(e) = &t.exitstatus {
+                        v["exitstatus"] = json!(e);
+                    }
+                    data(v)
+                }
+                _ => fail(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &format!("no such task '{upid}'"),
+                ),
+            }
+        }
+        ("GET", "/nodes/{node}/qemu/{vmid}/config") => {
+            let st = shared.lock();
+            let Some(vm) = st.vms.get(&vmid) else {
+                return fail(StatusCode::INTERNAL_SERVER_ERROR, "gone");
+            };
+            let mut cfg = serde_json::Map::new();
+            for (k, v) in &vm.config {
+                let val = match k.as_str() {
+                    "cores" | "sockets" | "template" => v
+                        .parse::<u64>()
+                        .map(Value::from)
+                        .unwrap_or_else(|_| json!(v)),
+                    _ => json!(v),
+                };
+                cfg.insert(k.clone(), val);
+            }
+            cfg.insert(
+                "digest".into(),
+                json!("0123456789abcdef0123456789abcdef01234567"),
+            );
+            data(Value::Object(cfg))
+        }
+        ("POST", "/nodes/{node}/qemu/{vmid}/clone") => clone(shared, &node, vmid, &get, &user),
+        ("POST", "/nodes/{node}/qemu/{vmid}/config")
+        | ("PUT", "/nodes/{node}/qemu/{vmid}/config") => {
+            {
+                let mut st = shared.lock();
+                let Some(vm) = st.vms.get_mut(&vmid) else {
+                    return fail(StatusCode::INTERNAL_SERVER_ERROR, "gone");
+                };
+                if let Some(l) = &vm.lock {
+                    return fail(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        &format!("VM is locked ({l})"),
+                    );
+                }
+                for (k, v) in params {
+                    match k.as_str() {
+                        "delete" => {
+                            for d in v.split([',', ';', ' ']) {
+                                vm.config.remove(d);
+                            }
+                        }
+                        "digest" | "skiplock" | "force" => {}
+                        "sshkeys" => {
+                            vm.config.insert(k.clone(), v.clone());
+                        }
+                        "name" => {
+                            vm.name = v.clone();
+                            vm.config.insert(k.clone(), v.clone());
+                        }
+                        _ => {
+                            vm.config.insert(k.clone(), v.clone());
+                        }
+                    }
+                }
+            }
+            if *method == Method::PUT {
+                data(Value::Null)
+            } else {
+                data(json!(new_task(
+                    shared,
+                    &node,
+                    "qmconfig",
+                    vmid,
+                    vmid,
+                    &user,
+                    Duration::ZERO
+                )))
+            }
+        }
+        ("POST", "/nodes/{node}/qemu/{vmid}/status/start") => {
+            {
+                let st = shared.lock();
+                if st.vms.get(&vmid).is_some_and(|v| v.template) {
+                    return fail(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "you can't start a vm if it's a template",
+                    );
+                }
+            }
+            data(json!(new_task(
+                shared,
+                &node,
+                "qmstart",
+                vmid,
+                vmid,
+                &user,
+                o.task_delay
+            )))
+        }
+        ("POST", "/nodes/{node}/qemu/{vmid}/status/stop") => data(json!(new_task(
+            shared,
+            &node,
+            "qmstop",
+            vmid,
+            vmid,
+            &user,
+            o.task_delay
+        ))),
+        ("DELETE", "/nodes/{node}/qemu/{vmid}") => {
+            {
+                let mut st = shared.lock();
+                if st.fail_deletes > 0 {
+                    st.fail_deletes -= 1;
+                    return fail(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        &format!("VM {vmid} is locked (backup)"),
+                    );
+                }
+                if let Some(vm) = st.vms.get(&vmid) {
+                    if vm.status == "running" {
+                        return fail(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            &format!("VM {vmid} is running - destroy failed"),
+                        );
+                    }
+                    if vm.template {
+                        return fail(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            "refusing to destroy a template in the simulator",
+                        );
+                    }
+                }
+            }
+            data(json!(new_task(
+                shared,
+                &node,
+                "qmdestroy",
+                vmid,
+                vmid,
+                &user,
+                o.task_delay
+            )))
+        }
+        ("POST", "/nodes/{node}/qemu/{vmid}/agent/ping") => {
+            let st = shared.lock();
+            match st.vms.get(&vmid) {
+                Some(vm) if !vm.agent_enabled() => fail(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "No QEMU guest agent configured",
+                ),
+                Some(vm) if vm.status == "running" && vm.booted => data(json!({ "result": {} })),
+                _ => fail(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "QEMU guest agent is not running",
+                ),
+            }
+        }
+        ("POST", "/nodes/{node}/qemu/{vmid}/agent/file-write") => {
+            let mut st = shared.lock();
+            match st.vms.get_mut(&vmid) {
+                Some(vm) if vm.agent_enabled() && vm.booted && vm.status == "running" => {
+                    vm.files.insert(
+                        get("file").unwrap_or_default(),
+                        get("content").unwrap_or_default(),
+                    );
+                    data(Value::Null)
+                }
+                _ => fail(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "QEMU guest agent is not running",
+                ),
+            }
+        }
+        ("POST", "/nodes/{node}/qemu/{vmid}/agent/exec") => {
+            let command: Vec<String> = params
+                .iter()
+                .filter(|(k, _)| k == "command")
+                .map(|(_, v)| v.clone())
+                .collect();
+            agent_exec(shared, vmid, command)
+        }
+        ("GET", "/nodes/{node}/qemu/{vmid}/agent/exec-status") => {
+            let pid: i64 = get("pid").and_then(|p| p.parse().ok()).unwrap_or(-1);
+            let st = shared.lock();
+            match st.execs.get(&(vmid, pid)) {
+                Some(e) if e.exited => {
+                    let mut v = json!({ "exited": 1, "exitcode": e.exitcode });
+                    if e.exitcode != 0 {
+                        v["err-data"] = json!(
+                            "simulated join failure: kubelet could not reach the API server\n"
+                        );
+                    }
+                    data(v)
+                }
+                Some(_) => data(json!({ "exited": 0 })),
+                None => fail(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &format!("Agent error: PID {pid} does not exist"),
+                ),
+            }
+        }
+        _ => {
+            shared.lock().violations.push(format!(
+                "{method} {path}: valid per the schema, but the simulator does not implement {}",
+                m.template
+            ));
+            fail(
+                StatusCode::NOT_IMPLEMENTED,
+                &format!(
+                    "Method '{method} {}' not implemented by the simulator",
+                    m.template
+                ),
+            )
+        }
+    }
+}
+
+fn resources(shared: &Shared, kind: Option<&str>) -> Value {
+    let o = &shared.opts;
+    let st = shared.lock();
+    let mut out = Vec::new();
+    if kind.is_none() || kind == Some("vm") {
+        for vm in st.vms.values() {
+            let mut v = json!({
+                "id": format!("qemu/{}", vm.vmid), "type": "qemu", "vmid": vm.vmid, "node": vm.node,
+                "name": vm.name, "status": vm.status, "template": u8::from(vm.template),
+                "maxmem": vm.memory_mib() * MIB, "mem": if vm.status == "running" { vm.memory_mib() * MIB / 2 } else { 0 },
+                "maxcpu": vm.cpus(), "cpu": 0.01, "maxdisk": 8 * GIB, "disk": 0, "uptime": 0,
+            });
+            if !vm.tags().is_empty() {
+                v["tags"] = json!(vm.tags());
+            }
+            if let Some(l) = &vm.lock {
+                v["lock"] = json!(l);
+            }
+            out.push(v);
+        }
+    }
+    if kind.is_none() || kind == Some("node") {
+        for h in &o.hosts {
+            let used: u64 = st
+                .vms
+                .values()
+                .filter(|v| v.node == h.name && v.status == "running")
+                .map(|v| v.memory_mib() * MIB)
+                .sum();
+            out.push(json!({
+                "id": format!("node/{}", h.name), "type": "node", "node": h.name,
+                "status": if h.online { "online" } else { "offline" },
+                "maxmem": h.maxmem, "mem": h.base_mem + used, "maxcpu": 32, "cpu": 0.05,
+                "level": "", "uptime": 100000,
+            }));
+        }
+    }
+    if kind.is_none() || kind == Some("storage") {
+        for h in &o.hosts {
+            for s in &o.storages {
+                out.push(json!({
+                    "id": format!("storage/{}/{}", h.name, s.name), "type": "storage", "node": h.name,
+                    "storage": s.name, "shared": u8::from(s.shared), "status": "available",
+                    "content": "images,rootdir", "plugintype": if s.shared { "rbd" } else { "lvmthin" },
+                }));
+            }
+        }
+    }
+    Value::Array(out)
+}

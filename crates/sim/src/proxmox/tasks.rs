@@ -1,0 +1,354 @@
+//! Tasks and what they do when they end: clone, config, start, stop, destroy; the
+//! guest's boot and its agent's `exec`.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use axum::response::Response;
+use serde_json::json;
+
+use super::http::{data, fail};
+use super::{now_secs, Exec, Shared, SimVm, Task, MIB};
+use crate::cloud::proxmox::tags;
+use crate::VmEvent;
+
+pub(super) fn clone(
+    shared: &Arc<Shared>,
+    node: &str,
+    vmid: u32,
+    get: &dyn Fn(&str) -> Option<String>,
+    user: &str,
+) -> Response {
+    let o = &shared.opts;
+    let newid: u32 = get("newid").and_then(|v| v.parse().ok()).unwrap_or(0);
+    let target = get("target").unwrap_or_else(|| node.to_string());
+    let full = get("full").is_some_and(|f| f == "1" || f == "true");
+    {
+        let mut st = shared.lock();
+        let Some(tpl) = st.vms.get(&vmid).cloned() else {
+            return fail(StatusCode::INTERNAL_SERVER_ERROR, "gone");
+        };
+        if st.vmid_races > 0 {
+            st.vmid_races -= 1;
+            // Someone else grabbed the id between our nextid and this clone.
+            let racer = SimVm {
+                vmid: newid,
+                node: node.to_string(),
+                name: format!("someone-else-{newid}"),
+                template: false,
+                config: BTreeMap::from([("name".to_string(), format!("someone-else-{newid}"))]),
+                status: "stopped".into(),
+                lock: None,
+                cloud_init_join: false,
+                booted: false,
+                joined: false,
+                files: BTreeMap::new(),
+            };
+            st.vms.entry(newid).or_insert(racer);
+        }
+        if st.vms.contains_key(&newid) {
+            return fail(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("unable to create VM {newid}: config file already exists"),
+            );
+        }
+        if !o.hosts.iter().any(|h| h.name == target && h.online) {
+            return fail(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("target node '{target}' is not online"),
+            );
+        }
+        let storages: Vec<String> = tpl
+            .config
+            .iter()
+            .filter(|(k, _)| k.starts_with("scsi") && *k != "scsihw" || k.starts_with("ide"))
+            .filter_map(|(_, v)| v.split(':').next().map(str::to_string))
+            .collect();
+        let shared_storage = storages
+            .iter()
+            .all(|s| o.storages.iter().any(|x| &x.name == s && x.shared));
+        if target != node && !shared_storage {
+            return fail(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!("can't clone VM to node '{target}' (VM uses local storage)"),
+            );
+        }
+        if !full && get("storage").is_some() {
+            return fail(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "storage migration is only possible with a full clone",
+            );
+        }
+        if !full && !tpl.template {
+            return fail(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "linked clone feature is not supported for a VM that is not a template",
+            );
+        }
+        if let Some(s) = get("storage") {
+            if !o.storages.iter().any(|x| x.name == s) {
+                return fail(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &format!("storage '{s}' does not exist"),
+                );
+            }
+        }
+        let mut config = tpl.config.clone();
+        config.remove("template");
+        let name = get("name").unwrap_or_else(|| format!("Copy-of-VM-{}", tpl.name));
+        config.insert("name".into(), name.clone());
+        config.insert(
+            "meta".into(),
+            format!("creation-qemu=9.2.0,ctime={}", now_secs()),
+        );
+        st.mac_counter += 1;
+        let mac = format!(
+            "BC:24:11:{:02X}:{:02X}:{:02X}",
+            (st.mac_counter >> 16) & 0xff,
+            (st.mac_counter >> 8) & 0xff,
+            st.mac_counter & 0xff
+        );
+        if let Some(net0) = config.get("net0").cloned() {
+            let rest: Vec<&str> = net0.split(',').skip(1).collect();
+            let mut n = format!("virtio={mac}");
+            for r in rest {
+                n.push(',');
+                n.push_str(r);
+            }
+            config.insert("net0".into(), n);
+        }
+        st.vms.insert(
+            newid,
+            SimVm {
+                vmid: newid,
+                node: target.clone(),
+                name,
+                template: false,
+                config,
+                status: "stopped".into(),
+                lock: Some("clone".into()),
+                cloud_init_join: tpl.cloud_init_join,
+                booted: false,
+                joined: false,
+                files: BTreeMap::new(),
+            },
+        );
+    }
+    data(json!(new_task(
+        shared,
+        node,
+        "qmclone",
+        vmid,
+        newid,
+        user,
+        o.clone_delay
+    )))
+}
+
+/// Starts a task; `vmid` names it in the UPID, `target` is the VM its effect applies to
+/// (they differ for a clone: the template vs. the new VM).
+pub(super) fn new_task(
+    shared: &Arc<Shared>,
+    node: &str,
+    kind: &str,
+    vmid: u32,
+    target: u32,
+    user: &str,
+    delay: Duration,
+) -> String {
+    let (upid, fail_with) = {
+        let mut st = shared.lock();
+        st.counter += 1;
+        let pid = st.counter;
+        let starttime = now_secs();
+        let upid = format!(
+            "UPID:{node}:{pid:08X}:{:08X}:{starttime:08X}:{kind}:{vmid}:{user}:",
+            0x12D687 + pid
+        );
+        let fail_with = st
+            .fail_tasks
+            .iter()
+            .position(|(k, _)| k == kind)
+            .map(|i| st.fail_tasks.remove(i).1);
+        st.tasks.insert(
+            upid.clone(),
+            Task {
+                node: node.to_string(),
+                running: true,
+                exitstatus: None,
+                upid: upid.clone(),
+                kind: kind.to_string(),
+                id: vmid.to_string(),
+                user: user.to_string(),
+                starttime,
+                pid,
+            },
+        );
+        (upid, fail_with)
+    };
+    let s2 = shared.clone();
+    let u2 = upid.clone();
+    let kind = kind.to_string();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        finish_task(&s2, &u2, &kind, target, fail_with);
+    });
+    upid
+}
+
+/// Applies a task's effect when it ends.
+fn finish_task(shared: &Arc<Shared>, upid: &str, kind: &str, vmid: u32, fail_with: Option<String>) {
+    let mut events = Vec::new();
+    let mut boot = None;
+    {
+        let mut st = shared.lock();
+        let exit = match (kind, &fail_with) {
+            ("qmclone", Some(e)) => {
+                // A failed clone leaves nothing behind.
+                st.vms.remove(&vmid);
+                e.clone()
+            }
+            (_, Some(e)) => e.clone(),
+            ("qmclone", None) => {
+                if let Some(vm) = st.vms.get_mut(&vmid) {
+                    vm.lock = None;
+                }
+                "OK".into()
+            }
+            ("qmstart", None) => {
+                if let Some(vm) = st.vms.get_mut(&vmid) {
+                    vm.status = "running".into();
+                    boot = Some(vmid);
+                }
+                "OK".into()
+            }
+            ("qmstop", None) => {
+                if let Some(vm) = st.vms.get_mut(&vmid) {
+                    vm.status = "stopped".into();
+                    vm.booted = false;
+                }
+                "OK".into()
+            }
+            ("qmdestroy", None) => {
+                if let Some(vm) = st.vms.remove(&vmid) {
+                    events.push(VmEvent::Deleted { name: vm.name });
+                }
+                "OK".into()
+            }
+            _ => "OK".into(),
+        };
+        if let Some(t) = st.tasks.get_mut(upid) {
+            t.running = false;
+            t.exitstatus = Some(exit);
+        }
+    }
+    for e in events {
+        shared.fire(e);
+    }
+    if let Some(id) = boot {
+        let s2 = shared.clone();
+        let delay = shared.opts.boot_delay;
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            finish_boot(&s2, id);
+        });
+    }
+}
+
+/// The generated user data of a template that joins by itself (see the module docs).
+pub fn cloud_init_join_line(name: &str, tags_value: &str) -> String {
+    let o = tags::ownership(tags_value);
+    format!(
+        "#!/bin/sh\n# simulated: the template's own cloud-init join\nk3s agent --node-name={name} --node-label={}={} --node-label={}={} --node-taint={}=true:NoSchedule\n",
+        nodewright_core::LABEL_CLUSTER,
+        o.cluster.unwrap_or_default(),
+        nodewright_core::LABEL_GROUP,
+        o.group.unwrap_or_default(),
+        nodewright_core::STARTUP_TAINT_KEY,
+    )
+}
+
+fn finish_boot(shared: &Arc<Shared>, vmid: u32) {
+    let event = {
+        let mut st = shared.lock();
+        let never = st.never_ready.clone();
+        let Some(vm) = st.vms.get_mut(&vmid) else {
+            return;
+        };
+        if vm.status != "running" || never.iter().any(|p| vm.name.starts_with(p.as_str())) {
+            return;
+        }
+        vm.booted = true;
+        if !vm.cloud_init_join || vm.joined {
+            return;
+        }
+        vm.joined = true;
+        VmEvent::Booted {
+            name: vm.name.clone(),
+            user_data: cloud_init_join_line(&vm.name, vm.tags()),
+            memory_bytes: vm.memory_mib() * MIB,
+            cpus: vm.cpus(),
+        }
+    };
+    shared.fire(event);
+}
+
+pub(super) fn agent_exec(shared: &Arc<Shared>, vmid: u32, command: Vec<String>) -> Response {
+    let (pid, script, code, delay) = {
+        let mut st = shared.lock();
+        let code = st.join_exit_code;
+        st.counter += 1;
+        let pid = i64::from(st.counter);
+        let Some(vm) = st.vms.get(&vmid) else {
+            return fail(StatusCode::INTERNAL_SERVER_ERROR, "gone");
+        };
+        if !(vm.agent_enabled() && vm.booted && vm.status == "running") {
+            return fail(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "QEMU guest agent is not running",
+            );
+        }
+        let script = match command.as_slice() {
+            [sh, path] if sh.ends_with("sh") => vm.files.get(path).cloned(),
+            _ => None,
+        };
+        st.execs.insert(
+            (vmid, pid),
+            Exec {
+                exited: false,
+                exitcode: 0,
+            },
+        );
+        (pid, script, code, shared.opts.exec_delay)
+    };
+    let s2 = shared.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        let code = if script.is_some() { code } else { 127 };
+        let event = {
+            let mut st = s2.lock();
+            if let Some(e) = st.execs.get_mut(&(vmid, pid)) {
+                e.exited = true;
+                e.exitcode = code;
+            }
+            match (st.vms.get_mut(&vmid), script) {
+                (Some(vm), Some(script)) if code == 0 && !vm.joined => {
+                    vm.joined = true;
+                    Some(VmEvent::Booted {
+                        name: vm.name.clone(),
+                        user_data: script,
+                        memory_bytes: vm.memory_mib() * MIB,
+                        cpus: vm.cpus(),
+                    })
+                }
+                _ => None,
+            }
+        };
+        if let Some(e) = event {
+            s2.fire(e);
+        }
+    });
+    data(json!({ "pid": pid }))
+}
