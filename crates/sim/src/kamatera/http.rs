@@ -1,0 +1,296 @@
+//! The simulator's HTTP side: routes, the API key check, refusals, listings, tags and
+//! the queue.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::{Query, Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use serde_json::{json, Map, Value};
+
+use super::commands::{create_server, power_off, power_on, terminate, valid_tag};
+use super::{Shared, SimCall, SimServer, State_, UnknownServerAnswer};
+
+pub(super) fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/service/servers", get(list_servers))
+        .route("/service/server", post(create_server))
+        .route("/service/server/info", post(server_info))
+        .route("/service/server/terminate", post(terminate))
+        .route("/service/server/poweron", post(power_on))
+        .route("/service/server/poweroff", post(power_off))
+        .route("/server/tags", post(server_tags))
+        .route("/service/queue", get(queue))
+        .fallback(unknown_path)
+        .layer(axum::middleware::from_fn_with_state(
+            shared.clone(),
+            record_and_authenticate,
+        ))
+        .with_state(shared)
+}
+
+pub(super) fn error(status: StatusCode, message: &str) -> Response {
+    (status, Json(json!({ "message": message }))).into_response()
+}
+
+/// The real service's answer to a path it has no route for (its exception handler turns
+/// the router's not-found into this): never a missing server.
+async fn unknown_path() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        Json(json!({ "error": true, "message": "Not Found" })),
+    )
+        .into_response()
+}
+
+/// Logs every request with its JSON body and rejects it without the right API key.
+async fn record_and_authenticate(
+    State(shared): State<Arc<Shared>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 4 << 20).await else {
+        return error(StatusCode::PAYLOAD_TOO_LARGE, "Request body too large");
+    };
+    let header = |name: &str| {
+        parts
+            .headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let o = &shared.opts;
+    let authorized = header("authclientid").as_deref() == Some(o.client_id.as_str())
+        && header("authsecret").as_deref() == Some(o.secret.as_str());
+    shared.lock().calls.push(SimCall {
+        method: parts.method.to_string(),
+        path: parts.uri.path().to_string(),
+        query: parts.uri.query().map(str::to_string),
+        body: serde_json::from_slice(&bytes).ok(),
+        authorized,
+    });
+    if !authorized {
+        return error(
+            StatusCode::UNAUTHORIZED,
+            "Authentication failed: invalid AuthClientId or AuthSecret",
+        );
+    }
+    next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
+        .await
+}
+
+fn server_json(s: &SimServer) -> Value {
+    json!({ "id": s.id, "name": s.name, "datacenter": s.datacenter, "power": s.power })
+}
+
+async fn list_servers(State(shared): State<Arc<Shared>>) -> Response {
+    let st = shared.lock();
+    if st.listing_down {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            Json(json!({"message": "Internal Server Error"})),
+        )
+            .into_response();
+    }
+    Json(Value::Array(st.servers.iter().map(server_json).collect())).into_response()
+}
+
+pub(super) fn parse_object(body: &Bytes) -> Option<Map<String, Value>> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(m)) => Some(m),
+        _ => None,
+    }
+}
+
+pub(super) fn not_object() -> Response {
+    error(
+        StatusCode::BAD_REQUEST,
+        "Invalid request: expected a JSON object",
+    )
+}
+
+/// A field as text: strings as is, numbers as their decimal form.
+pub(super) fn text(m: &Map<String, Value>, key: &str) -> Option<String> {
+    match m.get(key)? {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(n) => Some(n.to_string()),
+        Value::Bool(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+/// Why the real service refuses a call about servers (all HTTP 500).
+pub(super) enum Refusal {
+    /// Its own message, e.g. `No servers found (name='x')`.
+    Message(String),
+    /// An id the console service does not know (see [`UnknownServerAnswer`]).
+    UnknownId,
+}
+
+impl Refusal {
+    pub(super) fn answer(self, shared: &Shared) -> Response {
+        match self {
+            Refusal::Message(m) => error(StatusCode::INTERNAL_SERVER_ERROR, &m),
+            Refusal::UnknownId => unknown_server_id(&shared.opts.unknown_server_answer),
+        }
+    }
+}
+
+/// The servers a call about servers selects, or the real service's refusal: by `id`
+/// (exactly one, else the console's refusal, see [`UnknownServerAnswer`]) or by `name`
+/// (the real API takes an anchored regular expression; the simulator matches names
+/// exactly), never both and never neither.
+pub(super) fn select(st: &State_, m: &Map<String, Value>) -> Result<Vec<usize>, Refusal> {
+    let id = text(m, "id").filter(|s| !s.is_empty());
+    let name = text(m, "name").filter(|s| !s.is_empty());
+    let matching = |pick: &dyn Fn(&SimServer) -> bool| -> Vec<usize> {
+        st.servers
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| pick(s))
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let found = match (id, name) {
+        (Some(_), Some(_)) => {
+            return Err(Refusal::Message(
+                "Please specify 'name' or 'id' but not both".into(),
+            ))
+        }
+        (None, None) => return Err(Refusal::Message("Missing server 'id' / 'name'".into())),
+        (Some(id), None) => matching(&|s| s.id == id),
+        (None, Some(name)) => {
+            let found = matching(&|s| s.name == name);
+            if found.is_empty() {
+                return Err(Refusal::Message(format!(
+                    "No servers found (name='{name}')"
+                )));
+            }
+            found
+        }
+    };
+    if found.is_empty() {
+        return Err(Refusal::UnknownId);
+    }
+    Ok(found)
+}
+
+/// The real service's HTTP 500 for an id the console service does not know, with the
+/// simulator's stand-in for the console's answer.
+fn unknown_server_id(answer: &UnknownServerAnswer) -> Response {
+    let body = match answer {
+        UnknownServerAnswer::Wrapped => {
+            let console = json!({ "message": "Server not found" });
+            let dumped = json!([{ "error": true, "status_code": 404, "response": console, "json_decode_error": null }]);
+            json!({
+                "message": format!("Error response from server: {dumped}"),
+                "responses": [{ "status_code": 404, "response": console, "json_decode_error": null }],
+            })
+        }
+        UnknownServerAnswer::Collapsed(text) => json!({ "message": text }),
+    };
+    (StatusCode::INTERNAL_SERVER_ERROR, Json(body)).into_response()
+}
+
+fn info_json(s: &SimServer) -> Value {
+    json!({
+        "id": s.id, "name": s.name, "datacenter": s.datacenter, "power": s.power,
+        "cpu": s.cpu, "ram": s.ram_mb,
+        "diskSizes": s.disks.iter().filter_map(|d| d.split(',').find_map(|kv| kv.strip_prefix("size=")).and_then(|v| v.parse::<u64>().ok())).collect::<Vec<_>>(),
+        "networks": s.networks.iter().map(|n| json!({ "network": n.split(',').find_map(|kv| kv.strip_prefix("name=")).unwrap_or(""), "ips": [] })).collect::<Vec<_>>(),
+        "billing": s.billing_cycle, "traffic": "t5000",
+        "managed": if s.managed { "1" } else { "0" },
+        "backup": if s.daily_backup { "1" } else { "0" },
+    })
+}
+
+async fn server_info(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let Some(m) = parse_object(&body) else {
+        return not_object();
+    };
+    let st = shared.lock();
+    let found = match select(&st, &m) {
+        Ok(found) => found,
+        Err(refused) => return refused.answer(&shared),
+    };
+    Json(Value::Array(
+        found.iter().map(|i| info_json(&st.servers[*i])).collect(),
+    ))
+    .into_response()
+}
+
+async fn server_tags(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let Some(m) = parse_object(&body) else {
+        return not_object();
+    };
+    let mut st = shared.lock();
+    let found = match select(&st, &m) {
+        Ok(found) => found,
+        Err(refused) => return refused.answer(&shared),
+    };
+    let i = match found.as_slice() {
+        [one] => *one,
+        _ => {
+            return error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &format!(
+                    "Too many matching servers (name='{}')",
+                    text(&m, "name").unwrap_or_default()
+                ),
+            )
+        }
+    };
+    let server = &mut st.servers[i];
+    if let Some(add) = text(&m, "add").filter(|t| !t.is_empty()) {
+        if !valid_tag(&add) {
+            return error(StatusCode::BAD_REQUEST, "Invalid tag name");
+        }
+        if !server.tags.contains(&add) {
+            server.tags.push(add);
+        }
+    }
+    if let Some(remove) = text(&m, "remove").filter(|t| !t.is_empty()) {
+        server.tags.retain(|t| *t != remove);
+    }
+    // The current row shape: the server id and the tag name.
+    Json(Value::Array(
+        server
+            .tags
+            .iter()
+            .map(|t| json!({ "id": server.id, "tagName": t }))
+            .collect(),
+    ))
+    .into_response()
+}
+
+async fn queue(
+    State(shared): State<Arc<Shared>>,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    let Some(id) = q.get("id").and_then(|i| i.trim().parse::<u64>().ok()) else {
+        return error(StatusCode::BAD_REQUEST, "missing required flag (id)");
+    };
+    let st = shared.lock();
+    let entries: Vec<Value> = st
+        .commands
+        .iter()
+        .filter(|c| c.id == id && !shared.opts.silent_queue)
+        .map(|c| {
+            // The queue answers ids as numbers, whatever form the command call used.
+            let mut e: BTreeMap<&str, Value> = BTreeMap::new();
+            e.insert("id", json!(c.id));
+            e.insert("status", json!(c.status));
+            e.insert("server", json!(c.server_name));
+            e.insert("description", json!(format!("{} server", c.kind)));
+            e.insert("log", json!(c.log));
+            json!(e)
+        })
+        .collect();
+    Json(Value::Array(entries)).into_response()
+}
