@@ -74,6 +74,19 @@ pub fn transport(provider: &str, call: &str, e: &reqwest::Error) -> CloudError {
     }
 }
 
+/// The reason phrase of the response's status line as the server wrote it, when it is
+/// not the standard one for the status (HTTP/1 only; hyper keeps only such phrases).
+/// Proxmox VE before early 2025 put its error message there and nowhere else
+/// (`HTTP/1.1 500 QEMU guest agent is not running`), which
+/// `StatusCode::canonical_reason` cannot give back.
+pub fn reason_phrase(resp: &reqwest::Response) -> Option<String> {
+    let phrase = resp.extensions().get::<hyper::ext::ReasonPhrase>()?;
+    let text = String::from_utf8_lossy(phrase.as_bytes())
+        .trim()
+        .to_string();
+    (!text.is_empty()).then_some(text)
+}
+
 /// An error body with no message the provider understands, as text: trimmed, cut at
 /// 300 characters (marked `...`), or `(empty response body)`.
 pub fn body_excerpt(body: &str) -> String {

@@ -133,6 +133,11 @@ pub(super) async fn handle(
         csrf,
     )
     .await;
+    let response = if shared.opts.status_line_errors {
+        message_to_status_line(response).await
+    } else {
+        response
+    };
     shared.lock().calls.push(SimCall {
         method: method.to_string(),
         path,
@@ -142,6 +147,44 @@ pub(super) async fn handle(
         status: response.status().as_u16(),
     });
     response
+}
+
+/// An error answer the way older servers gave it: the body's `message` moves to the
+/// status line's reason phrase (one line of visible ASCII, as a status line allows).
+async fn message_to_status_line(response: Response) -> Response {
+    if response.status().is_success() {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 1 << 20).await else {
+        return (parts.status, "unreadable error body").into_response();
+    };
+    let mut v: Value = serde_json::from_slice(&bytes).unwrap_or_else(|_| json!({}));
+    let message = v
+        .as_object_mut()
+        .and_then(|m| m.remove("message"))
+        .and_then(|m| m.as_str().map(str::to_string))
+        .unwrap_or_default();
+    let phrase: String = message
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
+        .chars()
+        .filter(|c| c.is_ascii_graphic() || *c == ' ')
+        .collect();
+    if let Ok(reason) = hyper::ext::ReasonPhrase::try_from(phrase) {
+        parts.extensions.insert(reason);
+    }
+    if !v.is_object() {
+        v = json!({});
+    }
+    if v.get("data").is_none() {
+        v["data"] = Value::Null;
+    }
+    let mut out = Json(v).into_response();
+    *out.status_mut() = parts.status;
+    out.extensions_mut().extend(parts.extensions);
+    out
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -109,6 +109,10 @@ pub struct SimProxmoxOptions {
     /// How long a guest-agent exec runs.
     pub exec_delay: Duration,
     pub tls: Option<SimTls>,
+    /// Answer errors as Proxmox VE did before early 2025: the message only in the status
+    /// line's reason phrase (`HTTP/1.1 500 QEMU guest agent is not running`), the body
+    /// `{"data": null}` (with `errors` when there are any).
+    pub status_line_errors: bool,
 }
 
 impl Default for SimProxmoxOptions {
@@ -160,6 +164,7 @@ impl Default for SimProxmoxOptions {
             boot_delay: Duration::from_millis(200),
             exec_delay: Duration::from_millis(100),
             tls: None,
+            status_line_errors: false,
         }
     }
 }

@@ -9,6 +9,7 @@ use tokio::sync::Mutex;
 use super::credentials::{ProxmoxAuth, ProxmoxCredentials};
 use super::tls::build_client;
 use super::{seg, PROVIDER};
+use crate::cloud::http::reason_phrase;
 use crate::cloud::CloudError;
 
 /// Tickets live 2 hours; renew well before that.
@@ -79,24 +80,38 @@ fn transport(call: &str, e: &reqwest::Error) -> CloudError {
     crate::cloud::http::transport(PROVIDER, call, e)
 }
 
-/// Proxmox's message from an error body: `message`, plus per-parameter `errors`.
-pub fn error_message(body: &str, fallback: &str) -> String {
+/// Proxmox's message for a failed request: the body's `message`, else the server's own
+/// status-line reason phrase (`reason`: all that servers before early 2025 sent), else
+/// `fallback` (the standard phrase); plus the per-parameter `errors` of the body.
+pub fn error_message(body: &str, reason: Option<&str>, fallback: &str) -> String {
     let mut parts = Vec::new();
-    if let Ok(v) = serde_json::from_str::<Value>(body) {
-        if let Some(m) = v.get("message").and_then(Value::as_str) {
-            parts.push(m.trim().to_string());
-        }
-        if let Some(errs) = v.get("errors").and_then(Value::as_object) {
-            let detail: Vec<String> = errs
-                .iter()
-                .map(|(k, e)| format!("{k}: {}", e.as_str().unwrap_or("invalid").trim()))
-                .collect();
-            if !detail.is_empty() {
-                parts.push(detail.join("; "));
+    let mut errors = Vec::new();
+    match serde_json::from_str::<Value>(body) {
+        Ok(v) => {
+            if let Some(m) = v.get("message").and_then(Value::as_str) {
+                if !m.trim().is_empty() {
+                    parts.push(m.trim().to_string());
+                }
+            }
+            if let Some(errs) = v.get("errors").and_then(Value::as_object) {
+                errors = errs
+                    .iter()
+                    .map(|(k, e)| format!("{k}: {}", e.as_str().unwrap_or("invalid").trim()))
+                    .collect();
             }
         }
-    } else if !body.trim().is_empty() {
-        parts.push(body.trim().chars().take(300).collect());
+        Err(_) if !body.trim().is_empty() => {
+            parts.push(body.trim().chars().take(300).collect());
+        }
+        Err(_) => {}
+    }
+    if parts.is_empty() {
+        if let Some(r) = reason.map(str::trim).filter(|r| !r.is_empty()) {
+            parts.push(r.to_string());
+        }
+    }
+    if !errors.is_empty() {
+        parts.push(errors.join("; "));
     }
     if parts.is_empty() {
         fallback.to_string()
@@ -156,6 +171,7 @@ impl Api {
             .await
             .map_err(|e| transport(call, &e))?;
         let status = resp.status();
+        let reason = reason_phrase(&resp);
         let text = resp.text().await.map_err(|e| transport(call, &e))?;
         if !status.is_success() {
             return Err(CloudError::Auth {
@@ -163,7 +179,11 @@ impl Api {
                 message: format!(
                     "Proxmox refused the login of {username} (HTTP {}): {}",
                     status.as_u16(),
-                    error_message(&text, status.canonical_reason().unwrap_or(""))
+                    error_message(
+                        &text,
+                        reason.as_deref(),
+                        status.canonical_reason().unwrap_or("")
+                    )
                 ),
             });
         }
@@ -260,6 +280,7 @@ impl Api {
             }
             let resp = rb.send().await.map_err(|e| transport(&call, &e))?;
             let status = resp.status();
+            let reason = reason_phrase(&resp);
             let text = resp.text().await.map_err(|e| transport(&call, &e))?;
             if status == reqwest::StatusCode::UNAUTHORIZED && !retried {
                 if let Some(t) = used_ticket {
@@ -270,7 +291,11 @@ impl Api {
                 }
             }
             if !status.is_success() {
-                let message = error_message(&text, status.canonical_reason().unwrap_or("error"));
+                let message = error_message(
+                    &text,
+                    reason.as_deref(),
+                    status.canonical_reason().unwrap_or("error"),
+                );
                 return Err(api_error(&call, status.as_u16(), message));
             }
             let v: Value = serde_json::from_str(&text)
@@ -305,13 +330,44 @@ mod tests {
         assert_eq!(
             error_message(
                 r#"{"data":null,"message":"Parameter verification failed.\n","errors":{"vmid":"invalid format"}}"#,
+                None,
                 "x"
             ),
             "Parameter verification failed.: vmid: invalid format"
         );
         assert_eq!(
-            error_message("", "Internal Server Error"),
+            error_message("", None, "Internal Server Error"),
             "Internal Server Error"
+        );
+    }
+
+    #[test]
+    fn error_text_from_the_status_line_is_kept() {
+        // Servers before early 2025: the message only in the reason phrase.
+        assert_eq!(
+            error_message(
+                r#"{"data":null}"#,
+                Some("QEMU guest agent is not running"),
+                "Internal Server Error"
+            ),
+            "QEMU guest agent is not running"
+        );
+        assert_eq!(
+            error_message(
+                r#"{"data":null,"errors":{"vmid":"VM 105 already exists"}}"#,
+                Some("Parameter verification failed."),
+                "Bad Request"
+            ),
+            "Parameter verification failed.: vmid: VM 105 already exists"
+        );
+        // A message in the body wins; the phrase is only the fallback.
+        assert_eq!(
+            error_message(
+                r#"{"data":null,"message":"VM 105 is locked (clone)\n"}"#,
+                Some("VM 105 is locked"),
+                "Internal Server Error"
+            ),
+            "VM 105 is locked (clone)"
         );
         assert_eq!(
             form_encode(&params([
