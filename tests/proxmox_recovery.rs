@@ -10,7 +10,7 @@ use std::time::Duration;
 use nodewright::cloud::proxmox::{
     JoinState, ProviderOptions, ProxmoxCredentials, ProxmoxProvider, ProxmoxSettings,
 };
-use nodewright::cloud::{CloudProvider, CreateRequest};
+use nodewright::cloud::{CloudProvider, CreateRequest, ServerStatus};
 use nodewright::sim::proxmox::{SimProxmox, SimProxmoxOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -154,4 +154,173 @@ async fn proxmox_two_processes_creating_at_once_both_succeed_with_distinct_ids()
     assert_eq!(ids.len(), 6, "{ids:?}");
     assert_eq!(s.guests().len(), 6);
     assert_clean(&s);
+}
+
+/// A cluster and a reconciler for `e2e` with one Proxmox group of `minSize: 0` (so the
+/// cycle has nothing to add), as a freshly started process would build them.
+mod cycle {
+    use std::path::Path;
+    use std::sync::Arc;
+
+    use nodewright::act::Clouds;
+    use nodewright::cluster::{kubeconfig_from_file, KubeCluster};
+    use nodewright::config::Config;
+    use nodewright::reconcile::Reconciler;
+    use nodewright::sim::cluster::{SimCluster, SimClusterOptions};
+
+    use super::*;
+
+    pub async fn cluster(dir: &Path) -> SimCluster {
+        let cluster = SimCluster::start(SimClusterOptions::default())
+            .await
+            .expect("cluster");
+        cluster
+            .write_kubeconfig(&dir.join("kubeconfig"))
+            .expect("kubeconfig");
+        std::fs::create_dir_all(dir.join("templates")).expect("dir");
+        std::fs::write(dir.join("templates/join.sh.j2"), "#!/bin/sh\ntrue\n").expect("template");
+        cluster
+    }
+
+    pub async fn reconciler(dir: &Path, pve: &SimProxmox) -> Reconciler {
+        let path = dir.join("autoscaler.yaml");
+        std::fs::write(
+            &path,
+            format!(
+                "clusterName: e2e\nfreeMemoryTarget: 0 B\nprovisionTimeout: 15m\ntemplatesDir: {}\nnodeGroups:\n  - name: workers\n    provider: proxmox\n    maxSize: 3\n    proxmox: {{template: k3s-shared}}\n    userData: {{template: join.sh.j2}}\n",
+                dir.join("templates").display()
+            ),
+        )
+        .expect("config");
+        let config = Config::load(&path).expect("config loads");
+        let provider: Arc<dyn CloudProvider> = Arc::new(super::provider(
+            pve,
+            &[("workers", "template: k3s-shared\n")],
+        ));
+        let mut clouds = Clouds::new();
+        clouds.add_group("workers", provider);
+        let kube = kubeconfig_from_file(&dir.join("kubeconfig"))
+            .await
+            .expect("kubeconfig");
+        Reconciler {
+            config: Arc::new(config),
+            cluster: Arc::new(KubeCluster::new(
+                kube::Client::try_from(kube).expect("client"),
+            )),
+            clouds,
+            dry_run: false,
+        }
+    }
+}
+
+/// Issue 11: a process killed between the clone and the config call left a VM without
+/// ownership tags that nothing ever removed. The clone call now names and describes the
+/// VM, so the next process recognises it (name and description must both say so) and
+/// removes it; VMs merely named like ours are left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn proxmox_clone_without_its_config_step_is_removed_by_the_next_cycle() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let cluster = cycle::cluster(dir.path()).await;
+    let s = SimProxmox::start(SimProxmoxOptions {
+        clone_delay: Duration::from_millis(400),
+        ..SimProxmoxOptions::default()
+    })
+    .await
+    .expect("simulator starts (needs PVE_API_SCHEMA)");
+    // Untagged VMs named like ours that are not half-made clones of ours.
+    let manual = s.insert_vm("pve1", "e2e-workers-manual", "", None);
+    let other = s.insert_vm("pve1", "e2e-workers-other", "", None);
+    s.set_config(
+        other,
+        "description",
+        "nodewright: cluster=staging group=workers created=1700000000",
+    );
+
+    // The first process dies while its clone is under way: no config call is ever sent.
+    let dying = provider(&s, &[("workers", "template: k3s-shared\n")]);
+    let create = tokio::spawn(async move {
+        let mut r = req("e2e-workers-dying", "workers", "");
+        r.cluster = "e2e".into();
+        dying.create_server(&r).await
+    });
+    let cloning = loop {
+        if let Some(vm) = s
+            .guests()
+            .into_iter()
+            .find(|v| v.name == "e2e-workers-dying")
+        {
+            break vm;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    create.abort();
+    assert!(cloning.tags().is_empty(), "{cloning:?}");
+    assert!(
+        cloning
+            .config
+            .get("description")
+            .is_some_and(|d| d.starts_with("nodewright: cluster=e2e group=workers created=")),
+        "the clone call set the description: {cloning:?}"
+    );
+
+    // A new process sees it as ours at once: still cloning, then left half-made.
+    let next = provider(&s, &[("workers", "template: k3s-shared\n")]);
+    let id = cloning.vmid.to_string();
+    let listed = next.list_servers("e2e").await.expect("list");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].id, id);
+    assert_eq!(listed[0].group.as_deref(), Some("workers"));
+    assert_eq!(
+        listed[0].status,
+        ServerStatus::Building,
+        "clone still running"
+    );
+    while s
+        .guests()
+        .iter()
+        .any(|v| v.vmid == cloning.vmid && v.lock.is_some())
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let listed = next.list_servers("e2e").await.expect("list");
+    assert_eq!(listed[0].status, ServerStatus::Incomplete, "{listed:?}");
+    let read = next
+        .get_server("e2e", &id)
+        .await
+        .expect("get")
+        .expect("exists");
+    assert_eq!(read.cluster.as_deref(), Some("e2e"));
+
+    // The next cycle removes it, and only it.
+    let rec = cycle::reconciler(dir.path(), &s).await;
+    let report = rec
+        .cycle(std::time::SystemTime::now())
+        .await
+        .expect("cycle");
+    assert!(
+        matches!(&report.decision.action, nodewright::plan::Action::DeleteServers { servers, .. } if servers.len() == 1 && servers[0].id == id),
+        "{:?}",
+        report.decision
+    );
+    assert!(
+        report
+            .decision
+            .reasons
+            .iter()
+            .any(|r| r.message.contains("half-made")),
+        "{:?}",
+        report.decision.reasons
+    );
+    let left: BTreeSet<u32> = s.guests().iter().map(|v| v.vmid).collect();
+    assert_eq!(left, BTreeSet::from([manual, other]));
+    // Neither of the others can be deleted by this cluster.
+    for vmid in [manual, other] {
+        let e = next
+            .delete_server("e2e", &vmid.to_string())
+            .await
+            .expect_err("not ours");
+        assert!(e.to_string().contains("not tagged"), "{e}");
+    }
+    assert_clean(&s);
+    cluster.shutdown();
 }

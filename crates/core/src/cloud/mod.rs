@@ -28,6 +28,10 @@ pub enum ServerStatus {
     Deleting,
     Stopped,
     Unknown,
+    /// Created, but the process creating it stopped before configuring it (Proxmox: a
+    /// clone that never got its size and ownership tags, recognised by the name and
+    /// description set in the clone call). Nothing will finish it: it is removed.
+    Incomplete,
 }
 
 /// A VM as read back from the cloud on every cycle.

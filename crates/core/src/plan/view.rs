@@ -629,7 +629,7 @@ fn server_state(
 ) -> ServerState {
     match server.status {
         ServerStatus::Deleting => return ServerState::Deleting,
-        ServerStatus::Error => return ServerState::Failed,
+        ServerStatus::Error | ServerStatus::Incomplete => return ServerState::Failed,
         _ => {}
     }
     let joined = node.is_some_and(|n| !n.has_taint(STARTUP_TAINT_KEY) && !n.deleting);

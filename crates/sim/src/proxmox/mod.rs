@@ -509,6 +509,14 @@ impl SimProxmox {
         self.shared.lock().join_exit_code = code;
     }
 
+    /// Sets one configuration value of VM `vmid` directly (e.g. the `description` a
+    /// person wrote); does nothing when there is no such VM.
+    pub fn set_config(&self, vmid: u32, key: &str, value: &str) {
+        if let Some(vm) = self.shared.lock().vms.get_mut(&vmid) {
+            vm.config.insert(key.to_string(), value.to_string());
+        }
+    }
+
     /// Adds a running VM directly (e.g. one left behind by a crash, or someone else's);
     /// returns its VM id.
     pub fn insert_vm(&self, node: &str, name: &str, tags: &str, ipconfig0: Option<&str>) -> u32 {

@@ -99,6 +99,10 @@ pub(super) fn clone(
         config.remove("template");
         let name = get("name").unwrap_or_else(|| format!("Copy-of-VM-{}", tpl.name));
         config.insert("name".into(), name.clone());
+        config.remove("description");
+        if let Some(d) = get("description") {
+            config.insert("description".into(), d);
+        }
         config.insert(
             "meta".into(),
             format!("creation-qemu=9.2.0,ctime={}", now_secs()),

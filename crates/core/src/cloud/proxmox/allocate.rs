@@ -313,6 +313,8 @@ pub struct CloneSpec<'a> {
     pub template: &'a VmResource,
     pub target: &'a str,
     pub name: &'a str,
+    /// Set in the clone call itself: ownership marks for the time before the tags exist.
+    pub description: &'a str,
     pub settings: &'a ProxmoxSettings,
     pub attempts: u32,
     pub task_timeout: Duration,
@@ -335,6 +337,7 @@ pub async fn clone_vm(api: &Api, spec: &CloneSpec<'_>) -> Result<u32, CloudError
         let mut p = params([
             ("newid", id.to_string()),
             ("name", spec.name.to_string()),
+            ("description", spec.description.to_string()),
             (
                 "full",
                 if spec.settings.clone == CloneMode::Full {

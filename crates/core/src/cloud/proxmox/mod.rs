@@ -7,6 +7,7 @@
 //! - [`tags`]: ownership encoded into Proxmox's restricted tag alphabet.
 //! - [`ippool`]: the static IPv4 pool, derived from the live VMs every time.
 //! - [`allocate`]: template lookup, host choice, VM id allocation, clone.
+//! - [`halfmade`]: a clone whose creation stopped before its config call.
 //! - [`agent`]: running the join script through the QEMU guest agent.
 //! - [`provider`]: [`ProxmoxProvider`], the [`crate::cloud::CloudProvider`].
 
@@ -14,6 +15,7 @@ pub mod agent;
 pub mod allocate;
 pub mod client;
 pub mod credentials;
+pub mod halfmade;
 pub mod ippool;
 pub mod provider;
 pub mod tags;

@@ -1,6 +1,6 @@
 //! [`ProxmoxProvider`]: the [`CloudProvider`] over the Proxmox VE API.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::net::Ipv4Addr;
 use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, SystemTime};
@@ -16,8 +16,9 @@ use super::allocate::{
 };
 use super::client::{params, Api, Params};
 use super::credentials::ProxmoxCredentials;
+use super::halfmade::{half_made, is_gone};
 use super::ippool::{address_of, Pool};
-use super::tags::{self, ownership};
+use super::tags::{self, ownership, Ownership};
 use super::tasks::{upid_of, wait_task};
 use super::{other, pve_urlencode, IpConfig, JoinMode, ProxmoxSettings, PROVIDER};
 use crate::cloud::{
@@ -75,6 +76,8 @@ struct Inner {
     create_lock: Mutex<()>,
     /// Guest-agent joins by VM id; a failed one shows the VM as `Error`.
     joins: StdMutex<HashMap<u32, JoinState>>,
+    /// VMs this process is between cloning and configuring: half-made, but not left so.
+    creating: StdMutex<HashSet<u32>>,
     tasks: StdMutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
@@ -165,6 +168,7 @@ impl ProxmoxProvider {
                 options,
                 create_lock: Mutex::new(()),
                 joins: StdMutex::new(HashMap::new()),
+                creating: StdMutex::new(HashSet::new()),
                 tasks: StdMutex::new(Vec::new()),
             }),
         })
@@ -232,11 +236,7 @@ impl ProxmoxProvider {
                     }
                 }
                 // Gone between the listing and now: its address is free.
-                Err(CloudError::Api {
-                    status: 500,
-                    ref message,
-                    ..
-                }) if message.contains("does not exist") => {}
+                Err(e) if is_gone(&e) => {}
                 Err(e) => return Err(e),
             }
         }
@@ -318,12 +318,15 @@ impl ProxmoxProvider {
             }
             None => None,
         };
+        // Recognisable as ours from the clone on, before the config call sets the tags.
+        let description = tags::description_for_new_vm(&req.cluster, &req.group, SystemTime::now());
         let vmid = clone_vm(
             api,
             &CloneSpec {
                 template: &template,
                 target: &target,
                 name: &req.name,
+                description: &description,
                 settings,
                 attempts: inner.options.vmid_attempts,
                 task_timeout: inner.options.task_timeout,
@@ -332,6 +335,7 @@ impl ProxmoxProvider {
         )
         .await?;
         tracing::info!(vm = %req.name, vmid, host = %target, template = template.vmid, "Proxmox VM cloned");
+        let _creating = Creating::start(&inner.creating, vmid);
 
         let created = SystemTime::now();
         let memory_mib = settings.memory.map(|m| m.as_u64() / (1024 * 1024));
@@ -413,9 +417,9 @@ impl ProxmoxProvider {
         })
     }
 
-    /// VM `v` as a [`Server`], its ownership as its tags say.
-    async fn vm_server(&self, v: &VmResource) -> Server {
-        let o = ownership(v.tags());
+    /// VM `v` as a [`Server`] with ownership `o` (from its tags, or the description of a
+    /// `half_made` VM).
+    async fn vm_server(&self, v: &VmResource, o: Ownership, half_made: bool) -> Server {
         let created = match o.created {
             Some(t) => t,
             None => match vm_config(&self.inner.api, &v.node, v.vmid)
@@ -440,7 +444,16 @@ impl ProxmoxProvider {
             .unwrap_or_else(|e| e.into_inner())
             .get(&v.vmid)
             .cloned();
+        let in_creation = self
+            .inner
+            .creating
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&v.vmid);
         let status = match (v.lock.as_deref(), v.status.as_str(), join) {
+            // Cloned, unlocked, untagged and nobody here configuring it: left half-made.
+            (None, _, _) if half_made && !in_creation => ServerStatus::Incomplete,
+            (_, _, _) if half_made => ServerStatus::Building,
             (_, _, Some(JoinState::Failed(_))) => ServerStatus::Error,
             (Some("destroyed"), _, _) => ServerStatus::Deleting,
             (Some(_), _, _) => ServerStatus::Building,
@@ -505,24 +518,33 @@ impl CloudProvider for ProxmoxProvider {
         PROVIDER
     }
 
+    /// VMs tagged for `cluster`, and VMs half-made for it (see [`half_made`]).
     async fn list_servers(&self, cluster: &str) -> Result<Vec<Server>, CloudError> {
         let vms = list_vms(&self.inner.api).await?;
         let mut out = Vec::new();
         for v in vms.iter().filter(|v| !v.template) {
-            if ownership(v.tags()).cluster.as_deref() == Some(cluster) {
-                out.push(self.vm_server(v).await);
+            let o = ownership(v.tags());
+            if o.cluster.as_deref() == Some(cluster) {
+                out.push(self.vm_server(v, o, false).await);
+            } else if let Some(o) = half_made(&self.inner.api, v, cluster).await? {
+                out.push(self.vm_server(v, o, true).await);
             }
         }
         Ok(out)
     }
 
-    async fn get_server(&self, _cluster: &str, id: &str) -> Result<Option<Server>, CloudError> {
+    /// Ownership as the tags say it, or for an untagged VM half-made for `cluster`, as its
+    /// name and description say it.
+    async fn get_server(&self, cluster: &str, id: &str) -> Result<Option<Server>, CloudError> {
         let vmid = vmid_of(id)?;
         let vms = list_vms(&self.inner.api).await?;
-        match vms.iter().find(|v| v.vmid == vmid && !v.template) {
-            Some(v) => Ok(Some(self.vm_server(v).await)),
-            None => Ok(None),
-        }
+        let Some(v) = vms.iter().find(|v| v.vmid == vmid && !v.template) else {
+            return Ok(None);
+        };
+        Ok(Some(match half_made(&self.inner.api, v, cluster).await? {
+            Some(o) => self.vm_server(v, o, true).await,
+            None => self.vm_server(v, ownership(v.tags()), false).await,
+        }))
     }
 
     async fn create_server(&self, req: &CreateRequest) -> Result<Server, CloudError> {
@@ -531,7 +553,8 @@ impl CloudProvider for ProxmoxProvider {
     }
 
     /// Destroys VM `id` only when its tags, read back just before, name `cluster` (and
-    /// no other cluster).
+    /// no other cluster), or, with no nodewright tag at all, when it is half-made for
+    /// `cluster` (name and description).
     async fn delete_server(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         let vmid = vmid_of(id)?;
         let vms = list_vms(&self.inner.api).await?;
@@ -544,7 +567,12 @@ impl CloudProvider for ProxmoxProvider {
             return Err(refused(PROVIDER, &name, id, "it is a template".into()));
         }
         let owner = ownership(vm.tags()).cluster;
-        if owner.as_deref() != Some(cluster) {
+        let half = if owner.is_none() {
+            half_made(&self.inner.api, vm, cluster).await?.is_some()
+        } else {
+            false
+        };
+        if owner.as_deref() != Some(cluster) && !half {
             let named = tags::cluster_tags(vm.tags());
             let reason = match named.as_slice() {
                 [] => format!(
@@ -593,6 +621,28 @@ impl CloudProvider for ProxmoxProvider {
 
     async fn verify(&self) -> Result<(), CloudError> {
         self.check().await
+    }
+}
+
+/// Marks a VM as being configured by this process for as long as it lives.
+struct Creating<'a> {
+    set: &'a StdMutex<HashSet<u32>>,
+    vmid: u32,
+}
+
+impl<'a> Creating<'a> {
+    fn start(set: &'a StdMutex<HashSet<u32>>, vmid: u32) -> Self {
+        set.lock().unwrap_or_else(|e| e.into_inner()).insert(vmid);
+        Creating { set, vmid }
+    }
+}
+
+impl Drop for Creating<'_> {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.vmid);
     }
 }
 

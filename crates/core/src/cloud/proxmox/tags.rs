@@ -101,6 +101,52 @@ pub fn cluster_tags(tags: &str) -> Vec<String> {
         .collect()
 }
 
+/// What the first line of a new VM's description starts with. The clone call cannot set
+/// tags but can set a description, so the marks written there make a VM recognisable as
+/// ours from the moment it exists (see [`description_for_new_vm`]).
+pub const DESCRIPTION_MARK: &str = "nodewright:";
+
+/// The description set in the clone call: `nodewright: cluster=<c> group=<g>
+/// created=<unix seconds>` (values encoded as in tags), then a line for people.
+pub fn description_for_new_vm(cluster: &str, group: &str, created: SystemTime) -> String {
+    let secs = created
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    format!(
+        "{DESCRIPTION_MARK} cluster={} group={} created={secs}\nCreated by nodewright; its ownership tags are set when it is configured.",
+        encode(cluster),
+        encode(group)
+    )
+}
+
+/// Ownership as the first line of a description written by [`description_for_new_vm`]
+/// says it; nothing for any other description.
+pub fn ownership_from_description(description: &str) -> Ownership {
+    let mut o = Ownership::default();
+    let Some(rest) = description
+        .lines()
+        .next()
+        .and_then(|l| l.trim().strip_prefix(DESCRIPTION_MARK))
+    else {
+        return o;
+    };
+    for kv in rest.split_whitespace() {
+        match kv.split_once('=') {
+            Some(("cluster", v)) => o.cluster = decode(v),
+            Some(("group", v)) => o.group = decode(v),
+            Some(("created", v)) => {
+                o.created = v
+                    .parse::<u64>()
+                    .ok()
+                    .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s));
+            }
+            _ => {}
+        }
+    }
+    o
+}
+
 /// The `tags` value for a new VM.
 pub fn for_new_vm(cluster: &str, group: &str, created: SystemTime) -> String {
     let secs = created
@@ -136,6 +182,24 @@ mod tests {
             o.created,
             Some(SystemTime::UNIX_EPOCH + Duration::from_secs(42))
         );
+    }
+
+    #[test]
+    fn description_marks_round_trip() {
+        let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let d = description_for_new_vm("prod", "big_workers", t);
+        assert!(
+            d.starts_with("nodewright: cluster=prod group=big_5fworkers created=1700000000\n"),
+            "{d}"
+        );
+        let o = ownership_from_description(&d);
+        assert_eq!(o.cluster.as_deref(), Some("prod"));
+        assert_eq!(o.group.as_deref(), Some("big_workers"));
+        assert_eq!(o.created, Some(t));
+        // Anything else says nothing, even with the words further down.
+        for other in ["", "my VM", "notes\nnodewright: cluster=prod group=g"] {
+            assert_eq!(ownership_from_description(other), Ownership::default());
+        }
     }
 
     #[test]

@@ -72,6 +72,13 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
                     ReasonCode::ServerError,
                     format!("VM {} reports an error state", m.server.name),
                 ),
+                crate::cloud::ServerStatus::Incomplete => Reason::new(
+                    ReasonCode::ServerError,
+                    format!(
+                        "VM {} was left half-made: the process creating it stopped before configuring it",
+                        m.server.name
+                    ),
+                ),
                 _ if m.node.is_none() => Reason::new(
                     ReasonCode::ProvisionTimeout,
                     format!(
