@@ -202,7 +202,7 @@ impl Reconciler {
     }
 }
 
-/// Logs an action once, with its reasons and notes.
+/// Logs an action once, with its reasons (notes go through [`NoteLog`]).
 pub fn log_report(report: &CycleReport) {
     let d = &report.decision;
     let reasons: Vec<String> = d.reasons.iter().map(|r| r.to_string()).collect();
@@ -218,12 +218,96 @@ pub fn log_report(report: &CycleReport) {
             d.action
         );
     }
-    log_notes(d);
 }
 
-/// Logs each of the decision's notes once.
-pub fn log_notes(d: &Decision) {
-    for note in &d.notes {
-        tracing::info!(code = ?note.code, "{}", note.message);
+/// Logs the planner's notes at most once per `scanInterval` each. After an action the
+/// next cycle starts at once and mostly notices the same things; logging every cycle's
+/// notes printed each one twice within milliseconds. A note that disappears and comes
+/// back is logged again.
+#[derive(Debug, Default)]
+pub struct NoteLog {
+    last: std::collections::HashMap<String, std::time::Instant>,
+}
+
+impl NoteLog {
+    /// The notes of `d` to log at `now`, remembered as logged; notes no longer made are
+    /// forgotten.
+    pub fn due<'d>(
+        &mut self,
+        d: &'d Decision,
+        now: std::time::Instant,
+        every: std::time::Duration,
+    ) -> Vec<&'d plan::Reason> {
+        let current: BTreeSet<String> = d.notes.iter().map(|n| n.to_string()).collect();
+        self.last.retain(|k, _| current.contains(k));
+        d.notes
+            .iter()
+            .filter(|n| {
+                let key = n.to_string();
+                let fresh = self
+                    .last
+                    .get(&key)
+                    .is_none_or(|t| now.saturating_duration_since(*t) >= every);
+                if fresh {
+                    self.last.insert(key, now);
+                }
+                fresh
+            })
+            .collect()
+    }
+
+    /// Logs the notes of `d` that are due (see [`Self::due`]).
+    pub fn log(&mut self, d: &Decision, every: std::time::Duration) {
+        for note in self.due(d, std::time::Instant::now(), every) {
+            tracing::info!(code = ?note.code, "{}", note.message);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::{Duration, Instant};
+
+    use super::*;
+    use crate::plan::{Action, Reason, ReasonCode};
+
+    fn decision(notes: &[&str]) -> Decision {
+        Decision {
+            action: Action::None,
+            reasons: Vec::new(),
+            notes: notes
+                .iter()
+                .map(|n| Reason::new(ReasonCode::NoGroupFits, n.to_string()))
+                .collect(),
+            pending: Vec::new(),
+        }
+    }
+
+    fn messages(v: Vec<&Reason>) -> Vec<String> {
+        v.into_iter().map(|r| r.message.clone()).collect()
+    }
+
+    /// Issue 11: each planner note was logged twice per cycle, by the acting cycle and
+    /// again by the one the action starts at once.
+    #[test]
+    fn planner_notes_are_logged_once_per_scan_interval() {
+        let every = Duration::from_secs(30);
+        let t0 = Instant::now();
+        let mut log = NoteLog::default();
+        let d = decision(&["no group can host a/x", "group g at maxSize"]);
+        assert_eq!(log.due(&d, t0, every).len(), 2);
+        // The cycle right after an action: the same notes, not logged again.
+        assert!(log.due(&d, t0 + Duration::from_millis(5), every).is_empty());
+        // A new note is logged at once; the old ones wait for their interval.
+        let d2 = decision(&["no group can host a/x", "group g at maxSize", "new"]);
+        assert_eq!(
+            messages(log.due(&d2, t0 + Duration::from_secs(1), every)),
+            ["new"]
+        );
+        assert_eq!(log.due(&d2, t0 + every, every).len(), 2);
+        // Gone, then back: logged again.
+        let d3 = decision(&["new"]);
+        assert!(log.due(&d3, t0 + every, every).is_empty());
+        assert_eq!(log.due(&d, t0 + every, every).len(), 2);
     }
 }

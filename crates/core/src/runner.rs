@@ -22,7 +22,7 @@ use crate::cluster::{client_from_env, KubeCluster};
 use crate::config::Config;
 use crate::plan::summary::{summarize, Summary, NODE_STATES};
 use crate::plan::{Action, Decision};
-use crate::reconcile::{log_notes, log_report, Cycle, CycleReport, Reconciler};
+use crate::reconcile::{log_report, Cycle, CycleReport, NoteLog, Reconciler};
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics::{
     ActionLabels, FailedCreateLabels, GroupLabels, Metrics, NodeStateLabels, ResultLabels,
@@ -277,6 +277,7 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
     // After an action the next cycle starts at once (it sees what the action did);
     // the same action twice in a row waits for scanInterval, so nothing spins.
     let mut previous_action: Option<crate::plan::Action> = None;
+    let mut notes = NoteLog::default();
     loop {
         if *stop.borrow() {
             break;
@@ -349,9 +350,9 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
                     }),
                     Some(e) => {
                         tracing::warn!(action = cycle.decision.action.kind(), error = %e, "{} failed; retrying next cycle", cycle.decision.action);
-                        log_notes(&cycle.decision);
                     }
                 }
+                notes.log(&cycle.decision, reconciler.config.scan_interval);
                 if !opts.dry_run {
                     let events = events_for(
                         &cycle.decision,
