@@ -51,7 +51,8 @@ pub fn read_ca_bundle(label: &str, path: &Path) -> Result<Vec<reqwest::Certifica
     Ok(certs)
 }
 
-/// A transport-level failure (connect, TLS, timeout, body read) of `call`.
+/// A transport-level failure (connect, TLS, timeout, body read) of `call`. A TLS failure
+/// says so first, naming the host and the cause (see [`tls_failure`]).
 pub fn transport(provider: &str, call: &str, e: &reqwest::Error) -> CloudError {
     let kind = if e.is_timeout() {
         "timed out"
@@ -63,15 +64,75 @@ pub fn transport(provider: &str, call: &str, e: &reqwest::Error) -> CloudError {
     // reqwest's Display includes the URL but never headers or bodies.
     let mut message = format!("{kind}: {e}");
     let mut source = std::error::Error::source(e);
+    let mut tls = None;
     while let Some(s) = source {
         message.push_str(&format!(": {s}"));
+        tls = tls.or_else(|| rustls_error(s));
         source = s.source();
+    }
+    if let Some(t) = tls {
+        message = tls_failure(&host_of(e), t);
     }
     CloudError::Transport {
         provider: provider.into(),
         call: call.into(),
         message,
     }
+}
+
+/// `host:port` of the request that failed.
+fn host_of(e: &reqwest::Error) -> String {
+    match e.url() {
+        Some(u) => match (u.host_str(), u.port_or_known_default()) {
+            (Some(h), Some(p)) => format!("{h}:{p}"),
+            (Some(h), None) => h.to_string(),
+            _ => "the server".to_string(),
+        },
+        None => "the server".to_string(),
+    }
+}
+
+/// The rustls error in one link of an error chain: rustls's own, or inside the I/O errors
+/// the TLS stream and the connector wrap it in (an I/O error's `source` skips its inner
+/// error, so those are opened one by one).
+fn rustls_error<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a rustls::Error> {
+    let mut link: &(dyn std::error::Error + 'static) = e;
+    for _ in 0..8 {
+        if let Some(r) = link.downcast_ref::<rustls::Error>() {
+            return Some(r);
+        }
+        link = link.downcast_ref::<std::io::Error>()?.get_ref()?;
+    }
+    None
+}
+
+/// `TLS handshake with HOST failed: WHY (RUSTLS ERROR)`: what went wrong in words for the
+/// certificate problems people meet (a self-signed or private CA, a wrong name, an
+/// expired certificate), with rustls's own text for the exact cause.
+pub fn tls_failure(host: &str, e: &rustls::Error) -> String {
+    use rustls::CertificateError as C;
+    let why = match e {
+        rustls::Error::InvalidCertificate(c) => match c {
+            C::UnknownIssuer => {
+                "the server's certificate is not signed by a certificate authority this client trusts"
+            }
+            C::NotValidForName | C::NotValidForNameContext { .. } => {
+                "the server's certificate is not valid for this host name"
+            }
+            C::Expired | C::ExpiredContext { .. } => "the server's certificate has expired",
+            C::NotValidYet | C::NotValidYetContext { .. } => {
+                "the server's certificate is not valid yet (check the clocks)"
+            }
+            C::Revoked => "the server's certificate has been revoked",
+            _ => "the server's certificate was refused",
+        },
+        rustls::Error::InvalidMessage(_) => {
+            "the server did not answer with TLS (is it plain HTTP?)"
+        }
+        rustls::Error::General(_) => "the server's certificate was refused",
+        _ => "the TLS handshake did not complete",
+    };
+    format!("TLS handshake with {host} failed: {why} ({e})")
 }
 
 /// The reason phrase of the response's status line as the server wrote it, when it is
@@ -104,6 +165,28 @@ pub fn body_excerpt(body: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tls_failures_say_what_went_wrong() {
+        let m = tls_failure(
+            "pve1.example.org:8006",
+            &rustls::Error::InvalidCertificate(rustls::CertificateError::Expired),
+        );
+        assert_eq!(
+            m,
+            "TLS handshake with pve1.example.org:8006 failed: the server's certificate has expired (invalid peer certificate: Expired)"
+        );
+        let m = tls_failure(
+            "h:443",
+            &rustls::Error::General(
+                "fingerprint AB does not match the pinned fingerprint CD".into(),
+            ),
+        );
+        assert!(
+            m.contains("h:443") && m.contains("does not match the pinned"),
+            "{m}"
+        );
+    }
 
     #[test]
     fn excerpts() {
