@@ -1,5 +1,5 @@
-//! Commands: create (with the service's validation), terminate and power, queued and
-//! carried out in the background.
+//! Commands: create (with the service's validation), terminate, power and reboot, queued
+//! and carried out in the background.
 
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
+use super::catalog::{check_size, find_image};
 use super::http::{error, not_object, parse_object, select, text};
 use super::{server_id, CreateFailure, Shared, SimCommand, SimServer, State_};
 use crate::cloud::kamatera::MAX_TAG_LEN;
@@ -122,6 +123,7 @@ fn enqueue(
         server_name: server.name.clone(),
         status: "pending".into(),
         log: String::new(),
+        completed: None,
         // Every other command's id is answered as a string.
         id_as_string: st.commands_issued % 2 == 1,
     };
@@ -147,6 +149,25 @@ fn set_status(shared: &Shared, id: u64, status: &str, log: &str) {
     }
 }
 
+/// The log of a completed create as the real service writes it: the settings line by
+/// line, starting with `Name: <name>` (the line clients read the created name from).
+fn create_log(s: &SimServer, powered_on: bool) -> String {
+    let mut log = format!(
+        "Name: {}\nDatacenter: {}\nImage: {}\nCPU: {}\nRAM: {} MB\nDisks: {}\nNetworks: {}\nCreating server... done",
+        s.name,
+        s.datacenter,
+        s.image,
+        s.cpu,
+        s.ram_mb,
+        s.disks.join(" "),
+        s.networks.join(" ")
+    );
+    if powered_on {
+        log.push_str("\nPowering on... done");
+    }
+    log
+}
+
 /// Applies a command's effect and marks it complete (or error with `fails` as log).
 fn finish(shared: &Shared, id: u64, fails: Option<String>) {
     let event = {
@@ -166,6 +187,7 @@ fn finish(shared: &Shared, id: u64, fails: Option<String>) {
             if let Some(c) = st.commands.iter_mut().find(|c| c.id == id) {
                 c.status = "error".into();
                 c.log = reason;
+                c.completed = Some(SystemTime::now());
             }
             return;
         }
@@ -174,7 +196,7 @@ fn finish(shared: &Shared, id: u64, fails: Option<String>) {
                 let never = st.never_boot.clone();
                 let s = &mut st.servers[p];
                 s.power = "on".into();
-                log = format!("Server {} created and powered on", s.name);
+                log = create_log(s, true);
                 if !never.iter().any(|n| s.name.starts_with(n.as_str())) {
                     let user_data = if s.script.is_empty() {
                         s.userdata.clone()
@@ -194,14 +216,19 @@ fn finish(shared: &Shared, id: u64, fails: Option<String>) {
                 log = format!("Server {} terminated", s.name);
                 event = Some(VmEvent::Deleted { name: s.name });
             }
-            ("create-off", Some(p)) => log = format!("Server {} created", st.servers[p].name),
+            ("create-off", Some(p)) => log = create_log(&st.servers[p], false),
             ("poweron", Some(p)) => st.servers[p].power = "on".into(),
             ("poweroff", Some(p)) => st.servers[p].power = "off".into(),
+            ("reboot", Some(p)) => {
+                st.servers[p].power = "on".into();
+                st.servers[p].reboots += 1;
+            }
             _ => {}
         }
         if let Some(c) = st.commands.iter_mut().find(|c| c.id == id) {
             c.status = "complete".into();
             c.log = log;
+            c.completed = Some(SystemTime::now());
         }
         event
     };
@@ -227,11 +254,21 @@ pub(super) async fn create_server(State(shared): State<Arc<Shared>>, body: Bytes
     {
         return bad(format!("invalid flag value (name={name})"));
     }
-    let password = get("password");
-    if !valid_password(&password) {
+    // `__generate__` (what Libcloud sends by default): the service makes one and answers
+    // it with the command ids.
+    let generated = get("password") == "__generate__" && get("passwordValidate") == "__generate__";
+    let password = if generated {
+        match nodewright_core::cloud::kamatera::provider::generate_password() {
+            Ok(p) => p,
+            Err(e) => return error(StatusCode::INTERNAL_SERVER_ERROR, &e.to_string()),
+        }
+    } else {
+        get("password")
+    };
+    if !generated && !valid_password(&password) {
         return bad("Invalid password: must be 10-20 characters of a-z, A-Z, 0-9, !@#$^&*()~ with at least 1 capital letter, 1 small letter and 1 digit".into());
     }
-    if get("passwordValidate") != password {
+    if !generated && get("passwordValidate") != password {
         return bad("Password validation does not match".into());
     }
     let datacenter = get("datacenter");
@@ -242,13 +279,16 @@ pub(super) async fn create_server(State(shared): State<Arc<Shared>>, body: Bytes
     if image.is_empty() {
         return bad("missing required flag (image)".into());
     }
-    let cpu = get("cpu");
-    if cpu_count(&cpu).is_none() {
-        return bad(format!("invalid flag value (cpu={cpu})"));
+    if let Err(e) = find_image(&datacenter, &image) {
+        return bad(e);
     }
+    let cpu = get("cpu");
     let Ok(ram_mb) = get("ram").parse::<u64>() else {
         return bad(format!("invalid flag value (ram={})", get("ram")));
     };
+    if let Err(e) = check_size(&cpu, ram_mb) {
+        return bad(e);
+    }
     let disks = match items(&get("disk"), &["id", "size"], "size") {
         Ok(d) => d,
         Err(e) => return bad(format!("{e} (disk)")),
@@ -327,10 +367,15 @@ pub(super) async fn create_server(State(shared): State<Arc<Shared>>, body: Bytes
         ssh_key: get("ssh-key"),
         password,
         created: SystemTime::now(),
+        reboots: 0,
     };
     st.servers.push(server.clone());
     let kind = if power_on { "create" } else { "create-off" };
     let cmd = enqueue(&shared, &mut st, kind, &server, fails);
+    if generated {
+        let ids = command_ids_json(&cmd);
+        return Json(json!({ "commandIds": ids, "password": server.password })).into_response();
+    }
     Json(command_ids_json(&cmd)).into_response()
 }
 
@@ -395,4 +440,19 @@ pub(super) async fn power_on(State(shared): State<Arc<Shared>>, body: Bytes) -> 
 
 pub(super) async fn power_off(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
     power(shared, body, "poweroff").await
+}
+
+/// `POST /service/server/reboot`: a server that is off cannot be rebooted.
+pub(super) async fn reboot(State(shared): State<Arc<Shared>>, body: Bytes) -> Response {
+    let off = parse_object(&body).is_some_and(|m| {
+        let st = shared.lock();
+        select(&st, &m).is_ok_and(|found| found.iter().any(|i| st.servers[*i].power != "on"))
+    });
+    if off {
+        return error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "Server is powered off: power it on instead of rebooting",
+        );
+    }
+    power(shared, body, "reboot").await
 }

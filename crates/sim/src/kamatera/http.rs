@@ -13,17 +13,19 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use serde_json::{json, Map, Value};
 
-use super::commands::{create_server, power_off, power_on, terminate, valid_tag};
+use super::catalog::server_options;
+use super::commands::{create_server, power_off, power_on, reboot, terminate, valid_tag};
 use super::{Shared, SimCall, SimServer, State_, UnknownServerAnswer};
 
 pub(super) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/service/servers", get(list_servers))
-        .route("/service/server", post(create_server))
+        .route("/service/server", post(create_server).get(server_options))
         .route("/service/server/info", post(server_info))
         .route("/service/server/terminate", post(terminate))
         .route("/service/server/poweron", post(power_on))
         .route("/service/server/poweroff", post(power_off))
+        .route("/service/server/reboot", post(reboot))
         .route("/server/tags", post(server_tags))
         .route("/service/queue", get(queue))
         .fallback(unknown_path)
@@ -198,15 +200,34 @@ fn unknown_server_id(answer: &UnknownServerAnswer) -> Response {
     (StatusCode::INTERNAL_SERVER_ERROR, Json(body)).into_response()
 }
 
+/// `POST /service/server/info` row. The WAN network is named `wan-<datacenter>` and has a
+/// public address (from 203.0.113.0/24, fixed per server), as clients expect.
 fn info_json(s: &SimServer) -> Value {
+    let host = s.id.bytes().fold(0u8, |a, b| a.wrapping_add(b)) % 250 + 2;
+    let networks: Vec<Value> = s
+        .networks
+        .iter()
+        .map(|n| {
+            let name = n
+                .split(',')
+                .find_map(|kv| kv.strip_prefix("name="))
+                .unwrap_or("");
+            if name == "wan" {
+                json!({ "network": format!("wan-{}", s.datacenter.to_ascii_lowercase()), "ips": [format!("203.0.113.{host}")] })
+            } else {
+                json!({ "network": name, "ips": [] })
+            }
+        })
+        .collect();
     json!({
         "id": s.id, "name": s.name, "datacenter": s.datacenter, "power": s.power,
         "cpu": s.cpu, "ram": s.ram_mb,
         "diskSizes": s.disks.iter().filter_map(|d| d.split(',').find_map(|kv| kv.strip_prefix("size=")).and_then(|v| v.parse::<u64>().ok())).collect::<Vec<_>>(),
-        "networks": s.networks.iter().map(|n| json!({ "network": n.split(',').find_map(|kv| kv.strip_prefix("name=")).unwrap_or(""), "ips": [] })).collect::<Vec<_>>(),
+        "networks": networks,
         "billing": s.billing_cycle, "traffic": "t5000",
         "managed": if s.managed { "1" } else { "0" },
         "backup": if s.daily_backup { "1" } else { "0" },
+        "priceHourlyOn": "0.0420", "priceHourlyOff": "0.0050", "priceMonthlyOn": "30.00",
     })
 }
 
@@ -289,6 +310,15 @@ async fn queue(
             e.insert("server", json!(c.server_name));
             e.insert("description", json!(format!("{} server", c.kind)));
             e.insert("log", json!(c.log));
+            if let Some(t) = c.completed {
+                // As the queue writes it: `2024-05-01 12:00:00` (UTC).
+                if let Ok(ts) = jiff::Timestamp::try_from(t) {
+                    e.insert(
+                        "completed",
+                        json!(ts.strftime("%Y-%m-%d %H:%M:%S").to_string()),
+                    );
+                }
+            }
             json!(e)
         })
         .collect();

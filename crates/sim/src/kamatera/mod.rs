@@ -3,11 +3,17 @@
 //!
 //! - every call needs the `AuthClientId` / `AuthSecret` headers (else 401 with a message);
 //! - `GET /service/servers`, `POST /service/server/info`, `POST /server/tags`;
-//! - `POST /service/server` (flat fields; disks, networks and tags space-joined),
-//!   `POST /service/server/terminate`, `/poweron`, `/poweroff` answer command ids, as
-//!   strings for some commands and integers for others;
+//! - `GET /service/server` and its lists (`?datacenter=1`, `?images=1&datacenter=`,
+//!   `?capabilities=1&datacenter=`, `?sizes=1&datacenter=`): see [`catalog`];
+//! - `POST /service/server` (flat fields; disks, networks and tags space-joined; the image
+//!   by name or `DC:` id and the CPU and RAM checked against the catalogue; password
+//!   `__generate__` answered `{"commandIds", "password"}`),
+//!   `POST /service/server/terminate`, `/poweron`, `/poweroff`, `/reboot` answer command
+//!   ids, as strings for some commands and integers for others;
 //! - `GET /service/queue?id=` walks each command through `pending` → `running` →
-//!   `complete` (or `error` with a log);
+//!   `complete` (or `error` with a log), with `completed` (`YYYY-MM-DD HH:MM:SS`) once it
+//!   ended; a create's log lists its settings line by line from `Name: <name>`, the line
+//!   clients read the created name from;
 //! - errors are non-200 answers with `{"message": ...}`; an unknown path is HTTP 404
 //!   `{"error": true, "message": "Not Found"}`, as the real service answers it.
 //!
@@ -20,9 +26,9 @@
 //! service answers them: one row `{"id": SERVER_ID, "tagName": TAG}` per tag (older
 //! versions answered `{"server id", "tag name"}`; clients must read both).
 //!
-//! Calls about servers (`info`, `tags`, `terminate`, `poweron`, `poweroff`) are refused as
-//! the real service refuses them, all with HTTP 500: `id` and `name` together ("Please
-//! specify 'name' or 'id' but not both"), neither ("Missing server 'id' / 'name'"), a
+//! Calls about servers (`info`, `tags`, `terminate`, `poweron`, `poweroff`, `reboot`) are
+//! refused as the real service refuses them, all with HTTP 500: `id` and `name` together
+//! ("Please specify 'name' or 'id' but not both"), neither ("Missing server 'id' / 'name'"), a
 //! `name` matching nothing ("No servers found (name='...')"), `tags` for a `name` matching
 //! several ("Too many matching servers"), and an `id` no server has. The real service
 //! passes an id to the console service unchecked and wraps the console's refusal; the
@@ -35,8 +41,11 @@
 //! than letters, digits, `-` and `_` are refused, so a tag that might not fit fails a test.
 //!
 //! - `http`: routes, the API key check, refusals, listings, tags and the queue.
-//! - `commands`: create, terminate and power, queued and carried out in the background.
+//! - `commands`: create, terminate, power and reboot, queued and carried out in the
+//!   background.
+//! - [`catalog`]: datacenters, images, CPU types and sizes.
 
+pub mod catalog;
 mod commands;
 mod http;
 
@@ -135,6 +144,8 @@ pub struct SimServer {
     pub password: String,
     /// When the simulator created it; never sent (the real API reports no creation time).
     pub created: SystemTime,
+    /// Reboot commands completed.
+    pub reboots: u32,
 }
 
 /// One request the simulator received.
@@ -153,7 +164,8 @@ pub struct SimCall {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimCommand {
     pub id: u64,
-    /// `create`, `create-off` (without power on), `terminate`, `poweron`, `poweroff`.
+    /// `create`, `create-off` (without power on), `terminate`, `poweron`, `poweroff`,
+    /// `reboot`.
     pub kind: String,
     pub server_id: String,
     pub server_name: String,
@@ -162,6 +174,8 @@ pub struct SimCommand {
     pub log: String,
     /// The command id was answered as a JSON string (else an integer).
     pub id_as_string: bool,
+    /// When it ended (`complete` or `error`), answered by the queue as `completed`.
+    pub completed: Option<SystemTime>,
 }
 
 struct State_ {
@@ -323,6 +337,7 @@ impl SimKamatera {
             ssh_key: String::new(),
             password: String::new(),
             created: SystemTime::now(),
+            reboots: 0,
         });
         id
     }
