@@ -11,6 +11,7 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::act::render_user_data;
 use crate::cloud::build::build_clouds;
+use crate::cloud::CloudError;
 use crate::cluster::{client_from_env, KubeCluster};
 use crate::config::{Config, ConfigError, ENV_CONFIG_FILE};
 use crate::plan::{Bucket, Decision};
@@ -235,23 +236,45 @@ pub async fn simulate_workload(config: &Path, args: &SimulateArgs) -> Result<Str
     command::run(&what).await.map_err(convert)
 }
 
-/// Errors a command ends with; config errors exit with 2, everything else with 1.
+/// Errors a command ends with and their exit codes (see README, Commands): 2 for a config
+/// that is wrong (including what it names that a cloud lacks), 3 for a cloud that cannot
+/// be reached or refuses the credentials, 1 for anything else.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
     #[error(transparent)]
     Config(#[from] ConfigError),
     #[error("{0}")]
     Usage(String),
+    #[error("{0}")]
+    Unreachable(String),
     #[error(transparent)]
     Other(#[from] anyhow::Error),
 }
 
+/// Exit code of a config error.
+pub const EXIT_CONFIG: u8 = 2;
+/// Exit code of a cloud that cannot be reached or refuses the credentials.
+pub const EXIT_UNREACHABLE: u8 = 3;
+
 impl CliError {
     pub fn exit_code(&self) -> ExitCode {
         match self {
-            CliError::Config(_) | CliError::Usage(_) => ExitCode::from(2),
+            CliError::Config(_) | CliError::Usage(_) => ExitCode::from(EXIT_CONFIG),
+            CliError::Unreachable(_) => ExitCode::from(EXIT_UNREACHABLE),
             CliError::Other(_) => ExitCode::from(1),
         }
+    }
+}
+
+/// Whether a cloud failed to answer at all, or refused the credentials (rather than
+/// answering that something the config names does not exist).
+fn cannot_reach(e: &CloudError) -> bool {
+    match e {
+        CloudError::Auth { .. } | CloudError::Transport { .. } => true,
+        CloudError::Api { status, .. } => {
+            matches!(status, 401 | 403 | 407 | 408 | 429) || *status >= 500
+        }
+        _ => false,
     }
 }
 
@@ -445,22 +468,29 @@ async fn check(config_path: &Path, offline: bool) -> Result<(), CliError> {
             Err(e) => failures.push(e.to_string()),
         }
     }
+    let mut unreachable = Vec::new();
     if !offline {
         let clouds = build_clouds(&config).map_err(|e| CliError::Usage(e.to_string()))?;
         for provider in clouds.distinct() {
             match provider.verify().await {
-                Ok(()) => println!(
-                    "{}: credentials ok, referenced flavors, images and networks exist",
-                    provider.name()
-                ),
+                Ok(lines) => {
+                    for line in lines {
+                        println!("{}: {line}", provider.name());
+                    }
+                }
+                Err(e) if cannot_reach(&e) => unreachable.push(e.to_string()),
                 Err(e) => failures.push(e.to_string()),
             }
         }
     }
-    if failures.is_empty() {
-        Ok(())
-    } else {
-        Err(CliError::Usage(failures.join("\n")))
+    // A config problem is the one to fix first: it decides the exit code.
+    match (failures.is_empty(), unreachable.is_empty()) {
+        (true, true) => Ok(()),
+        (true, false) => Err(CliError::Unreachable(unreachable.join("\n"))),
+        (false, _) => {
+            failures.extend(unreachable);
+            Err(CliError::Usage(failures.join("\n")))
+        }
     }
 }
 

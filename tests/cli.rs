@@ -40,18 +40,16 @@ fn with_env(mut c: Command, dir: &Path) -> Command {
     c
 }
 
-#[test]
-fn simulate_serve_is_driven_by_kubectl_and_a_separate_nodewright() {
-    let tmp = tempfile::tempdir().expect("tempdir");
-    let dir: PathBuf = tmp.path().join("sim");
+/// `simulate --serve` in `dir`, once it has written its files; stopped when dropped.
+fn serve(dir: &Path) -> Killed {
     let child = nodewright()
         .args(["simulate", "--serve", "--dir"])
-        .arg(&dir)
+        .arg(dir)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()
         .expect("start simulate --serve");
-    let _serve = Killed(child);
+    let serving = Killed(child);
     let start = Instant::now();
     while !dir.join("autoscaler.yaml").exists() {
         assert!(
@@ -61,6 +59,14 @@ fn simulate_serve_is_driven_by_kubectl_and_a_separate_nodewright() {
         std::thread::sleep(Duration::from_millis(100));
     }
     std::thread::sleep(Duration::from_millis(300));
+    serving
+}
+
+#[test]
+fn simulate_serve_is_driven_by_kubectl_and_a_separate_nodewright() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir: PathBuf = tmp.path().join("sim");
+    let _serve = serve(&dir);
 
     let nodes = Command::new(kubectl())
         .arg("--kubeconfig")
@@ -187,6 +193,123 @@ fn check_offline_and_render_work_on_the_shipped_example() {
         "{}",
         text(&missing)
     );
+}
+
+/// `check` with the served files, `replace` applied once to the file `file` first.
+fn check_with(dir: &Path, file: &str, from: &str, to: &str) -> Output {
+    let original = std::fs::read_to_string(dir.join(file)).expect("read");
+    assert!(original.contains(from), "{file} has no `{from}`");
+    let changed = dir.join(format!("changed-{file}"));
+    std::fs::write(&changed, original.replacen(from, to, 1)).expect("write");
+    let var = match file {
+        "autoscaler.yaml" => "AUTOSCALER_CONFIG_FILE",
+        "openstack.yaml" => "OPENSTACK_CREDENTIALS_FILE",
+        "proxmox.yaml" => "PROXMOX_CREDENTIALS_FILE",
+        _ => "KAMATERA_CREDENTIALS_FILE",
+    };
+    with_env(nodewright(), dir)
+        .env(var, &changed)
+        .arg("check")
+        .output()
+        .expect("check")
+}
+
+/// Issue 11: `check` verifies what every provider's groups name through its API, says so
+/// in the provider's own words, and tells a wrong config (exit 2) from a cloud it cannot
+/// reach or that refuses the credentials (exit 3).
+#[test]
+fn check_verifies_every_provider_and_its_exit_code_tells_config_from_unreachable() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir: PathBuf = tmp.path().join("sim");
+    let _serve = serve(&dir);
+
+    let ok = with_env(nodewright(), &dir)
+        .arg("check")
+        .output()
+        .expect("check");
+    let out = text(&ok);
+    assert!(ok.status.success(), "{out}");
+    for line in [
+        "openstack: credentials ok",
+        "openstack: group workers: flavor m1.large, image ubuntu-24.04, network private exist",
+        "proxmox: credentials ok",
+        "proxmox: group batch: template agent-shared (VM 9002 on pve2), hosts pve1, pve2, pve3 exist",
+        "kamatera: credentials ok",
+        "kamatera: group cache: datacenter EU, image ubuntu_server_24.04_64-bit, CPU 2B with 8192 MB exist",
+    ] {
+        assert!(out.contains(line), "no `{line}` in:\n{out}");
+    }
+    // Provider-specific wording: no OpenStack terms for the others.
+    for l in out
+        .lines()
+        .filter(|l| l.starts_with("proxmox") || l.starts_with("kamatera"))
+    {
+        assert!(!l.contains("flavor") && !l.contains("network"), "{l}");
+    }
+
+    // What a group names that its cloud lacks: a config error, exit 2, named.
+    for (from, to, named) in [
+        (
+            "template: agent-shared",
+            "template: no-such-template",
+            "no-such-template",
+        ),
+        (
+            "cores: 4, join",
+            "cores: 4, storage: nvme-pool, join",
+            "nvme-pool",
+        ),
+        ("cores: 4, join", "cores: 4, bridge: vmbr9, join", "vmbr9"),
+        ("datacenter: EU", "datacenter: XX", "datacenter 'XX"),
+        (
+            "image: ubuntu_server_24.04_64-bit",
+            "image: windows_3.11",
+            "windows_3.11",
+        ),
+        ("cpu: 2B", "cpu: 2Q", "CPU type 'Q"),
+        ("cpu: 2B", "cpu: 3B", "CPU count '3B"),
+    ] {
+        let check = check_with(&dir, "autoscaler.yaml", from, to);
+        assert_eq!(check.status.code(), Some(2), "{to}: {}", text(&check));
+        assert!(text(&check).contains(named), "{to}: {}", text(&check));
+    }
+
+    // A cloud that cannot be reached, or that refuses the credentials: exit 3.
+    let port = |file: &str, key: &str| -> String {
+        let t = std::fs::read_to_string(dir.join(file)).expect("read");
+        let line = t.lines().find(|l| l.starts_with(key)).expect("key");
+        line.split("127.0.0.1:")
+            .nth(1)
+            .and_then(|r| r.split(['/', '"']).next())
+            .expect("port")
+            .to_string()
+    };
+    let keystone = port("openstack.yaml", "OS_AUTH_URL");
+    for (file, from, to, named) in [
+        (
+            "openstack.yaml",
+            format!("127.0.0.1:{keystone}"),
+            "127.0.0.1:1".to_string(),
+            "connection failed",
+        ),
+        (
+            "proxmox.yaml",
+            "5f0c2a9e".to_string(),
+            "00000000".to_string(),
+            "authentication failed",
+        ),
+        (
+            "kamatera.yaml",
+            "sim-secret".to_string(),
+            "bad-secret".to_string(),
+            "authentication failed",
+        ),
+    ] {
+        let check = check_with(&dir, file, &from, &to);
+        assert_eq!(check.status.code(), Some(3), "{file}: {}", text(&check));
+        assert!(text(&check).contains(named), "{file}: {}", text(&check));
+        assert!(!text(&check).contains("bad-secret"), "{}", text(&check));
+    }
 }
 
 #[test]

@@ -65,7 +65,7 @@ impl CloudProvider for Instrumented {
         r
     }
 
-    async fn verify(&self) -> Result<(), CloudError> {
+    async fn verify(&self) -> Result<Vec<String>, CloudError> {
         let t = Instant::now();
         let r = self.inner.verify().await;
         self.observe("verify", t, &r);

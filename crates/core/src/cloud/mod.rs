@@ -173,8 +173,9 @@ pub trait CloudProvider: Send + Sync {
     async fn group_shape(&self, _group: &str) -> Result<GroupShape, CloudError> {
         Ok(GroupShape::default())
     }
-    /// Verifies credentials and that everything the groups refer to exists (`nodewright check`).
-    async fn verify(&self) -> Result<(), CloudError> {
-        Ok(())
+    /// Verifies credentials and that everything the groups refer to exists (`nodewright
+    /// check`): one line per thing verified, in the provider's own terms.
+    async fn verify(&self) -> Result<Vec<String>, CloudError> {
+        Ok(Vec::new())
     }
 }

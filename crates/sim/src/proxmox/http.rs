@@ -329,6 +329,26 @@ async fn respond(
                 .collect();
             data(Value::Array(list))
         }
+        ("GET", "/nodes/{node}/network") => {
+            let kind = get("type").unwrap_or_default();
+            let bridges = matches!(
+                kind.as_str(),
+                "" | "bridge" | "any_bridge" | "any_local_bridge"
+            );
+            let list: Vec<Value> = o
+                .bridges
+                .iter()
+                .filter(|_| bridges)
+                .map(|b| {
+                    json!({
+                        "iface": b, "type": "bridge", "active": 1, "autostart": 1,
+                        "method": "manual", "families": ["inet"], "bridge_ports": "eno1",
+                        "bridge_stp": "off", "bridge_fd": "0", "priority": 3,
+                    })
+                })
+                .collect();
+            data(Value::Array(list))
+        }
         ("GET", "/nodes/{node}/tasks/{upid}/status") => {
             let upid = get("upid").unwrap_or_default();
             let st = shared.lock();

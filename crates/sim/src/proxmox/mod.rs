@@ -92,6 +92,8 @@ pub struct SimTls {
 pub struct SimProxmoxOptions {
     pub hosts: Vec<SimHost>,
     pub storages: Vec<SimStorage>,
+    /// Linux bridges on every host (`GET /nodes/{node}/network`).
+    pub bridges: Vec<String>,
     pub templates: Vec<SimTemplate>,
     /// API token `USER@REALM!TOKENID` and its secret.
     pub token_id: String,
@@ -148,6 +150,7 @@ impl Default for SimProxmoxOptions {
                     shared: true,
                 },
             ],
+            bridges: vec!["vmbr0".into(), "vmbr1".into()],
             templates: vec![
                 template(9000, "k3s-local", "pve1", "local-lvm", true),
                 template(9001, "k3s-shared", "pve2", "ceph", true),

@@ -3,6 +3,8 @@
 //! - [`credentials`]: the YAML credentials file (`url`, `clientId`, `secret`).
 //! - [`api`]: wire shapes (command ids as strings or integers, queue entries, tags).
 //! - [`provider`]: [`KamateraProvider`], the [`crate::cloud::CloudProvider`].
+//! - `commands`: waiting for queued commands; power and terminate.
+//! - `catalog`: what `nodewright check` verifies (datacenters, images, CPU types).
 //!
 //! A server belongs to cluster `C` when it carries the tag `<tagPrefix>-C`; its group `G`
 //! is the other tag `<tagPrefix>-G` (see [`cluster_tag`], [`group_tag`]). The API reports no
@@ -10,6 +12,8 @@
 //! (see [`time_tag`], [`parse_time_tag`]): a restarted process reads it back.
 
 pub mod api;
+mod catalog;
+mod commands;
 pub mod credentials;
 pub mod provider;
 

@@ -2,15 +2,15 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 
 use super::api::{
-    error_message, is_auth_message, is_missing_server_error, is_quota_message, yes_no, CommandId,
-    CommandIds, CommandState, CreateServerBody, QueueEntry, QueueResponse, ServerEntry, TagRow,
+    error_message, is_auth_message, is_quota_message, yes_no, CommandIds, CreateServerBody,
+    ServerEntry, TagRow,
 };
 use super::credentials::KamateraCredentials;
 use super::{
@@ -52,9 +52,9 @@ impl Default for ProviderOptions {
 /// Kamatera as a [`CloudProvider`]: one account (API key), one or more node groups.
 pub struct KamateraProvider {
     creds: KamateraCredentials,
-    groups: BTreeMap<String, KamateraSettings>,
+    pub(super) groups: BTreeMap<String, KamateraSettings>,
     http: reqwest::Client,
-    options: ProviderOptions,
+    pub(super) options: ProviderOptions,
     /// Tags by server id; tags nodewright sets never change, so they are read once.
     tags: Mutex<HashMap<String, Vec<String>>>,
     /// Last resort for the creation time of a server without a creation-time tag
@@ -75,7 +75,7 @@ impl std::fmt::Debug for KamateraProvider {
     }
 }
 
-fn other(message: String) -> CloudError {
+pub(super) fn other(message: String) -> CloudError {
     CloudError::Other {
         provider: PROVIDER.into(),
         message,
@@ -194,7 +194,7 @@ fn group_of(
         .map(|g| g.to_string())
 }
 
-fn status_of(power: Option<&str>) -> ServerStatus {
+pub(super) fn status_of(power: Option<&str>) -> ServerStatus {
     match power.map(|p| p.trim().to_ascii_lowercase()).as_deref() {
         Some("on") => ServerStatus::Active,
         Some("off") => ServerStatus::Stopped,
@@ -251,7 +251,7 @@ impl KamateraProvider {
 
     /// Sends one request with the API key headers; any non-2xx becomes an error with
     /// the API's message. Bodies are never logged (they may hold passwords).
-    async fn send<T: DeserializeOwned>(
+    pub(super) async fn send<T: DeserializeOwned>(
         &self,
         call: &str,
         method: reqwest::Method,
@@ -290,7 +290,7 @@ impl KamateraProvider {
         })
     }
 
-    async fn post<T: DeserializeOwned>(
+    pub(super) async fn post<T: DeserializeOwned>(
         &self,
         call: &str,
         path: &str,
@@ -416,195 +416,7 @@ impl KamateraProvider {
         self.first_seen.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Polls `GET /service/queue?id=` until the command is `complete` (Ok) or `error`
-    /// (Err with its log), or `timeout` passes. When the queue has no entry for the
-    /// command and `server_name` is given, a server of that name that is powered on
-    /// counts as done (the queue does not always report finished commands).
-    pub async fn wait_command(
-        &self,
-        what: &str,
-        id: &CommandId,
-        timeout: Duration,
-        server_name: Option<&str>,
-    ) -> Result<QueueEntry, CloudError> {
-        let started = Instant::now();
-        let mut delay = self.options.poll_initial;
-        let mut last = String::from("pending");
-        let mut empty_answers = 0u32;
-        loop {
-            let remaining = timeout.saturating_sub(started.elapsed());
-            if remaining.is_zero() {
-                return Err(other(format!(
-                    "{what}: command {id} did not finish within {} (last status: {last})",
-                    humantime::format_duration(timeout)
-                )));
-            }
-            tokio::time::sleep(delay.min(remaining)).await;
-            delay = (delay * 2).min(self.options.poll_max);
-            let answer: Result<QueueResponse, CloudError> = self
-                .send(
-                    "GET /service/queue",
-                    reqwest::Method::GET,
-                    "/service/queue",
-                    Some(&[("id", id.0.as_str())]),
-                    None,
-                )
-                .await;
-            let entry = match answer {
-                Ok(r) => r.entry(id),
-                Err(e @ CloudError::Auth { .. }) => return Err(e),
-                Err(e) => {
-                    tracing::warn!(command = %id, error = %e, "polling the Kamatera queue failed; retrying");
-                    last = format!("poll failed: {e}");
-                    continue;
-                }
-            };
-            match entry.as_ref().map(QueueEntry::state) {
-                Some(CommandState::Complete) => {
-                    tracing::debug!(command = %id, what, "Kamatera command complete");
-                    return entry.ok_or_else(|| other("unreachable".into()));
-                }
-                Some(CommandState::Failed { log }) => {
-                    let message = format!("{what}: command {id} failed: {log}");
-                    return Err(if is_quota_message(&log) {
-                        CloudError::Quota {
-                            provider: PROVIDER.into(),
-                            message,
-                        }
-                    } else {
-                        other(message)
-                    });
-                }
-                Some(CommandState::Running(s)) => last = s,
-                None => {
-                    empty_answers += 1;
-                    last = "not in the queue".into();
-                    if let (Some(name), true) = (server_name, empty_answers >= 3) {
-                        let servers = self.list_all().await?;
-                        if servers.iter().any(|s| {
-                            s.name == name && status_of(s.power.as_deref()) == ServerStatus::Active
-                        }) {
-                            tracing::debug!(command = %id, server = name, "queue has no entry; the server is up");
-                            return Ok(QueueEntry {
-                                id: Some(id.clone()),
-                                status: Some("complete".into()),
-                                log: None,
-                                description: None,
-                                server: Some(name.to_string()),
-                            });
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    async fn wait_all(
-        &self,
-        what: &str,
-        ids: &CommandIds,
-        timeout: Duration,
-        server_name: Option<&str>,
-    ) -> Result<(), CloudError> {
-        for id in &ids.0 {
-            self.wait_command(what, id, timeout, server_name).await?;
-        }
-        Ok(())
-    }
-
-    /// Powers a server on and waits for the command.
-    pub async fn power_on(&self, id: &str) -> Result<(), CloudError> {
-        let ids: CommandIds = self
-            .post(
-                "POST /service/server/poweron",
-                "/service/server/poweron",
-                &json!({ "id": id }),
-            )
-            .await?;
-        self.wait_all(
-            &format!("power on {id}"),
-            &ids,
-            self.options.command_timeout,
-            None,
-        )
-        .await
-    }
-
-    /// Powers a server off (`force` skips the graceful shutdown) and waits for the command.
-    pub async fn power_off(&self, id: &str, force: bool) -> Result<(), CloudError> {
-        let ids: CommandIds = self
-            .post(
-                "POST /service/server/poweroff",
-                "/service/server/poweroff",
-                &json!({ "id": id, "force": force }),
-            )
-            .await?;
-        self.wait_all(
-            &format!("power off {id}"),
-            &ids,
-            self.options.command_timeout,
-            None,
-        )
-        .await
-    }
-
-    /// Terminates a server (forced, even if powered on) and waits for the command.
-    /// A server that no longer exists is success.
-    ///
-    /// "No longer exists" is decided by the account's server list, not by the error text:
-    /// the service passes an id on to the console unchecked, and what the console answers
-    /// for an unknown id is not public (see [`is_missing_server_error`] for the answers
-    /// that are recognised, which only change what is logged). So when the terminate call
-    /// or its command fails for any reason but authentication, `GET /service/servers` is
-    /// read: a server not listed is gone (success); a listed one, or a list that cannot be
-    /// read, keeps the original error (the next cycle retries).
-    pub async fn terminate(&self, id: &str) -> Result<(), CloudError> {
-        let e = match self.terminate_and_wait(id).await {
-            Ok(()) => {
-                self.forget(id);
-                return Ok(());
-            }
-            Err(e @ CloudError::Auth { .. }) => return Err(e),
-            Err(e) => e,
-        };
-        let said_missing = matches!(&e, CloudError::Api { status, message, .. } if is_missing_server_error(*status, message));
-        match self.list_all().await {
-            Ok(servers) if !servers.iter().any(|s| s.id == id) => {
-                if said_missing {
-                    tracing::debug!(id, answer = %e, "Kamatera server already gone");
-                } else {
-                    tracing::info!(id, answer = %e, "the terminate failed, but the Kamatera server is no longer listed: counted as deleted");
-                }
-                self.forget(id);
-                Ok(())
-            }
-            Ok(_) => Err(e),
-            Err(list_error) => {
-                tracing::warn!(id, error = %list_error, "cannot list Kamatera servers to check whether a server that failed to terminate is gone");
-                Err(e)
-            }
-        }
-    }
-
-    /// `POST /service/server/terminate` (forced) and the wait for its command.
-    async fn terminate_and_wait(&self, id: &str) -> Result<(), CloudError> {
-        let ids: CommandIds = self
-            .post(
-                "POST /service/server/terminate",
-                "/service/server/terminate",
-                &json!({ "id": id, "force": true }),
-            )
-            .await?;
-        self.wait_all(
-            &format!("terminate {id}"),
-            &ids,
-            self.options.command_timeout,
-            None,
-        )
-        .await
-    }
-
-    fn forget(&self, id: &str) {
+    pub(super) fn forget(&self, id: &str) {
         self.lock_tags().remove(id);
         self.lock_seen().remove(id);
     }
@@ -831,128 +643,12 @@ impl CloudProvider for KamateraProvider {
         })
     }
 
-    /// Checks the API key with a server listing.
-    async fn verify(&self) -> Result<(), CloudError> {
-        self.list_all().await.map(|_| ())
+    /// Checks the API key, and each group's datacenter, image and CPU through the API.
+    async fn verify(&self) -> Result<Vec<String>, CloudError> {
+        self.check().await
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn passwords_are_strong_and_distinct() {
-        let a = generate_password().expect("password");
-        let b = generate_password().expect("password");
-        assert_ne!(a, b);
-        for p in [&a, &b] {
-            assert_eq!(p.len(), 16);
-            assert!(p.chars().any(|c| c.is_ascii_lowercase()));
-            assert!(p.chars().any(|c| c.is_ascii_uppercase()));
-            assert!(p.chars().any(|c| c.is_ascii_digit()));
-            assert!(p.chars().all(|c| c.is_ascii_alphanumeric()));
-        }
-    }
-
-    #[test]
-    fn error_mapping() {
-        assert!(matches!(
-            api_error(
-                "GET /service/servers",
-                401,
-                r#"{"message": "Authentication failed"}"#
-            ),
-            CloudError::Auth { .. }
-        ));
-        assert!(matches!(
-            api_error(
-                "POST /service/server",
-                500,
-                r#"{"message": "Insufficient balance"}"#
-            ),
-            CloudError::Quota { .. }
-        ));
-        match api_error(
-            "POST /service/server",
-            500,
-            r#"{"message": "Datacenter XX not found"}"#,
-        ) {
-            CloudError::Api {
-                status, message, ..
-            } => {
-                assert_eq!(status, 500);
-                assert_eq!(message, "Datacenter XX not found");
-            }
-            e => panic!("unexpected {e:?}"),
-        }
-    }
-
-    #[test]
-    fn groups_from_tags() {
-        let s: KamateraSettings =
-            crate::yaml::from_str("datacenter: EU\nimage: i\ncpu: 2B\nram: 2048\n")
-                .expect("settings");
-        let known: BTreeMap<String, KamateraSettings> =
-            [("workers".to_string(), s)].into_iter().collect();
-        let tags = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            group_of(
-                "c-workers-abcde",
-                &tags(&["nw-c", "nw-workers"]),
-                "nw",
-                "c",
-                &known
-            ),
-            Some("workers".into())
-        );
-        // Unknown group: taken from the name, or when it is the only candidate.
-        assert_eq!(
-            group_of(
-                "c-gpu-abcde",
-                &tags(&["nw-c", "nw-gpu", "nw-x"]),
-                "nw",
-                "c",
-                &known
-            ),
-            Some("gpu".into())
-        );
-        assert_eq!(
-            group_of("odd", &tags(&["nw-c", "nw-gpu"]), "nw", "c", &known),
-            Some("gpu".into())
-        );
-        assert_eq!(
-            group_of("odd", &tags(&["nw-c", "nw-a", "nw-b"]), "nw", "c", &known),
-            None
-        );
-        assert_eq!(group_of("odd", &tags(&["nw-c"]), "nw", "c", &known), None);
-        // The creation-time tag is not a group.
-        assert_eq!(
-            group_of(
-                "odd",
-                &tags(&["nw-c", "nw-t1718000000", "nw-gpu"]),
-                "nw",
-                "c",
-                &known
-            ),
-            Some("gpu".into())
-        );
-        assert_eq!(
-            group_of("odd", &tags(&["nw-c", "nw-t1718000000"]), "nw", "c", &known),
-            None
-        );
-        let t = |s: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(s);
-        assert_eq!(
-            created_from_tags(&tags(&["nw-c", "nw-t20", "nw-t10", "x-t5"]), "nw"),
-            Some(t(10))
-        );
-        assert_eq!(created_from_tags(&tags(&["nw-c", "nw-tx"]), "nw"), None);
-        assert_eq!(
-            whole_seconds(SystemTime::UNIX_EPOCH + Duration::from_millis(10_999)),
-            t(10)
-        );
-        assert!(valid_server_name("c-workers-abcde"));
-        assert!(!valid_server_name("abc"));
-        assert!(!valid_server_name("a.b.c.d"));
-    }
-}
+#[path = "provider_tests.rs"]
+mod tests;

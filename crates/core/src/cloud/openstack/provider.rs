@@ -219,9 +219,10 @@ impl OpenStackProvider {
     }
 
     /// Verifies the credentials and that every flavor, image, network and server group the node
-    /// groups refer to exists; the error names the first missing one.
-    pub async fn check(&self) -> Result<(), CloudError> {
+    /// groups refer to exists; the error names the first missing one. One line per group.
+    pub async fn check(&self) -> Result<Vec<String>, CloudError> {
         self.session().await?;
+        let mut lines = vec!["credentials ok".to_string()];
         for (group, settings) in &self.groups {
             let named = |e: CloudError| {
                 tracing::error!(group = %group, error = %e, "OpenStack node group settings refer to something that cannot be used");
@@ -232,11 +233,20 @@ impl OpenStackProvider {
             if let Some(net) = &settings.network {
                 self.network_id(net).await.map_err(named)?;
             }
+            let mut found = format!(
+                "group {group}: flavor {}, image {}",
+                settings.flavor, settings.image
+            );
+            if let Some(net) = &settings.network {
+                found.push_str(&format!(", network {net}"));
+            }
             if let Some(sg) = &settings.server_group {
                 self.server_group_id(sg).await.map_err(named)?;
+                found.push_str(&format!(", server group {sg}"));
             }
+            lines.push(format!("{found} exist"));
         }
-        Ok(())
+        Ok(lines)
     }
 
     /// Drops cached flavor/image/network resolutions (e.g. at the start of a cycle).
@@ -733,7 +743,7 @@ impl CloudProvider for OpenStackProvider {
         })
     }
 
-    async fn verify(&self) -> Result<(), CloudError> {
+    async fn verify(&self) -> Result<Vec<String>, CloudError> {
         self.check().await
     }
 

@@ -9,10 +9,12 @@
 //! - [`allocate`]: template lookup, host choice, VM id allocation, clone.
 //! - [`halfmade`]: a clone whose creation stopped before its config call.
 //! - [`agent`]: running the join script through the QEMU guest agent.
+//! - [`check`]: what `nodewright check` verifies.
 //! - [`provider`]: [`ProxmoxProvider`], the [`crate::cloud::CloudProvider`].
 
 pub mod agent;
 pub mod allocate;
+pub mod check;
 pub mod client;
 pub mod credentials;
 pub mod halfmade;

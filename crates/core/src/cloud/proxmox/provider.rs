@@ -201,28 +201,10 @@ impl ProxmoxProvider {
         }
     }
 
-    /// Verifies the credentials and that the templates and hosts the groups name exist.
-    pub async fn check(&self) -> Result<(), CloudError> {
-        let api = &self.inner.api;
-        api.get("/version", &[]).await?;
-        let vms = list_vms(api).await?;
-        let nodes = list_nodes(api).await?;
-        for (group, s) in &self.inner.groups {
-            find_template(&vms, &s.template).map_err(|e| {
-                tracing::error!(group = %group, error = %e, "Proxmox node group refers to a missing template");
-                e
-            })?;
-            for n in &s.nodes {
-                if !nodes.iter().any(|x| &x.node == n) {
-                    return Err(CloudError::NotFound {
-                        provider: PROVIDER.into(),
-                        what: "host".into(),
-                        name: n.clone(),
-                    });
-                }
-            }
-        }
-        Ok(())
+    /// Verifies the credentials and that each group's template, hosts, storage and bridge
+    /// exist (see [`super::check`]).
+    pub async fn check(&self) -> Result<Vec<String>, CloudError> {
+        super::check::check(&self.inner.api, &self.inner.groups).await
     }
 
     /// Addresses of the pool in use by any nodewright VM (of any cluster), read live.
@@ -619,7 +601,7 @@ impl CloudProvider for ProxmoxProvider {
         })
     }
 
-    async fn verify(&self) -> Result<(), CloudError> {
+    async fn verify(&self) -> Result<Vec<String>, CloudError> {
         self.check().await
     }
 }

@@ -1,0 +1,111 @@
+//! `nodewright check` for Proxmox VE: the credentials work, and each group's template,
+//! hosts, target storage and bridge exist where its VMs may be placed.
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+use super::allocate::{
+    all_shared, find_template, list_nodes, list_vms, template_storages, vm_config,
+};
+use super::client::{params, Api};
+use super::{seg, ProxmoxSettings, PROVIDER};
+use crate::cloud::CloudError;
+
+fn not_found(what: &str, name: String) -> CloudError {
+    CloudError::NotFound {
+        provider: PROVIDER.into(),
+        what: what.into(),
+        name,
+    }
+}
+
+/// Names in `field` of each item of a list answer.
+fn names(list: &Value, field: &str) -> Vec<String> {
+    list.as_array()
+        .map(|items| {
+            items
+                .iter()
+                .filter_map(|i| i[field].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// One line per group saying what was found; the error names the first thing missing.
+pub async fn check(
+    api: &Api,
+    groups: &BTreeMap<String, ProxmoxSettings>,
+) -> Result<Vec<String>, CloudError> {
+    api.get("/version", &[]).await?;
+    let vms = list_vms(api).await?;
+    let nodes = list_nodes(api).await?;
+    let mut lines = vec!["credentials ok".to_string()];
+    for (group, s) in groups {
+        let template = find_template(&vms, &s.template)?;
+        for n in &s.nodes {
+            if !nodes.iter().any(|x| &x.node == n) {
+                return Err(not_found("host", format!("{n} (group {group})")));
+            }
+        }
+        // Where its VMs may go: as the host choice decides it.
+        let storages = template_storages(&vm_config(api, &template.node, template.vmid).await?);
+        let hosts: Vec<String> = if !all_shared(api, &template.node, &storages).await? {
+            vec![template.node.clone()]
+        } else if s.nodes.is_empty() {
+            nodes
+                .iter()
+                .filter(|n| n.status == "online")
+                .map(|n| n.node.clone())
+                .collect()
+        } else {
+            s.nodes.clone()
+        };
+        let mut found = format!(
+            "group {group}: template {} (VM {} on {}), hosts {}",
+            s.template,
+            template.vmid,
+            template.node,
+            hosts.join(", ")
+        );
+        if let Some(storage) = &s.storage {
+            for h in &hosts {
+                let list = api.get(&format!("/nodes/{}/storage", seg(h)), &[]).await?;
+                let have = names(&list, "storage");
+                if !have.contains(storage) {
+                    return Err(not_found(
+                        "storage",
+                        format!(
+                            "{storage} (group {group}, on host {h}; it has {})",
+                            have.join(", ")
+                        ),
+                    ));
+                }
+            }
+            found.push_str(&format!(", storage {storage}"));
+        }
+        if let Some(bridge) = &s.bridge {
+            for h in &hosts {
+                let list = api
+                    .get(
+                        &format!("/nodes/{}/network", seg(h)),
+                        &params([("type", "any_bridge".into())]),
+                    )
+                    .await?;
+                let have = names(&list, "iface");
+                if !have.contains(bridge) {
+                    return Err(not_found(
+                        "bridge",
+                        format!(
+                            "{bridge} (group {group}, on host {h}; its Linux and OVS bridges are {})",
+                            have.join(", ")
+                        ),
+                    ));
+                }
+            }
+            found.push_str(&format!(", bridge {bridge}"));
+        }
+        lines.push(format!("{found} exist"));
+    }
+    Ok(lines)
+}
