@@ -269,6 +269,7 @@ mod tests {
             created: SystemTime::UNIX_EPOCH,
             memory_bytes: None,
             provider: "fake".into(),
+            settings_hash: None,
         }
     }
 

@@ -318,6 +318,7 @@ impl Actuator<'_> {
                         cluster: self.config.cluster_name.clone(),
                         group: g.name.clone(),
                         user_data: rendered.content,
+                        settings_hash: g.settings_hash.clone(),
                     };
                     let server = provider.create_server(&req).await?;
                     *out.created.entry(group.clone()).or_default() += 1;

@@ -89,7 +89,12 @@ fn replacement_reason(
             })
         }
         DisruptionReason::Drifted => {
-            let hash = n.labels.get(LABEL_SETTINGS_HASH)?;
+            // The node's label first; a node without it (it was removed, or the user
+            // data dropped it) still has the hash the VM was tagged with at creation.
+            let hash = n
+                .labels
+                .get(LABEL_SETTINGS_HASH)
+                .or(m.server.settings_hash.as_ref())?;
             (v.config.disruption.drift && *hash != m.group.settings_hash).then(|| {
                 Reason::new(
                     ReasonCode::NodeDrifted,
