@@ -264,7 +264,21 @@ fn replace(v: &View<'_>, notes: &mut Vec<Reason>, reason: DisruptionReason) -> S
             continue;
         }
         let pods = movable(v, n);
-        if let Some(b) = first_blocker(v, &pods, false) {
+        let blocker = first_blocker(v, &pods, false);
+        if let (Some(b), Some(grace)) = (&blocker, super::drain::limit_for(v, reason)) {
+            // Past its life with a hard limit: what blocks it is evicted at the limit.
+            notes.push(
+                Reason::new(
+                    ReasonCode::DrainBlocked,
+                    format!(
+                        "{} is replaced though {b}: its drain is forced after drain.terminationGracePeriod {}",
+                        n.name,
+                        humantime::format_duration(grace)
+                    ),
+                )
+                .about([ObjectRef::node(&n.name)]),
+            );
+        } else if let Some(b) = blocker {
             notes.push(why.clone());
             notes.push(
                 Reason::new(

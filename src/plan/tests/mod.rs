@@ -651,5 +651,6 @@ fn a_backed_off_group_gets_no_new_vms() {
 
 mod disruption;
 mod drift;
+mod hard_limit;
 mod replay;
 mod scale_up;
