@@ -300,7 +300,8 @@ impl Actuator<'_> {
             }
             Action::DeleteServers { servers, nodes } => {
                 let (targets, refusals) = guard::by_name(servers, nodes);
-                self.remove_checked(&targets, refusals, &mut out).await?;
+                self.remove_checked(&targets, refusals, false, &mut out)
+                    .await?;
             }
             Action::ScaleUp { group, count } => {
                 let g = self
@@ -404,11 +405,14 @@ impl Actuator<'_> {
             }
             Action::DeleteNodes { nodes } => {
                 // Node first: once it is gone nothing schedules there, then the VM can go.
+                // Each node must still be cordoned by nodewright: one a person gave back
+                // since the plan stays.
                 let targets: Vec<_> = nodes
                     .iter()
                     .map(|t| (&t.server, Some(t.node.as_str())))
                     .collect();
-                self.remove_checked(&targets, Vec::new(), &mut out).await?;
+                self.remove_checked(&targets, Vec::new(), true, &mut out)
+                    .await?;
             }
             Action::PullImages { node, images } => {
                 let ns = &self.config.image_puller.namespace;

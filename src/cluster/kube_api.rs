@@ -197,16 +197,13 @@ impl ClusterApi for KubeCluster {
         }
     }
 
-    async fn node_labels(
-        &self,
-        node: &str,
-    ) -> Result<Option<BTreeMap<String, String>>, ClusterError> {
+    async fn node(&self, node: &str) -> Result<Option<NodeInfo>, ClusterError> {
         let api: Api<Node> = Api::all(self.client.clone());
         let found = api
             .get_opt(node)
             .await
             .map_err(api_err(format!("get node {node}")))?;
-        Ok(found.map(|n| n.metadata.labels.unwrap_or_default()))
+        Ok(found.as_ref().and_then(node_info))
     }
 
     async fn create_image_puller(

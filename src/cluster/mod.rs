@@ -66,12 +66,9 @@ pub trait ClusterApi: Send + Sync {
     async fn evict(&self, pod: &PodRef) -> Result<Eviction, ClusterError>;
     /// Deleting a node that is already gone is success.
     async fn delete_node(&self, node: &str) -> Result<(), ClusterError>;
-    /// The labels of `node` as the API server has them now; `None` when there is no such
-    /// node. The actuator checks them just before a destructive call.
-    async fn node_labels(
-        &self,
-        node: &str,
-    ) -> Result<Option<BTreeMap<String, String>>, ClusterError>;
+    /// `node` as the API server has it now (labels, annotations, cordon); `None` when
+    /// there is no such node. The actuator checks it just before a destructive call.
+    async fn node(&self, node: &str) -> Result<Option<NodeInfo>, ClusterError>;
     /// Starts a pod on `node` whose only job is to make the runtime pull `images`,
     /// labelled as an image puller of `cluster` (so that only `cluster`'s nodewright
     /// ever deletes it).
