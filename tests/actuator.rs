@@ -1,21 +1,24 @@
 //! The actuator against the simulated API server and OpenStack over loopback HTTP: its
-//! last look at a node before deleting it (issue 8).
+//! last look at a node before deleting it, and the disruption records it leaves for the
+//! next process (issue 8).
 
 mod common;
 
 use std::collections::BTreeMap;
-use std::time::SystemTime;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 use common::cordon_patch;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
 use kube::api::{Api, Patch, PatchParams};
 use nodewright::act::events::events_for;
 use nodewright::act::ActError;
+use nodewright::cluster::{kubeconfig_from_file, KubeCluster};
 use nodewright::plan::Action;
 use nodewright::reconcile::Reconciler;
 use nodewright::sim::cluster::SimNodeSpec;
 use nodewright::sim::env::{SimEnv, SimTimings};
-use nodewright::{ANNOTATION_CORDONED, LABEL_CLUSTER, LABEL_GROUP};
+use nodewright::{ANNOTATION_CORDONED, ANNOTATION_UNNEEDED_SINCE, LABEL_CLUSTER, LABEL_GROUP};
 
 const GI: u64 = 1 << 30;
 
@@ -139,4 +142,110 @@ async fn a_node_uncordoned_by_a_person_between_plan_and_act_is_not_deleted() {
         .find(|e| e.object.name == names[0])
         .expect("an Event on the uncordoned node");
     assert!(on_first.warning && on_first.message.contains("schedulable again"));
+}
+
+/// A reconciler as `run` builds it: disruption records in the status ConfigMap
+/// `nodewright/nodewright-status` (`records: false`: kept nowhere, as before).
+async fn process(env: &SimEnv, extra: &str, records: bool) -> Reconciler {
+    let (_, cfg) = env
+        .write_config(&CONFIG.replace("nodeGroups:", &format!("{extra}\nnodeGroups:")))
+        .expect("config loads");
+    let mut rec = env.reconciler(cfg).await.expect("reconciler builds");
+    let kube = kubeconfig_from_file(&env.kubeconfig)
+        .await
+        .expect("kubeconfig");
+    let client = nodewright::cluster::client_from_config(kube).expect("client");
+    let mut cluster = KubeCluster::new(client);
+    if records {
+        cluster = cluster.with_records("nodewright", "nodewright-status");
+    }
+    rec.cluster = Arc::new(cluster);
+    rec
+}
+
+fn cordoned(action: &Action) -> Vec<String> {
+    match action {
+        Action::Cordon { nodes, .. } => nodes.clone(),
+        _ => Vec::new(),
+    }
+}
+
+/// Issue 8: `delayAfterDelete` (and `delayAfterFailure`) were kept in memory, so a
+/// restarted process removed the next node at once. The deletion is recorded in the
+/// status ConfigMap and a fresh process reads it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restarted_process_still_honours_delay_after_delete() {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("simulated environment starts");
+    env.cluster.add_namespace("nodewright").expect("namespace");
+    let delays = "scaleDown: {delayAfterAdd: 0s, delayAfterDelete: 1h, unneededTime: 1m}";
+    let names = ["e2e-workers-a", "e2e-workers-b", "e2e-workers-c"];
+    for n in names {
+        managed_node(&env, n);
+    }
+    let nodes: Api<Node> = Api::all(env.cluster.kube_client().await.expect("client"));
+    nodes
+        .patch(
+            names[0],
+            &PatchParams::default(),
+            &Patch::Merge(cordon_patch(true)),
+        )
+        .await
+        .expect("cordon");
+    // The other two have been unneeded for long enough to go.
+    let since = humantime::format_rfc3339_seconds(SystemTime::now() - Duration::from_secs(3600))
+        .to_string();
+    for n in &names[1..] {
+        nodes
+            .patch(
+                n,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({
+                    "metadata": {"annotations": {ANNOTATION_UNNEEDED_SINCE: since}}
+                })),
+            )
+            .await
+            .expect("annotate");
+    }
+
+    let first = process(&env, delays, true).await;
+    let report = first.cycle(SystemTime::now()).await.expect("cycle");
+    assert!(
+        matches!(&report.decision.action, Action::DeleteNodes { nodes } if nodes.len() == 1),
+        "{:#?}",
+        report.decision
+    );
+    assert!(env.cluster.node(names[0]).is_none());
+    let cms: Api<ConfigMap> = Api::namespaced(
+        env.cluster.kube_client().await.expect("client"),
+        "nodewright",
+    );
+    let data = cms
+        .get("nodewright-status")
+        .await
+        .expect("the status ConfigMap holds the record")
+        .data
+        .unwrap_or_default();
+    assert!(data.contains_key("lastNodeDeleted.workers"), "{data:?}");
+    drop(first);
+
+    // A process that kept nothing would remove the next node at once...
+    let forgetful = process(&env, delays, false).await;
+    let (_, d) = forgetful.plan(SystemTime::now()).await.expect("plan");
+    assert!(!cordoned(&d.action).is_empty(), "{d:#?}");
+    // ...the restarted one reads the deletion back and waits.
+    let restarted = process(&env, delays, true).await;
+    let (snapshot, d) = restarted.plan(SystemTime::now()).await.expect("plan");
+    assert!(snapshot.last_node_deleted.is_some(), "{snapshot:#?}");
+    assert!(cordoned(&d.action).is_empty(), "{d:#?}");
+    // Without the delay the same snapshot would go on.
+    let (_, cfg) = env
+        .write_config(&CONFIG.replace(
+            "nodeGroups:",
+            "scaleDown: {delayAfterAdd: 0s, unneededTime: 1m}\nnodeGroups:",
+        ))
+        .expect("config");
+    let d = nodewright::plan::plan(&snapshot, &cfg, SystemTime::now());
+    assert!(!cordoned(&d.action).is_empty(), "{d:#?}");
 }

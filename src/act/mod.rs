@@ -63,8 +63,10 @@ fn deleted_meanwhile(done: &[String]) -> String {
 pub struct Clouds {
     by_group: BTreeMap<String, Arc<dyn CloudProvider>>,
     failures: Arc<std::sync::Mutex<BTreeMap<String, GroupFailures>>>,
-    /// When a node was last deleted and when a removal last failed, for the scale-down
-    /// delays. Soft state like the backoff: a restart forgets at most one delay.
+    /// When this process last deleted a node and last saw a removal fail, for the
+    /// scale-down delays: the cluster keeps the same per group (see
+    /// [`crate::cluster::records`]), read back every cycle, so a restart forgets nothing;
+    /// this copy covers a cluster whose records cannot be read or written.
     disruption: Arc<std::sync::Mutex<DisruptionTimes>>,
 }
 

@@ -6,14 +6,17 @@ pub mod convert;
 pub mod events;
 mod kube_api;
 pub mod leader;
+pub mod records;
 pub mod status;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 
 pub use kube_api::KubeCluster;
+pub use records::{DisruptionRecords, RecordKind};
 
 use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodRef};
 
@@ -81,6 +84,21 @@ pub trait ClusterApi: Send + Sync {
     ) -> Result<String, ClusterError>;
     /// Deleting a pod that is already gone is success.
     async fn delete_pod(&self, pod: &PodRef) -> Result<(), ClusterError>;
+    /// The disruption records kept in the cluster (see [`records`]), read every cycle so
+    /// the scale-down delays survive a restart. An implementation that keeps none (the
+    /// in-memory replay, where the process never restarts) answers empty.
+    async fn disruption_records(&self) -> Result<DisruptionRecords, ClusterError> {
+        Ok(DisruptionRecords::default())
+    }
+    /// Records `at` as the last `kind` of each of `groups`.
+    async fn record_disruption(
+        &self,
+        _kind: RecordKind,
+        _groups: &[String],
+        _at: SystemTime,
+    ) -> Result<(), ClusterError> {
+        Ok(())
+    }
 }
 
 /// Builds a Kubernetes client from `KUBECONFIG_FILE`, else `KUBECONFIG`, else in-cluster.
