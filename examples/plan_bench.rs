@@ -282,6 +282,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
             created,
             memory_bytes: Some(64 * GI),
             provider: "openstack".into(),
+            settings_hash: None,
         });
         s.nodes.push(NodeInfo {
             name: name.clone(),

@@ -91,7 +91,9 @@ pub struct RunArgs {
     /// /healthz fails when the loop made no progress for this long.
     #[arg(long, default_value = "5m", value_parser = humantime::parse_duration)]
     pub stuck_after: Duration,
-    /// Name of the status ConfigMap (in the lease namespace); `off` disables it.
+    /// Name of the status ConfigMap (in the lease namespace), which also keeps when a
+    /// node was last deleted and a removal last failed (the scale-down delays survive a
+    /// restart); `off` disables both.
     #[arg(long, default_value = "nodewright-status")]
     pub status_configmap: String,
     /// Identical Events within this window are posted once.

@@ -86,12 +86,17 @@ fn provider(sim: &SimKamatera, groups: &[(&str, KamateraSettings)]) -> KamateraP
     KamateraProvider::with_options(creds(sim), groups, fast()).expect("provider builds")
 }
 
+/// A group settings hash as the config computes it (12 hex digits), stamped on every VM
+/// these tests create.
+const HASH: &str = "0a1b2c3d4e5f";
+
 fn req(name: &str, group: &str) -> CreateRequest {
     CreateRequest {
         name: name.into(),
         cluster: "c1".into(),
         group: group.into(),
         user_data: format!("#!/bin/sh\necho joining {name}\n"),
+        settings_hash: HASH.into(),
     }
 }
 
@@ -158,6 +163,7 @@ async fn create_sends_tags_script_password_and_space_joined_lists() {
             "nodewright-c1",
             "nodewright-workers",
             stamp.as_str(),
+            "nodewright_h03xsp8a733",
             "team-a"
         ]
     );
@@ -181,7 +187,7 @@ async fn create_sends_tags_script_password_and_space_joined_lists() {
     );
     assert_eq!(
         body["tag"],
-        format!("nodewright-c1 nodewright-workers {stamp} team-a")
+        format!("nodewright-c1 nodewright-workers {stamp} nodewright_h03xsp8a733 team-a")
     );
     assert_eq!(body["billingcycle"], "hourly");
     assert_eq!(body["poweronaftercreate"], "yes");
@@ -400,7 +406,8 @@ async fn kamatera_tags_in_current_api_shape_are_listed() {
     .await;
     assert_eq!(status, 200, "{rows}");
     let rows = rows.as_array().expect("rows").clone();
-    assert_eq!(rows.len(), 3, "{rows:?}");
+    // Cluster, group, creation time and settings hash.
+    assert_eq!(rows.len(), 4, "{rows:?}");
     for row in &rows {
         assert_eq!(row["id"], made.id.as_str(), "{row}");
         assert!(row["tagName"].is_string(), "{row}");
@@ -1050,8 +1057,11 @@ async fn the_loop_scales_a_kamatera_group_up_and_down() {
     let vm = servers[0].clone();
     assert!(vm.name.starts_with("kt-workers-"));
     assert_eq!(vm.tags[..2], ["nodewright-kt", "nodewright-workers"]);
+    // Then the creation time and the settings hash the loop stamped.
     assert!(
-        vm.tags.len() == 3 && vm.tags[2].starts_with("nodewright-t"),
+        vm.tags.len() == 4
+            && vm.tags[2].starts_with("nodewright-t")
+            && vm.tags[3].starts_with("nodewright_h"),
         "{:?}",
         vm.tags
     );
@@ -1221,6 +1231,7 @@ async fn provision_timeout_counts_from_the_real_creation_after_a_restart() {
             cluster: "kt".into(),
             group: "workers".into(),
             user_data: "#!/bin/sh\n".into(),
+            settings_hash: HASH.into(),
         })
         .await
         .expect("create");

@@ -12,6 +12,7 @@ use nodewright::cloud::openstack::{
 };
 use nodewright::cloud::{
     CloudError, CloudProvider, CreateRequest, ServerStatus, CLUSTER_TAG, GROUP_TAG,
+    SETTINGS_HASH_TAG,
 };
 use nodewright::sim::openstack::{
     CreateFailure, SimNetwork, SimOpenStack, SimOpenStackOptions, SimServerGroup,
@@ -44,12 +45,17 @@ fn groups(s: OpenStackSettings) -> BTreeMap<String, OpenStackSettings> {
     BTreeMap::from([("workers".to_string(), s)])
 }
 
+/// A group settings hash as the config computes it (12 hex digits), stamped on every VM
+/// these tests create.
+const HASH: &str = "0a1b2c3d4e5f";
+
 fn request(name: &str, cluster: &str, user_data: &str) -> CreateRequest {
     CreateRequest {
         name: name.into(),
         cluster: cluster.into(),
         group: "workers".into(),
         user_data: user_data.into(),
+        settings_hash: HASH.into(),
     }
 }
 
@@ -739,7 +745,11 @@ async fn ownership_tags_are_sent_on_create() {
     let sims = f.sim.servers();
     assert_eq!(
         sims[0].tags,
-        vec![format!("{CLUSTER_TAG}=c1"), format!("{GROUP_TAG}=workers")]
+        vec![
+            format!("{CLUSTER_TAG}=c1"),
+            format!("{GROUP_TAG}=workers"),
+            format!("{SETTINGS_HASH_TAG}={HASH}")
+        ]
     );
     // Without a server group: no scheduler hint.
     assert_eq!(sims[0].server_group, None);

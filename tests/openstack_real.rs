@@ -29,6 +29,7 @@ use nodewright::cloud::openstack::{
 };
 use nodewright::cloud::{
     CloudError, CloudProvider, CreateRequest, Server, ServerStatus, CLUSTER_TAG, GROUP_TAG,
+    SETTINGS_HASH_TAG,
 };
 use nodewright::cluster::KubeCluster;
 use nodewright::config::{Config, ProviderKind};
@@ -173,12 +174,17 @@ fn provider(creds: &Path, s: OpenStackSettings) -> OpenStackProvider {
     .expect("provider builds")
 }
 
+/// A group settings hash as the config computes it (12 hex digits), stamped on every VM
+/// these tests create.
+const HASH: &str = "0a1b2c3d4e5f";
+
 fn request(name: &str, cluster: &str, user_data: &str) -> CreateRequest {
     CreateRequest {
         name: name.into(),
         cluster: cluster.into(),
         group: "workers".into(),
         user_data: user_data.into(),
+        settings_hash: HASH.into(),
     }
 }
 
@@ -594,9 +600,14 @@ async fn full_lifecycle(os: &RealOs, p: &OpenStackProvider, cluster: &str, ram_m
         stored.tags,
         vec![
             format!("{CLUSTER_TAG}={cluster}"),
-            format!("{GROUP_TAG}=workers")
+            format!("{GROUP_TAG}=workers"),
+            format!("{SETTINGS_HASH_TAG}={HASH}")
         ],
         "tags on the real server"
+    );
+    assert_eq!(
+        stored.metadata.get(SETTINGS_HASH_TAG).map(String::as_str),
+        Some(HASH)
     );
 
     // delete_server returns once Nova no longer has the server.
@@ -678,7 +689,8 @@ async fn real_server_group_by_name_and_id_and_tags() {
             stored.tags,
             vec![
                 format!("{CLUSTER_TAG}={cluster}"),
-                format!("{GROUP_TAG}=workers")
+                format!("{GROUP_TAG}=workers"),
+                format!("{SETTINGS_HASH_TAG}={HASH}")
             ]
         );
         p.delete_server(&cluster, &created.id)

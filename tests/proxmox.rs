@@ -64,12 +64,17 @@ fn provider_with(creds: ProxmoxCredentials, groups: &[(&str, &str)]) -> ProxmoxP
     ProxmoxProvider::with_options(creds, groups, fast()).expect("provider builds")
 }
 
+/// A group settings hash as the config computes it (12 hex digits), stamped on every VM
+/// these tests create.
+const HASH: &str = "0a1b2c3d4e5f";
+
 fn req(name: &str, group: &str, user_data: &str) -> CreateRequest {
     CreateRequest {
         name: name.into(),
         cluster: "prod".into(),
         group: group.into(),
         user_data: user_data.into(),
+        settings_hash: HASH.into(),
     }
 }
 

@@ -384,12 +384,20 @@ fn rbac_evaluation_honours_namespaces_subresources_and_resource_names() {
         Some("nodewright"),
         Some("nodewright-config")
     )));
-    assert!(!ok(&call(
+    // Read back every cycle for the disruption records; no other ConfigMap.
+    assert!(ok(&call(
         "get",
         "",
         "configmaps",
         Some("nodewright"),
         Some("nodewright-status")
+    )));
+    assert!(!ok(&call(
+        "get",
+        "",
+        "configmaps",
+        Some("nodewright"),
+        Some("nodewright-config")
     )));
     assert!(!ok(&call("list", "", "secrets", Some("nodewright"), None)));
     // Another ServiceAccount gets nothing.
@@ -600,6 +608,10 @@ async fn representative_run() -> Vec<ApiCall> {
             ("a Node deleted", seen("delete", "nodes", None)),
             ("a Node patched", seen("patch", "nodes", None)),
             ("a repeated Event patched", seen("patch", "events", None)),
+            (
+                "the disruption records read back",
+                seen("get", "configmaps", None),
+            ),
             (
                 "5 s elapsed (Lease renewals)",
                 started.elapsed() > Duration::from_secs(5),

@@ -8,7 +8,7 @@ use std::time::SystemTime;
 
 use crate::act::{ActError, Actuator, Clouds, Outcome};
 use crate::cloud::CloudError;
-use crate::cluster::{ClusterApi, ClusterError};
+use crate::cluster::{ClusterApi, ClusterError, DisruptionRecords, RecordKind};
 use crate::config::Config;
 use crate::plan::{self, Decision, Snapshot};
 
@@ -55,6 +55,12 @@ impl Reconciler {
             self.cluster.pdbs(),
             self.cluster.volume_attachments()
         )?;
+        // Unreadable records (e.g. RBAC not updated) leave what this process remembers:
+        // a warning, not a stalled loop.
+        let records = self.cluster.disruption_records().await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "reading the disruption records failed; the scale-down delays count from what this process remembers");
+            DisruptionRecords::default()
+        });
         let providers = self.clouds.distinct();
         let listings =
             futures::future::join_all(providers.iter().map(|p| p.list_servers(cluster_name))).await;
@@ -102,8 +108,16 @@ impl Reconciler {
             pdbs,
             volume_attachments,
             group_backoff: self.clouds.backoffs(),
-            last_node_deleted: self.clouds.disruption_times().last_node_deleted,
-            last_disruption_failure: self.clouds.disruption_times().last_failure,
+            last_node_deleted: self
+                .clouds
+                .disruption_times()
+                .last_node_deleted
+                .max(records.latest(RecordKind::NodeDeleted)),
+            last_disruption_failure: self
+                .clouds
+                .disruption_times()
+                .last_failure
+                .max(records.latest(RecordKind::Failure)),
         })
     }
 
@@ -158,7 +172,47 @@ impl Reconciler {
         };
         let result = actuator.execute(&decision.action).await;
         self.record_outcome(snapshot, decision, &result, now);
+        if !self.dry_run {
+            self.record_disruption(snapshot, decision, &result, now)
+                .await;
+        }
         result
+    }
+
+    /// Node deletions and failed removals are written to the cluster per group, so the
+    /// scale-down delays hold after a restart; a failed write is logged (this process
+    /// still remembers).
+    async fn record_disruption(
+        &self,
+        snapshot: &Snapshot,
+        decision: &Decision,
+        result: &Result<Outcome, ActError>,
+        now: SystemTime,
+    ) {
+        let (kind, groups): (RecordKind, BTreeSet<String>) = match (&decision.action, result) {
+            (plan::Action::DeleteNodes { nodes }, result) => (
+                if result.is_ok() {
+                    RecordKind::NodeDeleted
+                } else {
+                    RecordKind::Failure
+                },
+                nodes.iter().map(|t| t.server.group.clone()).collect(),
+            ),
+            (plan::Action::Uncordon { nodes, .. }, _) => (
+                RecordKind::Failure,
+                snapshot
+                    .servers
+                    .iter()
+                    .filter(|s| nodes.contains(&s.name))
+                    .filter_map(|s| s.group.clone())
+                    .collect(),
+            ),
+            _ => return,
+        };
+        let groups: Vec<String> = groups.into_iter().collect();
+        if let Err(e) = self.cluster.record_disruption(kind, &groups, now).await {
+            tracing::warn!(error = %e, ?kind, "could not record the disruption in the cluster; a restart may forget its scale-down delay");
+        }
     }
 
     /// Failed creates, and VMs that failed to provision, back their group off; a VM that

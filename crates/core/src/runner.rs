@@ -233,10 +233,16 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
         path: opts.config_path.clone(),
         last_text: std::fs::read_to_string(&opts.config_path).unwrap_or_default(),
     };
+    // The disruption records (scale-down delays) live in the status ConfigMap, beside
+    // its status, so a restart honours them; with the ConfigMap off nothing is kept.
+    let mut cluster = KubeCluster::new(client.clone());
+    if let Some((ns, name)) = &opts.status_configmap {
+        cluster = cluster.with_records(ns, name);
+    }
     let mut reconciler = Reconciler {
         clouds: clouds_for(&config, &metrics)?,
         config: Arc::new(config),
-        cluster: Arc::new(KubeCluster::new(client.clone())),
+        cluster: Arc::new(cluster),
         dry_run: opts.dry_run,
     };
     let recorder = EventRecorder::new(client.clone(), opts.event_window);

@@ -4,14 +4,16 @@
 //! name; the Node labelled for the same cluster and group. The planner checked this on
 //! the cycle's snapshot; this catches what changed since (a person re-tagging a VM or
 //! removing a label), and any planner bug that would hand over something not ours.
+//! A node removed as empty or drained must also still be cordoned by nodewright: a
+//! person who uncordoned it meanwhile (or cordoned it anew) gets to keep it.
 
 use std::collections::BTreeMap;
 use std::fmt;
 
 use super::{ActError, Actuator, Outcome};
 use crate::cloud::{not_owned_by, Server, GROUP_TAG};
-use crate::plan::{PodRef, ServerRef};
-use crate::{LABEL_CLUSTER, LABEL_GROUP};
+use crate::plan::{NodeInfo, PodRef, ServerRef};
+use crate::{ANNOTATION_CORDONED, LABEL_CLUSTER, LABEL_GROUP};
 
 /// A deletion refused because a check just before it failed: what was not deleted, and
 /// which check failed on which object.
@@ -113,6 +115,23 @@ fn check_node(
     }
 }
 
+/// Why node `name`, as the API server has it now, is no longer one nodewright cordoned
+/// to remove: it must still be unschedulable and carry [`ANNOTATION_CORDONED`] (its
+/// ownership labels are checked by [`check_removal`]).
+pub fn check_cordon(name: &str, now: &NodeInfo) -> Option<String> {
+    if !now.unschedulable {
+        return Some(format!(
+            "node {name} is schedulable again (uncordoned since the plan); nodewright deletes only nodes it cordoned"
+        ));
+    }
+    if !now.annotations.contains_key(ANNOTATION_CORDONED) {
+        return Some(format!(
+            "node {name} is cordoned but no longer carries nodewright's annotation {ANNOTATION_CORDONED} (cordoned by someone else since the plan)"
+        ));
+    }
+    None
+}
+
 /// Pairs each VM of a `DeleteServers` action with its node (named like it); a node no
 /// VM is named like is refused.
 pub fn by_name<'a>(
@@ -136,13 +155,15 @@ pub fn by_name<'a>(
 
 impl Actuator<'_> {
     /// Deletes each VM with its node (the Node first), each pair only once both, read
-    /// back just before, pass [`check_removal`]. Pairs that fail a check are left alone
-    /// and the others still go; then the refusals (with `earlier` ones) are the error,
-    /// naming each object and the check that failed.
+    /// back just before, pass [`check_removal`] (and, with `cordoned`, the node
+    /// [`check_cordon`]). Pairs that fail a check are left alone and the others still
+    /// go; then the refusals (with `earlier` ones) are the error, naming each object and
+    /// the check that failed.
     pub(super) async fn remove_checked(
         &self,
         targets: &[(&ServerRef, Option<&str>)],
         earlier: Vec<Refusal>,
+        cordoned: bool,
         out: &mut Outcome,
     ) -> Result<(), ActError> {
         let mut refusals = earlier;
@@ -150,18 +171,26 @@ impl Actuator<'_> {
         for (server, node) in targets {
             let provider = self.clouds.for_group(&server.group)?;
             let vm_now = provider.get_server(cluster_name, &server.id).await?;
-            let labels = self
-                .cluster
-                .node_labels(node.unwrap_or(&server.name))
-                .await?;
-            if let Some(r) = check_removal(
+            let node_now = self.cluster.node(node.unwrap_or(&server.name)).await?;
+            let refusal = check_removal(
                 cluster_name,
                 provider.name(),
                 server,
                 vm_now.as_ref(),
                 *node,
-                labels.as_ref(),
-            ) {
+                node_now.as_ref().map(|n| &n.labels),
+            )
+            .or_else(|| {
+                let (name, now) = ((*node)?, node_now.as_ref()?);
+                let check = check_cordon(name, now).filter(|_| cordoned)?;
+                let r = Refusal {
+                    object: format!("VM {} ({}) and its node {name}", server.name, server.id),
+                    check,
+                };
+                tracing::warn!(refusal = %r, "not deleting: a check just before the delete failed");
+                Some(r)
+            });
+            if let Some(r) = refusal {
                 refusals.push(r);
                 continue;
             }
@@ -269,6 +298,7 @@ mod tests {
             created: SystemTime::UNIX_EPOCH,
             memory_bytes: None,
             provider: "fake".into(),
+            settings_hash: None,
         }
     }
 
@@ -350,6 +380,32 @@ mod tests {
             check(Some(&good), None, Some(&ours)),
             "(it registered after the plan was made)",
         );
+    }
+
+    /// Issue 8: a node is deleted as emptied only while nodewright's cordon is on it.
+    #[test]
+    fn a_node_uncordoned_or_recordoned_by_a_person_fails_the_cordon_check() {
+        let mut n = NodeInfo {
+            name: "c-g-a".into(),
+            labels: labels(Some("c"), "g"),
+            annotations: BTreeMap::from([(ANNOTATION_CORDONED.to_string(), "empty".into())]),
+            created: SystemTime::UNIX_EPOCH,
+            unschedulable: true,
+            ready: true,
+            taints: Vec::new(),
+            allocatable: Default::default(),
+            images: Default::default(),
+            deleting: false,
+            ready_changed: None,
+        };
+        assert_eq!(check_cordon("c-g-a", &n), None);
+        n.unschedulable = false;
+        let why = check_cordon("c-g-a", &n).expect("uncordoned: refused");
+        assert!(why.contains("schedulable again"), "{why}");
+        n.unschedulable = true;
+        n.annotations.clear();
+        let why = check_cordon("c-g-a", &n).expect("a person's cordon: refused");
+        assert!(why.contains(ANNOTATION_CORDONED), "{why}");
     }
 
     #[test]

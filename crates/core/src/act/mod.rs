@@ -63,8 +63,10 @@ fn deleted_meanwhile(done: &[String]) -> String {
 pub struct Clouds {
     by_group: BTreeMap<String, Arc<dyn CloudProvider>>,
     failures: Arc<std::sync::Mutex<BTreeMap<String, GroupFailures>>>,
-    /// When a node was last deleted and when a removal last failed, for the scale-down
-    /// delays. Soft state like the backoff: a restart forgets at most one delay.
+    /// When this process last deleted a node and last saw a removal fail, for the
+    /// scale-down delays: the cluster keeps the same per group (see
+    /// [`crate::cluster::records`]), read back every cycle, so a restart forgets nothing;
+    /// this copy covers a cluster whose records cannot be read or written.
     disruption: Arc<std::sync::Mutex<DisruptionTimes>>,
 }
 
@@ -300,7 +302,8 @@ impl Actuator<'_> {
             }
             Action::DeleteServers { servers, nodes } => {
                 let (targets, refusals) = guard::by_name(servers, nodes);
-                self.remove_checked(&targets, refusals, &mut out).await?;
+                self.remove_checked(&targets, refusals, false, &mut out)
+                    .await?;
             }
             Action::ScaleUp { group, count } => {
                 let g = self
@@ -318,6 +321,7 @@ impl Actuator<'_> {
                         cluster: self.config.cluster_name.clone(),
                         group: g.name.clone(),
                         user_data: rendered.content,
+                        settings_hash: g.settings_hash.clone(),
                     };
                     let server = provider.create_server(&req).await?;
                     *out.created.entry(group.clone()).or_default() += 1;
@@ -403,11 +407,14 @@ impl Actuator<'_> {
             }
             Action::DeleteNodes { nodes } => {
                 // Node first: once it is gone nothing schedules there, then the VM can go.
+                // Each node must still be cordoned by nodewright: one a person gave back
+                // since the plan stays.
                 let targets: Vec<_> = nodes
                     .iter()
                     .map(|t| (&t.server, Some(t.node.as_str())))
                     .collect();
-                self.remove_checked(&targets, Vec::new(), &mut out).await?;
+                self.remove_checked(&targets, Vec::new(), true, &mut out)
+                    .await?;
             }
             Action::PullImages { node, images } => {
                 let ns = &self.config.image_puller.namespace;

@@ -17,6 +17,10 @@ use async_trait::async_trait;
 pub const CLUSTER_TAG: &str = "nodewright-cluster";
 /// Cloud-side metadata key naming the node group a VM belongs to.
 pub const GROUP_TAG: &str = "nodewright-group";
+/// Cloud-side metadata key for the hash of the group settings a VM was made from, the
+/// same value as the node label [`crate::LABEL_SETTINGS_HASH`]: written in the create
+/// call, so drift is still seen on a node that lost (or never got) its label.
+pub const SETTINGS_HASH_TAG: &str = "nodewright-settings-hash";
 
 /// Lifecycle of a VM as the planner needs to know it; provider states map onto this.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -50,6 +54,8 @@ pub struct Server {
     pub memory_bytes: Option<u64>,
     /// Provider name this server was listed from (e.g. "openstack").
     pub provider: String,
+    /// Value of [`SETTINGS_HASH_TAG`], if any (VMs made before it was stamped have none).
+    pub settings_hash: Option<String>,
 }
 
 /// What the provider knows of one new VM of a group before it exists, to shape the
@@ -74,6 +80,9 @@ pub struct CreateRequest {
     pub group: String,
     /// Rendered user data (cloud-init text, Ignition JSON, ...), sent as-is (providers encode it).
     pub user_data: String,
+    /// The group's settings hash, stamped on the VM as [`SETTINGS_HASH_TAG`] in the
+    /// create call itself (empty: none is written).
+    pub settings_hash: String,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -1,9 +1,10 @@
 //! [`ClusterApi`] over the real Kubernetes API with kube-rs.
 
 use std::collections::BTreeMap;
+use std::time::SystemTime;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::VolumeAttachment;
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
@@ -11,6 +12,8 @@ use kube::Client;
 use serde_json::json;
 
 use super::convert::{node_info, pdb_info, pod_info};
+use super::records::{record_data, DisruptionRecords, RecordKind};
+use super::status::write_status;
 use super::{ClusterApi, ClusterError, Eviction};
 use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodRef};
 use crate::{ANNOTATION_CORDONED, LABEL_CLUSTER, LABEL_IMAGE_PULLER};
@@ -21,11 +24,24 @@ const PAGE: u32 = 500;
 #[derive(Clone)]
 pub struct KubeCluster {
     client: Client,
+    /// Namespace and name of the ConfigMap holding the disruption records; none kept
+    /// without it.
+    records: Option<(String, String)>,
 }
 
 impl KubeCluster {
     pub fn new(client: Client) -> Self {
-        KubeCluster { client }
+        KubeCluster {
+            client,
+            records: None,
+        }
+    }
+
+    /// Keeps the disruption records in ConfigMap `namespace/name` (the status ConfigMap:
+    /// the records are data keys beside its `status`).
+    pub fn with_records(mut self, namespace: &str, name: &str) -> Self {
+        self.records = Some((namespace.to_string(), name.to_string()));
+        self
     }
 }
 
@@ -66,6 +82,33 @@ where
 
 #[async_trait]
 impl ClusterApi for KubeCluster {
+    async fn disruption_records(&self) -> Result<DisruptionRecords, ClusterError> {
+        let Some((ns, name)) = &self.records else {
+            return Ok(DisruptionRecords::default());
+        };
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), ns);
+        let cm = api
+            .get_opt(name)
+            .await
+            .map_err(api_err(format!("get configmap {ns}/{name}")))?;
+        let data = cm.and_then(|c| c.data).unwrap_or_default();
+        Ok(DisruptionRecords::from_data(&data))
+    }
+
+    async fn record_disruption(
+        &self,
+        kind: RecordKind,
+        groups: &[String],
+        at: SystemTime,
+    ) -> Result<(), ClusterError> {
+        let Some((ns, name)) = &self.records else {
+            return Ok(());
+        };
+        write_status(&self.client, ns, name, record_data(kind, groups, at))
+            .await
+            .map_err(api_err(format!("patch configmap {ns}/{name}")))
+    }
+
     async fn nodes(&self) -> Result<Vec<NodeInfo>, ClusterError> {
         let api: Api<Node> = Api::all(self.client.clone());
         Ok(list_all(&api, "nodes")
@@ -197,16 +240,13 @@ impl ClusterApi for KubeCluster {
         }
     }
 
-    async fn node_labels(
-        &self,
-        node: &str,
-    ) -> Result<Option<BTreeMap<String, String>>, ClusterError> {
+    async fn node(&self, node: &str) -> Result<Option<NodeInfo>, ClusterError> {
         let api: Api<Node> = Api::all(self.client.clone());
         let found = api
             .get_opt(node)
             .await
             .map_err(api_err(format!("get node {node}")))?;
-        Ok(found.map(|n| n.metadata.labels.unwrap_or_default()))
+        Ok(found.as_ref().and_then(node_info))
     }
 
     async fn create_image_puller(

@@ -6,14 +6,17 @@ pub mod convert;
 pub mod events;
 mod kube_api;
 pub mod leader;
+pub mod records;
 pub mod status;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::SystemTime;
 
 use async_trait::async_trait;
 
 pub use kube_api::KubeCluster;
+pub use records::{DisruptionRecords, RecordKind};
 
 use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodRef};
 
@@ -66,12 +69,9 @@ pub trait ClusterApi: Send + Sync {
     async fn evict(&self, pod: &PodRef) -> Result<Eviction, ClusterError>;
     /// Deleting a node that is already gone is success.
     async fn delete_node(&self, node: &str) -> Result<(), ClusterError>;
-    /// The labels of `node` as the API server has them now; `None` when there is no such
-    /// node. The actuator checks them just before a destructive call.
-    async fn node_labels(
-        &self,
-        node: &str,
-    ) -> Result<Option<BTreeMap<String, String>>, ClusterError>;
+    /// `node` as the API server has it now (labels, annotations, cordon); `None` when
+    /// there is no such node. The actuator checks it just before a destructive call.
+    async fn node(&self, node: &str) -> Result<Option<NodeInfo>, ClusterError>;
     /// Starts a pod on `node` whose only job is to make the runtime pull `images`,
     /// labelled as an image puller of `cluster` (so that only `cluster`'s nodewright
     /// ever deletes it).
@@ -84,6 +84,21 @@ pub trait ClusterApi: Send + Sync {
     ) -> Result<String, ClusterError>;
     /// Deleting a pod that is already gone is success.
     async fn delete_pod(&self, pod: &PodRef) -> Result<(), ClusterError>;
+    /// The disruption records kept in the cluster (see [`records`]), read every cycle so
+    /// the scale-down delays survive a restart. An implementation that keeps none (the
+    /// in-memory replay, where the process never restarts) answers empty.
+    async fn disruption_records(&self) -> Result<DisruptionRecords, ClusterError> {
+        Ok(DisruptionRecords::default())
+    }
+    /// Records `at` as the last `kind` of each of `groups`.
+    async fn record_disruption(
+        &self,
+        _kind: RecordKind,
+        _groups: &[String],
+        _at: SystemTime,
+    ) -> Result<(), ClusterError> {
+        Ok(())
+    }
 }
 
 /// Builds a Kubernetes client from `KUBECONFIG_FILE`, else `KUBECONFIG`, else in-cluster.

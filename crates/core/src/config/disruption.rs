@@ -47,7 +47,8 @@ impl DisruptionReason {
         DisruptionReason::ALL.into_iter().find(|r| r.as_str() == s)
     }
 
-    /// Removals that go on past a drain deadline (the node is broken or past its life).
+    /// Removals forced from the start (the node is broken); an expired node's drain is
+    /// forced only past `drain.terminationGracePeriod` (see `plan::steps::drain`).
     pub fn forced(self) -> bool {
         matches!(self, DisruptionReason::Unhealthy)
     }
@@ -187,6 +188,12 @@ pub struct DrainConfig {
     /// was cordoned.
     #[serde(default = "default_job_grace", with = "humantime_serde")]
     pub job_grace_period: Duration,
+    /// Hard limit of an expired node's drain (Karpenter's `terminationGracePeriod`):
+    /// counted from the cordon, it replaces `timeout` for nodes past `oldNodeAgeLimit`, which
+    /// are then drained whatever blocks them and deleted instead of given back, so a pod
+    /// that can never be evicted does not keep an old node forever. Unset: no hard limit.
+    #[serde(default, with = "humantime_serde")]
+    pub termination_grace_period: Option<Duration>,
 }
 
 impl Default for DrainConfig {
@@ -194,6 +201,7 @@ impl Default for DrainConfig {
         DrainConfig {
             timeout: default_drain_timeout(),
             job_grace_period: default_job_grace(),
+            termination_grace_period: None,
         }
     }
 }

@@ -80,6 +80,20 @@ fn validate_disruption(p: &mut Vec<ConfigProblem>, c: &Config) {
         ));
     }
     check_min_duration(p, "drain.timeout", c.drain.timeout, Duration::from_secs(1));
+    if let Some(grace) = c.drain.termination_grace_period {
+        check_min_duration(
+            p,
+            "drain.terminationGracePeriod",
+            grace,
+            Duration::from_secs(1),
+        );
+        if c.old_node_age_limit.is_none() {
+            p.push(ConfigProblem::new(
+                "drain.terminationGracePeriod",
+                "applies only to nodes past `oldNodeAgeLimit`, which is not set; set `oldNodeAgeLimit` (e.g. `720h`) or remove `drain.terminationGracePeriod`",
+            ));
+        }
+    }
     for (i, b) in c.disruption.budgets.iter().enumerate() {
         let at = format!("disruption.budgets[{i}]");
         match (&b.schedule, b.duration) {

@@ -134,11 +134,8 @@ impl ClusterApi for MemCluster {
         Ok(())
     }
 
-    async fn node_labels(
-        &self,
-        node: &str,
-    ) -> Result<Option<BTreeMap<String, String>>, ClusterError> {
-        Ok(self.world.lock().node(node).map(|n| n.labels.clone()))
+    async fn node(&self, node: &str) -> Result<Option<NodeInfo>, ClusterError> {
+        Ok(self.world.lock().node(node).cloned())
     }
 
     async fn create_image_puller(

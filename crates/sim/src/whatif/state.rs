@@ -571,6 +571,7 @@ impl State {
             created: at(self.now),
             memory_bytes: memory,
             provider: provider.to_string(),
+            settings_hash: None,
         };
         self.vm_stats.push(VmStat {
             group: group.to_string(),

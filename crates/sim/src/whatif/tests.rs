@@ -177,6 +177,7 @@ async fn an_evicted_job_starts_its_run_again_a_deployment_keeps_its_progress() {
             cluster: "c".into(),
             group: GROUP.into(),
             user_data: String::new(),
+            settings_hash: String::new(),
         })
         .await
         .expect("created");

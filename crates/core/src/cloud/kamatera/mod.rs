@@ -9,7 +9,8 @@
 //! A server belongs to cluster `C` when it carries the tag `<tagPrefix>-C`; its group `G`
 //! is the other tag `<tagPrefix>-G` (see [`cluster_tag`], [`group_tag`]). The API reports no
 //! creation time, so nodewright records it as a third tag `<tagPrefix>-t<unix seconds>`
-//! (see [`time_tag`], [`parse_time_tag`]): a restarted process reads it back.
+//! (see [`time_tag`], [`parse_time_tag`]): a restarted process reads it back. The group
+//! settings a server was made from are a fourth tag, `<tagPrefix>_h<hash>` ([`hash_tag`]).
 
 pub mod api;
 mod catalog;
@@ -40,6 +41,10 @@ pub const MAX_TAG_LEN: usize = 23;
 /// Digits of the seconds in the creation-time tag: Unix time has 10 digits from 2001 until
 /// 2286, so a tag prefix that fits with 10 digits keeps fitting.
 pub const TIME_TAG_DIGITS: usize = 10;
+
+/// Digits of the settings hash in its tag: the 48-bit hash in base 36, so the tag is as
+/// long as the creation-time tag and fits wherever that one does.
+pub const HASH_TAG_DIGITS: usize = 10;
 
 /// Kamatera accepts at most 4 disks and 4 networks per server.
 pub const MAX_DISKS: usize = 4;
@@ -250,6 +255,35 @@ pub fn parse_time_tag(prefix: &str, tag: &str) -> Option<SystemTime> {
     SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(secs))
 }
 
+/// The tag carrying a settings hash (12 hex digits, as [`crate::config::NodeGroupConfig`]
+/// computes it): `<prefix>_h` and the hash in [`HASH_TAG_DIGITS`] base-36 digits. Kamatera
+/// tags are too short for the hex form behind a long prefix; `_` keeps it apart from the
+/// cluster and group tags (`<prefix>-<name>`), whose names are DNS labels without `_`.
+/// `None` for a hash not of that form (nothing is written).
+pub fn hash_tag(prefix: &str, settings_hash: &str) -> Option<String> {
+    if settings_hash.len() != 12 {
+        return None;
+    }
+    let mut n = u64::from_str_radix(settings_hash, 16).ok()?;
+    let mut digits = [b'0'; HASH_TAG_DIGITS];
+    for d in digits.iter_mut().rev() {
+        *d = char::from_digit((n % 36) as u32, 36)? as u8;
+        n /= 36;
+    }
+    Some(format!("{prefix}_h{}", String::from_utf8_lossy(&digits)))
+}
+
+/// The settings hash (12 lowercase hex digits) in a tag written by [`hash_tag`] with
+/// `prefix`; `None` for any other tag.
+pub fn parse_hash_tag(prefix: &str, tag: &str) -> Option<String> {
+    let rest = tag.strip_prefix(prefix)?.strip_prefix("_h")?;
+    if rest.len() != HASH_TAG_DIGITS || !rest.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        return None;
+    }
+    let n = u64::from_str_radix(&rest.to_ascii_lowercase(), 36).ok()?;
+    (n < 1 << 48).then(|| format!("{n:012x}"))
+}
+
 fn is_tag_char(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '-' || c == '_'
 }
@@ -306,9 +340,10 @@ pub fn validate_settings(cluster: &str, group: &str, settings: &KamateraSettings
             p.push(format!(
                 "extraTags[{i}]: `{tag}` is not a Kamatera tag; expected 1 to {MAX_TAG_LEN} letters, digits, `-` or `_`"
             ));
-        } else if tag.starts_with(&format!("{prefix}-")) {
+        } else if tag.starts_with(&format!("{prefix}-")) || tag.starts_with(&format!("{prefix}_h"))
+        {
             p.push(format!(
-                "extraTags[{i}]: `{tag}` starts with the ownership prefix `{prefix}-`; expected another tag"
+                "extraTags[{i}]: `{tag}` starts with the ownership prefix `{prefix}-` or the settings-hash prefix `{prefix}_h`; expected another tag"
             ));
         }
     }
@@ -493,6 +528,30 @@ mod tests {
             None
         );
         assert!(is_time_tag_suffix("t0") && !is_time_tag_suffix("tools"));
+    }
+
+    #[test]
+    fn settings_hash_tags_fit_kamatera_and_read_back() {
+        let longest = "abcdefghijk";
+        for hash in ["000000000000", "0a1b2c3d4e5f", "ffffffffffff"] {
+            let tag = hash_tag(longest, hash).expect("a 12-digit hex hash has a tag");
+            assert!(tag.len() <= MAX_TAG_LEN, "{tag}");
+            assert!(tag.chars().all(is_tag_char), "{tag}");
+            assert_eq!(parse_hash_tag(longest, &tag).as_deref(), Some(hash));
+        }
+        assert_eq!(
+            hash_tag("nodewright", "0a1b2c3d4e5f").as_deref(),
+            Some("nodewright_h03xsp8a733")
+        );
+        assert_eq!(hash_tag("nw", "not-hex-at-all"), None);
+        assert_eq!(hash_tag("nw", "abc"), None);
+        // Not a hash tag: other prefixes, cluster and group tags, out-of-range values.
+        assert_eq!(parse_hash_tag("nw", "nw-h03xsp8a733"), None);
+        assert_eq!(parse_hash_tag("nw", "nodewright_h03xsp8a733"), None);
+        assert_eq!(parse_hash_tag("nw", "nw_hzzzzzzzzzz"), None);
+        assert_eq!(parse_hash_tag("nw", "nw_h03xsp8a73"), None);
+        let s = settings(&format!("{BASE}extraTags: [nodewright_hxyz]\n"));
+        assert_eq!(validate_settings("c", "w", &s).len(), 1);
     }
 
     #[test]

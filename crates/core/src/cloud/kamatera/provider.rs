@@ -14,8 +14,8 @@ use super::api::{
 };
 use super::credentials::KamateraCredentials;
 use super::{
-    cluster_tag, group_tag, is_time_tag_suffix, parse_time_tag, time_tag, KamateraSettings,
-    UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
+    cluster_tag, group_tag, hash_tag, is_time_tag_suffix, parse_hash_tag, parse_time_tag, time_tag,
+    KamateraSettings, UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
 };
 use crate::cloud::{
     http, refused, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
@@ -192,6 +192,13 @@ fn group_of(
             _ => None,
         })
         .map(|g| g.to_string())
+}
+
+/// The value when every item is the same one: two different settings hashes on one
+/// server say nothing.
+fn only_one(mut values: impl Iterator<Item = String>) -> Option<String> {
+    let first = values.next()?;
+    values.all(|v| v == first).then_some(first)
 }
 
 pub(super) fn status_of(power: Option<&str>) -> ServerStatus {
@@ -405,6 +412,7 @@ impl KamateraProvider {
             created,
             memory_bytes,
             provider: PROVIDER.into(),
+            settings_hash: only_one(tags.iter().filter_map(|t| parse_hash_tag(prefix, t))),
         }
     }
 
@@ -433,6 +441,7 @@ impl KamateraProvider {
             group_tag(&settings.tag_prefix, &req.group),
             time_tag(&settings.tag_prefix, created),
         ];
+        tags.extend(hash_tag(&settings.tag_prefix, &req.settings_hash));
         tags.extend(settings.extra_tags.iter().cloned());
         let (script, userdata) = match settings.user_data_field {
             UserDataField::Script => (req.user_data.clone(), String::new()),
@@ -530,6 +539,7 @@ impl CloudProvider for KamateraProvider {
                 created: SystemTime::UNIX_EPOCH,
                 memory_bytes: None,
                 provider: PROVIDER.into(),
+                settings_hash: None,
             },
         }))
     }
@@ -586,6 +596,7 @@ impl CloudProvider for KamateraProvider {
         for tag in [own_tag.clone(), group_tag(&settings.tag_prefix, &req.group)]
             .into_iter()
             .chain(stamp)
+            .chain(hash_tag(&settings.tag_prefix, &req.settings_hash))
         {
             if !have.contains(&tag) {
                 tracing::warn!(server = %req.name, tag = %tag, "tag missing after create; adding it");
@@ -608,6 +619,8 @@ impl CloudProvider for KamateraProvider {
             created,
             memory_bytes: Some(settings.ram.bytes()),
             provider: PROVIDER.into(),
+            settings_hash: hash_tag(&settings.tag_prefix, &req.settings_hash)
+                .map(|_| req.settings_hash.clone()),
         })
     }
 

@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::time::parse_timestamp;
 use super::PROVIDER;
-use crate::cloud::{Server, ServerStatus, CLUSTER_TAG, GROUP_TAG};
+use crate::cloud::{Server, ServerStatus, CLUSTER_TAG, GROUP_TAG, SETTINGS_HASH_TAG};
 
 /// The compute microversion requested on every Nova call: embedded flavor details
 /// (≥2.47) and no image/network proxies (≥2.36) are relied upon.
@@ -143,33 +143,38 @@ pub fn parse_microversion(v: &str) -> Option<(u32, u32)> {
     Some((a.parse().ok()?, b.parse().ok()?))
 }
 
-/// Ownership tags of a new server, `<key>=<value>` (Nova allows `=`), leaving out any
-/// that Nova would refuse (too long, `/` or `,` in a name), and none at all when
-/// [`COMPUTE_MICROVERSION`] predates tags on create.
+/// Ownership tags of a new server and its settings hash (empty: none), `<key>=<value>`
+/// (Nova allows `=`), leaving out any that Nova would refuse (too long, `/` or `,` in a
+/// name), and none at all when [`COMPUTE_MICROVERSION`] predates tags on create.
 ///
 /// Tags are extra visibility only (`openstack server list --tags ...`, dashboards):
 /// the metadata keys stay the source of truth for listing, because every server
 /// nodewright ever created carries them (older ones have no tags), they hold any
 /// cluster and group name without Nova's 60-character, no-`/`-or-`,` tag limits,
 /// and a key/value pair cannot be misread the way a flat tag string can.
-pub fn ownership_tags(cluster: &str, group: &str) -> Vec<String> {
+pub fn ownership_tags(cluster: &str, group: &str, settings_hash: &str) -> Vec<String> {
     let supported = parse_microversion(COMPUTE_MICROVERSION)
         .is_some_and(|mv| mv >= TAGS_ON_CREATE_MICROVERSION);
     if !supported {
         return Vec::new();
     }
-    [(CLUSTER_TAG, cluster), (GROUP_TAG, group)]
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
+    [
+        (CLUSTER_TAG, cluster),
+        (GROUP_TAG, group),
+        (SETTINGS_HASH_TAG, settings_hash),
+    ]
+    .iter()
+    .filter(|(_, v)| !v.is_empty())
+    .map(|(k, v)| format!("{k}={v}"))
         .filter(|t| {
             let ok = valid_tag(t);
             if !ok {
                 tracing::debug!(tag = %t, "not a valid Nova server tag; left out (metadata still says it)");
             }
-            ok
-        })
-        .take(MAX_TAGS)
-        .collect()
+        ok
+    })
+    .take(MAX_TAGS)
+    .collect()
 }
 
 /// Maps Nova's `status` (and `OS-EXT-STS:task_state`) onto [`ServerStatus`].
@@ -209,6 +214,20 @@ impl NovaServer {
         }
     }
 
+    /// The settings hash the server was made with: its metadata, else its tag.
+    pub fn settings_hash(&self) -> Option<String> {
+        let lead = format!("{SETTINGS_HASH_TAG}=");
+        self.metadata
+            .get(SETTINGS_HASH_TAG)
+            .cloned()
+            .or_else(|| {
+                self.tags
+                    .iter()
+                    .find_map(|t| t.strip_prefix(&lead).map(str::to_string))
+            })
+            .filter(|h| !h.is_empty())
+    }
+
     /// Converts to the provider-neutral shape; `created` falls back to the epoch
     /// when Nova's timestamp is missing or unreadable (logged).
     pub fn to_server(&self) -> Server {
@@ -233,6 +252,7 @@ impl NovaServer {
                 .and_then(|f| f.ram)
                 .map(|mib| mib.saturating_mul(1024 * 1024)),
             provider: PROVIDER.into(),
+            settings_hash: self.settings_hash(),
         }
     }
 }
@@ -266,10 +286,11 @@ mod tests {
     #[test]
     fn tags_follow_nova_rules() {
         assert_eq!(
-            ownership_tags("prod", "workers"),
+            ownership_tags("prod", "workers", "0a1b2c3d4e5f"),
             vec![
                 "nodewright-cluster=prod".to_string(),
-                "nodewright-group=workers".to_string()
+                "nodewright-group=workers".to_string(),
+                "nodewright-settings-hash=0a1b2c3d4e5f".to_string()
             ]
         );
         assert!(valid_tag("a=b c"));
@@ -281,7 +302,7 @@ mod tests {
         // Too long for a tag: left out, the other one stays.
         let long = "g".repeat(50);
         assert_eq!(
-            ownership_tags("prod", &long),
+            ownership_tags("prod", &long, ""),
             vec!["nodewright-cluster=prod".to_string()]
         );
         assert_eq!(parse_microversion("2.79"), Some((2, 79)));

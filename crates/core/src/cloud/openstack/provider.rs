@@ -21,7 +21,7 @@ use super::nova::{
 use super::{OpenStackSettings, PROVIDER};
 use crate::cloud::{
     check_owned, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
-    CLUSTER_TAG, GROUP_TAG,
+    CLUSTER_TAG, GROUP_TAG, SETTINGS_HASH_TAG,
 };
 
 /// Tunables of [`OpenStackProvider`]; the defaults suit real clouds.
@@ -668,10 +668,11 @@ impl CloudProvider for OpenStackProvider {
         server.insert("imageRef".into(), json!(image));
         server.insert("networks".into(), networks);
         server.insert("user_data".into(), json!(user_data));
-        server.insert(
-            "metadata".into(),
-            json!({ CLUSTER_TAG: req.cluster, GROUP_TAG: req.group }),
-        );
+        let mut metadata = json!({ CLUSTER_TAG: req.cluster, GROUP_TAG: req.group });
+        if !req.settings_hash.is_empty() {
+            metadata[SETTINGS_HASH_TAG] = json!(req.settings_hash);
+        }
+        server.insert("metadata".into(), metadata);
         if let Some(k) = &settings.key_name {
             server.insert("key_name".into(), json!(k));
         }
@@ -686,7 +687,7 @@ impl CloudProvider for OpenStackProvider {
         if let Some(az) = &settings.availability_zone {
             server.insert("availability_zone".into(), json!(az));
         }
-        let tags = ownership_tags(&req.cluster, &req.group);
+        let tags = ownership_tags(&req.cluster, &req.group, &req.settings_hash);
         if !tags.is_empty() {
             server.insert("tags".into(), json!(tags));
         }
@@ -728,6 +729,7 @@ impl CloudProvider for OpenStackProvider {
             created: SystemTime::now(),
             memory_bytes: Some(flavor.ram.saturating_mul(1024 * 1024)),
             provider: PROVIDER.into(),
+            settings_hash: Some(req.settings_hash.clone()).filter(|h| !h.is_empty()),
         })
     }
 

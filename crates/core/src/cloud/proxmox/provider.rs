@@ -322,8 +322,10 @@ impl ProxmoxProvider {
         let created = SystemTime::now();
         let memory_mib = settings.memory.map(|m| m.as_u64() / (1024 * 1024));
         let result = async {
-            let mut p: Params =
-                params([("tags", tags::for_new_vm(&req.cluster, &req.group, created))]);
+            let mut p: Params = params([(
+                "tags",
+                tags::for_new_vm(&req.cluster, &req.group, &req.settings_hash, created),
+            )]);
             if let Some(c) = settings.cores {
                 p.push(("cores".into(), c.to_string()));
             }
@@ -396,6 +398,7 @@ impl ProxmoxProvider {
             created,
             memory_bytes: memory_mib.map(|m| m * 1024 * 1024).or(template.maxmem),
             provider: PROVIDER.into(),
+            settings_hash: Some(req.settings_hash.clone()).filter(|h| !h.is_empty()),
         })
     }
 
@@ -453,6 +456,7 @@ impl ProxmoxProvider {
             created,
             memory_bytes: v.maxmem,
             provider: PROVIDER.into(),
+            settings_hash: o.settings_hash,
         }
     }
 

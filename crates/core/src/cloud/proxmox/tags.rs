@@ -5,12 +5,14 @@
 //! - `nw-c-<cluster>`: [`crate::cloud::CLUSTER_TAG`]
 //! - `nw-g-<group>`: [`crate::cloud::GROUP_TAG`]
 //! - `nw-t-<unix seconds>`: creation time
+//! - `nw-h-<hash>`: [`crate::cloud::SETTINGS_HASH_TAG`], the group settings it was made from
 
 use std::time::{Duration, SystemTime};
 
 pub const CLUSTER_PREFIX: &str = "nw-c-";
 pub const GROUP_PREFIX: &str = "nw-g-";
 pub const CREATED_PREFIX: &str = "nw-t-";
+pub const HASH_PREFIX: &str = "nw-h-";
 
 pub fn encode(value: &str) -> String {
     let mut out = String::new();
@@ -55,19 +57,22 @@ pub struct Ownership {
     pub cluster: Option<String>,
     pub group: Option<String>,
     pub created: Option<SystemTime>,
+    pub settings_hash: Option<String>,
 }
 
 /// Ownership as the tags say it. Two different cluster (or group) tags on one VM make
 /// that field `None`: a VM that names two owners is nobody's.
 pub fn ownership(tags: &str) -> Ownership {
     let mut o = Ownership::default();
-    let (mut clusters, mut groups) = (Vec::new(), Vec::new());
+    let (mut clusters, mut groups, mut hashes) = (Vec::new(), Vec::new(), Vec::new());
     for t in split(tags) {
         let lower = t.to_ascii_lowercase();
         if let Some(v) = lower.strip_prefix(CLUSTER_PREFIX) {
             clusters.push(decode(v));
         } else if let Some(v) = lower.strip_prefix(GROUP_PREFIX) {
             groups.push(decode(v));
+        } else if let Some(v) = lower.strip_prefix(HASH_PREFIX) {
+            hashes.push(decode(v));
         } else if let Some(v) = lower.strip_prefix(CREATED_PREFIX) {
             o.created = v
                 .parse::<u64>()
@@ -77,6 +82,7 @@ pub fn ownership(tags: &str) -> Ownership {
     }
     o.cluster = only_one(clusters);
     o.group = only_one(groups);
+    o.settings_hash = only_one(hashes);
     o
 }
 
@@ -147,17 +153,21 @@ pub fn ownership_from_description(description: &str) -> Ownership {
     o
 }
 
-/// The `tags` value for a new VM.
-pub fn for_new_vm(cluster: &str, group: &str, created: SystemTime) -> String {
+/// The `tags` value for a new VM; an empty `settings_hash` writes no hash tag.
+pub fn for_new_vm(cluster: &str, group: &str, settings_hash: &str, created: SystemTime) -> String {
     let secs = created
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    format!(
+    let mut tags = format!(
         "{CLUSTER_PREFIX}{};{GROUP_PREFIX}{};{CREATED_PREFIX}{secs}",
         encode(cluster),
         encode(group)
-    )
+    );
+    if !settings_hash.is_empty() {
+        tags.push_str(&format!(";{HASH_PREFIX}{}", encode(settings_hash)));
+    }
+    tags
 }
 
 #[cfg(test)]
@@ -172,9 +182,10 @@ mod tests {
         let t = for_new_vm(
             "prod",
             "workers",
+            "0a1b2c3d4e5f",
             SystemTime::UNIX_EPOCH + Duration::from_secs(42),
         );
-        assert_eq!(t, "nw-c-prod;nw-g-workers;nw-t-42");
+        assert_eq!(t, "nw-c-prod;nw-g-workers;nw-t-42;nw-h-0a1b2c3d4e5f");
         let o = ownership(&t);
         assert_eq!(o.cluster.as_deref(), Some("prod"));
         assert_eq!(o.group.as_deref(), Some("workers"));
@@ -182,6 +193,15 @@ mod tests {
             o.created,
             Some(SystemTime::UNIX_EPOCH + Duration::from_secs(42))
         );
+        assert_eq!(o.settings_hash.as_deref(), Some("0a1b2c3d4e5f"));
+        // Every tag matches Proxmox's pattern `[a-z0-9_][a-z0-9_\-+.]*`.
+        let pattern = regex::Regex::new(r"^[a-z0-9_][a-z0-9_\-+.]*$").expect("regex");
+        for tag in split(&t) {
+            assert!(pattern.is_match(tag), "{tag}");
+        }
+        // A VM made before the hash was stamped has none; two hashes are no hash.
+        assert_eq!(ownership("nw-c-prod;nw-g-workers").settings_hash, None);
+        assert_eq!(ownership("nw-h-aa;nw-h-bb").settings_hash, None);
     }
 
     #[test]

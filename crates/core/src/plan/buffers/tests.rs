@@ -62,6 +62,7 @@ fn member(s: &mut Snapshot, name: &str, group: &str) {
         created: ago(3600),
         memory_bytes: Some(8 * GI),
         provider: "openstack".into(),
+        settings_hash: None,
     });
     let mut labels = BTreeMap::new();
     labels.insert(LABEL_CLUSTER.to_string(), "dev".to_string());
@@ -95,6 +96,7 @@ fn booting(s: &mut Snapshot, name: &str) {
         created: ago(60),
         memory_bytes: Some(8 * GI),
         provider: "openstack".into(),
+        settings_hash: None,
     });
 }
 

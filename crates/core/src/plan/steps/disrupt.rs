@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::reasons::replacement_reason;
 use super::{list_pods, room, StepResult};
 use crate::config::{DisruptionReason, ExpanderKind};
 use crate::plan::buffers;
@@ -16,7 +17,7 @@ use crate::plan::sched::{self, Model, SlotKind};
 use crate::plan::units::{fmt_bytes, fmt_u};
 use crate::plan::view::{Member, ServerState, View};
 use crate::plan::{Action, ObjectRef, Reason, ReasonCode};
-use crate::{ANNOTATION_UNNEEDED_SINCE, LABEL_SETTINGS_HASH};
+use crate::ANNOTATION_UNNEEDED_SINCE;
 
 fn secs(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs()
@@ -38,71 +39,6 @@ fn movable<'a>(v: &View<'a>, n: &NodeInfo) -> Vec<&'a PodInfo> {
         .copied()
         .filter(|p| !policy::ignored(v, p))
         .collect()
-}
-
-/// Why `n` should be replaced for `reason`, if it should.
-fn replacement_reason(
-    v: &View<'_>,
-    m: &Member<'_>,
-    n: &NodeInfo,
-    reason: DisruptionReason,
-) -> Option<Reason> {
-    let about = [ObjectRef::node(&n.name)];
-    match reason {
-        DisruptionReason::Unhealthy => {
-            if m.vm_error {
-                return Some(
-                    Reason::new(
-                        ReasonCode::NodeUnhealthy,
-                        format!("the cloud reports VM {} in error; replacing it through cordon and drain", m.server.name),
-                    )
-                    .about(about),
-                );
-            }
-            let since = n.ready_changed.unwrap_or(n.created);
-            (!n.ready && v.age(since) > v.config.health.unhealthy_after).then(|| {
-                Reason::new(
-                    ReasonCode::NodeUnhealthy,
-                    format!(
-                        "{} has been NotReady for {} (health.unhealthyAfter {})",
-                        n.name,
-                        humantime::format_duration(Duration::from_secs(v.age(since).as_secs())),
-                        humantime::format_duration(v.config.health.unhealthy_after)
-                    ),
-                )
-                .about(about)
-            })
-        }
-        DisruptionReason::Expired => {
-            let limit = v.config.old_node_age_limit?;
-            (v.age(n.created) > limit).then(|| {
-                Reason::new(
-                    ReasonCode::NodeTooOld,
-                    format!(
-                        "node {} is {} old, past oldNodeAgeLimit {}",
-                        n.name,
-                        humantime::format_duration(Duration::from_secs(v.age(n.created).as_secs())),
-                        humantime::format_duration(limit)
-                    ),
-                )
-                .about(about)
-            })
-        }
-        DisruptionReason::Drifted => {
-            let hash = n.labels.get(LABEL_SETTINGS_HASH)?;
-            (v.config.disruption.drift && *hash != m.group.settings_hash).then(|| {
-                Reason::new(
-                    ReasonCode::NodeDrifted,
-                    format!(
-                        "{} was made from other settings of group {} (hash {hash}, now {})",
-                        n.name, m.group.name, m.group.settings_hash
-                    ),
-                )
-                .about(about)
-            })
-        }
-        DisruptionReason::Empty | DisruptionReason::Underutilized => None,
-    }
 }
 
 /// The first pod that keeps `n` from a voluntary removal, with why. Job pods are waited
@@ -259,7 +195,21 @@ fn replace(v: &View<'_>, notes: &mut Vec<Reason>, reason: DisruptionReason) -> S
             continue;
         }
         let pods = movable(v, n);
-        if let Some(b) = first_blocker(v, &pods, false) {
+        let blocker = first_blocker(v, &pods, false);
+        if let (Some(b), Some(grace)) = (&blocker, super::drain::limit_for(v, reason)) {
+            // Past its life with a hard limit: what blocks it is evicted at the limit.
+            notes.push(
+                Reason::new(
+                    ReasonCode::DrainBlocked,
+                    format!(
+                        "{} is replaced though {b}: its drain is forced after drain.terminationGracePeriod {}",
+                        n.name,
+                        humantime::format_duration(grace)
+                    ),
+                )
+                .about([ObjectRef::node(&n.name)]),
+            );
+        } else if let Some(b) = blocker {
             notes.push(why.clone());
             notes.push(
                 Reason::new(

@@ -1,12 +1,14 @@
 //! Draining the nodes nodewright cordoned, all at once, within a deadline: pods are
 //! evicted as PodDisruptionBudgets allow, Job pods are waited for, and a voluntary
 //! drain that cannot finish in time is abandoned (the node is uncordoned) instead of
-//! wedging every later removal.
+//! wedging every later removal. An expired node with a hard limit
+//! (`drain.terminationGracePeriod`) is never given back: past the limit its drain is forced.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, SystemTime};
 
 use super::{list_pods, pod_ref, StepResult};
+use crate::config::DisruptionReason;
 use crate::plan::model::{NodeInfo, PodInfo};
 use crate::plan::policy::{self, Blocker};
 use crate::plan::view::View;
@@ -24,6 +26,60 @@ pub fn cordoned_at(n: &NodeInfo) -> Option<SystemTime> {
 /// counts from the node's creation, so it gets a deadline too.
 fn draining_for(v: &View<'_>, n: &NodeInfo) -> Duration {
     v.age(cordoned_at(n).unwrap_or(n.created))
+}
+
+/// The hard limit of a drain for `reason`, if it has one: `drain.terminationGracePeriod`
+/// for expired nodes, so what blocks them does not keep them. It replaces
+/// `drain.timeout` for such a node.
+pub fn limit_for(v: &View<'_>, reason: DisruptionReason) -> Option<Duration> {
+    let grace = v.config.drain.termination_grace_period?;
+    (reason == DisruptionReason::Expired).then_some(grace)
+}
+
+/// The hard limit of the drain of `n`, by why nodewright cordoned it.
+pub fn hard_limit(v: &View<'_>, n: &NodeInfo) -> Option<Duration> {
+    limit_for(v, policy::disruption_of(n))
+}
+
+/// Whether `n` has drained past its hard limit: its pods go whatever blocks them.
+pub fn past_hard_limit(v: &View<'_>, n: &NodeInfo) -> bool {
+    hard_limit(v, n).is_some_and(|limit| draining_for(v, n) > limit)
+}
+
+/// Whether `n`'s pods are evicted whatever their annotations, controller or storage say:
+/// a broken node's from the start, an expired one's past its hard limit.
+pub fn forced_now(v: &View<'_>, n: &NodeInfo) -> bool {
+    policy::disruption_of(n).forced() || past_hard_limit(v, n)
+}
+
+/// Whether an expired node past its hard limit may be deleted with what is left: nothing
+/// an eviction could still move (pods a PodDisruptionBudget holds stay, as the eviction
+/// API refuses them), and pods already terminating and volumes still attached are waited
+/// for at most `drain.timeout` more, so nothing holds it for ever.
+pub fn hard_limit_reached(v: &View<'_>, n: &NodeInfo, left: &[&PodInfo]) -> bool {
+    let Some(limit) = hard_limit(v, n) else {
+        return false;
+    };
+    let drained = draining_for(v, n);
+    if drained <= limit {
+        return false;
+    }
+    let overdue = drained > limit + v.config.drain.timeout;
+    left.iter().all(|p| {
+        if p.deleting {
+            overdue
+        } else {
+            matches!(
+                policy::blocker(v, p),
+                Some(Blocker::Budget(_) | Blocker::SeveralBudgets(_))
+            )
+        }
+    })
+}
+
+/// Whether `n` past its hard limit has waited `drain.timeout` more (for volumes to detach).
+pub fn hard_limit_overdue(v: &View<'_>, n: &NodeInfo) -> bool {
+    hard_limit(v, n).is_some_and(|limit| draining_for(v, n) > limit + v.config.drain.timeout)
 }
 
 /// Whether the drain of `n` is past its deadline: `drain.timeout`, counted after the
@@ -73,16 +129,19 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         if left.is_empty() {
             continue;
         }
-        let disruption = policy::disruption_of(n);
-        if past_deadline(v, n) {
-            if disruption.forced() {
+        let limit = hard_limit(v, n);
+        // A node with a hard limit is never given back: it drains until the limit.
+        if limit.is_none() && past_deadline(v, n) {
+            if policy::disruption_of(n).forced() {
                 // remove-empty deletes it with what is left.
                 continue;
             }
             give_back.push(n.name.clone());
             continue;
         }
-        let job_wait = draining_for(v, n) < v.config.drain.job_grace_period;
+        let forced = forced_now(v, n);
+        let job_wait =
+            !past_hard_limit(v, n) && draining_for(v, n) < v.config.drain.job_grace_period;
         let mut waiting_jobs = Vec::new();
         let mut blocked = Vec::new();
         let mut here = Vec::new();
@@ -95,8 +154,9 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
                 None => here.push(p),
                 // The eviction API refuses these anyway; the deadline ends the wait.
                 Some(b @ Blocker::Budget(_)) => blocked.push((p, b)),
-                // A broken node's pods go whatever their annotations say.
-                Some(_) if disruption.forced() => here.push(p),
+                // A broken node's pods, or an expired one's past its hard limit, go
+                // whatever their annotations say.
+                Some(_) if forced => here.push(p),
                 Some(b) => blocked.push((p, b)),
             }
         }
@@ -124,15 +184,19 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
                 Reason::new(
                     ReasonCode::DrainBlocked,
                     format!(
-                        "{}: waiting to evict ({} left before drain.timeout): {}",
+                        "{}: waiting to evict ({} left before {}): {}",
                         n.name,
                         humantime::format_duration(Duration::from_secs(
-                            v.config
-                                .drain
-                                .timeout
+                            limit
+                                .unwrap_or(v.config.drain.timeout)
                                 .saturating_sub(draining_for(v, n))
                                 .as_secs()
                         )),
+                        if limit.is_some() {
+                            "drain.terminationGracePeriod"
+                        } else {
+                            "drain.timeout"
+                        },
                         why.into_iter().collect::<Vec<_>>().join("; ")
                     ),
                 )

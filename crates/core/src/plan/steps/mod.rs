@@ -6,6 +6,7 @@ mod disrupt;
 mod drain;
 mod images;
 mod provisioning;
+mod reasons;
 mod remove;
 mod scale_up;
 

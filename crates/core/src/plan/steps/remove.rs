@@ -1,8 +1,9 @@
 //! Deleting the nodes nodewright cordoned once they are empty (or, for a broken node,
-//! once its drain deadline passed), all in one action: the Node first, then the VM, and
+//! once its drain deadline passed; for an expired one, once its hard limit passed and
+//! nothing more can be evicted), all in one action: the Node first, then the VM, and
 //! only after their volumes detached. A node a person cordoned is never touched.
 
-use super::drain::{past_deadline, remaining};
+use super::drain::{hard_limit_overdue, hard_limit_reached, past_deadline, remaining};
 use super::StepResult;
 use crate::plan::policy;
 use crate::plan::view::{ServerState, View};
@@ -17,7 +18,11 @@ pub fn remove_empty(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             continue;
         }
         let left = remaining(v, n);
-        let forced = policy::disruption_of(n).forced() && past_deadline(v, n);
+        // A broken node past its deadline, or an expired one past its hard limit with
+        // nothing more to evict, goes with what is left.
+        let expired_limit = hard_limit_reached(v, n, &left);
+        let broken = policy::disruption_of(n).forced() && past_deadline(v, n);
+        let forced = broken || expired_limit;
         if !left.is_empty() && !forced {
             continue;
         }
@@ -27,8 +32,9 @@ pub fn remove_empty(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             .filter(|(_, node)| *node == n.name)
             .map(|(name, _)| name.as_str())
             .collect();
-        // A broken node past its deadline will never detach them itself.
-        if !attached.is_empty() && !forced {
+        // A broken node past its deadline will never detach them itself; an expired one
+        // waits for them up to drain.timeout past its hard limit.
+        if !attached.is_empty() && !broken && !hard_limit_overdue(v, n) {
             notes.push(
                 Reason::new(
                     ReasonCode::VolumesAttached,
@@ -43,19 +49,30 @@ pub fn remove_empty(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             );
             continue;
         }
-        let message = if forced {
-            format!(
-                "{} is unhealthy and its drain passed drain.timeout; deleting it with {} pod(s) left",
-                n.name,
-                left.len()
+        let (code, message) = if left.is_empty() {
+            (
+                ReasonCode::NodeEmpty,
+                format!("{} is cordoned and runs no pods that need it", n.name),
+            )
+        } else if broken {
+            (
+                ReasonCode::NodeUnhealthy,
+                format!(
+                    "{} is unhealthy and its drain passed drain.timeout; deleting it with {} pod(s) left",
+                    n.name,
+                    left.len()
+                ),
             )
         } else {
-            format!("{} is cordoned and runs no pods that need it", n.name)
-        };
-        let code = if forced {
-            ReasonCode::NodeUnhealthy
-        } else {
-            ReasonCode::NodeEmpty
+            (
+                ReasonCode::NodeTooOld,
+                format!(
+                    "{} is expired and its drain passed drain.terminationGracePeriod; deleting it with {} pod(s) left: {}",
+                    n.name,
+                    left.len(),
+                    super::list_pods(&left)
+                ),
+            )
         };
         reasons.push(Reason::new(code, message).about([ObjectRef::node(&n.name)]));
         targets.push(NodeTarget {

@@ -61,6 +61,7 @@ fn mk_server(name: &str, created: SystemTime) -> Server {
         created,
         memory_bytes: Some(8 * GI),
         provider: "openstack".into(),
+        settings_hash: None,
     }
 }
 
@@ -649,5 +650,7 @@ fn a_backed_off_group_gets_no_new_vms() {
 }
 
 mod disruption;
+mod drift;
+mod hard_limit;
 mod replay;
 mod scale_up;
