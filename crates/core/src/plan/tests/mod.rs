@@ -649,5 +649,6 @@ fn a_backed_off_group_gets_no_new_vms() {
 }
 
 mod disruption;
+mod props;
 mod replay;
 mod scale_up;
