@@ -216,7 +216,8 @@ fn shipped_templates_carry_startup_taint_ownership_labels_and_node_name() {
             "\"dedicated:NoExecute\"".to_string(),
             "node-name: \"prod-gpu-workers-7f3k2\"".to_string(),
             "server: \"https://10.0.0.10:6443\"".to_string(),
-            "\"v1.31.4+k3s1\"".to_string(),
+            // A shell word (`shell_quote`): plain characters stay bare.
+            "version=v1.31.4+k3s1\n".to_string(),
             "\"max-pods=50\"".to_string(),
         ] {
             assert!(

@@ -1,5 +1,5 @@
 //! HTTP plumbing shared by the cloud adapters: the reqwest client's common settings,
-//! CA bundles, transport errors and truncated error bodies. What differs per provider
+//! CA bundles, transport errors, bounded response bodies and truncated error bodies. What differs per provider
 //! (trust options, error body formats, status mapping) stays in the provider.
 
 use std::path::Path;
@@ -148,6 +148,64 @@ pub fn reason_phrase(resp: &reqwest::Response) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
+/// The most one provider response may hold. A listing of thousands of VMs is a few MiB;
+/// more is a wrong endpoint, a proxy's page or a broken server, and is refused before
+/// it is read into memory.
+pub const MAX_RESPONSE_BYTES: usize = 16 << 20;
+
+/// The body of `resp` to `call`, at most [`MAX_RESPONSE_BYTES`]; larger is a
+/// [`CloudError::Transport`] saying so.
+pub async fn read_body(
+    provider: &str,
+    call: &str,
+    resp: reqwest::Response,
+) -> Result<Vec<u8>, CloudError> {
+    read_body_limited(provider, call, resp, MAX_RESPONSE_BYTES).await
+}
+
+/// As [`read_body`], as text (invalid UTF-8 replaced): for error bodies and
+/// text-first parsers.
+pub async fn read_text(
+    provider: &str,
+    call: &str,
+    resp: reqwest::Response,
+) -> Result<String, CloudError> {
+    let bytes = read_body(provider, call, resp).await?;
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
+async fn read_body_limited(
+    provider: &str,
+    call: &str,
+    mut resp: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, CloudError> {
+    let too_large = |what: String| {
+        CloudError::Transport {
+        provider: provider.into(),
+        call: call.into(),
+        message: format!(
+            "response {what}, over the {limit}-byte limit; not read (a wrong endpoint or a proxy's page?)"
+        ),
+    }
+    };
+    if let Some(len) = resp.content_length().filter(|l| *l > limit as u64) {
+        return Err(too_large(format!("of {len} bytes (Content-Length)")));
+    }
+    let mut out = Vec::new();
+    while let Some(chunk) = resp
+        .chunk()
+        .await
+        .map_err(|e| transport(provider, call, &e))?
+    {
+        if out.len() + chunk.len() > limit {
+            return Err(too_large("still streaming".into()));
+        }
+        out.extend_from_slice(&chunk);
+    }
+    Ok(out)
+}
+
 /// An error body with no message the provider understands, as text: trimmed, cut at
 /// 300 characters (marked `...`), or `(empty response body)`.
 pub fn body_excerpt(body: &str) -> String {
@@ -165,6 +223,68 @@ pub fn body_excerpt(body: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Serves one HTTP response on 127.0.0.1: `head` then `body_len` bytes of `x`.
+    async fn serve_once(head: String, body_len: usize) -> String {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move {
+            if let Ok((mut sock, _)) = listener.accept().await {
+                let mut buf = [0u8; 4096];
+                let _ = sock.read(&mut buf).await;
+                let _ = sock.write_all(head.as_bytes()).await;
+                let chunk = vec![b'x'; 64 * 1024];
+                let mut left = body_len;
+                while left > 0 {
+                    let n = left.min(chunk.len());
+                    if sock.write_all(&chunk[..n]).await.is_err() {
+                        return;
+                    }
+                    left -= n;
+                }
+            }
+        });
+        format!("http://{addr}/")
+    }
+
+    async fn fetch(url: &str, limit: usize) -> Result<Vec<u8>, CloudError> {
+        let client = build(
+            client_builder(Duration::from_secs(5), Duration::from_secs(10)),
+            "test",
+        )
+        .expect("client");
+        let resp = client.get(url).send().await.expect("sent");
+        read_body_limited("test", "GET /", resp, limit).await
+    }
+
+    #[tokio::test]
+    async fn oversized_responses_are_refused_with_a_clear_error() {
+        let head = |len: Option<usize>| match len {
+            Some(n) => {
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {n}\r\nConnection: close\r\n\r\n")
+            }
+            None => "HTTP/1.1 200 OK\r\nConnection: close\r\n\r\n".to_string(),
+        };
+        // Announced too large: refused before reading.
+        let url = serve_once(head(Some(2_000_000)), 2_000_000).await;
+        let err = fetch(&url, 1_000_000).await.expect_err("too large");
+        let msg = err.to_string();
+        assert!(msg.contains("2000000 bytes (Content-Length)"), "{msg}");
+        assert!(msg.contains("1000000-byte limit"), "{msg}");
+        // No length given: cut off once past the limit.
+        let url = serve_once(head(None), 3_000_000).await;
+        let msg = fetch(&url, 1_000_000)
+            .await
+            .expect_err("too large")
+            .to_string();
+        assert!(msg.contains("still streaming"), "{msg}");
+        // Within the limit: read whole.
+        let url = serve_once(head(Some(1000)), 1000).await;
+        assert_eq!(fetch(&url, 1_000_000).await.expect("read").len(), 1000);
+    }
 
     #[test]
     fn tls_failures_say_what_went_wrong() {

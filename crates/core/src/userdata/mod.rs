@@ -17,6 +17,9 @@
 //! | `all_taints`    | list of strings     | `taints` followed by `startup_taint`                      |
 //! | `k3s_node_args` | list of strings     | `--node-name=…`, one `--node-label=k=v` per label, one `--node-taint=…` per entry of `all_taints` |
 //!
+//! Filters beyond minijinja's: `tojson` (fails on undefined values) and `shell_quote`
+//! (one POSIX shell word; see [`shell`]): use it for every value that lands in shell code.
+//!
 //! Undefined variables are errors (strict mode); guard optional ones with
 //! `{% if name is defined %}`. Blocks are trimmed (`trim_blocks`, `lstrip_blocks`) and a
 //! trailing newline is kept. Templates may `{% include %}` other files of the templates
@@ -33,6 +36,7 @@
 //! translated to Ignition 3.3.0 JSON, and a script must start with `#!`.
 
 pub mod butane;
+pub mod shell;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -441,6 +445,7 @@ fn environment(templates_dir: &Path) -> minijinja::Environment<'static> {
     }
     env.set_loader(minijinja::path_loader(templates_dir));
     env.add_filter("tojson", strict_tojson);
+    env.add_filter("shell_quote", shell::shell_quote_filter);
     env
 }
 

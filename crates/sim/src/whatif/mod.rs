@@ -11,10 +11,15 @@
 //! - [`report`]: the figures (node-hours, lower bound, waits, evictions, actions) and
 //!   the timeline the plot is drawn from.
 //! - [`plot`]: the SVG.
+//! - [`crash`]: crash points and injected faults ([`faults`]) with the invariants
+//!   checked after every cycle ([`invariants`]).
 
 pub mod api;
 pub mod command;
+pub mod crash;
 pub mod demo;
+pub mod faults;
+pub mod invariants;
 pub mod plot;
 pub mod replay;
 pub mod report;
@@ -22,5 +27,7 @@ mod state;
 pub mod workload;
 pub mod world;
 
+#[cfg(test)]
+mod crash_tests;
 #[cfg(test)]
 mod tests;

@@ -78,6 +78,8 @@ pub(super) struct State {
     /// The last time a pod started or finished.
     pub(super) last_pod_change: Ms,
     pub(super) options: WorldOptions,
+    /// VMs that never finish booting (a fault run's half-done creates).
+    pub(super) stuck: BTreeSet<String>,
 }
 
 /// splitmix64: a small, seeded, portable generator.
@@ -217,7 +219,7 @@ impl State {
         let Some(vm) = self.vms.get_mut(id) else {
             return;
         };
-        if vm.server.status != ServerStatus::Building {
+        if vm.server.status != ServerStatus::Building || self.stuck.contains(id) {
             return;
         }
         vm.server.status = ServerStatus::Active;

@@ -14,7 +14,7 @@
 //! the group's taints plus the startup taint. Its allocatable is the group's shape
 //! minus the group's `reserved` ([`allocatable_from_shape`]).
 
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -400,6 +400,7 @@ impl World {
             room_gen: 0,
             last_pod_change: 0,
             options,
+            stuck: BTreeSet::new(),
         };
         Ok(World {
             state: Arc::new(Mutex::new(state)),

@@ -281,7 +281,7 @@ impl KamateraProvider {
         }
         let resp = rb.send().await.map_err(|e| transport(call, &e))?;
         let status = resp.status();
-        let bytes = resp.bytes().await.map_err(|e| transport(call, &e))?;
+        let bytes = http::read_body(PROVIDER, call, resp).await?;
         if !status.is_success() {
             return Err(api_error(
                 call,

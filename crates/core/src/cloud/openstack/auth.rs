@@ -187,7 +187,9 @@ pub async fn authenticate(
         .map_err(|e| transport(call, &e))?;
     let status = resp.status();
     if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
-        let text = resp.text().await.unwrap_or_default();
+        let text = crate::cloud::http::read_text(PROVIDER, call, resp)
+            .await
+            .unwrap_or_else(|e| e.to_string());
         return Err(CloudError::Auth {
             provider: PROVIDER.into(),
             message: format!(
@@ -199,7 +201,9 @@ pub async fn authenticate(
         });
     }
     if !status.is_success() {
-        let text = resp.text().await.unwrap_or_default();
+        let text = crate::cloud::http::read_text(PROVIDER, call, resp)
+            .await
+            .unwrap_or_else(|e| e.to_string());
         return Err(api_error(call, status.as_u16(), &text));
     }
     let token = resp
@@ -211,7 +215,8 @@ pub async fn authenticate(
             provider: PROVIDER.into(),
             message: "Keystone response has no X-Subject-Token header".into(),
         })?;
-    let body: TokenResponse = resp.json().await.map_err(|e| CloudError::Auth {
+    let bytes = crate::cloud::http::read_body(PROVIDER, call, resp).await?;
+    let body: TokenResponse = serde_json::from_slice(&bytes).map_err(|e| CloudError::Auth {
         provider: PROVIDER.into(),
         message: format!("unexpected Keystone token response: {e}"),
     })?;

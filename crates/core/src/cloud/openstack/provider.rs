@@ -146,7 +146,7 @@ async fn read_json<T: DeserializeOwned>(
     call: &str,
     resp: reqwest::Response,
 ) -> Result<T, CloudError> {
-    let bytes = resp.bytes().await.map_err(|e| transport(call, &e))?;
+    let bytes = crate::cloud::http::read_body(PROVIDER, call, resp).await?;
     serde_json::from_slice(&bytes)
         .map_err(|e| other(format!("{call}: unexpected response body: {e}")))
 }
@@ -159,7 +159,9 @@ async fn ensure_success(
     if status.is_success() {
         return Ok(resp);
     }
-    let body = resp.text().await.unwrap_or_default();
+    let body = crate::cloud::http::read_text(PROVIDER, call, resp)
+        .await
+        .unwrap_or_else(|e| e.to_string());
     Err(api_error(call, status.as_u16(), &body))
 }
 
@@ -297,7 +299,9 @@ impl OpenStackProvider {
             }
             self.invalidate(&session.token).await;
             if retried {
-                let body = resp.text().await.unwrap_or_default();
+                let body = crate::cloud::http::read_text(PROVIDER, call, resp)
+                    .await
+                    .unwrap_or_else(|e| e.to_string());
                 return Err(CloudError::Auth {
                     provider: PROVIDER.into(),
                     message: format!(

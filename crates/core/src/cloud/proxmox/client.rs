@@ -172,7 +172,7 @@ impl Api {
             .map_err(|e| transport(call, &e))?;
         let status = resp.status();
         let reason = reason_phrase(&resp);
-        let text = resp.text().await.map_err(|e| transport(call, &e))?;
+        let text = crate::cloud::http::read_text(PROVIDER, call, resp).await?;
         if !status.is_success() {
             return Err(CloudError::Auth {
                 provider: PROVIDER.into(),
@@ -281,7 +281,7 @@ impl Api {
             let resp = rb.send().await.map_err(|e| transport(&call, &e))?;
             let status = resp.status();
             let reason = reason_phrase(&resp);
-            let text = resp.text().await.map_err(|e| transport(&call, &e))?;
+            let text = crate::cloud::http::read_text(PROVIDER, &call, resp).await?;
             if status == reqwest::StatusCode::UNAUTHORIZED && !retried {
                 if let Some(t) = used_ticket {
                     self.forget_ticket(&t).await;

@@ -244,7 +244,9 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     if evict.is_empty() {
         return None;
     }
-    let pods = evict.iter().map(|p| pod_ref(p)).collect();
+    // By name, not in the order the API listed them: the same pods, the same action.
+    let mut pods: Vec<_> = evict.iter().map(|p| pod_ref(p)).collect();
+    pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
     Some((Action::Drain { nodes, pods }, reasons))
 }
 

@@ -21,8 +21,17 @@ pub(super) fn limit_room(v: &View<'_>, g: &NodeGroupConfig) -> (u32, Option<Stri
         .members
         .iter()
         .filter(|m| m.state != ServerState::Deleting);
+    // A frozen provider's VMs are missing from the snapshot: each of its groups counts
+    // as full (at maxSize), so the limits hold whatever it runs now.
+    let frozen: Vec<&NodeGroupConfig> = v
+        .config
+        .node_groups
+        .iter()
+        .filter(|f| v.frozen.contains_key(f.name.as_str()))
+        .collect();
+    let frozen_nodes: u32 = frozen.iter().map(|f| f.max_size).sum();
     if let Some(max) = limits.nodes {
-        let total = active.clone().count() as u32;
+        let total = (active.clone().count() as u32).saturating_add(frozen_nodes);
         let r = max.saturating_sub(total);
         if r < room {
             room = r;
@@ -45,6 +54,12 @@ pub(super) fn limit_room(v: &View<'_>, g: &NodeGroupConfig) -> (u32, Option<Stri
         };
         cpu += a.cpu;
         mem += a.memory;
+    }
+    for f in &frozen {
+        let a = v.group(&f.name).map(|i| &i.allocatable);
+        let n = u64::from(f.max_size);
+        cpu = cpu.saturating_add(a.map_or(0, |a| a.cpu).saturating_mul(n));
+        mem = mem.saturating_add(a.map_or(0, |a| a.memory).saturating_mul(n));
     }
     let per_node = &info.allocatable;
     if let Some(q) = &limits.cpu {

@@ -652,5 +652,6 @@ fn a_backed_off_group_gets_no_new_vms() {
 mod disruption;
 mod drift;
 mod hard_limit;
+mod props;
 mod replay;
 mod scale_up;

@@ -347,6 +347,35 @@ fn a_provider_that_cannot_be_listed_freezes_only_its_groups() {
     assert!(d.has_reason(ReasonCode::ProviderUnavailable), "{d:#?}");
 }
 
+/// Found by the crash-and-fault runs: with one provider frozen its VMs were missing
+/// from the count, and another group scaled past `limits.nodes`.
+#[test]
+fn limits_hold_while_a_provider_is_frozen() {
+    let groups = group("os", 5, "4", "16Gi", "")
+        + r#"- name: kam
+  provider: kamatera
+  maxSize: 3
+  kamatera: {datacenter: EU, image: ubuntu, cpu: 4B, ram: 16 GiB}
+  reserved: {memory: 0}
+  userData: {template: nodewright-plan-test.j2}
+"#;
+    for (limit, want) in [(6, Some(("os", 1))), (5, None)] {
+        let c = mk_config_groups(&format!("limits: {{nodes: {limit}}}"), &groups);
+        let mut s = Snapshot::default();
+        mk_member_in(&mut s, "dev-os-a", "os", 4000, 16 * GI);
+        mk_member_in(&mut s, "dev-os-b", "os", 4000, 16 * GI);
+        s.unavailable_providers
+            .insert("kamatera".into(), "HTTP 503".into());
+        // Two fit the os nodes; three more would need three new nodes.
+        for i in 0..5 {
+            s.pods.push(pending(&format!("p{i}"), 3000, GI));
+        }
+        let d = plan_it(&s, &c);
+        // 2 os nodes + kam counted at its maxSize 3.
+        assert_eq!(scale_up_of(&d), want, "limit {limit}: {d:#?}");
+    }
+}
+
 #[test]
 fn model_mismatch_waits_out_the_grace_then_gets_a_node() {
     let c = mk_config_groups(
