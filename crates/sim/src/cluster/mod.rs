@@ -6,21 +6,32 @@
 //! until [`SimCluster::shutdown`] is called or the last handle is dropped, whichever
 //! comes first; open watches end then too.
 //!
-//! Layout: `server` (routes and verbs), `store` (objects, resourceVersion, watch
+//! Layout: `server` (routes), `routing` (URL to resource and verb), `query` (query
+//! parameters as the real server reads them), `verbs` (reads and writes), `list` and
+//! `watches` (resourceVersion semantics, paging, bookmarks), `render` (JSON, Table and
+//! metadata output), `validation` (fieldValidation), `openapi` (the documents kubectl
+//! fetches), `scale` (the scale subresource), `store` (objects, resourceVersion, watch
 //! history), `resources`/`discovery` (what is served), `patch`, `selectors`, `table`
 //! (kubectl's Table output), `eviction` (PDBs), `scheduler`, `kubelet` and `userdata`
 //! (node registration from VM user data), `controllers` (ReplicaSet, DaemonSet, GC,
-//! disruption), `control` (the in-process API for tests).
+//! disruption), `workloads` (Deployment, Job), `control` (the in-process API for tests),
+//! `bulk` (seeding large clusters).
 
 mod control;
 mod controllers;
 mod discovery;
 mod eviction;
 mod kubelet;
+mod list;
 mod meta;
 mod objects;
+mod openapi;
 mod patch;
+mod query;
+mod render;
 mod resources;
+mod routing;
+mod scale;
 mod scheduler;
 mod selectors;
 mod server;
@@ -28,6 +39,9 @@ mod status;
 mod store;
 mod table;
 mod userdata;
+mod validation;
+mod verbs;
+mod watches;
 
 use std::net::SocketAddr;
 use std::path::Path;
