@@ -17,6 +17,7 @@
 //! disruption), `workloads` (Deployment, Job), `control` (the in-process API for tests),
 //! `bulk` (seeding large clusters).
 
+mod bulk;
 mod control;
 mod controllers;
 mod discovery;
@@ -42,6 +43,7 @@ mod userdata;
 mod validation;
 mod verbs;
 mod watches;
+mod workloads;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -50,7 +52,9 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
+pub use bulk::SyntheticCluster;
 pub use control::PdbBudget;
 pub use kubelet::ANNOTATION_RUN_FOR;
 pub use objects::{SimNodeSpec, SimPodTemplate};
@@ -190,10 +194,13 @@ impl SimCluster {
                 tracing::warn!(error = %e, "simulated API server stopped");
             }
         });
-        spawn_loop(&inner, inner.opts.scheduler_interval, scheduler::pass);
+        spawn_loop(&inner, inner.opts.scheduler_interval, |i| {
+            scheduler::pass(i);
+            None
+        });
         spawn_loop(&inner, inner.opts.controller_interval, |i| {
             controllers::pass(i);
-            kubelet::pass(i);
+            kubelet::pass(i)
         });
         Ok(SimCluster {
             inner,
@@ -285,17 +292,29 @@ pub(crate) async fn stopped(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await;
 }
 
-/// Runs `pass` every `every` until shutdown.
-fn spawn_loop(inner: &Arc<Inner>, every: Duration, pass: fn(&Inner)) {
+/// Runs `pass` every `every` until shutdown, but only when something was written since
+/// its last run or when the time it returned has come: an idle large cluster costs
+/// nothing.
+fn spawn_loop(inner: &Arc<Inner>, every: Duration, pass: fn(&Inner) -> Option<Instant>) {
     let inner = inner.clone();
     tokio::spawn(async move {
         let mut stop = inner.shutdown.clone();
         let mut tick = tokio::time::interval(every.max(Duration::from_millis(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut seen_rv = None;
+        let mut wake: Option<Instant> = None;
         loop {
             tokio::select! {
                 _ = stopped(&mut stop) => return,
-                _ = tick.tick() => pass(&inner),
+                _ = tick.tick() => {
+                    let rv = inner.store.lock().current_rv();
+                    if seen_rv == Some(rv) && wake.is_none_or(|w| Instant::now() < w) {
+                        continue;
+                    }
+                    // Read before the pass: its own writes cause one more (idle) pass.
+                    seen_rv = Some(rv);
+                    wake = pass(&inner);
+                }
             }
         }
     });

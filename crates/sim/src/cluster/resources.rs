@@ -54,6 +54,21 @@ fn roundtrip<T: Serialize + DeserializeOwned>(v: Value) -> Result<Value, String>
     serde_json::to_value(typed).map_err(|e| e.to_string())
 }
 
+/// A Job's pods must run to completion: the API server refuses other restart policies.
+fn normalize_job(v: Value) -> Result<Value, String> {
+    let v = roundtrip::<Job>(v)?;
+    let policy = v
+        .pointer("/spec/template/spec/restartPolicy")
+        .and_then(Value::as_str);
+    match policy {
+        Some("OnFailure" | "Never") => Ok(v),
+        None => Err("spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\"".into()),
+        Some(other) => Err(format!(
+            "spec.template.spec.restartPolicy: Unsupported value: {other:?}: supported values: \"OnFailure\", \"Never\""
+        )),
+    }
+}
+
 const NO_NAMES: &[&str] = &[];
 
 pub static NAMESPACES: ResourceDef = ResourceDef {
@@ -245,7 +260,7 @@ pub static JOBS: ResourceDef = ResourceDef {
     status_subresource: true,
     has_generation: true,
     scale_subresource: false,
-    normalize: roundtrip::<Job>,
+    normalize: normalize_job,
 };
 
 /// Read by nodewright to wait for volumes to detach before deleting a VM.

@@ -275,10 +275,6 @@ impl Txn<'_> {
         self.range(res, ns).map(|s| s.value().clone()).collect()
     }
 
-    pub fn count(&self, res: &ResourceDef) -> usize {
-        self.range(res, None).count()
-    }
-
     fn record(
         &mut self,
         kind: ChangeKind,
@@ -689,7 +685,7 @@ mod tests {
         let before = t.current_rv();
         let nodes = (0..50).map(|i| json!({"metadata": {"name": format!("n{i}")}}));
         assert_eq!(t.bulk_create(&NODES, nodes).ok(), Some(50));
-        assert_eq!(t.count(&NODES), 50);
+        assert_eq!(t.list(&NODES, None).len(), 50);
         assert_eq!(t.current_rv(), before + 50);
         assert!(t.changes_after(before).is_err());
         assert_eq!(t.changes_after(t.current_rv()).map(|c| c.len()), Ok(0));
