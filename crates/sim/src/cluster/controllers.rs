@@ -4,14 +4,15 @@
 //! controller keeps PodDisruptionBudget status current. Deployments and Jobs are in
 //! `workloads`.
 //!
-//! A pass indexes pods by their controller once, so it costs the same whatever the
-//! number of owners (no scan of every pod per ReplicaSet).
+//! A pass reconciles only what the writes since the previous pass touched (see
+//! `dirty`), so an idle or lightly changing large cluster costs little.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::dirty::{ByOwner, Dirty};
 use super::eviction;
 use super::meta;
 use super::objects;
@@ -19,16 +20,13 @@ use super::resources::{
     ResourceDef, DAEMONSETS, DEPLOYMENTS, JOBS, NODES, PDBS, PODS, REPLICASETS,
 };
 use super::selectors::LabelSelector;
-use super::store::{Stored, Txn};
+use super::store::{Change, Stored, Txn};
 use super::workloads;
 use super::Inner;
 
-/// Objects by the uid of their controlling owner.
-pub type ByOwner = HashMap<String, Vec<Arc<Stored>>>;
-
 /// Indexes `res` (in every namespace) by controller uid.
 pub fn index_by_owner(txn: &Txn<'_>, res: &ResourceDef) -> ByOwner {
-    let mut index: ByOwner = HashMap::new();
+    let mut index = ByOwner::new();
     for o in txn.list_stored(res, None) {
         if let Some((_, uid)) = controller_uid(&o) {
             let uid = uid.to_string();
@@ -124,8 +122,11 @@ pub fn ready(pod: &Value) -> bool {
     eviction::pod_healthy(pod)
 }
 
-fn replicasets(txn: &mut Txn<'_>, pods_by_owner: &ByOwner) {
+fn replicasets(txn: &mut Txn<'_>, pods_by_owner: &ByOwner, dirty: &Dirty) {
     for rs in txn.list_stored(&REPLICASETS, None) {
+        if !dirty.owner(meta::uid(&rs)) {
+            continue;
+        }
         let want = meta::path(&rs, &["spec", "replicas"])
             .and_then(Value::as_i64)
             .unwrap_or(1)
@@ -179,14 +180,22 @@ fn replicasets(txn: &mut Txn<'_>, pods_by_owner: &ByOwner) {
     }
 }
 
-fn daemonsets(txn: &mut Txn<'_>, pods_by_owner: &ByOwner) {
+fn daemonsets(txn: &mut Txn<'_>, pods_by_owner: &ByOwner, dirty: &Dirty) {
+    let sets = txn.list_owned(&DAEMONSETS, None);
+    let sets: Vec<Value> = sets
+        .into_iter()
+        .filter(|ds| dirty.nodes || dirty.owner(meta::uid(ds)))
+        .collect();
+    if sets.is_empty() {
+        return;
+    }
     let nodes: Vec<String> = txn
         .list(&NODES, None)
         .into_iter()
         .filter(|n| meta::path(n, &["metadata", "deletionTimestamp"]).is_none())
         .map(|n| meta::name(n).to_string())
         .collect();
-    for ds in txn.list_owned(&DAEMONSETS, None) {
+    for ds in sets {
         let mut pods: Vec<Value> = Vec::new();
         let mut covered = HashSet::new();
         for p in owned(pods_by_owner, &ds) {
@@ -216,8 +225,16 @@ fn daemonsets(txn: &mut Txn<'_>, pods_by_owner: &ByOwner) {
 }
 
 /// Background-propagation garbage collection: ReplicaSets whose Deployment is gone,
-/// then pods whose ReplicaSet, DaemonSet or Job is gone.
-fn garbage_collect(txn: &mut Txn<'_>) {
+/// then pods whose ReplicaSet, DaemonSet or Job is gone. A full pass looks at every
+/// object; otherwise only at the dependents of deleted owners and at new pods.
+fn garbage_collect(txn: &mut Txn<'_>, dirty: &Dirty, pods_by_owner: &ByOwner) {
+    let collected = |o: &Value| {
+        controller_uid(o)
+            .is_some_and(|(kind, _)| matches!(kind, "ReplicaSet" | "DaemonSet" | "Job"))
+    };
+    if !dirty.all && dirty.deleted_owners.is_empty() && dirty.new_pods.is_empty() {
+        return;
+    }
     let uids = |txn: &Txn<'_>, kinds: &[&ResourceDef]| -> HashSet<String> {
         kinds
             .iter()
@@ -227,33 +244,45 @@ fn garbage_collect(txn: &mut Txn<'_>) {
     };
     let deployments = uids(txn, &[&DEPLOYMENTS]);
     for (uid, sets) in index_by_owner(txn, &REPLICASETS) {
-        let orphaned = sets
+        let by_deployment = sets
             .iter()
-            .all(|rs| controller_uid(rs).is_some_and(|(kind, _)| kind == "Deployment"))
-            && !deployments.contains(&uid);
-        if orphaned {
+            .all(|rs| controller_uid(rs).is_some_and(|(kind, _)| kind == "Deployment"));
+        if by_deployment && !deployments.contains(&uid) {
             for rs in sets {
                 let _ = txn.delete(&REPLICASETS, meta::namespace(&rs), meta::name(&rs));
             }
         }
     }
     let owners = uids(txn, &[&REPLICASETS, &DAEMONSETS, &JOBS]);
-    for (uid, pods) in index_by_owner(txn, &PODS) {
-        if owners.contains(&uid) {
-            continue;
-        }
-        for pod in pods {
-            let collected = controller_uid(&pod)
-                .is_some_and(|(kind, _)| matches!(kind, "ReplicaSet" | "DaemonSet" | "Job"));
-            if collected {
-                let _ = txn.delete(&PODS, meta::namespace(&pod), meta::name(&pod));
-            }
-        }
+    let doomed: Vec<Arc<Stored>> = if dirty.all {
+        index_by_owner(txn, &PODS)
+            .into_iter()
+            .filter(|(uid, _)| !owners.contains(uid))
+            .flat_map(|(_, pods)| pods)
+            .collect()
+    } else {
+        let of_deleted = dirty
+            .deleted_owners
+            .iter()
+            .filter(|uid| !owners.contains(*uid))
+            .flat_map(|uid| pods_by_owner.get(uid).into_iter().flatten().cloned());
+        let orphans = dirty
+            .new_pods
+            .iter()
+            .filter(|p| controller_uid(p).is_some_and(|(_, uid)| !owners.contains(uid)))
+            .cloned();
+        of_deleted.chain(orphans).collect()
+    };
+    for pod in doomed.iter().filter(|p| collected(p)) {
+        let _ = txn.delete(&PODS, meta::namespace(pod), meta::name(pod));
     }
 }
 
-fn disruption_budgets(txn: &mut Txn<'_>) {
+fn disruption_budgets(txn: &mut Txn<'_>, dirty: &Dirty) {
     for pdb in txn.list_owned(&PDBS, None) {
+        if !dirty.namespace(meta::namespace(&pdb)) {
+            continue;
+        }
         let Some(Ok(b)) = eviction::evaluate(txn, &pdb) else {
             continue;
         };
@@ -287,14 +316,20 @@ fn disruption_budgets(txn: &mut Txn<'_>) {
     }
 }
 
-/// One round of every controller.
-pub fn pass(inner: &Inner) {
+/// One round of every controller over what `changes` (the writes since the last
+/// round; None when unknown) touched.
+pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
+    let mut state = inner.controllers.lock().unwrap_or_else(|p| p.into_inner());
     let mut txn = inner.store.lock();
-    garbage_collect(&mut txn);
-    workloads::deployments(&mut txn);
-    let pods_by_owner = index_by_owner(&txn, &PODS);
-    workloads::jobs(&mut txn, &pods_by_owner);
-    replicasets(&mut txn, &pods_by_owner);
-    daemonsets(&mut txn, &pods_by_owner);
-    disruption_budgets(&mut txn);
+    let dirty = state.absorb(&txn, changes);
+    if dirty.nothing() && dirty.new_pods.is_empty() {
+        return;
+    }
+    let pods_by_owner = state.pods_of_dirty(&txn, &dirty);
+    garbage_collect(&mut txn, &dirty, &pods_by_owner);
+    workloads::deployments(&mut txn, &dirty);
+    workloads::jobs(&mut txn, &pods_by_owner, &dirty);
+    replicasets(&mut txn, &pods_by_owner, &dirty);
+    daemonsets(&mut txn, &pods_by_owner, &dirty);
+    disruption_budgets(&mut txn, &dirty);
 }

@@ -2,7 +2,7 @@
 //! them Ready, runs bound pods (pulling their images onto the node), completes
 //! run-to-completion pods, and reacts to VMs going away.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::meta::{self, set_condition};
 use super::objects::{self, NodeBuild};
 use super::resources::{NODES, PODS};
-use super::store::Txn;
+use super::store::{Change, ChangeKind, Txn};
 use super::userdata;
 use super::Inner;
 use crate::VmEvent;
@@ -30,6 +30,9 @@ pub struct KubeletState {
     seen: HashMap<String, Instant>,
     /// Running run-to-completion pods by uid: when they started.
     started: HashMap<String, Instant>,
+    /// Bound pods a kubelet still has to start or finish (or collect): what a pass
+    /// looks at, kept current from the writes since the last pass.
+    todo: BTreeSet<(String, String)>,
     next_ip: u32,
 }
 
@@ -280,16 +283,69 @@ fn run_for(pod: &Value) -> Option<Duration> {
     }
 }
 
-/// One round of every kubelet plus the pod GC. Returns when a pod's start or finish is
-/// next due, so the loop can sleep until then while nothing changes.
-pub fn pass(inner: &Inner) -> Option<Instant> {
+fn bound(pod: &Value) -> bool {
+    meta::path_str(pod, &["spec", "nodeName"]).is_some_and(|n| !n.is_empty())
+}
+
+/// Whether a kubelet has something left to do with a bound pod.
+fn pending_work(pod: &Value) -> bool {
+    bound(pod)
+        && meta::path(pod, &["metadata", "deletionTimestamp"]).is_none()
+        && match meta::path_str(pod, &["status", "phase"]).unwrap_or("Pending") {
+            "Pending" => true,
+            "Running" => restarts_never(pod),
+            _ => false,
+        }
+}
+
+/// Brings the to-do set up to date with `changes` (None: rebuild it from every pod).
+fn update_todo(k: &mut KubeletState, txn: &Txn<'_>, changes: Option<&[Arc<Change>]>) {
+    let rescan = match changes {
+        None => true,
+        Some(cs) => cs
+            .iter()
+            .any(|c| c.res == NODES.id && c.kind == ChangeKind::Deleted),
+    };
+    if rescan {
+        // Every bound pod once, so pods of a deleted node are collected.
+        k.todo = txn
+            .list_stored(&PODS, None)
+            .iter()
+            .filter(|p| bound(p))
+            .map(|p| (meta::namespace(p).to_string(), meta::name(p).to_string()))
+            .collect();
+        return;
+    }
+    for c in changes.into_iter().flatten().filter(|c| c.res == PODS.id) {
+        let key = (c.ns.clone(), c.name.clone());
+        if c.kind != ChangeKind::Deleted && bound(&c.object) {
+            k.todo.insert(key);
+        } else {
+            k.todo.remove(&key);
+        }
+    }
+}
+
+/// One round of every kubelet plus the pod GC over the pods with work left. Returns
+/// when a pod's start or finish is next due, so the loop can sleep until then while
+/// nothing changes.
+pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) -> Option<Instant> {
     let mut k = lock(&inner.kubelet);
     let mut txn = inner.store.lock();
+    update_todo(&mut k, &txn, changes);
     let now = Instant::now();
     let mut next: Option<Instant> = None;
     let mut due = |at: Instant| next = Some(next.map_or(at, |n: Instant| n.min(at)));
     let mut live = HashSet::new();
-    for pod in txn.list_stored(&PODS, None) {
+    let todo: Vec<(String, String)> = k.todo.iter().cloned().collect();
+    for (ns, name) in todo {
+        let Some(pod) = txn.get_stored(&PODS, &ns, &name).cloned() else {
+            k.todo.remove(&(ns, name));
+            continue;
+        };
+        if !pending_work(&pod) {
+            k.todo.remove(&(ns.clone(), name.clone()));
+        }
         let Some(node_name) = meta::path_str(&pod, &["spec", "nodeName"]).filter(|n| !n.is_empty())
         else {
             continue;

@@ -20,6 +20,7 @@
 mod bulk;
 mod control;
 mod controllers;
+mod dirty;
 mod discovery;
 mod eviction;
 mod kubelet;
@@ -47,6 +48,7 @@ mod workloads;
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -115,6 +117,9 @@ pub(crate) struct Inner {
     store: Store,
     calls: Mutex<Vec<ApiCall>>,
     kubelet: Mutex<kubelet::KubeletState>,
+    controllers: Mutex<dirty::ControllerState>,
+    /// The scheduler's last round left pods it could not place.
+    pods_waiting: AtomicBool,
     shutdown: watch::Receiver<bool>,
     addr: SocketAddr,
     runtime: tokio::runtime::Handle,
@@ -169,6 +174,8 @@ impl SimCluster {
             opts,
             calls: Mutex::new(Vec::new()),
             kubelet: Mutex::new(kubelet::KubeletState::default()),
+            controllers: Mutex::new(dirty::ControllerState::default()),
+            pods_waiting: AtomicBool::new(false),
             shutdown: stop_rx,
             addr,
             runtime: tokio::runtime::Handle::current(),
@@ -194,13 +201,13 @@ impl SimCluster {
                 tracing::warn!(error = %e, "simulated API server stopped");
             }
         });
-        spawn_loop(&inner, inner.opts.scheduler_interval, |i| {
-            scheduler::pass(i);
+        spawn_loop(&inner, inner.opts.scheduler_interval, |i, changes| {
+            scheduler::pass(i, changes);
             None
         });
-        spawn_loop(&inner, inner.opts.controller_interval, |i| {
-            controllers::pass(i);
-            kubelet::pass(i)
+        spawn_loop(&inner, inner.opts.controller_interval, |i, changes| {
+            controllers::pass(i, changes);
+            kubelet::pass(i, changes)
         });
         Ok(SimCluster {
             inner,
@@ -292,10 +299,15 @@ pub(crate) async fn stopped(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await;
 }
 
+/// What a background loop runs: given the writes since its last run (None when they
+/// are unknown: the first run, or the history was cut), it returns when it must run
+/// again even if nothing is written.
+type Pass = fn(&Inner, Option<&[Arc<store::Change>]>) -> Option<Instant>;
+
 /// Runs `pass` every `every` until shutdown, but only when something was written since
 /// its last run or when the time it returned has come: an idle large cluster costs
-/// nothing.
-fn spawn_loop(inner: &Arc<Inner>, every: Duration, pass: fn(&Inner) -> Option<Instant>) {
+/// nothing, and a pass sees what changed.
+fn spawn_loop(inner: &Arc<Inner>, every: Duration, pass: Pass) {
     let inner = inner.clone();
     tokio::spawn(async move {
         let mut stop = inner.shutdown.clone();
@@ -307,13 +319,17 @@ fn spawn_loop(inner: &Arc<Inner>, every: Duration, pass: fn(&Inner) -> Option<In
             tokio::select! {
                 _ = stopped(&mut stop) => return,
                 _ = tick.tick() => {
-                    let rv = inner.store.lock().current_rv();
+                    let (rv, changes) = {
+                        let txn = inner.store.lock();
+                        let changes = seen_rv.and_then(|s| txn.changes_after(s).ok());
+                        (txn.current_rv(), changes)
+                    };
                     if seen_rv == Some(rv) && wake.is_none_or(|w| Instant::now() < w) {
                         continue;
                     }
-                    // Read before the pass: its own writes cause one more (idle) pass.
+                    // Read before the pass: its own writes come in the next one.
                     seen_rv = Some(rv);
-                    wake = pass(&inner);
+                    wake = pass(&inner, changes.as_deref());
                 }
             }
         }

@@ -14,7 +14,8 @@
 
 use serde_json::{json, Value};
 
-use super::controllers::{self, active, pod_from_template, ready, set_status, ByOwner};
+use super::controllers::{self, active, pod_from_template, ready, set_status};
+use super::dirty::{ByOwner, Dirty};
 use super::meta;
 use super::resources::{DEPLOYMENTS, JOBS, PODS, REPLICASETS};
 use super::store::Txn;
@@ -100,9 +101,17 @@ fn revision(rs: &Value) -> i64 {
 }
 
 /// Reconciles every Deployment with its ReplicaSets.
-pub fn deployments(txn: &mut Txn<'_>) {
+pub fn deployments(txn: &mut Txn<'_>, dirty: &Dirty) {
+    let todo: Vec<Value> = txn
+        .list_owned(&DEPLOYMENTS, None)
+        .into_iter()
+        .filter(|d| dirty.owner(meta::uid(d)))
+        .collect();
+    if todo.is_empty() {
+        return;
+    }
     let sets_by_owner = controllers::index_by_owner(txn, &REPLICASETS);
-    for d in txn.list_owned(&DEPLOYMENTS, None) {
+    for d in todo {
         let want = replicas_of(&d);
         let template = meta::path(&d, &["spec", "template"])
             .cloned()
@@ -231,8 +240,11 @@ fn default_job_selector(txn: &mut Txn<'_>, job: &Value) -> Option<Value> {
 }
 
 /// Reconciles every Job with its pods.
-pub fn jobs(txn: &mut Txn<'_>, pods_by_owner: &ByOwner) {
+pub fn jobs(txn: &mut Txn<'_>, pods_by_owner: &ByOwner, dirty: &Dirty) {
     for job in txn.list_owned(&JOBS, None) {
+        if !dirty.owner(meta::uid(&job)) {
+            continue;
+        }
         let Some(job) = default_job_selector(txn, &job) else {
             continue;
         };
