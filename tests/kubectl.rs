@@ -259,3 +259,188 @@ async fn cordon_and_drain() {
     let out = k.ok(&["uncordon", "w1"]).await;
     assert_eq!(out.trim(), "node/w1 uncordoned");
 }
+
+const WORKLOADS: &str = "apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: api
+spec:
+  replicas: 2
+  selector:
+    matchLabels: {app: api}
+  template:
+    metadata:
+      labels: {app: api}
+    spec:
+      containers:
+      - name: api
+        image: nginx:1.27
+        resources:
+          requests: {memory: 64Mi, cpu: 50m}
+---
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: batch
+spec:
+  completions: 2
+  parallelism: 1
+  template:
+    metadata:
+      annotations: {sim.nodewright.io/run-for: 1s}
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: work
+        image: busybox:1.36
+";
+
+fn owner(p: &Pod) -> Option<(String, String)> {
+    let o = p.metadata.owner_references.as_ref()?.first()?;
+    Some((o.kind.clone(), o.name.clone()))
+}
+
+/// `kubectl apply` as a user would run it (validation on: kubectl fetches the OpenAPI
+/// document and sends fieldValidation=Strict), then the controllers make the pods.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apply_deployment_and_job_with_validation() {
+    use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+    use k8s_openapi::api::batch::v1::Job;
+    let sim = cluster().await;
+    let k = Kubectl::new(&sim);
+    let manifest = k.home.path().join("workloads.yaml");
+    std::fs::write(&manifest, WORKLOADS).expect("manifest");
+    let manifest = manifest.to_string_lossy().into_owned();
+    let out = k.ok(&["apply", "-f", &manifest]).await;
+    assert!(out.contains("deployment.apps/api created"), "{out}");
+    assert!(out.contains("job.batch/batch created"), "{out}");
+    assert!(sim
+        .calls()
+        .iter()
+        .any(|c| c.path.starts_with("/openapi/v3")));
+
+    let api_pods = |s: &SimCluster| -> Vec<Pod> {
+        s.pods()
+            .into_iter()
+            .filter(|p| {
+                owner(p)
+                    .is_some_and(|(kind, name)| kind == "ReplicaSet" && name.starts_with("api-"))
+                    && phase(p) == "Running"
+            })
+            .collect()
+    };
+    let job_done = |s: &SimCluster| {
+        s.get::<Job>("default", "batch")
+            .and_then(|j| j.status)
+            .and_then(|st| st.succeeded)
+            == Some(2)
+    };
+    assert!(
+        sim.wait_until(|s| api_pods(s).len() == 2 && job_done(s), WAIT)
+            .await,
+        "pods did not come: {:?}",
+        sim.pods()
+    );
+    // Pod -> ReplicaSet -> Deployment, and the Job's pods are the Job's.
+    let rs_name = owner(&api_pods(&sim)[0]).map(|o| o.1).unwrap_or_default();
+    let rs: Option<ReplicaSet> = sim.get("default", &rs_name);
+    let rs_owner = rs
+        .and_then(|r| r.metadata.owner_references)
+        .and_then(|o| o.first().cloned());
+    assert_eq!(
+        rs_owner.map(|o| (o.kind, o.name)),
+        Some(("Deployment".into(), "api".into()))
+    );
+    let job_pods = sim
+        .pods()
+        .into_iter()
+        .filter(|p| owner(p).is_some_and(|o| o.0 == "Job"))
+        .count();
+    assert_eq!(job_pods, 2);
+
+    let out = k.ok(&["scale", "deployment/api", "--replicas=3"]).await;
+    assert!(out.contains("deployment.apps/api scaled"), "{out}");
+    assert!(sim.wait_until(|s| api_pods(s).len() == 3, WAIT).await);
+    let d: Option<Deployment> = sim.get("default", "api");
+    assert_eq!(d.and_then(|d| d.spec.replicas), Some(3));
+
+    // A changed template replaces the pods (a new ReplicaSet takes over).
+    let changed = WORKLOADS
+        .replace("nginx:1.27", "nginx:1.28")
+        .replace("replicas: 2", "replicas: 3");
+    std::fs::write(&manifest, changed).expect("manifest");
+    let out = k.ok(&["apply", "-f", &manifest]).await;
+    assert!(out.contains("deployment.apps/api configured"), "{out}");
+    let on_new_image = |s: &SimCluster| {
+        let pods = api_pods(s);
+        pods.len() == 3
+            && pods.iter().all(|p| {
+                p.spec.as_ref().map(|s| s.containers[0].image.as_deref())
+                    == Some(Some("nginx:1.28"))
+            })
+    };
+    assert!(sim.wait_until(on_new_image, WAIT).await, "{:?}", sim.pods());
+
+    // A misspelled field is refused as the real server refuses it.
+    let typo = WORKLOADS.split("---").next().unwrap_or_default().replace(
+        "name: api\nspec:\n  replicas",
+        "name: typo\nspec:\n  replica",
+    );
+    let typo_path = k.home.path().join("typo.yaml");
+    std::fs::write(&typo_path, typo).expect("manifest");
+    let out = k.run(&["apply", "-f", &typo_path.to_string_lossy()]).await;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("Deployment in version \"v1\" cannot be handled as a Deployment: strict decoding error: unknown field \"spec.replica\""),
+        "{stderr}"
+    );
+    assert!(sim.get::<Deployment>("default", "typo").is_none());
+}
+
+/// `kubectl get pods -w` prints pods as they change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_pods_watch() {
+    let sim = cluster().await;
+    let k = Kubectl::new(&sim);
+    let mut child = tokio::process::Command::new(&k.bin)
+        .arg("--kubeconfig")
+        .arg(&k.kubeconfig)
+        .args(["get", "pods", "-w", "-l", "app=late"])
+        .env("HOME", k.home.path())
+        .env_remove("KUBECONFIG")
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("kubectl get -w");
+    let watching = |s: &SimCluster| {
+        s.calls()
+            .iter()
+            .any(|c| c.verb == "watch" && c.resource == "pods")
+    };
+    assert!(
+        sim.wait_until(watching, WAIT).await,
+        "kubectl never watched"
+    );
+    sim.add_pod(
+        "default",
+        "late-1",
+        SimPodTemplate::new("busybox:1", 0).label("app", "late"),
+    )
+    .expect("pod");
+    let mut stdout = child.stdout.take().expect("stdout");
+    let mut seen = String::new();
+    let read = async {
+        use tokio::io::AsyncReadExt;
+        let mut buf = [0u8; 4096];
+        while !seen.contains("late-1") {
+            match stdout.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen.push_str(&String::from_utf8_lossy(&buf[..n])),
+            }
+        }
+    };
+    let _ = tokio::time::timeout(WAIT, read).await;
+    let _ = child.kill().await;
+    assert!(seen.contains("late-1"), "kubectl get -w printed: {seen}");
+}

@@ -1,21 +1,42 @@
 //! The controllers a cluster runs for the workloads tests need: ReplicaSets keep their
 //! pod count (recreating evicted pods as new pending pods), DaemonSets keep one pod per
-//! node, the garbage collector removes pods whose owner is gone, and the disruption
-//! controller keeps PodDisruptionBudget status current.
+//! node, the garbage collector removes objects whose owner is gone, and the disruption
+//! controller keeps PodDisruptionBudget status current. Deployments and Jobs are in
+//! `workloads`.
+//!
+//! A pass reconciles only what the writes since the previous pass touched (see
+//! `dirty`), so an idle or lightly changing large cluster costs little.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use super::dirty::{ByOwner, Dirty};
 use super::eviction;
 use super::meta;
 use super::objects;
-use super::resources::{ResourceDef, DAEMONSETS, NODES, PDBS, PODS, REPLICASETS};
+use super::resources::{
+    ResourceDef, DAEMONSETS, DEPLOYMENTS, JOBS, NODES, PDBS, PODS, REPLICASETS,
+};
 use super::selectors::LabelSelector;
-use super::store::Txn;
+use super::store::{Change, Stored, Txn};
+use super::workloads;
 use super::Inner;
 
-fn controller_uid(pod: &Value) -> Option<(&str, &str)> {
+/// Indexes `res` (in every namespace) by controller uid.
+pub fn index_by_owner(txn: &Txn<'_>, res: &ResourceDef) -> ByOwner {
+    let mut index = ByOwner::new();
+    for o in txn.list_stored(res, None) {
+        if let Some((_, uid)) = controller_uid(&o) {
+            let uid = uid.to_string();
+            index.entry(uid).or_default().push(o);
+        }
+    }
+    index
+}
+
+pub fn controller_uid(pod: &Value) -> Option<(&str, &str)> {
     meta::path(pod, &["metadata", "ownerReferences"])?
         .as_array()?
         .iter()
@@ -23,24 +44,24 @@ fn controller_uid(pod: &Value) -> Option<(&str, &str)> {
         .and_then(|o| Some((o.get("kind")?.as_str()?, o.get("uid")?.as_str()?)))
 }
 
-fn active(pod: &Value) -> bool {
+pub fn active(pod: &Value) -> bool {
     !matches!(
         meta::path_str(pod, &["status", "phase"]),
         Some("Succeeded" | "Failed")
     ) && meta::path(pod, &["metadata", "deletionTimestamp"]).is_none()
 }
 
-fn owned_pods(txn: &Txn<'_>, owner: &Value) -> Vec<Value> {
-    let uid = meta::uid(owner);
-    txn.list(&PODS, Some(meta::namespace(owner)))
+fn owned(index: &ByOwner, owner: &Value) -> Vec<Value> {
+    index
+        .get(meta::uid(owner))
         .into_iter()
-        .filter(|p| controller_uid(p).is_some_and(|(_, u)| u == uid))
-        .cloned()
+        .flatten()
+        .map(|p| p.value().clone())
         .collect()
 }
 
 /// A pod from a controller's template, owned by it.
-fn pod_from_template(
+pub fn pod_from_template(
     txn: &mut Txn<'_>,
     owner: &Value,
     res: &ResourceDef,
@@ -87,7 +108,7 @@ fn pod_from_template(
     pod
 }
 
-fn set_status(txn: &mut Txn<'_>, res: &'static ResourceDef, obj: &Value, status: Value) {
+pub fn set_status(txn: &mut Txn<'_>, res: &'static ResourceDef, obj: &Value, status: Value) {
     let mut status = status;
     status["observedGeneration"] = obj["metadata"]["generation"].clone();
     if obj.get("status") != Some(&status) {
@@ -97,23 +118,32 @@ fn set_status(txn: &mut Txn<'_>, res: &'static ResourceDef, obj: &Value, status:
     }
 }
 
-fn ready(pod: &Value) -> bool {
+pub fn ready(pod: &Value) -> bool {
     eviction::pod_healthy(pod)
 }
 
-fn replicasets(txn: &mut Txn<'_>) {
-    for rs in txn.list_owned(&REPLICASETS, None) {
+fn replicasets(txn: &mut Txn<'_>, pods_by_owner: &ByOwner, dirty: &Dirty) {
+    for rs in txn.list_stored(&REPLICASETS, None) {
+        if !dirty.owner(meta::uid(&rs)) {
+            continue;
+        }
         let want = meta::path(&rs, &["spec", "replicas"])
             .and_then(Value::as_i64)
             .unwrap_or(1)
             .max(0) as usize;
         let selector = LabelSelector::from_object(meta::path(&rs, &["spec", "selector"]));
-        let mut pods: Vec<Value> = owned_pods(txn, &rs).into_iter().filter(active).collect();
+        let mut pods: Vec<Arc<Stored>> = pods_by_owner
+            .get(meta::uid(&rs))
+            .into_iter()
+            .flatten()
+            .filter(|p| active(p))
+            .cloned()
+            .collect();
         if pods.len() < want {
             for _ in pods.len()..want {
                 let pod = pod_from_template(txn, &rs, &REPLICASETS, None);
                 if let Ok(p) = txn.create(&PODS, pod) {
-                    pods.push(p);
+                    pods.push(Stored::new(p));
                 }
             }
         } else if pods.len() > want {
@@ -150,30 +180,41 @@ fn replicasets(txn: &mut Txn<'_>) {
     }
 }
 
-fn daemonsets(txn: &mut Txn<'_>) {
+fn daemonsets(txn: &mut Txn<'_>, pods_by_owner: &ByOwner, dirty: &Dirty) {
+    let sets = txn.list_owned(&DAEMONSETS, None);
+    let sets: Vec<Value> = sets
+        .into_iter()
+        .filter(|ds| dirty.nodes || dirty.owner(meta::uid(ds)))
+        .collect();
+    if sets.is_empty() {
+        return;
+    }
     let nodes: Vec<String> = txn
         .list(&NODES, None)
         .into_iter()
         .filter(|n| meta::path(n, &["metadata", "deletionTimestamp"]).is_none())
         .map(|n| meta::name(n).to_string())
         .collect();
-    for ds in txn.list_owned(&DAEMONSETS, None) {
-        let pods: Vec<Value> = owned_pods(txn, &ds);
+    for ds in sets {
+        let mut pods: Vec<Value> = Vec::new();
         let mut covered = HashSet::new();
-        for p in &pods {
-            let node = meta::path_str(p, &["spec", "nodeName"]).unwrap_or_default();
-            if !active(p) || !covered.insert(node.to_string()) {
+        for p in owned(pods_by_owner, &ds) {
+            let node = meta::path_str(&p, &["spec", "nodeName"]).unwrap_or_default();
+            if !active(&p) || !covered.insert(node.to_string()) {
                 // A finished or duplicate daemon pod is replaced / removed.
-                let _ = txn.delete(&PODS, meta::namespace(p), meta::name(p));
+                let _ = txn.delete(&PODS, meta::namespace(&p), meta::name(&p));
+            } else {
+                pods.push(p);
             }
         }
         for node in &nodes {
             if !covered.contains(node) {
                 let pod = pod_from_template(txn, &ds, &DAEMONSETS, Some(node));
-                let _ = txn.create(&PODS, pod);
+                if let Ok(p) = txn.create(&PODS, pod) {
+                    pods.push(p);
+                }
             }
         }
-        let pods = owned_pods(txn, &ds);
         let ready_count = pods.iter().filter(|p| ready(p)).count();
         let status = json!({"desiredNumberScheduled": nodes.len(), "currentNumberScheduled": pods.len(),
             "updatedNumberScheduled": pods.len(), "numberMisscheduled": 0,
@@ -183,25 +224,65 @@ fn daemonsets(txn: &mut Txn<'_>) {
     }
 }
 
-/// Background-propagation garbage collection of pods whose controller is gone.
-fn garbage_collect(txn: &mut Txn<'_>) {
-    let owners: HashSet<String> = txn
-        .list(&REPLICASETS, None)
-        .into_iter()
-        .chain(txn.list(&DAEMONSETS, None))
-        .map(|o| meta::uid(o).to_string())
-        .collect();
-    for pod in txn.list_owned(&PODS, None) {
-        if let Some((kind, uid)) = controller_uid(&pod) {
-            if matches!(kind, "ReplicaSet" | "DaemonSet") && !owners.contains(uid) {
-                let _ = txn.delete(&PODS, meta::namespace(&pod), meta::name(&pod));
+/// Background-propagation garbage collection: ReplicaSets whose Deployment is gone,
+/// then pods whose ReplicaSet, DaemonSet or Job is gone. A full pass looks at every
+/// object; otherwise only at the dependents of deleted owners and at new pods.
+fn garbage_collect(txn: &mut Txn<'_>, dirty: &Dirty, pods_by_owner: &ByOwner) {
+    let collected = |o: &Value| {
+        controller_uid(o)
+            .is_some_and(|(kind, _)| matches!(kind, "ReplicaSet" | "DaemonSet" | "Job"))
+    };
+    if !dirty.all && dirty.deleted_owners.is_empty() && dirty.new_pods.is_empty() {
+        return;
+    }
+    let uids = |txn: &Txn<'_>, kinds: &[&ResourceDef]| -> HashSet<String> {
+        kinds
+            .iter()
+            .flat_map(|r| txn.list(r, None))
+            .map(|o| meta::uid(o).to_string())
+            .collect()
+    };
+    let deployments = uids(txn, &[&DEPLOYMENTS]);
+    for (uid, sets) in index_by_owner(txn, &REPLICASETS) {
+        let by_deployment = sets
+            .iter()
+            .all(|rs| controller_uid(rs).is_some_and(|(kind, _)| kind == "Deployment"));
+        if by_deployment && !deployments.contains(&uid) {
+            for rs in sets {
+                let _ = txn.delete(&REPLICASETS, meta::namespace(&rs), meta::name(&rs));
             }
         }
     }
+    let owners = uids(txn, &[&REPLICASETS, &DAEMONSETS, &JOBS]);
+    let doomed: Vec<Arc<Stored>> = if dirty.all {
+        index_by_owner(txn, &PODS)
+            .into_iter()
+            .filter(|(uid, _)| !owners.contains(uid))
+            .flat_map(|(_, pods)| pods)
+            .collect()
+    } else {
+        let of_deleted = dirty
+            .deleted_owners
+            .iter()
+            .filter(|uid| !owners.contains(*uid))
+            .flat_map(|uid| pods_by_owner.get(uid).into_iter().flatten().cloned());
+        let orphans = dirty
+            .new_pods
+            .iter()
+            .filter(|p| controller_uid(p).is_some_and(|(_, uid)| !owners.contains(uid)))
+            .cloned();
+        of_deleted.chain(orphans).collect()
+    };
+    for pod in doomed.iter().filter(|p| collected(p)) {
+        let _ = txn.delete(&PODS, meta::namespace(pod), meta::name(pod));
+    }
 }
 
-fn disruption_budgets(txn: &mut Txn<'_>) {
+fn disruption_budgets(txn: &mut Txn<'_>, dirty: &Dirty) {
     for pdb in txn.list_owned(&PDBS, None) {
+        if !dirty.namespace(meta::namespace(&pdb)) {
+            continue;
+        }
         let Some(Ok(b)) = eviction::evaluate(txn, &pdb) else {
             continue;
         };
@@ -235,11 +316,20 @@ fn disruption_budgets(txn: &mut Txn<'_>) {
     }
 }
 
-/// One round of every controller.
-pub fn pass(inner: &Inner) {
+/// One round of every controller over what `changes` (the writes since the last
+/// round; None when unknown) touched.
+pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
+    let mut state = inner.controllers.lock().unwrap_or_else(|p| p.into_inner());
     let mut txn = inner.store.lock();
-    garbage_collect(&mut txn);
-    replicasets(&mut txn);
-    daemonsets(&mut txn);
-    disruption_budgets(&mut txn);
+    let dirty = state.absorb(&txn, changes);
+    if dirty.nothing() && dirty.new_pods.is_empty() {
+        return;
+    }
+    let pods_by_owner = state.pods_of_dirty(&txn, &dirty);
+    garbage_collect(&mut txn, &dirty, &pods_by_owner);
+    workloads::deployments(&mut txn, &dirty);
+    workloads::jobs(&mut txn, &pods_by_owner, &dirty);
+    replicasets(&mut txn, &pods_by_owner, &dirty);
+    daemonsets(&mut txn, &pods_by_owner, &dirty);
+    disruption_budgets(&mut txn, &dirty);
 }

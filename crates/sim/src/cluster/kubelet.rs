@@ -2,7 +2,7 @@
 //! them Ready, runs bound pods (pulling their images onto the node), completes
 //! run-to-completion pods, and reacts to VMs going away.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -12,12 +12,14 @@ use tokio::time::Instant;
 use super::meta::{self, set_condition};
 use super::objects::{self, NodeBuild};
 use super::resources::{NODES, PODS};
-use super::store::Txn;
+use super::store::{Change, ChangeKind, Txn};
 use super::userdata;
 use super::Inner;
 use crate::VmEvent;
 
-/// Annotation giving how long a run-to-completion pod runs (humantime, default 1s).
+/// Annotation giving how long a run-to-completion pod (restartPolicy `OnFailure` or
+/// `Never`, e.g. a Job's) runs before it succeeds: a humantime duration (default 1s),
+/// or `never` for a pod that runs until it is deleted.
 pub const ANNOTATION_RUN_FOR: &str = "sim.nodewright.io/run-for";
 
 #[derive(Debug, Default)]
@@ -28,6 +30,9 @@ pub struct KubeletState {
     seen: HashMap<String, Instant>,
     /// Running run-to-completion pods by uid: when they started.
     started: HashMap<String, Instant>,
+    /// Bound pods a kubelet still has to start or finish (or collect): what a pass
+    /// looks at, kept current from the writes since the last pass.
+    todo: BTreeSet<(String, String)>,
     next_ip: u32,
 }
 
@@ -269,34 +274,88 @@ fn complete_pod(pod: &mut Value) {
     pod["status"]["containerStatuses"] = json!(cs);
 }
 
-fn run_for(pod: &Value) -> Duration {
-    meta::path_str(pod, &["metadata", "annotations", ANNOTATION_RUN_FOR])
-        .and_then(|s| humantime::parse_duration(s).ok())
-        .unwrap_or(Duration::from_secs(1))
+/// How long a run-to-completion pod runs; None for `never`.
+fn run_for(pod: &Value) -> Option<Duration> {
+    match meta::path_str(pod, &["metadata", "annotations", ANNOTATION_RUN_FOR]) {
+        Some(s) if s.trim().eq_ignore_ascii_case("never") => None,
+        Some(s) => Some(humantime::parse_duration(s.trim()).unwrap_or(Duration::from_secs(1))),
+        None => Some(Duration::from_secs(1)),
+    }
 }
 
-/// One round of every kubelet plus the pod GC.
-pub fn pass(inner: &Inner) {
+fn bound(pod: &Value) -> bool {
+    meta::path_str(pod, &["spec", "nodeName"]).is_some_and(|n| !n.is_empty())
+}
+
+/// Whether a kubelet has something left to do with a bound pod.
+fn pending_work(pod: &Value) -> bool {
+    bound(pod)
+        && meta::path(pod, &["metadata", "deletionTimestamp"]).is_none()
+        && match meta::path_str(pod, &["status", "phase"]).unwrap_or("Pending") {
+            "Pending" => true,
+            "Running" => restarts_never(pod),
+            _ => false,
+        }
+}
+
+/// Brings the to-do set up to date with `changes` (None: rebuild it from every pod).
+fn update_todo(k: &mut KubeletState, txn: &Txn<'_>, changes: Option<&[Arc<Change>]>) {
+    let rescan = match changes {
+        None => true,
+        Some(cs) => cs
+            .iter()
+            .any(|c| c.res == NODES.id && c.kind == ChangeKind::Deleted),
+    };
+    if rescan {
+        // Every bound pod once, so pods of a deleted node are collected.
+        k.todo = txn
+            .list_stored(&PODS, None)
+            .iter()
+            .filter(|p| bound(p))
+            .map(|p| (meta::namespace(p).to_string(), meta::name(p).to_string()))
+            .collect();
+        return;
+    }
+    for c in changes.into_iter().flatten().filter(|c| c.res == PODS.id) {
+        let key = (c.ns.clone(), c.name.clone());
+        if c.kind != ChangeKind::Deleted && bound(&c.object) {
+            k.todo.insert(key);
+        } else {
+            k.todo.remove(&key);
+        }
+    }
+}
+
+/// One round of every kubelet plus the pod GC over the pods with work left. Returns
+/// when a pod's start or finish is next due, so the loop can sleep until then while
+/// nothing changes.
+pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) -> Option<Instant> {
     let mut k = lock(&inner.kubelet);
     let mut txn = inner.store.lock();
+    update_todo(&mut k, &txn, changes);
     let now = Instant::now();
+    let mut next: Option<Instant> = None;
+    let mut due = |at: Instant| next = Some(next.map_or(at, |n: Instant| n.min(at)));
     let mut live = HashSet::new();
-    for pod in txn.list_owned(&PODS, None) {
+    let todo: Vec<(String, String)> = k.todo.iter().cloned().collect();
+    for (ns, name) in todo {
+        let Some(pod) = txn.get_stored(&PODS, &ns, &name).cloned() else {
+            k.todo.remove(&(ns, name));
+            continue;
+        };
+        if !pending_work(&pod) {
+            k.todo.remove(&(ns.clone(), name.clone()));
+        }
         let Some(node_name) = meta::path_str(&pod, &["spec", "nodeName"]).filter(|n| !n.is_empty())
         else {
             continue;
         };
-        let (ns, name, uid) = (
-            meta::namespace(&pod),
-            meta::name(&pod),
-            meta::uid(&pod).to_string(),
-        );
-        let Some(node) = txn.get(&NODES, "", node_name).cloned() else {
+        let (ns, name, uid) = (meta::namespace(&pod), meta::name(&pod), meta::uid(&pod));
+        let Some(node) = txn.get_stored(&NODES, "", node_name).cloned() else {
             // Orphaned by a deleted node: the pod GC removes it.
             let _ = txn.delete(&PODS, ns, name);
             continue;
         };
-        live.insert(uid.clone());
         let phase = meta::path_str(&pod, &["status", "phase"]).unwrap_or("Pending");
         if matches!(phase, "Succeeded" | "Failed")
             || meta::path(&pod, &["metadata", "deletionTimestamp"]).is_some()
@@ -308,8 +367,10 @@ pub fn pass(inner: &Inner) {
         }
         match phase {
             "Pending" => {
-                let first = *k.seen.entry(uid.clone()).or_insert(now);
+                live.insert(uid.to_string());
+                let first = *k.seen.entry(uid.to_string()).or_insert(now);
                 if now.duration_since(first) < inner.opts.pod_start_delay {
+                    due(first + inner.opts.pod_start_delay);
                     continue;
                 }
                 let host_ip = meta::path(&node, &["status", "addresses"])
@@ -321,7 +382,10 @@ pub fn pass(inner: &Inner) {
                     .to_string();
                 let pod_ip = k.next_address("10.88");
                 let _ = txn.modify(&PODS, ns, name, |p| start_pod(p, &host_ip, &pod_ip));
-                k.started.insert(uid, now);
+                k.started.insert(uid.to_string(), now);
+                if let Some(d) = run_for(&pod).filter(|_| restarts_never(&pod)) {
+                    due(now + d);
+                }
                 let images = images_of(&pod);
                 let _ = txn.modify(&NODES, "", node_name, |n| {
                     let status = meta::obj_mut(n, "status");
@@ -340,14 +404,15 @@ pub fn pass(inner: &Inner) {
                     }
                 });
             }
-            "Running" => {
-                let policy = meta::path_str(&pod, &["spec", "restartPolicy"]).unwrap_or("Always");
-                if policy == "Always" {
-                    continue;
-                }
-                let started = *k.started.entry(uid).or_insert(now);
-                if now.duration_since(started) >= run_for(&pod) {
-                    let _ = txn.modify(&PODS, ns, name, complete_pod);
+            "Running" if restarts_never(&pod) => {
+                live.insert(uid.to_string());
+                let started = *k.started.entry(uid.to_string()).or_insert(now);
+                match run_for(&pod) {
+                    Some(d) if now.duration_since(started) >= d => {
+                        let _ = txn.modify(&PODS, ns, name, complete_pod);
+                    }
+                    Some(d) => due(started + d),
+                    None => {}
                 }
             }
             _ => {}
@@ -355,6 +420,12 @@ pub fn pass(inner: &Inner) {
     }
     k.seen.retain(|uid, _| live.contains(uid));
     k.started.retain(|uid, _| live.contains(uid));
+    next
+}
+
+/// A run-to-completion pod (restartPolicy `OnFailure` or `Never`).
+fn restarts_never(pod: &Value) -> bool {
+    meta::path_str(pod, &["spec", "restartPolicy"]).unwrap_or("Always") != "Always"
 }
 
 impl KubeletState {

@@ -242,18 +242,6 @@ pub fn percent_decode(s: &str, plus_is_space: bool) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// `a=1&b=x%20y` into ordered pairs; later duplicates win in lookups.
-pub fn parse_query(q: Option<&str>) -> BTreeMap<String, String> {
-    q.unwrap_or_default()
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (percent_decode(k, true), percent_decode(v, true))
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod decode_tests {
     use super::*;
@@ -263,7 +251,5 @@ mod decode_tests {
         assert_eq!(percent_decode("a%3Db%2Cc+d", true), "a=b,c d");
         assert_eq!(percent_decode("100%", false), "100%");
         assert_eq!(percent_decode("%4", false), "%4");
-        let q = parse_query(Some("labelSelector=app%3Dweb&watch=1"));
-        assert_eq!(q.get("labelSelector").map(String::as_str), Some("app=web"));
     }
 }

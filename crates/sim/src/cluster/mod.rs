@@ -6,21 +6,34 @@
 //! until [`SimCluster::shutdown`] is called or the last handle is dropped, whichever
 //! comes first; open watches end then too.
 //!
-//! Layout: `server` (routes and verbs), `store` (objects, resourceVersion, watch
+//! Layout: `server` (routes), `routing` (URL to resource and verb), `query` (query
+//! parameters as the real server reads them), `verbs` (reads and writes), `list` and
+//! `watches` (resourceVersion semantics, paging, bookmarks), `render` (JSON, Table and
+//! metadata output), `validation` (fieldValidation), `openapi` (the documents kubectl
+//! fetches), `scale` (the scale subresource), `store` (objects, resourceVersion, watch
 //! history), `resources`/`discovery` (what is served), `patch`, `selectors`, `table`
 //! (kubectl's Table output), `eviction` (PDBs), `scheduler`, `kubelet` and `userdata`
 //! (node registration from VM user data), `controllers` (ReplicaSet, DaemonSet, GC,
-//! disruption), `control` (the in-process API for tests).
+//! disruption), `workloads` (Deployment, Job), `control` (the in-process API for tests),
+//! `bulk` (seeding large clusters).
 
+mod bulk;
 mod control;
 mod controllers;
+mod dirty;
 mod discovery;
 mod eviction;
 mod kubelet;
+mod list;
 mod meta;
 mod objects;
+mod openapi;
 mod patch;
+mod query;
+mod render;
 mod resources;
+mod routing;
+mod scale;
 mod scheduler;
 mod selectors;
 mod server;
@@ -28,15 +41,22 @@ mod status;
 mod store;
 mod table;
 mod userdata;
+mod validation;
+mod verbs;
+mod watches;
+mod workloads;
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
+pub use bulk::SyntheticCluster;
 pub use control::PdbBudget;
 pub use kubelet::ANNOTATION_RUN_FOR;
 pub use objects::{SimNodeSpec, SimPodTemplate};
@@ -97,6 +117,9 @@ pub(crate) struct Inner {
     store: Store,
     calls: Mutex<Vec<ApiCall>>,
     kubelet: Mutex<kubelet::KubeletState>,
+    controllers: Mutex<dirty::ControllerState>,
+    /// The scheduler's last round left pods it could not place.
+    pods_waiting: AtomicBool,
     shutdown: watch::Receiver<bool>,
     addr: SocketAddr,
     runtime: tokio::runtime::Handle,
@@ -151,6 +174,8 @@ impl SimCluster {
             opts,
             calls: Mutex::new(Vec::new()),
             kubelet: Mutex::new(kubelet::KubeletState::default()),
+            controllers: Mutex::new(dirty::ControllerState::default()),
+            pods_waiting: AtomicBool::new(false),
             shutdown: stop_rx,
             addr,
             runtime: tokio::runtime::Handle::current(),
@@ -176,10 +201,13 @@ impl SimCluster {
                 tracing::warn!(error = %e, "simulated API server stopped");
             }
         });
-        spawn_loop(&inner, inner.opts.scheduler_interval, scheduler::pass);
-        spawn_loop(&inner, inner.opts.controller_interval, |i| {
-            controllers::pass(i);
-            kubelet::pass(i);
+        spawn_loop(&inner, inner.opts.scheduler_interval, |i, changes| {
+            scheduler::pass(i, changes);
+            None
+        });
+        spawn_loop(&inner, inner.opts.controller_interval, |i, changes| {
+            controllers::pass(i, changes);
+            kubelet::pass(i, changes)
         });
         Ok(SimCluster {
             inner,
@@ -271,17 +299,38 @@ pub(crate) async fn stopped(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|s| *s).await;
 }
 
-/// Runs `pass` every `every` until shutdown.
-fn spawn_loop(inner: &Arc<Inner>, every: Duration, pass: fn(&Inner)) {
+/// What a background loop runs: given the writes since its last run (None when they
+/// are unknown: the first run, or the history was cut), it returns when it must run
+/// again even if nothing is written.
+type Pass = fn(&Inner, Option<&[Arc<store::Change>]>) -> Option<Instant>;
+
+/// Runs `pass` every `every` until shutdown, but only when something was written since
+/// its last run or when the time it returned has come: an idle large cluster costs
+/// nothing, and a pass sees what changed.
+fn spawn_loop(inner: &Arc<Inner>, every: Duration, pass: Pass) {
     let inner = inner.clone();
     tokio::spawn(async move {
         let mut stop = inner.shutdown.clone();
         let mut tick = tokio::time::interval(every.max(Duration::from_millis(1)));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut seen_rv = None;
+        let mut wake: Option<Instant> = None;
         loop {
             tokio::select! {
                 _ = stopped(&mut stop) => return,
-                _ = tick.tick() => pass(&inner),
+                _ = tick.tick() => {
+                    let (rv, changes) = {
+                        let txn = inner.store.lock();
+                        let changes = seen_rv.and_then(|s| txn.changes_after(s).ok());
+                        (txn.current_rv(), changes)
+                    };
+                    if seen_rv == Some(rv) && wake.is_none_or(|w| Instant::now() < w) {
+                        continue;
+                    }
+                    // Read before the pass: its own writes come in the next one.
+                    seen_rv = Some(rv);
+                    wake = pass(&inner, changes.as_deref());
+                }
             }
         }
     });

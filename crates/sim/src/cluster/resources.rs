@@ -1,7 +1,8 @@
 //! The resource types the simulated API server serves, with what discovery reports
 //! about them and how their bodies are validated.
 
-use k8s_openapi::api::apps::v1::{DaemonSet, ReplicaSet};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod};
 use k8s_openapi::api::events::v1::Event as EventsV1Event;
@@ -28,6 +29,8 @@ pub struct ResourceDef {
     pub status_subresource: bool,
     /// `metadata.generation` is bumped when `spec` changes.
     pub has_generation: bool,
+    /// Serves `{name}/scale` (an `autoscaling/v1` Scale of `spec.replicas`).
+    pub scale_subresource: bool,
     /// Decodes into the k8s-openapi type and back: validates and drops unknown fields.
     pub normalize: fn(Value) -> Result<Value, String>,
 }
@@ -51,6 +54,21 @@ fn roundtrip<T: Serialize + DeserializeOwned>(v: Value) -> Result<Value, String>
     serde_json::to_value(typed).map_err(|e| e.to_string())
 }
 
+/// A Job's pods must run to completion: the API server refuses other restart policies.
+fn normalize_job(v: Value) -> Result<Value, String> {
+    let v = roundtrip::<Job>(v)?;
+    let policy = v
+        .pointer("/spec/template/spec/restartPolicy")
+        .and_then(Value::as_str);
+    match policy {
+        Some("OnFailure" | "Never") => Ok(v),
+        None => Err("spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\"".into()),
+        Some(other) => Err(format!(
+            "spec.template.spec.restartPolicy: Unsupported value: {other:?}: supported values: \"OnFailure\", \"Never\""
+        )),
+    }
+}
+
 const NO_NAMES: &[&str] = &[];
 
 pub static NAMESPACES: ResourceDef = ResourceDef {
@@ -65,6 +83,7 @@ pub static NAMESPACES: ResourceDef = ResourceDef {
     categories: NO_NAMES,
     status_subresource: true,
     has_generation: false,
+    scale_subresource: false,
     normalize: roundtrip::<Namespace>,
 };
 
@@ -80,6 +99,7 @@ pub static NODES: ResourceDef = ResourceDef {
     categories: NO_NAMES,
     status_subresource: true,
     has_generation: false,
+    scale_subresource: false,
     normalize: roundtrip::<Node>,
 };
 
@@ -95,6 +115,7 @@ pub static PODS: ResourceDef = ResourceDef {
     categories: &["all"],
     status_subresource: true,
     has_generation: true,
+    scale_subresource: false,
     normalize: roundtrip::<Pod>,
 };
 
@@ -110,6 +131,7 @@ pub static CONFIGMAPS: ResourceDef = ResourceDef {
     categories: NO_NAMES,
     status_subresource: false,
     has_generation: false,
+    scale_subresource: false,
     normalize: roundtrip::<ConfigMap>,
 };
 
@@ -125,6 +147,7 @@ pub static EVENTS: ResourceDef = ResourceDef {
     categories: NO_NAMES,
     status_subresource: false,
     has_generation: false,
+    scale_subresource: false,
     normalize: roundtrip::<Event>,
 };
 
@@ -140,6 +163,7 @@ pub static EVENTS_V1: ResourceDef = ResourceDef {
     categories: NO_NAMES,
     status_subresource: false,
     has_generation: false,
+    scale_subresource: false,
     normalize: roundtrip::<EventsV1Event>,
 };
 
@@ -155,6 +179,7 @@ pub static LEASES: ResourceDef = ResourceDef {
     categories: NO_NAMES,
     status_subresource: false,
     has_generation: false,
+    scale_subresource: false,
     normalize: roundtrip::<Lease>,
 };
 
@@ -170,6 +195,7 @@ pub static PDBS: ResourceDef = ResourceDef {
     categories: NO_NAMES,
     status_subresource: true,
     has_generation: true,
+    scale_subresource: false,
     normalize: roundtrip::<PodDisruptionBudget>,
 };
 
@@ -185,6 +211,7 @@ pub static REPLICASETS: ResourceDef = ResourceDef {
     categories: &["all"],
     status_subresource: true,
     has_generation: true,
+    scale_subresource: true,
     normalize: roundtrip::<ReplicaSet>,
 };
 
@@ -200,7 +227,40 @@ pub static DAEMONSETS: ResourceDef = ResourceDef {
     categories: &["all"],
     status_subresource: true,
     has_generation: true,
+    scale_subresource: false,
     normalize: roundtrip::<DaemonSet>,
+};
+
+pub static DEPLOYMENTS: ResourceDef = ResourceDef {
+    id: "deployments.apps",
+    group: "apps",
+    version: "v1",
+    plural: "deployments",
+    singular: "deployment",
+    kind: "Deployment",
+    namespaced: true,
+    short_names: &["deploy"],
+    categories: &["all"],
+    status_subresource: true,
+    has_generation: true,
+    scale_subresource: true,
+    normalize: roundtrip::<Deployment>,
+};
+
+pub static JOBS: ResourceDef = ResourceDef {
+    id: "jobs.batch",
+    group: "batch",
+    version: "v1",
+    plural: "jobs",
+    singular: "job",
+    kind: "Job",
+    namespaced: true,
+    short_names: NO_NAMES,
+    categories: &["all"],
+    status_subresource: true,
+    has_generation: true,
+    scale_subresource: false,
+    normalize: normalize_job,
 };
 
 /// Read by nodewright to wait for volumes to detach before deleting a VM.
@@ -216,10 +276,11 @@ pub static VOLUMEATTACHMENTS: ResourceDef = ResourceDef {
     categories: NO_NAMES,
     status_subresource: true,
     has_generation: false,
+    scale_subresource: false,
     normalize: roundtrip::<VolumeAttachment>,
 };
 
-pub static ALL: [&ResourceDef; 11] = [
+pub static ALL: [&ResourceDef; 13] = [
     &NAMESPACES,
     &NODES,
     &PODS,
@@ -230,13 +291,16 @@ pub static ALL: [&ResourceDef; 11] = [
     &PDBS,
     &REPLICASETS,
     &DAEMONSETS,
+    &DEPLOYMENTS,
+    &JOBS,
     &VOLUMEATTACHMENTS,
 ];
 
 /// Served API groups (other than the core group) with their single version.
-pub const GROUPS: [(&str, &str); 5] = [
+pub const GROUPS: [(&str, &str); 6] = [
     ("storage.k8s.io", "v1"),
     ("apps", "v1"),
+    ("batch", "v1"),
     ("policy", "v1"),
     ("coordination.k8s.io", "v1"),
     ("events.k8s.io", "v1"),

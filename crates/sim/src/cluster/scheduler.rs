@@ -8,6 +8,8 @@
 //! ...").
 
 use std::collections::BTreeMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use serde::Deserialize;
@@ -15,6 +17,7 @@ use serde_json::Value;
 
 use super::meta::{self, set_condition};
 use super::resources::{NODES, PODS};
+use super::store::{Change, ChangeKind};
 use super::Inner;
 use crate::plan::sched::{Model, Slot, Unfit};
 use crate::plan::{NodeInfo, PodInfo, Taint};
@@ -156,13 +159,42 @@ fn least_allocated(slot: &Slot<'_>, pod: &PodInfo) -> f64 {
     )
 }
 
-/// One scheduling round over every pending pod, against one model of the cluster.
-pub fn pass(inner: &Inner) {
+/// Whether writes can change what the scheduler decides: a new (or re-specified)
+/// pending pod, or, while pods wait, any node change and pods leaving or finishing.
+fn worth_a_pass(waiting: bool, changes: &[Arc<Change>]) -> bool {
+    changes.iter().any(|c| {
+        if c.res == NODES.id {
+            return waiting;
+        }
+        if c.res != PODS.id {
+            return false;
+        }
+        let now_pending = c.kind != ChangeKind::Deleted && is_pending(&c.object);
+        let was_pending = c.previous.as_deref().is_some_and(|p| is_pending(p));
+        match (was_pending, now_pending) {
+            (false, true) => true,
+            (true, true) => {
+                c.object.get("spec") != c.previous.as_deref().and_then(|p| p.get("spec"))
+            }
+            _ => waiting && (c.kind == ChangeKind::Deleted || !is_active(&c.object)),
+        }
+    })
+}
+
+/// One scheduling round over every pending pod, against one model of the cluster, when
+/// the writes since the last round (`changes`; None when unknown) call for one.
+pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
+    let waiting = inner.pods_waiting.load(Ordering::Relaxed);
+    if changes.is_some_and(|cs| !worth_a_pass(waiting, cs)) {
+        return;
+    }
     let mut txn = inner.store.lock();
     let pod_values = txn.list(&PODS, None);
     if !pod_values.iter().any(|p| is_pending(p)) {
+        inner.pods_waiting.store(false, Ordering::Relaxed);
         return;
     }
+    let mut left_waiting = false;
     let mut bound: Vec<PodInfo> = Vec::new();
     let mut pending: Vec<PodInfo> = Vec::new();
     for v in pod_values {
@@ -226,6 +258,7 @@ pub fn pass(inner: &Inner) {
                 }
             }
             None => {
+                left_waiting = true;
                 let message = unschedulable_message(nodes.len(), &counts, preemptable);
                 let _ = txn.modify(&PODS, ns, name, |p| {
                     set_condition(p, "PodScheduled", "False", "Unschedulable", &message)
@@ -233,6 +266,7 @@ pub fn pass(inner: &Inner) {
             }
         }
     }
+    inner.pods_waiting.store(left_waiting, Ordering::Relaxed);
 }
 
 #[cfg(test)]

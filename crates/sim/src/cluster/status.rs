@@ -168,6 +168,11 @@ pub fn json_response(code: StatusCode, body: &Value) -> Response {
     (code, [(header::CONTENT_TYPE, "application/json")], bytes).into_response()
 }
 
+/// An already encoded JSON body.
+pub fn bytes_response(code: StatusCode, body: Vec<u8>) -> Response {
+    (code, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
 /// The `Status` a successful eviction or delete-collection answers with.
 pub fn success_status(code: u16) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": code})

@@ -395,12 +395,9 @@ impl ClusterApi for FaultyCluster {
         }
     }
 
-    async fn node_labels(
-        &self,
-        node: &str,
-    ) -> Result<Option<BTreeMap<String, String>>, ClusterError> {
-        self.plain("read node labels")?;
-        self.inner.node_labels(node).await
+    async fn node(&self, node: &str) -> Result<Option<NodeInfo>, ClusterError> {
+        self.plain("read node")?;
+        self.inner.node(node).await
     }
 
     async fn create_image_puller(

@@ -1,0 +1,385 @@
+//! The read and write verbs on single objects (get, create, update, patch, delete) and
+//! deletecollection, with the `status` and `scale` subresources and server-side field
+//! validation.
+
+use axum::http::{header, HeaderMap, StatusCode};
+use serde_json::{json, Value};
+
+use super::meta;
+use super::objects;
+use super::patch;
+use super::query::ListOptions;
+use super::render::{self, Render};
+use super::resources::{self, ResourceDef, NAMESPACES, PODS};
+use super::scale;
+use super::server::Request;
+use super::status::ApiError;
+use super::table;
+use super::validation::{self, FieldValidation, Origin};
+
+pub type Answer = Result<(StatusCode, Value), ApiError>;
+
+pub fn get_one(req: &Request<'_>) -> Answer {
+    let txn = req.state.store.lock();
+    let res = req.target.res;
+    let obj = txn
+        .get(res, req.ns(), req.name())
+        .ok_or_else(|| ApiError::not_found(res, req.name()))?;
+    if req.target.sub.as_deref() == Some("scale") {
+        return Ok((StatusCode::OK, scale::of(obj)));
+    }
+    let body = match req.render() {
+        Render::Table(inc) => {
+            let list_meta = json!({"resourceVersion": txn.current_rv().to_string()});
+            table::table(res, &[obj], list_meta, inc)
+        }
+        other => render::object(res, obj, other),
+    };
+    Ok((StatusCode::OK, body))
+}
+
+fn strip_type(obj: &Value) -> Value {
+    let mut o = obj.clone();
+    if let Some(m) = o.as_object_mut() {
+        m.remove("apiVersion");
+        m.remove("kind");
+    }
+    o
+}
+
+/// Checks kind/apiVersion and namespace of a body against the URL.
+fn check_body(req: &Request<'_>, obj: &mut Value) -> Result<(), ApiError> {
+    let res = req.target.res;
+    if let Some(kind) = obj.get("kind").and_then(Value::as_str) {
+        if kind != res.kind {
+            return Err(ApiError::bad_request(format!(
+                "the body's kind {kind:?} does not match {}",
+                res.kind
+            )));
+        }
+    }
+    if let Some(av) = obj.get("apiVersion").and_then(Value::as_str) {
+        if av != res.api_version() {
+            return Err(ApiError::bad_request(format!(
+                "the body's apiVersion {av:?} does not match {}",
+                res.api_version()
+            )));
+        }
+    }
+    if res.namespaced {
+        let body_ns = meta::namespace(obj).to_string();
+        if !body_ns.is_empty() && body_ns != req.ns() {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        meta::obj_mut(obj, "metadata").insert("namespace".into(), req.ns().into());
+    }
+    Ok(())
+}
+
+/// Decodes into the resource's type (which validates it) and applies the request's
+/// `fieldValidation` to the fields the type does not have.
+fn typed(
+    req: &Request<'_>,
+    res: &ResourceDef,
+    obj: Value,
+    origin: Origin<'_>,
+) -> Result<Value, ApiError> {
+    let mode = FieldValidation::from_query(&req.query)?;
+    let name = meta::name(&obj).to_string();
+    let input = (mode != FieldValidation::Ignore).then(|| obj.clone());
+    let known = (res.normalize)(obj).map_err(|e| ApiError::invalid(res, &name, &e))?;
+    if let Some(input) = input {
+        let unknown = validation::unknown_fields(&input, &known);
+        for w in validation::check(mode, res, origin, &unknown)? {
+            req.warn(w);
+        }
+    }
+    Ok(known)
+}
+
+fn body_json(req: &Request<'_>) -> Result<Value, ApiError> {
+    let v: Value = serde_json::from_slice(&req.body).map_err(|e| {
+        ApiError::bad_request(format!("couldn't decode the request body as JSON: {e}"))
+    })?;
+    if !v.is_object() {
+        return Err(ApiError::bad_request(
+            "the request body must be a JSON object",
+        ));
+    }
+    Ok(v)
+}
+
+pub fn create(req: &Request<'_>) -> Answer {
+    let res = req.target.res;
+    let mut obj = body_json(req)?;
+    check_body(req, &mut obj)?;
+    let md = meta::obj_mut(&mut obj, "metadata");
+    for server_owned in [
+        "uid",
+        "resourceVersion",
+        "creationTimestamp",
+        "deletionTimestamp",
+        "generation",
+    ] {
+        md.remove(server_owned);
+    }
+    if std::ptr::eq(res, &PODS) {
+        objects::default_pod(&mut obj);
+        let status = meta::obj_mut(&mut obj, "status");
+        status.retain(|k, _| k == "phase" || k == "qosClass");
+        status.insert("phase".into(), json!("Pending"));
+    }
+    let obj = typed(req, res, obj, Origin::Body)?;
+    let mut txn = req.state.store.lock();
+    if res.namespaced && txn.get(&NAMESPACES, "", req.ns()).is_none() {
+        return Err(ApiError::not_found(&NAMESPACES, req.ns()));
+    }
+    if req.q("dryRun").is_some() {
+        return Ok((StatusCode::CREATED, obj));
+    }
+    Ok((StatusCode::CREATED, txn.create(res, obj)?))
+}
+
+/// Keeps what a write through `sub` (or the main resource) may not change.
+fn confine(res: &ResourceDef, sub: Option<&str>, current: &Value, mut new: Value) -> Value {
+    match sub {
+        Some("status") => {
+            let mut out = current.clone();
+            match new.get_mut("status").map(Value::take) {
+                Some(s) => out["status"] = s,
+                None => {
+                    if let Some(m) = out.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            if let Some(rv) = meta::path(&new, &["metadata", "resourceVersion"]) {
+                out["metadata"]["resourceVersion"] = rv.clone();
+            }
+            out
+        }
+        _ => {
+            if res.status_subresource {
+                match current.get("status") {
+                    Some(s) => new["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = new.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            new
+        }
+    }
+}
+
+pub fn update(req: &Request<'_>) -> Answer {
+    let res = req.target.res;
+    if req.target.sub.as_deref() == Some("scale") {
+        let replicas = scale::replicas(&body_json(req)?)?;
+        return set_replicas(req, replicas);
+    }
+    let mut obj = body_json(req)?;
+    check_body(req, &mut obj)?;
+    if meta::name(&obj) != req.name() {
+        return Err(ApiError::bad_request(
+            "the name of the object does not match the name on the URL",
+        ));
+    }
+    let mut txn = req.state.store.lock();
+    let current = txn
+        .get(res, req.ns(), req.name())
+        .cloned()
+        .ok_or_else(|| ApiError::not_found(res, req.name()))?;
+    let new = typed(
+        req,
+        res,
+        confine(res, req.target.sub.as_deref(), &current, obj),
+        Origin::Body,
+    )?;
+    Ok((StatusCode::OK, txn.update(res, new)?))
+}
+
+fn content_type(headers: &HeaderMap) -> String {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .unwrap_or_default()
+        .trim()
+        .to_string()
+}
+
+pub fn patch_one(req: &Request<'_>) -> Answer {
+    let res = req.target.res;
+    let ct = content_type(&req.headers);
+    let patch_doc: Value = match ct.as_str() {
+        "application/apply-patch+yaml" => serde_yaml::from_slice(&req.body)
+            .map_err(|e| ApiError::bad_request(format!("couldn't decode the apply patch: {e}")))?,
+        "application/merge-patch+json"
+        | "application/strategic-merge-patch+json"
+        | "application/json-patch+json" => serde_json::from_slice(&req.body).map_err(|e| {
+            ApiError::bad_request(format!("couldn't decode the patch as JSON: {e}"))
+        })?,
+        other => return Err(ApiError::unsupported_media_type(other)),
+    };
+    if req.target.sub.as_deref() == Some("scale") {
+        let mut scaled = {
+            let txn = req.state.store.lock();
+            let obj = txn
+                .get(res, req.ns(), req.name())
+                .ok_or_else(|| ApiError::not_found(res, req.name()))?;
+            scale::of(obj)
+        };
+        apply_patch(&ct, &mut scaled, &patch_doc)?;
+        return set_replicas(req, scale::replicas(&scaled)?);
+    }
+    let mut txn = req.state.store.lock();
+    let Some(current) = txn.get(res, req.ns(), req.name()).cloned() else {
+        if ct == "application/apply-patch+yaml" && req.target.sub.is_none() {
+            // Server-side apply creates missing objects; field ownership is not modelled.
+            let mut obj = patch_doc;
+            check_body(req, &mut obj)?;
+            if std::ptr::eq(res, &PODS) {
+                objects::default_pod(&mut obj);
+            }
+            let origin = Origin::Apply {
+                ns: req.ns(),
+                name: req.name(),
+            };
+            let obj = typed(req, res, obj, origin)?;
+            return Ok((StatusCode::CREATED, txn.create(res, obj)?));
+        }
+        return Err(ApiError::not_found(res, req.name()));
+    };
+    let mut patched = current.clone();
+    apply_patch(&ct, &mut patched, &patch_doc)?;
+    if !patched.is_object() {
+        return Err(ApiError::bad_request("the patch did not produce an object"));
+    }
+    // Identity comes from the stored object, whatever the patch said.
+    for field in ["name", "namespace", "uid", "creationTimestamp"] {
+        match current["metadata"].get(field) {
+            Some(v) => meta::obj_mut(&mut patched, "metadata").insert(field.into(), v.clone()),
+            None => meta::obj_mut(&mut patched, "metadata").remove(field),
+        };
+    }
+    let origin = if ct == "application/apply-patch+yaml" {
+        Origin::Apply {
+            ns: req.ns(),
+            name: req.name(),
+        }
+    } else {
+        Origin::Patch(&req.body)
+    };
+    let new = typed(
+        req,
+        res,
+        confine(res, req.target.sub.as_deref(), &current, patched),
+        origin,
+    )?;
+    Ok((StatusCode::OK, txn.update(res, new)?))
+}
+
+fn apply_patch(ct: &str, target: &mut Value, patch_doc: &Value) -> Result<(), ApiError> {
+    match ct {
+        "application/merge-patch+json" => patch::merge(target, patch_doc),
+        "application/json-patch+json" => {
+            patch::json_patch(target, patch_doc).map_err(|e| ApiError::new(422, "Invalid", e))?
+        }
+        _ => {
+            if !patch_doc.is_object() {
+                return Err(ApiError::bad_request(
+                    "a strategic merge or apply patch must be a JSON object",
+                ));
+            }
+            patch::strategic(target, patch_doc)
+        }
+    }
+    Ok(())
+}
+
+/// A write through the `scale` subresource: only `spec.replicas` changes.
+fn set_replicas(req: &Request<'_>, replicas: i64) -> Answer {
+    let res = req.target.res;
+    let mut txn = req.state.store.lock();
+    let updated = txn
+        .modify(res, req.ns(), req.name(), |o| {
+            o["spec"]["replicas"] = json!(replicas)
+        })?
+        .ok_or_else(|| ApiError::not_found(res, req.name()))?;
+    Ok((StatusCode::OK, scale::of(&updated)))
+}
+
+fn check_preconditions(req: &Request<'_>, current: &Value) -> Result<(), ApiError> {
+    if req.body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(());
+    }
+    let opts: Value = serde_json::from_slice(&req.body)
+        .map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?;
+    let res = req.target.res;
+    for (field, label) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
+        if let Some(want) = meta::path_str(&opts, &["preconditions", field]) {
+            let have = meta::path_str(current, &["metadata", field]).unwrap_or_default();
+            if want != have {
+                return Err(ApiError::conflict_msg(
+                    res,
+                    req.name(),
+                    &format!("Precondition failed: {label} in precondition: {want}, {label} in object meta: {have}"),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn delete(req: &Request<'_>) -> Answer {
+    let res = req.target.res;
+    let mut txn = req.state.store.lock();
+    let current = txn
+        .get(res, req.ns(), req.name())
+        .cloned()
+        .ok_or_else(|| ApiError::not_found(res, req.name()))?;
+    check_preconditions(req, &current)?;
+    if req.q("dryRun").is_some() {
+        return Ok((StatusCode::OK, current));
+    }
+    if std::ptr::eq(res, &NAMESPACES) {
+        for r in resources::ALL.iter().filter(|r| r.namespaced) {
+            for obj in txn.list_owned(r, Some(req.name())) {
+                let _ = txn.delete(r, req.name(), meta::name(&obj));
+            }
+        }
+    }
+    Ok((StatusCode::OK, txn.delete(res, req.ns(), req.name())?))
+}
+
+pub fn delete_collection(req: &Request<'_>) -> Answer {
+    let res = req.target.res;
+    if std::ptr::eq(res, &NAMESPACES) {
+        return Err(ApiError::method_not_allowed("deletecollection"));
+    }
+    let mut txn = req.state.store.lock();
+    let opts = ListOptions::parse(&req.query, false)?;
+    let doomed: Vec<(String, String)> = txn
+        .list(res, req.target.ns.as_deref())
+        .into_iter()
+        .filter(|o| opts.labels.matches(&meta::labels(o)) && opts.fields.matches(o))
+        .map(|o| (meta::namespace(o).to_string(), meta::name(o).to_string()))
+        .collect();
+    let mut items = Vec::new();
+    for (ns, name) in doomed {
+        if let Ok(o) = txn.delete(res, &ns, &name) {
+            items.push(strip_type(&o));
+        }
+    }
+    let rv = txn.current_rv().to_string();
+    Ok((
+        StatusCode::OK,
+        json!({"kind": res.list_kind(), "apiVersion": res.api_version(),
+        "metadata": {"resourceVersion": rv}, "items": items}),
+    ))
+}
