@@ -16,6 +16,8 @@
 //!
 //! A benchmark, not a test: it asserts nothing about speed. The binary is taken from
 //! `NODEWRIGHT_BIN`, else next to this example's directory (`target/release/nodewright`).
+//! `BENCH_DIR` keeps the environment (and the process's `run.log`), `BENCH_LOG` sets its
+//! `RUST_LOG`, `BENCH_VERBOSE` prints each burst.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -182,7 +184,10 @@ nodeGroups:
     cmd.envs(env.env_vars(&config))
         .env_remove("KUBECONFIG")
         .env_remove("POD_NAMESPACE")
-        .env("RUST_LOG", "nodewright=info")
+        .env(
+            "RUST_LOG",
+            std::env::var("BENCH_LOG").unwrap_or_else(|_| "nodewright=info".into()),
+        )
         .args(["run", "--metrics-addr", &addr.to_string()])
         .stdout(Stdio::null())
         .stderr(log);
