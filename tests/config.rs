@@ -170,6 +170,27 @@ const BAD: &[(&str, &str, &str, &str, &[&str])] = &[
         &["got 1ms", "at least 100ms"],
     ),
     (
+        "batch idle too short",
+        "scanInterval: 30s",
+        "scanInterval: 30s\nbatchIdleDuration: 1ms",
+        "batchIdleDuration",
+        &["got 1ms", "at least 10ms"],
+    ),
+    (
+        "batch max shorter than idle",
+        "scanInterval: 30s",
+        "scanInterval: 30s\nbatchIdleDuration: 5s\nbatchMaxDuration: 2s",
+        "batchMaxDuration",
+        &["got 2s", "batchIdleDuration (5s)"],
+    ),
+    (
+        "batch duration not a duration",
+        "scanInterval: 30s",
+        "scanInterval: 30s\nbatchMaxDuration: soon",
+        "batchMaxDuration",
+        &["soon"],
+    ),
+    (
         "missing required key",
         "clusterName: dev\n",
         "",

@@ -1531,3 +1531,49 @@ async fn openstack_delete_refuses_a_server_of_another_cluster() {
     f.provider.delete_server("c2", &theirs).await.unwrap();
     assert!(!f.sim.servers().iter().any(|s| s.id == theirs));
 }
+
+/// A cycle reads OpenStack with one server listing and one flavor listing, however many
+/// groups with different flavors share the account.
+#[tokio::test]
+async fn one_observe_lists_servers_once_and_flavors_once_for_all_groups() {
+    let f = fixture_with(
+        SimOpenStackOptions::default(),
+        false,
+        settings("m1.small", "fedora-coreos", None),
+    )
+    .await;
+    let creds = OpenStackCredentials::from_file(&f._dir.path().join("openstack.yaml")).unwrap();
+    let by_group = BTreeMap::from([
+        (
+            "small".to_string(),
+            settings("m1.small", "fedora-coreos", None),
+        ),
+        (
+            "medium".to_string(),
+            settings("m1.medium", "fedora-coreos", None),
+        ),
+        (
+            "large".to_string(),
+            settings("m1.large", "fedora-coreos", None),
+        ),
+    ]);
+    let provider =
+        OpenStackProvider::with_options(creds, by_group, ProviderOptions::default()).unwrap();
+    let groups: Vec<String> = ["large", "medium", "small"].map(String::from).into();
+    let before = f.sim.calls().len();
+    let seen = provider.observe("c1", &groups).await.expect("observe");
+    assert_eq!(seen.shapes.len(), 3);
+    assert_eq!(seen.shapes["medium"].memory, Some(4096 << 20));
+    let listed = |calls: &[nodewright::sim::openstack::SimCall], what: &str| {
+        calls.iter().filter(|c| c.path.ends_with(what)).count()
+    };
+    let calls = f.sim.calls()[before..].to_vec();
+    assert_eq!(listed(&calls, "/servers/detail"), 1, "{calls:?}");
+    assert_eq!(listed(&calls, "/flavors/detail"), 1, "{calls:?}");
+    // The next cycle finds every flavor resolved: only the servers are listed.
+    let before = f.sim.calls().len();
+    provider.observe("c1", &groups).await.expect("observe");
+    let calls = f.sim.calls()[before..].to_vec();
+    assert_eq!(listed(&calls, "/flavors/detail"), 0, "{calls:?}");
+    assert_eq!(listed(&calls, "/servers/detail"), 1, "{calls:?}");
+}

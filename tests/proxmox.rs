@@ -932,6 +932,33 @@ async fn e2e_reconciler_scales_proxmox_groups_up_and_down() {
     assert_clean(&env.pve);
 }
 
+/// A cycle reads Proxmox once: one `/cluster/resources` listing answers the VMs and
+/// the template of every group.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn e2e_a_cycle_lists_proxmox_once_whatever_the_number_of_groups() {
+    let env = e2e::env().await;
+    let groups = format!(
+        "{}{}",
+        e2e::group("ci", 0, "{template: k3s-shared}"),
+        e2e::group("ga", 0, "{template: agent-shared, join: guestAgent}")
+    );
+    let rec = e2e::reconciler(&env, &groups).await;
+    let before = env.pve.calls().len();
+    let snap = rec.observe().await.expect("observe");
+    assert_eq!(snap.group_shapes.len(), 2, "{:?}", snap.group_shapes);
+    assert!(snap.unavailable_providers.is_empty());
+    let calls: Vec<String> = env.pve.calls()[before..]
+        .iter()
+        .filter(|c| !c.path.starts_with("/access"))
+        .map(|c| format!("{} {}", c.method, c.path))
+        .collect();
+    assert_eq!(
+        calls,
+        vec!["GET /cluster/resources".to_string()],
+        "{calls:?}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e2e_never_ready_and_leftover_vms_are_removed_after_provision_timeout() {
     let env = e2e::env().await;

@@ -2,6 +2,8 @@
 // Each test file is its own crate and uses only some of these helpers.
 #![allow(dead_code)]
 
+pub mod proxy;
+
 use std::path::PathBuf;
 use std::process::Child;
 use std::sync::{Arc, Mutex};

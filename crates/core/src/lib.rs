@@ -14,6 +14,7 @@ pub mod reconcile;
 pub mod runner;
 pub mod telemetry;
 pub mod userdata;
+pub mod wakeup;
 pub mod yaml;
 
 /// Node label and cloud tag values derive from these; see [`plan::ownership`].

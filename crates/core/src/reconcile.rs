@@ -61,38 +61,30 @@ impl Reconciler {
             tracing::warn!(error = %e, "reading the disruption records failed; the scale-down delays count from what this process remembers");
             DisruptionRecords::default()
         });
-        let providers = self.clouds.distinct();
-        let listings =
-            futures::future::join_all(providers.iter().map(|p| p.list_servers(cluster_name))).await;
+        // One call per provider (servers and group shapes together), all providers at once.
+        let providers = self.clouds.by_provider();
+        let observed = futures::future::join_all(
+            providers
+                .iter()
+                .map(|(p, groups)| p.observe(cluster_name, groups)),
+        )
+        .await;
         let mut servers = Vec::new();
+        let mut group_shapes = BTreeMap::new();
         let mut seen = BTreeSet::new();
         let mut unavailable = BTreeMap::new();
-        for (provider, listing) in providers.iter().zip(listings) {
-            match listing {
-                Ok(list) => {
-                    for s in list {
+        for ((provider, _), result) in providers.iter().zip(observed) {
+            match result {
+                Ok(o) => {
+                    for s in o.servers {
                         if seen.insert((s.provider.clone(), s.id.clone())) {
                             servers.push(s);
                         }
                     }
+                    group_shapes.extend(o.shapes);
                 }
                 Err(e) => {
-                    tracing::warn!(provider = provider.name(), error = %e, "listing VMs failed; freezing this provider's groups for the cycle");
-                    unavailable.insert(provider.name().to_string(), e.to_string());
-                }
-            }
-        }
-        let mut group_shapes = BTreeMap::new();
-        for (group, provider) in self.clouds.groups() {
-            if unavailable.contains_key(provider.name()) {
-                continue;
-            }
-            match provider.group_shape(group).await {
-                Ok(shape) => {
-                    group_shapes.insert(group.clone(), shape);
-                }
-                Err(e) => {
-                    tracing::warn!(group = %group, error = %e, "reading the group's flavor failed; freezing its provider for the cycle");
+                    tracing::warn!(provider = provider.name(), error = %e, "reading the provider's VMs or group shapes failed; freezing this provider's groups for the cycle");
                     unavailable.insert(provider.name().to_string(), e.to_string());
                 }
             }

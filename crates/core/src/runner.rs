@@ -18,7 +18,7 @@ use crate::cloud::build::build_clouds;
 use crate::cluster::events::EventRecorder;
 use crate::cluster::leader::{LeaderElector, LeaseSettings};
 use crate::cluster::status::write_status;
-use crate::cluster::{client_from_env, KubeCluster};
+use crate::cluster::{client_from_env, CacheOptions, KubeCluster};
 use crate::config::Config;
 use crate::plan::summary::{summarize, Summary, NODE_STATES};
 use crate::plan::{Action, Decision};
@@ -27,6 +27,7 @@ use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics::{
     ActionLabels, FailedCreateLabels, GroupLabels, Metrics, NodeStateLabels, ResultLabels,
 };
+use crate::wakeup::{next_batch, Batching};
 
 #[derive(Debug, Clone)]
 pub struct LeaderOptions {
@@ -233,16 +234,19 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
         path: opts.config_path.clone(),
         last_text: std::fs::read_to_string(&opts.config_path).unwrap_or_default(),
     };
-    // The disruption records (scale-down delays) live in the status ConfigMap, beside
-    // its status, so a restart honours them; with the ConfigMap off nothing is kept.
-    let mut cluster = KubeCluster::new(client.clone());
+    // Watch caches from the start, so a standby replica is warm when it takes over. The
+    // disruption records (scale-down delays) live in the status ConfigMap, beside its
+    // status, so a restart honours them; with the ConfigMap off nothing is kept.
+    let mut cluster = KubeCluster::watching(client.clone(), CacheOptions::default());
     if let Some((ns, name)) = &opts.status_configmap {
         cluster = cluster.with_records(ns, name);
     }
+    let mut wakeups = cluster.wakeups();
+    let mut synced_once = false;
     let mut reconciler = Reconciler {
         clouds: clouds_for(&config, &metrics)?,
         config: Arc::new(config),
-        cluster: Arc::new(cluster),
+        cluster: Arc::new(cluster.clone()),
         dry_run: opts.dry_run,
     };
     let recorder = EventRecorder::new(client.clone(), opts.event_window);
@@ -316,20 +320,37 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
             }
         }
         let started = Instant::now();
-        let now = SystemTime::now();
+        // This cycle sees every change so far: only later ones should wake the next.
+        if let Some(w) = wakeups.as_mut() {
+            w.borrow_and_update();
+        }
         // Losing the lease (or a stop) abandons the cycle at once.
         let one_cycle = async {
+            if !synced_once {
+                // The first decision waits for complete caches, never a partial cluster.
+                cluster.synced().await?;
+                tracing::info!(
+                    took_ms = started.elapsed().as_millis() as u64,
+                    caches = ?cluster.cache_stats().iter().map(|c| (c.resource, c.objects)).collect::<Vec<_>>(),
+                    "watch caches synced"
+                );
+                synced_once = true;
+            }
+            let now = SystemTime::now();
             let (snapshot, decision) = reconciler.plan(now).await?;
             // Acting (a VM create, a drain) may take long: the health check allows it up
             // to provisionTimeout on top of --stuck-after.
             health.acting(Some(reconciler.config.provision_timeout));
             let result = reconciler.act(&snapshot, &decision, now).await;
             health.acting(None);
-            Ok::<_, crate::reconcile::CycleError>(Cycle {
-                snapshot,
-                decision,
-                result,
-            })
+            Ok::<_, crate::reconcile::CycleError>((
+                now,
+                Cycle {
+                    snapshot,
+                    decision,
+                    result,
+                },
+            ))
         };
         let cycle = tokio::select! {
             c = one_cycle => Some(c),
@@ -344,7 +365,7 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
         match cycle {
             None => continue,
             Some(Err(e)) => tracing::warn!(error = %e, "cycle failed; retrying next cycle"),
-            Some(Ok(cycle)) => {
+            Some(Ok((now, cycle))) => {
                 let summary = summarize(&cycle.snapshot, &reconciler.config, now);
                 record_metrics(&metrics, &summary, &cycle);
                 let outcome = cycle.result.as_ref().ok().cloned().unwrap_or_default();
@@ -413,8 +434,12 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
         } else {
             reconciler.config.scan_interval
         };
+        // Until scanInterval, or sooner when the caches see something worth a cycle.
         tokio::select! {
             _ = tokio::time::sleep(pause) => {}
+            _ = next_batch(wakeups.as_mut(), Batching::of(&reconciler.config)) => {
+                tracing::debug!("woken up by a cluster change");
+            }
             _ = lost(&mut leading) => {}
             _ = stopped(&mut stop) => {}
         }

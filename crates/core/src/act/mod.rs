@@ -156,6 +156,19 @@ impl Clouds {
             .collect()
     }
 
+    /// Each distinct provider once with the groups it serves, so a cycle can read each
+    /// provider with one call.
+    pub fn by_provider(&self) -> Vec<(Arc<dyn CloudProvider>, Vec<String>)> {
+        let mut out: Vec<(Arc<dyn CloudProvider>, Vec<String>)> = Vec::new();
+        for (group, p) in &self.by_group {
+            match out.iter_mut().find(|(q, _)| Arc::ptr_eq(q, p)) {
+                Some((_, groups)) => groups.push(group.clone()),
+                None => out.push((p.clone(), vec![group.clone()])),
+            }
+        }
+        out
+    }
+
     pub fn groups(&self) -> impl Iterator<Item = (&String, &Arc<dyn CloudProvider>)> {
         self.by_group.iter()
     }

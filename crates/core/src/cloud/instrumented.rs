@@ -5,7 +5,7 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 
-use super::{CloudError, CloudProvider, CreateRequest, GroupShape, Server};
+use super::{CloudError, CloudProvider, CreateRequest, GroupShape, Observed, Server};
 use crate::telemetry::metrics::Metrics;
 
 pub struct Instrumented {
@@ -18,7 +18,7 @@ impl Instrumented {
         Arc::new(Instrumented { inner, metrics })
     }
 
-    fn observe<T>(&self, call: &str, started: Instant, r: &Result<T, CloudError>) {
+    fn record<T>(&self, call: &str, started: Instant, r: &Result<T, CloudError>) {
         self.metrics
             .cloud_call(self.inner.name(), call, started.elapsed(), r.is_ok());
     }
@@ -33,42 +33,49 @@ impl CloudProvider for Instrumented {
     async fn list_servers(&self, cluster: &str) -> Result<Vec<Server>, CloudError> {
         let t = Instant::now();
         let r = self.inner.list_servers(cluster).await;
-        self.observe("list_servers", t, &r);
+        self.record("list_servers", t, &r);
         r
     }
 
     async fn create_server(&self, req: &CreateRequest) -> Result<Server, CloudError> {
         let t = Instant::now();
         let r = self.inner.create_server(req).await;
-        self.observe("create_server", t, &r);
+        self.record("create_server", t, &r);
         r
     }
 
     async fn get_server(&self, cluster: &str, id: &str) -> Result<Option<Server>, CloudError> {
         let t = Instant::now();
         let r = self.inner.get_server(cluster, id).await;
-        self.observe("get_server", t, &r);
+        self.record("get_server", t, &r);
         r
     }
 
     async fn delete_server(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         let t = Instant::now();
         let r = self.inner.delete_server(cluster, id).await;
-        self.observe("delete_server", t, &r);
+        self.record("delete_server", t, &r);
         r
     }
 
     async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {
         let t = Instant::now();
         let r = self.inner.group_shape(group).await;
-        self.observe("group_shape", t, &r);
+        self.record("group_shape", t, &r);
+        r
+    }
+
+    async fn observe(&self, cluster: &str, groups: &[String]) -> Result<Observed, CloudError> {
+        let t = Instant::now();
+        let r = self.inner.observe(cluster, groups).await;
+        self.record("observe", t, &r);
         r
     }
 
     async fn verify(&self) -> Result<Vec<String>, CloudError> {
         let t = Instant::now();
         let r = self.inner.verify().await;
-        self.observe("verify", t, &r);
+        self.record("verify", t, &r);
         r
     }
 }

@@ -8,6 +8,7 @@ pub mod kamatera;
 pub mod openstack;
 pub mod proxmox;
 
+use std::collections::BTreeMap;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -70,6 +71,14 @@ pub struct GroupShape {
     pub instance_type: Option<String>,
     pub zone: Option<String>,
     pub region: Option<String>,
+}
+
+/// What one cycle reads from one provider: its servers of the cluster and the shape of a
+/// new VM of each of its groups.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Observed {
+    pub servers: Vec<Server>,
+    pub shapes: BTreeMap<String, GroupShape>,
 }
 
 /// Everything needed to create one VM of a group.
@@ -181,6 +190,18 @@ pub trait CloudProvider: Send + Sync {
     /// scale-ups and to label the node-to-be.
     async fn group_shape(&self, _group: &str) -> Result<GroupShape, CloudError> {
         Ok(GroupShape::default())
+    }
+    /// Everything a cycle reads from this provider: the servers of `cluster` and the shape
+    /// of each of `groups`. Called once per provider per cycle; a provider whose listing
+    /// also answers the shapes (Proxmox: one `/cluster/resources` for both) overrides it so
+    /// that a cycle costs one listing, not one per group.
+    async fn observe(&self, cluster: &str, groups: &[String]) -> Result<Observed, CloudError> {
+        let servers = self.list_servers(cluster).await?;
+        let mut shapes = BTreeMap::new();
+        for g in groups {
+            shapes.insert(g.clone(), self.group_shape(g).await?);
+        }
+        Ok(Observed { servers, shapes })
     }
     /// Verifies credentials and that everything the groups refer to exists (`nodewright
     /// check`): one line per thing verified, in the provider's own terms.

@@ -210,6 +210,31 @@ fn labels(m: &Option<BTreeMap<String, String>>) -> BTreeMap<String, String> {
     m.clone().unwrap_or_default()
 }
 
+/// Node annotations the planner reads: nodewright's own and the opt-outs users know.
+fn node_annotation_read(key: &str) -> bool {
+    key.starts_with("nodewright.io/")
+        || key == crate::CA_SCALE_DOWN_DISABLED
+        || key == crate::KARPENTER_DO_NOT_DISRUPT
+}
+
+/// Pod annotations the planner reads (whether a pod is a mirror pod is kept apart).
+fn pod_annotation_read(key: &str) -> bool {
+    key == crate::CA_SAFE_TO_EVICT || key == crate::KARPENTER_DO_NOT_DISRUPT
+}
+
+/// Only the annotations the planner reads: the rest (`last-applied-configuration`,
+/// checksums) can be most of an object's size, and the watch caches keep every object.
+fn annotations(
+    m: &Option<BTreeMap<String, String>>,
+    read: fn(&str) -> bool,
+) -> BTreeMap<String, String> {
+    m.iter()
+        .flatten()
+        .filter(|(k, _)| read(k))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
 pub fn node_info(n: &Node) -> Option<NodeInfo> {
     let name = n.metadata.name.clone()?;
     let spec = n.spec.as_ref();
@@ -246,7 +271,7 @@ pub fn node_info(n: &Node) -> Option<NodeInfo> {
     Some(NodeInfo {
         name,
         labels: labels(&n.metadata.labels),
-        annotations: labels(&n.metadata.annotations),
+        annotations: annotations(&n.metadata.annotations, node_annotation_read),
         created: n
             .metadata
             .creation_timestamp
@@ -429,7 +454,7 @@ pub fn pod_info(p: &Pod) -> Option<PodInfo> {
         host_ports,
         tolerations,
         labels: pod_labels,
-        annotations: labels(&p.metadata.annotations),
+        annotations: annotations(&p.metadata.annotations, pod_annotation_read),
         local_storage,
         deleting: p.metadata.deletion_timestamp.is_some(),
         created: p
@@ -473,6 +498,38 @@ mod tests {
         assert_eq!(parse_quantity("12Zi"), None);
         assert_eq!(parse_quantity(""), None);
         assert_eq!(parse_quantity("-1Gi"), None);
+    }
+
+    #[test]
+    fn only_the_annotations_the_planner_reads_are_kept() {
+        let mut p = Pod::default();
+        p.metadata.name = Some("web".into());
+        p.metadata.annotations = Some(BTreeMap::from([
+            (crate::CA_SAFE_TO_EVICT.to_string(), "false".to_string()),
+            ("kubernetes.io/config.mirror".to_string(), "x".to_string()),
+            (
+                "kubectl.kubernetes.io/last-applied-configuration".to_string(),
+                "{...}".to_string(),
+            ),
+        ]));
+        let info = pod_info(&p).expect("converts");
+        assert!(info.mirror);
+        assert_eq!(
+            info.annotations.keys().collect::<Vec<_>>(),
+            vec![crate::CA_SAFE_TO_EVICT]
+        );
+        let mut n = Node::default();
+        n.metadata.name = Some("n1".into());
+        n.metadata.annotations = Some(BTreeMap::from([
+            (crate::ANNOTATION_CORDONED.to_string(), "why".to_string()),
+            (
+                crate::CA_SCALE_DOWN_DISABLED.to_string(),
+                "true".to_string(),
+            ),
+            ("node.alpha.kubernetes.io/ttl".to_string(), "0".to_string()),
+        ]));
+        let info = node_info(&n).expect("converts");
+        assert_eq!(info.annotations.len(), 2, "{:?}", info.annotations);
     }
 
     #[test]

@@ -1,6 +1,9 @@
-//! [`ClusterApi`] over the real Kubernetes API with kube-rs.
+//! [`ClusterApi`] over the real Kubernetes API with kube-rs: reads from watch caches
+//! ([`KubeCluster::watching`], what `run` uses) or by listing ([`KubeCluster::new`], for
+//! one-shot commands), writes always to the API server.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -11,6 +14,7 @@ use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, 
 use kube::Client;
 use serde_json::json;
 
+use super::cache::{CacheOptions, CacheStats, ClusterCache};
 use super::convert::{node_info, pdb_info, pod_info};
 use super::records::{record_data, DisruptionRecords, RecordKind};
 use super::status::write_status;
@@ -27,13 +31,16 @@ pub struct KubeCluster {
     /// Namespace and name of the ConfigMap holding the disruption records; none kept
     /// without it.
     records: Option<(String, String)>,
+    cache: Option<Arc<ClusterCache>>,
 }
 
 impl KubeCluster {
+    /// Lists the cluster on every read: right for a single look (`plan`, `check`).
     pub fn new(client: Client) -> Self {
         KubeCluster {
             client,
             records: None,
+            cache: None,
         }
     }
 
@@ -42,6 +49,55 @@ impl KubeCluster {
     pub fn with_records(mut self, namespace: &str, name: &str) -> Self {
         self.records = Some((namespace.to_string(), name.to_string()));
         self
+    }
+
+    /// Reads from watch caches started now (on the current tokio runtime) and kept until
+    /// the last clone is dropped: what a long-running loop wants. The first read waits
+    /// for the caches' first complete list.
+    pub fn watching(client: Client, options: CacheOptions) -> Self {
+        let cache = ClusterCache::start(client.clone(), options);
+        KubeCluster {
+            client,
+            records: None,
+            cache: Some(Arc::new(cache)),
+        }
+    }
+
+    /// Changes as a counter: it moves when a pod becomes Unschedulable or a node becomes
+    /// Ready, is cordoned or deleted. `None` without caches.
+    pub fn wakeups(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        self.cache.as_ref().map(|c| c.wakeups())
+    }
+
+    /// What each cache holds and has seen; empty without caches.
+    pub fn cache_stats(&self) -> Vec<CacheStats> {
+        self.cache.as_ref().map(|c| c.stats()).unwrap_or_default()
+    }
+
+    /// Waits until every cache has its first complete list.
+    pub async fn synced(&self) -> Result<(), ClusterError> {
+        if let Some(c) = &self.cache {
+            let t = c.sync_timeout();
+            tokio::try_join!(
+                c.nodes.values(t),
+                c.pods.values(t),
+                c.pdbs.values(t),
+                c.attachments.values(t)
+            )?;
+        }
+        Ok(())
+    }
+
+    fn forget_node(&self, name: &str) {
+        if let Some(c) = &self.cache {
+            c.node_deleted(name);
+        }
+    }
+
+    fn node_written(&self, node: &Node) {
+        if let Some(c) = &self.cache {
+            c.node_written(node);
+        }
     }
 }
 
@@ -110,6 +166,9 @@ impl ClusterApi for KubeCluster {
     }
 
     async fn nodes(&self) -> Result<Vec<NodeInfo>, ClusterError> {
+        if let Some(c) = &self.cache {
+            return c.nodes.values(c.sync_timeout()).await;
+        }
         let api: Api<Node> = Api::all(self.client.clone());
         Ok(list_all(&api, "nodes")
             .await?
@@ -119,6 +178,9 @@ impl ClusterApi for KubeCluster {
     }
 
     async fn pods(&self) -> Result<Vec<PodInfo>, ClusterError> {
+        if let Some(c) = &self.cache {
+            return c.pods.values(c.sync_timeout()).await;
+        }
         let api: Api<Pod> = Api::all(self.client.clone());
         Ok(list_all(&api, "pods")
             .await?
@@ -128,6 +190,9 @@ impl ClusterApi for KubeCluster {
     }
 
     async fn pdbs(&self) -> Result<Vec<PdbInfo>, ClusterError> {
+        if let Some(c) = &self.cache {
+            return c.pdbs.values(c.sync_timeout()).await;
+        }
         let api: Api<PodDisruptionBudget> = Api::all(self.client.clone());
         Ok(list_all(&api, "poddisruptionbudgets")
             .await?
@@ -137,6 +202,9 @@ impl ClusterApi for KubeCluster {
     }
 
     async fn volume_attachments(&self) -> Result<Vec<(String, String)>, ClusterError> {
+        if let Some(c) = &self.cache {
+            return c.attachments.values(c.sync_timeout()).await;
+        }
         let api: Api<VolumeAttachment> = Api::all(self.client.clone());
         Ok(list_all(&api, "volumeattachments")
             .await?
@@ -155,9 +223,11 @@ impl ClusterApi for KubeCluster {
             "metadata": {"annotations": annotations},
             "spec": {"unschedulable": true}
         });
-        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        let patched = api
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(api_err(format!("cordon node {node}")))?;
+        self.node_written(&patched);
         Ok(())
     }
 
@@ -176,9 +246,11 @@ impl ClusterApi for KubeCluster {
             "metadata": {"annotations": annotations},
             "spec": {"unschedulable": false}
         });
-        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        let patched = api
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(api_err(format!("uncordon node {node}")))?;
+        self.node_written(&patched);
         Ok(())
     }
 
@@ -189,9 +261,11 @@ impl ClusterApi for KubeCluster {
     ) -> Result<(), ClusterError> {
         let api: Api<Node> = Api::all(self.client.clone());
         let patch = json!({"metadata": {"annotations": annotations}});
-        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        let patched = api
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(api_err(format!("annotate node {node}")))?;
+        self.node_written(&patched);
         Ok(())
     }
 
@@ -215,9 +289,11 @@ impl ClusterApi for KubeCluster {
             "metadata": {"resourceVersion": current.metadata.resource_version},
             "spec": {"taints": taints}
         });
-        api.patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+        let patched = api
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .map_err(api_err(format!("remove taint {key} from node {node}")))?;
+        self.node_written(&patched);
         Ok(())
     }
 
@@ -234,10 +310,15 @@ impl ClusterApi for KubeCluster {
     async fn delete_node(&self, node: &str) -> Result<(), ClusterError> {
         let api: Api<Node> = Api::all(self.client.clone());
         match api.delete(node, &DeleteParams::default()).await {
-            Ok(_) => Ok(()),
-            Err(e) if status_code(&e) == Some(404) => Ok(()),
-            Err(e) => Err(api_err(format!("delete node {node}"))(e)),
+            Ok(answer) => match answer.left() {
+                // Still there, finalizers pending: it is seen deleting.
+                Some(n) => self.node_written(&n),
+                None => self.forget_node(node),
+            },
+            Err(e) if status_code(&e) == Some(404) => self.forget_node(node),
+            Err(e) => return Err(api_err(format!("delete node {node}"))(e)),
         }
+        Ok(())
     }
 
     async fn node(&self, node: &str) -> Result<Option<NodeInfo>, ClusterError> {
@@ -267,16 +348,31 @@ impl ClusterApi for KubeCluster {
             .create(&PostParams::default(), &pod)
             .await
             .map_err(api_err(format!("create image puller on {node}")))?;
+        if let Some(c) = &self.cache {
+            c.pod_written(&created);
+        }
         Ok(created.metadata.name.unwrap_or_default())
     }
 
     async fn delete_pod(&self, pod: &PodRef) -> Result<(), ClusterError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
-        match api.delete(&pod.name, &DeleteParams::default()).await {
-            Ok(_) => Ok(()),
-            Err(e) if status_code(&e) == Some(404) => Ok(()),
-            Err(e) => Err(api_err(format!("delete pod {pod}"))(e)),
+        let gone = match api.delete(&pod.name, &DeleteParams::default()).await {
+            Ok(answer) => match answer.left() {
+                Some(p) => {
+                    if let Some(c) = &self.cache {
+                        c.pod_written(&p);
+                    }
+                    false
+                }
+                None => true,
+            },
+            Err(e) if status_code(&e) == Some(404) => true,
+            Err(e) => return Err(api_err(format!("delete pod {pod}"))(e)),
+        };
+        if let (true, Some(c)) = (gone, &self.cache) {
+            c.pod_deleted(&pod.namespace, &pod.name);
         }
+        Ok(())
     }
 }
 

@@ -2,6 +2,7 @@
 //! few writes the actions need, behind [`ClusterApi`] so the loop can be driven by any
 //! implementation.
 
+mod cache;
 pub mod convert;
 pub mod events;
 mod kube_api;
@@ -15,6 +16,7 @@ use std::time::SystemTime;
 
 use async_trait::async_trait;
 
+pub use cache::{CacheOptions, CacheStats};
 pub use kube_api::KubeCluster;
 pub use records::{DisruptionRecords, RecordKind};
 
@@ -29,6 +31,14 @@ pub enum ClusterError {
         call: String,
         #[source]
         source: Box<kube::Error>,
+    },
+    /// The watch cache has not completed its first list: deciding on part of the cluster
+    /// could remove nodes that are needed.
+    #[error("the {resource} cache is not synced after {}{}", humantime::format_duration(*.waited), .last_error.as_ref().map(|e| format!(" (last watch error: {e})")).unwrap_or_default())]
+    NotSynced {
+        resource: &'static str,
+        waited: std::time::Duration,
+        last_error: Option<String>,
     },
 }
 

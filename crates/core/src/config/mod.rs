@@ -83,6 +83,13 @@ pub struct Config {
     /// Pause between cycles.
     #[serde(default = "default_scan_interval", with = "humantime_serde")]
     pub scan_interval: Duration,
+    /// A wake-up (a pod becoming Unschedulable, a node becoming Ready, cordoned or
+    /// deleted) starts a cycle once no further wake-up came for this long...
+    #[serde(default = "default_batch_idle", with = "humantime_serde")]
+    pub batch_idle_duration: Duration,
+    /// ...or this long after the first one, so a burst of pods is planned in one go.
+    #[serde(default = "default_batch_max", with = "humantime_serde")]
+    pub batch_max_duration: Duration,
     /// Directory holding user-data templates; relative paths are relative to the config file.
     #[serde(default = "default_templates_dir")]
     pub templates_dir: PathBuf,
@@ -367,6 +374,12 @@ fn default_scale_down_delay() -> Duration {
 }
 fn default_scan_interval() -> Duration {
     Duration::from_secs(30)
+}
+fn default_batch_idle() -> Duration {
+    Duration::from_secs(1)
+}
+fn default_batch_max() -> Duration {
+    Duration::from_secs(10)
 }
 fn default_templates_dir() -> PathBuf {
     PathBuf::from("templates")

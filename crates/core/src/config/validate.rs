@@ -21,6 +21,22 @@ pub(super) fn validate(c: &Config) -> Vec<ConfigProblem> {
     );
     check_min_duration(
         &mut p,
+        "batchIdleDuration",
+        c.batch_idle_duration,
+        Duration::from_millis(10),
+    );
+    if c.batch_max_duration < c.batch_idle_duration {
+        p.push(ConfigProblem::new(
+            "batchMaxDuration",
+            format!(
+                "got {}, shorter than batchIdleDuration ({}); expected at least batchIdleDuration (defaults 1s and 10s)",
+                humantime::format_duration(c.batch_max_duration),
+                humantime::format_duration(c.batch_idle_duration)
+            ),
+        ));
+    }
+    check_min_duration(
+        &mut p,
         "provisionTimeout",
         c.provision_timeout,
         Duration::from_secs(1),

@@ -368,11 +368,23 @@ impl OpenStackProvider {
             return Ok(f);
         }
         let flavors = self.list_flavors().await?;
-        let found = flavors
-            .iter()
-            .find(|f| f.id == name)
-            .or_else(|| flavors.iter().find(|f| f.name == name))
-            .cloned();
+        let find = |name: &str| {
+            flavors
+                .iter()
+                .find(|f| f.id == name)
+                .or_else(|| flavors.iter().find(|f| f.name == name))
+                .cloned()
+        };
+        // One listing resolves every group's flavor, so groups with different flavors
+        // cost one call per cycle, not one each.
+        for wanted in self.groups.values().map(|g| g.flavor.as_str()) {
+            if wanted != name {
+                if let Some(f) = find(wanted) {
+                    self.remember(Kind::Flavor, wanted, Resolved::Flavor(f));
+                }
+            }
+        }
+        let found = find(name);
         let flavor = match found {
             Some(f) => f,
             None => {

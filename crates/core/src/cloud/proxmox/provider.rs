@@ -22,7 +22,7 @@ use super::tags::{self, ownership, Ownership};
 use super::tasks::{upid_of, wait_task};
 use super::{other, pve_urlencode, IpConfig, JoinMode, ProxmoxSettings, PROVIDER};
 use crate::cloud::{
-    refused, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
+    refused, CloudError, CloudProvider, CreateRequest, GroupShape, Observed, Server, ServerStatus,
 };
 
 /// Tunables of [`ProxmoxProvider`]; the defaults suit real clusters.
@@ -507,16 +507,21 @@ impl CloudProvider for ProxmoxProvider {
     /// VMs tagged for `cluster`, and VMs half-made for it (see [`half_made`]).
     async fn list_servers(&self, cluster: &str) -> Result<Vec<Server>, CloudError> {
         let vms = list_vms(&self.inner.api).await?;
-        let mut out = Vec::new();
-        for v in vms.iter().filter(|v| !v.template) {
-            let o = ownership(v.tags());
-            if o.cluster.as_deref() == Some(cluster) {
-                out.push(self.vm_server(v, o, false).await);
-            } else if let Some(o) = half_made(&self.inner.api, v, cluster).await? {
-                out.push(self.vm_server(v, o, true).await);
-            }
+        self.servers_in(&vms, cluster).await
+    }
+
+    /// One `/cluster/resources` listing answers both the servers and every group's
+    /// template, so a cycle costs one call whatever the number of groups.
+    async fn observe(&self, cluster: &str, groups: &[String]) -> Result<Observed, CloudError> {
+        let vms = list_vms(&self.inner.api).await?;
+        let mut shapes = BTreeMap::new();
+        for g in groups {
+            shapes.insert(g.clone(), self.shape_in(&vms, g)?);
         }
-        Ok(out)
+        Ok(Observed {
+            servers: self.servers_in(&vms, cluster).await?,
+            shapes,
+        })
     }
 
     /// Ownership as the tags say it, or for an untagged VM half-made for `cluster`, as its
@@ -584,9 +589,38 @@ impl CloudProvider for ProxmoxProvider {
     }
 
     async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {
-        let settings = self.settings(group)?;
         let vms = list_vms(&self.inner.api).await?;
-        let template = find_template(&vms, &settings.template)?;
+        self.shape_in(&vms, group)
+    }
+
+    async fn verify(&self) -> Result<Vec<String>, CloudError> {
+        self.check().await
+    }
+}
+
+impl ProxmoxProvider {
+    /// The VMs of `vms` that are `cluster`'s, as servers.
+    async fn servers_in(
+        &self,
+        vms: &[VmResource],
+        cluster: &str,
+    ) -> Result<Vec<Server>, CloudError> {
+        let mut out = Vec::new();
+        for v in vms.iter().filter(|v| !v.template) {
+            let o = ownership(v.tags());
+            if o.cluster.as_deref() == Some(cluster) {
+                out.push(self.vm_server(v, o, false).await);
+            } else if let Some(o) = half_made(&self.inner.api, v, cluster).await? {
+                out.push(self.vm_server(v, o, true).await);
+            }
+        }
+        Ok(out)
+    }
+
+    /// The shape of a new VM of `group`, from its template among `vms`.
+    fn shape_in(&self, vms: &[VmResource], group: &str) -> Result<GroupShape, CloudError> {
+        let settings = self.settings(group)?;
+        let template = find_template(vms, &settings.template)?;
         let cpus = settings
             .cores
             .map(u64::from)
@@ -603,10 +637,6 @@ impl CloudProvider for ProxmoxProvider {
             zone,
             region: None,
         })
-    }
-
-    async fn verify(&self) -> Result<Vec<String>, CloudError> {
-        self.check().await
     }
 }
 

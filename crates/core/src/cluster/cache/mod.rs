@@ -1,0 +1,377 @@
+//! Watch caches of nodes, pods, PodDisruptionBudgets and VolumeAttachments, so that a
+//! cycle reads memory instead of listing the cluster, and so that the changes worth
+//! acting on (a pod the scheduler gave up on, a node that became Ready, went away or was
+//! cordoned) wake the loop within seconds instead of at the next `scanInterval`.
+//!
+//! Each resource has one kube-rs `watcher` (list, then watch from that resourceVersion;
+//! a watch that ends resumes from the last version seen; `410 Gone` relists) with
+//! client-go's backoff after errors. Objects are converted to the planner's types as they
+//! arrive and only those are kept: no `managedFields`, no annotations the planner never
+//! reads, no full object at all.
+
+mod store;
+mod watch;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::VolumeAttachment;
+use kube::{Api, Client, ResourceExt};
+use tokio::task::JoinHandle;
+
+use super::convert::{node_info, pdb_info, pod_info};
+use super::ClusterError;
+use crate::plan::{NodeInfo, PdbInfo, PodInfo};
+pub(crate) use store::Cached;
+use store::{Change, Store};
+
+/// How the caches behave; the defaults suit real clusters.
+#[derive(Debug, Clone)]
+pub struct CacheOptions {
+    /// A cycle waits this long at most for a cache's first complete list, then fails
+    /// (and the next cycle waits again).
+    pub sync_timeout: Duration,
+    /// `timeoutSeconds` of each watch request: the server ends the watch after this
+    /// and it is resumed from the last version seen.
+    pub watch_timeout: Option<u32>,
+}
+
+impl Default for CacheOptions {
+    fn default() -> Self {
+        CacheOptions {
+            sync_timeout: Duration::from_secs(120),
+            watch_timeout: None,
+        }
+    }
+}
+
+/// What a cache has seen, for logs, tests and benchmarks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CacheStats {
+    pub resource: &'static str,
+    pub objects: usize,
+    pub synced: bool,
+    /// Complete lists applied: 1 after the first sync, one more per relist.
+    pub lists: u64,
+    pub events: u64,
+    pub errors: u64,
+    pub last_error: Option<String>,
+}
+
+/// The VolumeAttachment fields the planner reads: its name and its node.
+pub(crate) type Attachment = (String, String);
+
+impl Cached for NodeInfo {
+    fn wake(old: Option<&Self>, new: Option<&Self>) -> Option<&'static str> {
+        match (old, new) {
+            (old, Some(n)) if n.ready && !old.is_some_and(|o| o.ready) => Some("node Ready"),
+            (Some(o), Some(n)) if n.unschedulable && !o.unschedulable => Some("node cordoned"),
+            (Some(_), None) => Some("node deleted"),
+            _ => None,
+        }
+    }
+}
+
+impl Cached for PodInfo {
+    fn wake(old: Option<&Self>, new: Option<&Self>) -> Option<&'static str> {
+        match (old, new) {
+            (old, Some(n)) if n.unschedulable && !old.is_some_and(|o| o.unschedulable) => {
+                Some("pod Unschedulable")
+            }
+            _ => None,
+        }
+    }
+}
+
+impl Cached for PdbInfo {}
+impl Cached for Attachment {}
+
+/// One resource's cache, shared by its watch task and the readers.
+pub(crate) struct Shared<V> {
+    resource: &'static str,
+    store: Mutex<Store<V>>,
+    synced: tokio::sync::watch::Sender<bool>,
+    stats: Mutex<Counters>,
+}
+
+#[derive(Debug, Default)]
+struct Counters {
+    lists: u64,
+    events: u64,
+    errors: u64,
+    last_error: Option<String>,
+}
+
+impl<V: Cached> Shared<V> {
+    fn new(resource: &'static str) -> Arc<Self> {
+        Arc::new(Shared {
+            resource,
+            store: Mutex::new(Store::default()),
+            synced: tokio::sync::watch::channel(false).0,
+            stats: Mutex::new(Counters::default()),
+        })
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Store<V>> {
+        self.store.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn counters(&self) -> std::sync::MutexGuard<'_, Counters> {
+        self.stats.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Applies a watch event; returns the wake-ups it causes.
+    fn apply(&self, change: Change<V>) -> Vec<store::Trigger> {
+        let done = matches!(change, Change::InitDone);
+        let triggers = self.lock().apply(change, Instant::now());
+        let mut c = self.counters();
+        c.events += 1;
+        if done {
+            c.lists += 1;
+            self.synced.send_replace(true);
+        }
+        triggers
+    }
+
+    fn failed(&self, error: String) {
+        let mut c = self.counters();
+        c.errors += 1;
+        c.last_error = Some(error);
+    }
+
+    /// The cached objects, once the first complete list is in.
+    pub async fn values(&self, timeout: Duration) -> Result<Vec<V>, ClusterError> {
+        let mut synced = self.synced.subscribe();
+        if tokio::time::timeout(timeout, synced.wait_for(|s| *s))
+            .await
+            .is_err()
+        {
+            return Err(ClusterError::NotSynced {
+                resource: self.resource,
+                waited: timeout,
+                last_error: self.counters().last_error.clone(),
+            });
+        }
+        Ok(self.lock().values())
+    }
+
+    fn write_through<K: ResourceExt>(&self, obj: &K, convert: fn(&K) -> Option<V>) {
+        if let Some(v) = convert(obj) {
+            self.lock()
+                .write_through(key_of(obj), obj.resource_version(), v, Instant::now());
+        }
+    }
+
+    fn forget(&self, key: &str) {
+        self.lock().forget(key, Instant::now());
+    }
+
+    fn stats(&self) -> CacheStats {
+        let (objects, synced) = {
+            let s = self.lock();
+            (s.len(), s.synced())
+        };
+        let c = self.counters();
+        CacheStats {
+            resource: self.resource,
+            objects,
+            synced,
+            lists: c.lists,
+            events: c.events,
+            errors: c.errors,
+            last_error: c.last_error.clone(),
+        }
+    }
+}
+
+/// `namespace/name` for namespaced objects, `name` otherwise: a list's order.
+pub(crate) fn key_of<K: ResourceExt>(obj: &K) -> String {
+    match obj.namespace() {
+        Some(ns) => format!("{ns}/{}", obj.name_any()),
+        None => obj.name_any(),
+    }
+}
+
+/// Counts wake-ups; the loop waits for it to change.
+pub(crate) type WakeTx = tokio::sync::watch::Sender<u64>;
+
+/// The four caches and their watch tasks, which end when this is dropped.
+pub(crate) struct ClusterCache {
+    pub nodes: Arc<Shared<NodeInfo>>,
+    pub pods: Arc<Shared<PodInfo>>,
+    pub pdbs: Arc<Shared<PdbInfo>>,
+    pub attachments: Arc<Shared<Attachment>>,
+    wake: WakeTx,
+    options: CacheOptions,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Drop for ClusterCache {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+fn attachment(va: &VolumeAttachment) -> Option<Attachment> {
+    Some((va.metadata.name.clone()?, va.spec.node_name.clone()))
+}
+
+impl ClusterCache {
+    /// Starts the four watches on the current tokio runtime.
+    pub fn start(client: Client, options: CacheOptions) -> ClusterCache {
+        let wake = tokio::sync::watch::channel(0u64).0;
+        let nodes = Shared::new("nodes");
+        let pods = Shared::new("pods");
+        let pdbs = Shared::new("poddisruptionbudgets");
+        let attachments = Shared::new("volumeattachments");
+        let mut cfg = kube::runtime::watcher::Config::default();
+        if let Some(t) = options.watch_timeout {
+            cfg = cfg.timeout(t);
+        }
+        let tasks = vec![
+            tokio::spawn(watch::run(
+                Api::<Node>::all(client.clone()),
+                cfg.clone(),
+                nodes.clone(),
+                node_info,
+                wake.clone(),
+            )),
+            tokio::spawn(watch::run(
+                Api::<Pod>::all(client.clone()),
+                cfg.clone(),
+                pods.clone(),
+                pod_info,
+                wake.clone(),
+            )),
+            tokio::spawn(watch::run(
+                Api::<PodDisruptionBudget>::all(client.clone()),
+                cfg.clone(),
+                pdbs.clone(),
+                pdb_info,
+                wake.clone(),
+            )),
+            tokio::spawn(watch::run(
+                Api::<VolumeAttachment>::all(client),
+                cfg,
+                attachments.clone(),
+                attachment,
+                wake.clone(),
+            )),
+        ];
+        ClusterCache {
+            nodes,
+            pods,
+            pdbs,
+            attachments,
+            wake,
+            options,
+            tasks,
+        }
+    }
+
+    pub fn sync_timeout(&self) -> Duration {
+        self.options.sync_timeout
+    }
+
+    pub fn wakeups(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.wake.subscribe()
+    }
+
+    pub fn node_written(&self, node: &Node) {
+        self.nodes.write_through(node, node_info);
+    }
+
+    pub fn node_deleted(&self, name: &str) {
+        self.nodes.forget(name);
+    }
+
+    pub fn pod_written(&self, pod: &Pod) {
+        self.pods.write_through(pod, pod_info);
+    }
+
+    pub fn pod_deleted(&self, namespace: &str, name: &str) {
+        self.pods.forget(&format!("{namespace}/{name}"));
+    }
+
+    pub fn stats(&self) -> Vec<CacheStats> {
+        vec![
+            self.nodes.stats(),
+            self.pods.stats(),
+            self.pdbs.stats(),
+            self.attachments.stats(),
+        ]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn node(ready: bool, unschedulable: bool) -> NodeInfo {
+        let n: Node = serde_json::from_value(json!({
+            "metadata": {"name": "n1"},
+            "spec": {"unschedulable": unschedulable},
+            "status": {"conditions": [{"type": "Ready", "status": if ready {"True"} else {"False"}}]}
+        }))
+        .expect("node");
+        node_info(&n).expect("converts")
+    }
+
+    fn pod(unschedulable: bool) -> PodInfo {
+        let p: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p", "namespace": "default"},
+            "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled",
+                "status": if unschedulable {"False"} else {"True"}, "reason": "Unschedulable"}]}
+        }))
+        .expect("pod");
+        pod_info(&p).expect("converts")
+    }
+
+    #[test]
+    fn what_wakes_the_loop() {
+        let wake = NodeInfo::wake;
+        assert_eq!(wake(None, Some(&node(true, false))), Some("node Ready"));
+        assert_eq!(
+            wake(Some(&node(false, false)), Some(&node(true, false))),
+            Some("node Ready")
+        );
+        assert_eq!(wake(None, Some(&node(false, false))), None);
+        assert_eq!(
+            wake(Some(&node(true, false)), Some(&node(true, true))),
+            Some("node cordoned")
+        );
+        assert_eq!(
+            wake(Some(&node(true, true)), Some(&node(true, false))),
+            None
+        );
+        assert_eq!(wake(Some(&node(true, false)), None), Some("node deleted"));
+        assert_eq!(
+            wake(Some(&node(true, false)), Some(&node(true, false))),
+            None
+        );
+
+        let wake = PodInfo::wake;
+        assert_eq!(wake(None, Some(&pod(true))), Some("pod Unschedulable"));
+        assert_eq!(
+            wake(Some(&pod(false)), Some(&pod(true))),
+            Some("pod Unschedulable")
+        );
+        assert_eq!(wake(Some(&pod(true)), Some(&pod(true))), None);
+        assert_eq!(wake(Some(&pod(true)), None), None);
+        assert_eq!(wake(None, Some(&pod(false))), None);
+    }
+
+    #[test]
+    fn keys_are_namespace_slash_name_or_name() {
+        let p: Pod = serde_json::from_value(json!({"metadata": {"name": "p", "namespace": "ns"}}))
+            .expect("pod");
+        assert_eq!(key_of(&p), "ns/p");
+        let n: Node = serde_json::from_value(json!({"metadata": {"name": "n"}})).expect("node");
+        assert_eq!(key_of(&n), "n");
+    }
+}
