@@ -300,8 +300,18 @@ impl ClusterApi for KubeCluster {
     async fn evict(&self, pod: &PodRef) -> Result<Eviction, ClusterError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &pod.namespace);
         match api.evict(&pod.name, &EvictParams::default()).await {
-            Ok(_) => Ok(Eviction::Evicted),
-            Err(e) if status_code(&e) == Some(404) => Ok(Eviction::Gone),
+            Ok(_) => {
+                if let Some(c) = &self.cache {
+                    c.pod_evicted(&pod.namespace, &pod.name);
+                }
+                Ok(Eviction::Evicted)
+            }
+            Err(e) if status_code(&e) == Some(404) => {
+                if let Some(c) = &self.cache {
+                    c.pod_deleted(&pod.namespace, &pod.name);
+                }
+                Ok(Eviction::Gone)
+            }
             Err(kube::Error::Api(s)) if s.code == 429 => Ok(Eviction::Blocked(s.message)),
             Err(e) => Err(api_err(format!("evict pod {pod}"))(e)),
         }

@@ -1,7 +1,7 @@
 //! Watch caches of nodes, pods, PodDisruptionBudgets and VolumeAttachments, so that a
 //! cycle reads memory instead of listing the cluster, and so that the changes worth
-//! acting on (a pod the scheduler gave up on, a node that became Ready, went away or was
-//! cordoned) wake the loop within seconds instead of at the next `scanInterval`.
+//! acting on (a pod the scheduler gave up on, a terminating pod gone, a node that became
+//! Ready, went away or was cordoned) wake the loop within seconds instead of at the next `scanInterval`.
 //!
 //! Each resource has one kube-rs `watcher` (list, then watch from that resourceVersion;
 //! a watch that ends resumes from the last version seen; `410 Gone` relists) with
@@ -80,6 +80,9 @@ impl Cached for PodInfo {
             (old, Some(n)) if n.unschedulable && !old.is_some_and(|o| o.unschedulable) => {
                 Some("pod Unschedulable")
             }
+            // An evicted (or otherwise deleted) pod finished terminating: a drain waiting
+            // on it can go on to delete its node now, not at the next scanInterval.
+            (Some(o), None) if o.deleting => Some("terminating pod gone"),
             _ => None,
         }
     }
@@ -166,6 +169,11 @@ impl<V: Cached> Shared<V> {
 
     fn forget(&self, key: &str) {
         self.lock().forget(key, Instant::now());
+    }
+
+    /// Changes the cached value of `key`, if any, until the next watch event for it.
+    fn modify(&self, key: &str, f: impl FnOnce(&mut V)) {
+        self.lock().modify(key, f);
     }
 
     fn stats(&self) -> CacheStats {
@@ -297,6 +305,14 @@ impl ClusterCache {
         self.pods.forget(&format!("{namespace}/{name}"));
     }
 
+    /// An eviction the API server accepted: the pod is terminating (or already gone) even
+    /// before its watch event arrives, so the drain waits for it instead of evicting it
+    /// again, and its removal then wakes the loop ("terminating pod gone").
+    pub fn pod_evicted(&self, namespace: &str, name: &str) {
+        self.pods
+            .modify(&format!("{namespace}/{name}"), |p| p.deleting = true);
+    }
+
     pub fn stats(&self) -> Vec<CacheStats> {
         vec![
             self.nodes.stats(),
@@ -363,6 +379,9 @@ mod tests {
         );
         assert_eq!(wake(Some(&pod(true)), Some(&pod(true))), None);
         assert_eq!(wake(Some(&pod(true)), None), None);
+        let mut terminating = pod(false);
+        terminating.deleting = true;
+        assert_eq!(wake(Some(&terminating), None), Some("terminating pod gone"));
         assert_eq!(wake(None, Some(&pod(false))), None);
     }
 

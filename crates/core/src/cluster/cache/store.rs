@@ -196,6 +196,14 @@ impl<V: Cached> Store<V> {
         self.items.insert(key, value);
     }
 
+    /// Changes the value of `key` in place, if it is held; the next watch event for it
+    /// replaces it as usual.
+    pub fn modify(&mut self, key: &str, f: impl FnOnce(&mut V)) {
+        if let Some(v) = self.items.get_mut(key) {
+            f(v);
+        }
+    }
+
     /// An own delete that succeeded: the object is gone now, whatever older events say.
     pub fn forget(&mut self, key: &str, now: Instant) {
         if !self.synced {
