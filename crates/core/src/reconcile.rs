@@ -91,6 +91,7 @@ impl Reconciler {
         }
         // Servers of a frozen provider would be half a picture: leave them all out.
         servers.retain(|s| !unavailable.contains_key(&s.provider));
+        let remembered = self.clouds.disruption_times();
         Ok(Snapshot {
             nodes,
             pods,
@@ -100,14 +101,10 @@ impl Reconciler {
             pdbs,
             volume_attachments,
             group_backoff: self.clouds.backoffs(),
-            last_node_deleted: self
-                .clouds
-                .disruption_times()
+            last_node_deleted: remembered
                 .last_node_deleted
                 .max(records.latest(RecordKind::NodeDeleted)),
-            last_disruption_failure: self
-                .clouds
-                .disruption_times()
+            last_disruption_failure: remembered
                 .last_failure
                 .max(records.latest(RecordKind::Failure)),
         })

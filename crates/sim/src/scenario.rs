@@ -11,47 +11,14 @@ use crate::plan::Action;
 
 const GI: u64 = 1 << 30;
 
-/// Short durations so the whole story fits in about two minutes.
-const DEMO_CONFIG: &str = r#"clusterName: demo
-freeMemoryTarget: 2 GiB
-minimumFreeNodeMemory: 1 GiB
-oldNodeAgeLimit: 50s
-provisionTimeout: 60s
-scanInterval: 1s
-scaleDown: {delayAfterAdd: 15s, unneededTime: 10s}
-imagePuller:
-  ignore: [docker.io/library/busybox]
-nodeGroups:
-  - name: workers
-    provider: openstack
-    minSize: 1
-    maxSize: 6
-    openstack: {flavor: m1.large, image: ubuntu-24.04, network: private}
-    userData:
-      template: k3s-agent.cloud-init.yaml.j2
-      variables:
-        k3s_url: https://192.0.2.10:6443
-        k3s_token: demo-join-token
-  # Batch jobs go to Proxmox VE: cloned from a template, joined through the guest agent.
-  - name: batch
-    provider: proxmox
-    maxSize: 3
-    proxmox: {template: agent-shared, memory: 8 GiB, cores: 4, join: guestAgent}
-    userData:
-      template: k3s-agent.join.sh.j2
-      variables: {k3s_url: "https://192.0.2.10:6443", k3s_token: demo-join-token}
-    labels: {workload: batch}
-    taints: [{key: dedicated, value: batch, effect: NoSchedule}]
-  # The cache runs on Kamatera.
-  - name: cache
-    provider: kamatera
-    maxSize: 2
-    kamatera: {datacenter: EU, image: ubuntu_server_24.04_64-bit, cpu: 2B, ram: 8 GiB}
-    userData:
-      template: k3s-agent.join.sh.j2
-      variables: {k3s_url: "https://192.0.2.10:6443", k3s_token: demo-join-token}
-    labels: {workload: cache}
-"#;
+/// The demo's config (the same as the virtual-time demo's), and the simulated kubelets'
+/// busybox image, which is not worth warming on new nodes.
+fn demo_config() -> String {
+    format!(
+        "{}imagePuller:\n  ignore: [docker.io/library/busybox]\n",
+        crate::whatif::demo::DEMO_CONFIG
+    )
+}
 
 enum Step {
     Say(&'static str),
@@ -121,7 +88,7 @@ fn script() -> Vec<(u64, Step)> {
 /// Runs the scenario (or, with `--serve`, just the simulated world).
 pub async fn simulate(dir: Option<std::path::PathBuf>, serve_only: bool) -> anyhow::Result<()> {
     let env = SimEnv::start(dir, SimTimings::default()).await?;
-    let (config_path, config) = env.write_config(DEMO_CONFIG)?;
+    let (config_path, config) = env.write_config(&demo_config())?;
     if serve_only {
         return serve(&env, &config_path).await;
     }

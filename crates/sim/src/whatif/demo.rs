@@ -20,8 +20,8 @@ use crate::plan::Action;
 const GI_MIB: u64 = 1024;
 
 /// The demo's config: short durations so the story fits in two minutes; three groups
-/// on three providers.
-const DEMO_CONFIG: &str = r#"clusterName: demo
+/// on three providers. The real-time demo (`simulate --real-time`) runs it too.
+pub(crate) const DEMO_CONFIG: &str = r#"clusterName: demo
 freeMemoryTarget: 2 GiB
 minimumFreeNodeMemory: 1 GiB
 oldNodeAgeLimit: 50s
@@ -39,7 +39,7 @@ nodeGroups:
       variables:
         k3s_url: https://192.0.2.10:6443
         k3s_token: demo-join-token
-  # Batch jobs go to Proxmox VE.
+  # Batch jobs go to Proxmox VE: cloned from a template, joined through the guest agent.
   - name: batch
     provider: proxmox
     maxSize: 3
