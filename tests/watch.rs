@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use common::proxy::Proxy;
-use common::{free_port, nodewright_for, Killed};
+use common::{free_port, nodewright_for, wait_for, Killed};
 use nodewright::act::Clouds;
 use nodewright::cloud::build::build_clouds_with;
 use nodewright::cluster::{CacheOptions, CacheStats, KubeCluster};
@@ -80,14 +80,6 @@ fn calls(cluster: &SimCluster, from: usize, verb: &str, resource: &str) -> usize
         .iter()
         .filter(|c| c.verb == verb && c.resource == resource)
         .count()
-}
-
-async fn wait_for(what: &str, limit: Duration, done: impl Fn() -> bool) {
-    let start = Instant::now();
-    while !done() {
-        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -80,6 +80,15 @@ impl Drop for Killed {
 }
 
 /// A TCP port on 127.0.0.1 that was free a moment ago.
+/// Polls `done` every 50 ms until it holds; fails naming `what` after `limit`.
+pub async fn wait_for(what: &str, limit: Duration, mut done: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !done() {
+        assert!(start.elapsed() < limit, "{what}: not within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
