@@ -1335,6 +1335,47 @@ async fn real_nova_omits_the_fault_of_an_unscheduled_server_from_the_detail_list
     );
 }
 
+/// A server in ERROR carries Nova's `fault.message` into the planner's picture, also
+/// when the listing leaves the fault out (cell0) and only `GET /servers/{id}` has it.
+#[tokio::test]
+async fn a_server_in_error_reports_novas_fault_message() {
+    let f = fixture_with(
+        SimOpenStackOptions {
+            boot_delay: Duration::from_millis(10),
+            ..Default::default()
+        },
+        false,
+        settings("m1.small", "fedora-coreos", None),
+    )
+    .await;
+    f.sim.fail_next_creates(1, CreateFailure::NoValidHost);
+    let nvh = f
+        .provider
+        .create_server(&request("c1-nvh", "c1", "x"))
+        .await
+        .unwrap();
+    let listed = wait_for_status(&f, "c1", &nvh.id, ServerStatus::Error).await;
+    assert_eq!(listed.fault.as_deref(), Some("No valid host was found."));
+    f.sim.fail_next_creates(1, CreateFailure::QuotaOnRecheck);
+    let raced = f
+        .provider
+        .create_server(&request("c1-raced", "c1", "x"))
+        .await
+        .unwrap();
+    let listed = wait_for_status(&f, "c1", &raced.id, ServerStatus::Error).await;
+    let fault = listed.fault.unwrap_or_default();
+    assert!(fault.starts_with("Quota exceeded for instances"), "{fault}");
+    let one = f.provider.get_server("c1", &nvh.id).await.unwrap().unwrap();
+    assert_eq!(one.fault.as_deref(), Some("No valid host was found."));
+    let ok = f
+        .provider
+        .create_server(&request("c1-ok", "c1", "x"))
+        .await
+        .unwrap();
+    let active = wait_for_status(&f, "c1", &ok.id, ServerStatus::Active).await;
+    assert_eq!(active.fault, None);
+}
+
 #[tokio::test]
 async fn real_nova_refuses_an_unknown_server_group_and_invalid_tags() {
     let f = fixture().await;

@@ -299,6 +299,7 @@ mod tests {
             memory_bytes: None,
             provider: "fake".into(),
             settings_hash: None,
+            fault: None,
         }
     }
 

@@ -57,6 +57,10 @@ pub struct Server {
     pub provider: String,
     /// Value of [`SETTINGS_HASH_TAG`], if any (VMs made before it was stamped have none).
     pub settings_hash: Option<String>,
+    /// Why the cloud says the VM failed (Nova's `fault.message`), read back every cycle so
+    /// the planner's reason, the Event and `plan` can say it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fault: Option<String>,
 }
 
 /// What the provider knows of one new VM of a group before it exists, to shape the

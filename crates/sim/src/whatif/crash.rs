@@ -248,6 +248,7 @@ pub(super) fn seed_foreign(world: &World) -> Foreign {
         memory_bytes: Some(8 << 30),
         provider: provider.into(),
         settings_hash: None,
+        fault: None,
     };
     let vms = [
         server("foreign-1", "other-w-1", Some("other"), "openstack"),

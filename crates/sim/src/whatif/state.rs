@@ -574,6 +574,7 @@ impl State {
             memory_bytes: memory,
             provider: provider.to_string(),
             settings_hash: None,
+            fault: None,
         };
         self.vm_stats.push(VmStat {
             group: group.to_string(),

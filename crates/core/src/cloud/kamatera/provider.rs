@@ -413,6 +413,7 @@ impl KamateraProvider {
             memory_bytes,
             provider: PROVIDER.into(),
             settings_hash: only_one(tags.iter().filter_map(|t| parse_hash_tag(prefix, t))),
+            fault: None,
         }
     }
 
@@ -540,6 +541,7 @@ impl CloudProvider for KamateraProvider {
                 memory_bytes: None,
                 provider: PROVIDER.into(),
                 settings_hash: None,
+                fault: None,
             },
         }))
     }
@@ -621,6 +623,7 @@ impl CloudProvider for KamateraProvider {
             provider: PROVIDER.into(),
             settings_hash: hash_tag(&settings.tag_prefix, &req.settings_hash)
                 .map(|_| req.settings_hash.clone()),
+            fault: None,
         })
     }
 

@@ -253,6 +253,11 @@ impl NovaServer {
                 .map(|mib| mib.saturating_mul(1024 * 1024)),
             provider: PROVIDER.into(),
             settings_hash: self.settings_hash(),
+            fault: self
+                .fault
+                .as_ref()
+                .map(|f| f.message.trim().to_string())
+                .filter(|m| !m.is_empty()),
         }
     }
 }

@@ -646,10 +646,21 @@ impl CloudProvider for OpenStackProvider {
                 .iter()
                 .filter(|s| s.metadata.get(CLUSTER_TAG).map(String::as_str) == Some(cluster))
             {
-                let server = s.to_server();
+                let mut server = s.to_server();
                 if server.status == ServerStatus::Error {
-                    if let Some(f) = &s.fault {
-                        tracing::warn!(server = %s.name, id = %s.id, code = ?f.code, fault = %f.message, "OpenStack server is in ERROR");
+                    if server.fault.is_none() {
+                        // A listing leaves out the fault of a server that never got a host
+                        // (cell0); the server itself still has it.
+                        match self.get_server(cluster, &s.id).await {
+                            Ok(Some(one)) => server.fault = one.fault,
+                            Ok(None) => {}
+                            Err(e) => {
+                                tracing::debug!(server = %s.name, error = %e, "could not read the fault of a server in ERROR")
+                            }
+                        }
+                    }
+                    if let Some(f) = &server.fault {
+                        tracing::warn!(server = %s.name, id = %s.id, fault = %f, "OpenStack server is in ERROR");
                     }
                 }
                 out.push(server);
@@ -746,6 +757,7 @@ impl CloudProvider for OpenStackProvider {
             memory_bytes: Some(flavor.ram.saturating_mul(1024 * 1024)),
             provider: PROVIDER.into(),
             settings_hash: Some(req.settings_hash.clone()).filter(|h| !h.is_empty()),
+            fault: None,
         })
     }
 

@@ -399,6 +399,7 @@ impl ProxmoxProvider {
             memory_bytes: memory_mib.map(|m| m * 1024 * 1024).or(template.maxmem),
             provider: PROVIDER.into(),
             settings_hash: Some(req.settings_hash.clone()).filter(|h| !h.is_empty()),
+            fault: None,
         })
     }
 
@@ -457,6 +458,7 @@ impl ProxmoxProvider {
             memory_bytes: v.maxmem,
             provider: PROVIDER.into(),
             settings_hash: o.settings_hash,
+            fault: None,
         }
     }
 

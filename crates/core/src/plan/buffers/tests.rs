@@ -63,6 +63,7 @@ fn member(s: &mut Snapshot, name: &str, group: &str) {
         memory_bytes: Some(8 * GI),
         provider: "openstack".into(),
         settings_hash: None,
+        fault: None,
     });
     let mut labels = BTreeMap::new();
     labels.insert(LABEL_CLUSTER.to_string(), "dev".to_string());
@@ -97,6 +98,7 @@ fn booting(s: &mut Snapshot, name: &str) {
         memory_bytes: Some(8 * GI),
         provider: "openstack".into(),
         settings_hash: None,
+        fault: None,
     });
 }
 

@@ -70,7 +70,12 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             match m.server.status {
                 crate::cloud::ServerStatus::Error => Reason::new(
                     ReasonCode::ServerError,
-                    format!("VM {} reports an error state", m.server.name),
+                    match &m.server.fault {
+                        Some(fault) => {
+                            format!("VM {} reports an error state: {fault}", m.server.name)
+                        }
+                        None => format!("VM {} reports an error state", m.server.name),
+                    },
                 ),
                 crate::cloud::ServerStatus::Incomplete => Reason::new(
                     ReasonCode::ServerError,

@@ -62,6 +62,7 @@ fn mk_server(name: &str, created: SystemTime) -> Server {
         memory_bytes: Some(8 * GI),
         provider: "openstack".into(),
         settings_hash: None,
+        fault: None,
     }
 }
 
@@ -651,6 +652,7 @@ fn a_backed_off_group_gets_no_new_vms() {
 
 mod disruption;
 mod drift;
+mod faults;
 mod hard_limit;
 mod props;
 mod replay;
