@@ -283,6 +283,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
             memory_bytes: Some(64 * GI),
             provider: "openstack".into(),
             settings_hash: None,
+            fault: None,
         });
         s.nodes.push(NodeInfo {
             name: name.clone(),

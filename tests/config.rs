@@ -55,6 +55,24 @@ fn example_config_and_good_config_load() {
 /// (case, replace this, with this, expected path, fragments the message must contain)
 const BAD: &[(&str, &str, &str, &str, &[&str])] = &[
     (
+        "provisionTimeoutMax shorter than provisionTimeout",
+        "provisionTimeout: 15m",
+        "provisionTimeout: 15m\nprovisionTimeoutMax: 5m",
+        "provisionTimeoutMax",
+        &[
+            "got 5m",
+            "shorter than provisionTimeout (15m)",
+            "expected at least",
+        ],
+    ),
+    (
+        "provisionTimeoutMax not a duration",
+        "provisionTimeout: 15m",
+        "provisionTimeout: 15m\nprovisionTimeoutMax: soon",
+        "provisionTimeoutMax",
+        &[],
+    ),
+    (
         "typo in top-level key",
         "freeMemoryTarget:",
         "freeMemoryTaget:",

@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use super::kamatera::{KamateraCredentials, KamateraProvider};
 use super::openstack::{OpenStackCredentials, OpenStackProvider};
-use super::proxmox::{ProxmoxCredentials, ProxmoxProvider};
+use super::proxmox::{
+    ProviderOptions as ProxmoxOptions, ProxmoxCredentials, ProxmoxProvider, TaskDeadline,
+};
 use super::CloudProvider;
 use crate::act::Clouds;
 use crate::config::{Config, NodeGroupConfig, ProviderKind};
@@ -61,13 +63,27 @@ pub fn build_clouds_with(
                 .join(", "),
             env: kind.credentials_env(),
         })?;
-        let provider = build_provider(kind, &path, &groups)?;
+        let provider = build_provider(config, kind, &path, &groups)?;
         for g in groups {
             clouds.add_group(&g.name, provider.clone());
         }
     }
     Ok(clouds)
 }
+
+/// The clone's task-aware deadline: `provisionTimeout` unless its log grew within the
+/// last two minutes (a copying clone writes a line every few seconds), at most
+/// `provisionTimeoutMax`.
+pub fn clone_deadline(config: &Config) -> TaskDeadline {
+    TaskDeadline {
+        nominal: config.provision_timeout,
+        max: config.provision_deadline_max(),
+        stall: CLONE_STALL.min(config.provision_timeout),
+    }
+}
+
+/// A clone whose log has not grown for this long is stuck.
+const CLONE_STALL: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Settings of each group, by group name (validation guarantees the block is present).
 fn settings<T: Clone>(
@@ -81,6 +97,7 @@ fn settings<T: Clone>(
 }
 
 fn build_provider(
+    config: &Config,
     kind: ProviderKind,
     path: &Path,
     groups: &[&NodeGroupConfig],
@@ -96,9 +113,13 @@ fn build_provider(
         }
         ProviderKind::Proxmox => {
             let creds = ProxmoxCredentials::from_file(path).map_err(|e| creds_err(&e))?;
-            Arc::new(ProxmoxProvider::new(
+            Arc::new(ProxmoxProvider::with_options(
                 creds,
                 settings(groups, |g| g.proxmox.as_ref()),
+                ProxmoxOptions {
+                    clone_deadline: Some(clone_deadline(config)),
+                    ..ProxmoxOptions::default()
+                },
             )?)
         }
         ProviderKind::Kamatera => {

@@ -80,6 +80,11 @@ pub struct Config {
     /// A VM whose node is not Ready this long after creation is deleted.
     #[serde(default = "default_provision_timeout", with = "humantime_serde")]
     pub provision_timeout: Duration,
+    /// Hard ceiling of the task-aware deadline: a provisioning task that keeps making
+    /// progress (a Proxmox clone whose log grows) runs past `provisionTimeout` up to
+    /// this; a stuck one is still given up at `provisionTimeout`. Absent: 3 × that.
+    #[serde(default, with = "humantime_serde")]
+    pub provision_timeout_max: Option<Duration>,
     /// Pause between cycles.
     #[serde(default = "default_scan_interval", with = "humantime_serde")]
     pub scan_interval: Duration,
@@ -357,6 +362,14 @@ impl TaintConfig {
         } else {
             format!("{}={}:{}", self.key, self.value, self.effect.as_str())
         }
+    }
+}
+
+impl Config {
+    /// [`Config::provision_timeout_max`], or three times `provisionTimeout` when unset.
+    pub fn provision_deadline_max(&self) -> Duration {
+        self.provision_timeout_max
+            .unwrap_or(self.provision_timeout.saturating_mul(3))
     }
 }
 

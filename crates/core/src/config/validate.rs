@@ -41,6 +41,18 @@ pub(super) fn validate(c: &Config) -> Vec<ConfigProblem> {
         c.provision_timeout,
         Duration::from_secs(1),
     );
+    if let Some(max) = c.provision_timeout_max {
+        if max < c.provision_timeout {
+            p.push(ConfigProblem::new(
+                "provisionTimeoutMax",
+                format!(
+                    "got {}, shorter than provisionTimeout ({}); expected at least provisionTimeout, or leave it out for 3 × provisionTimeout",
+                    humantime::format_duration(max),
+                    humantime::format_duration(c.provision_timeout)
+                ),
+            ));
+        }
+    }
     if let Some(age) = c.old_node_age_limit {
         check_min_duration(&mut p, "oldNodeAgeLimit", age, Duration::from_secs(1));
     }

@@ -12,7 +12,7 @@ use axum::Json;
 use serde_json::{json, Value};
 
 use super::schema::{self, percent_decode};
-use super::tasks::{agent_exec, clone, new_task};
+use super::tasks::{agent_exec, clone, new_task, stop_task};
 use super::{next_free, now_secs, Shared, SimAuth, SimCall, Ticket, GIB, MIB};
 
 pub(super) fn data(v: Value) -> Response {
@@ -369,6 +369,52 @@ async fn respond(
                     &format!("no such task '{upid}'"),
                 ),
             }
+        }
+        ("GET", "/nodes/{node}/tasks/{upid}/log") => {
+            let upid = get("upid").unwrap_or_default();
+            let start: usize = get("start").and_then(|v| v.parse().ok()).unwrap_or(0);
+            // As Proxmox: `limit` 0 or absent reads 50 lines.
+            let limit: usize = match get("limit").and_then(|v| v.parse().ok()) {
+                Some(0) | None => 50,
+                Some(n) => n,
+            };
+            let st = shared.lock();
+            match st.tasks.get(&upid) {
+                Some(t) if t.node == node => {
+                    let lines: Vec<Value> = if t.log.is_empty() {
+                        vec![json!({ "n": 1, "t": "no content" })]
+                    } else {
+                        t.log
+                            .iter()
+                            .enumerate()
+                            .skip(start)
+                            .take(limit)
+                            .map(|(i, l)| json!({ "n": i + 1, "t": l }))
+                            .collect()
+                    };
+                    data(Value::Array(lines))
+                }
+                _ => fail(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &format!("no such task '{upid}'"),
+                ),
+            }
+        }
+        ("DELETE", "/nodes/{node}/tasks/{upid}") => {
+            let upid = get("upid").unwrap_or_default();
+            let known = shared
+                .lock()
+                .tasks
+                .get(&upid)
+                .is_some_and(|t| t.node == node);
+            if !known {
+                return fail(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &format!("no such task '{upid}'"),
+                );
+            }
+            stop_task(shared, &upid);
+            data(Value::Null)
         }
         ("GET", "/nodes/{node}/qemu/{vmid}/config") => {
             let st = shared.lock();

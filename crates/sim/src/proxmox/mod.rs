@@ -250,6 +250,10 @@ struct Task {
     user: String,
     starttime: u64,
     pid: u32,
+    /// The VM the task acts on (the new VM of a clone, not its template).
+    target: u32,
+    /// The task log, one entry a line, ending in `TASK OK` or `TASK ERROR: ...`.
+    log: Vec<String>,
 }
 
 struct Exec {
@@ -270,6 +274,8 @@ struct St {
     tickets: HashMap<String, Ticket>,
     tickets_issued: usize,
     fail_tasks: Vec<(String, String)>,
+    /// How the next clones progress (a clone with none left takes `clone_delay`).
+    clone_paces: Vec<tasks::ClonePace>,
     fail_deletes: usize,
     never_ready: Vec<String>,
     vmid_races: usize,
@@ -379,6 +385,7 @@ impl SimProxmox {
                 tickets: HashMap::new(),
                 tickets_issued: 0,
                 fail_tasks: Vec::new(),
+                clone_paces: Vec::new(),
                 fail_deletes: 0,
                 never_ready: Vec::new(),
                 vmid_races: 0,
@@ -489,6 +496,32 @@ impl SimProxmox {
             st.fail_tasks
                 .push((kind.to_string(), exitstatus.to_string()));
         }
+    }
+
+    /// The next `n` clones copy slowly: one log line (`transferred ...`) every `every`,
+    /// `lines` of them, then they end OK; a deadline that follows the log keeps them.
+    pub fn slow_next_clones(&self, n: usize, lines: u32, every: Duration) {
+        let mut st = self.shared.lock();
+        for _ in 0..n {
+            st.clone_paces.push(tasks::ClonePace::Slow { lines, every });
+        }
+    }
+
+    /// The next `n` clones hang after their first log line and run until stopped
+    /// (`DELETE /nodes/{node}/tasks/{upid}`), as a clone stuck on its storage does.
+    pub fn stick_next_clones(&self, n: usize) {
+        let mut st = self.shared.lock();
+        for _ in 0..n {
+            st.clone_paces.push(tasks::ClonePace::Stuck);
+        }
+    }
+
+    /// Log lines of every task of `kind` so far, oldest task first.
+    pub fn task_logs(&self, kind: &str) -> Vec<Vec<String>> {
+        let st = self.shared.lock();
+        let mut t: Vec<&Task> = st.tasks.values().filter(|t| t.kind == kind).collect();
+        t.sort_by_key(|t| t.pid);
+        t.into_iter().map(|t| t.log.clone()).collect()
     }
 
     /// The next `n` `DELETE` of a VM fail with HTTP 500 (VM locked).

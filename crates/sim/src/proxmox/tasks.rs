@@ -151,6 +151,57 @@ pub(super) fn clone(
     )))
 }
 
+/// How a clone task progresses when the test asks for more than a fixed delay.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum ClonePace {
+    /// `lines` progress lines, one every `every`, then OK.
+    Slow { lines: u32, every: Duration },
+    /// One line, then nothing until the task is stopped.
+    Stuck,
+}
+
+/// The first log line of a task of `kind`, as Proxmox writes it.
+fn first_line(kind: &str, target: u32) -> String {
+    match kind {
+        "qmclone" => format!("create full clone of drive scsi0 (local-lvm:vm-{target}-disk-0)"),
+        "qmstart" => format!("starting VM {target}"),
+        "qmstop" => format!("stopping VM {target}"),
+        "qmdestroy" => format!("destroying VM {target}"),
+        _ => format!("update VM {target}"),
+    }
+}
+
+/// Appends a line to a running task's log; false once the task has ended (stopped).
+fn log_line(shared: &Arc<Shared>, upid: &str, line: String) -> bool {
+    let mut st = shared.lock();
+    match st.tasks.get_mut(upid) {
+        Some(t) if t.running => {
+            t.log.push(line);
+            true
+        }
+        _ => false,
+    }
+}
+
+/// `DELETE /nodes/{node}/tasks/{upid}`: a running task is killed and ends with
+/// `interrupted by signal`; a clone so ended leaves nothing behind.
+pub(super) fn stop_task(shared: &Arc<Shared>, upid: &str) {
+    let (kind, target) = {
+        let st = shared.lock();
+        match st.tasks.get(upid) {
+            Some(t) if t.running => (t.kind.clone(), t.target),
+            _ => return,
+        }
+    };
+    finish_task(
+        shared,
+        upid,
+        &kind,
+        target,
+        Some("interrupted by signal".into()),
+    );
+}
+
 /// Starts a task; `vmid` names it in the UPID, `target` is the VM its effect applies to
 /// (they differ for a clone: the template vs. the new VM).
 pub(super) fn new_task(
@@ -162,7 +213,7 @@ pub(super) fn new_task(
     user: &str,
     delay: Duration,
 ) -> String {
-    let (upid, fail_with) = {
+    let (upid, fail_with, pace) = {
         let mut st = shared.lock();
         st.counter += 1;
         let pid = st.counter;
@@ -176,6 +227,11 @@ pub(super) fn new_task(
             .iter()
             .position(|(k, _)| k == kind)
             .map(|i| st.fail_tasks.remove(i).1);
+        let pace = if kind == "qmclone" && !st.clone_paces.is_empty() {
+            Some(st.clone_paces.remove(0))
+        } else {
+            None
+        };
         st.tasks.insert(
             upid.clone(),
             Task {
@@ -188,15 +244,32 @@ pub(super) fn new_task(
                 user: user.to_string(),
                 starttime,
                 pid,
+                target,
+                log: vec![first_line(kind, target)],
             },
         );
-        (upid, fail_with)
+        (upid, fail_with, pace)
     };
     let s2 = shared.clone();
     let u2 = upid.clone();
     let kind = kind.to_string();
     tokio::spawn(async move {
-        tokio::time::sleep(delay).await;
+        match pace {
+            None => tokio::time::sleep(delay).await,
+            Some(ClonePace::Slow { lines, every }) => {
+                let total = u64::from(lines.max(1));
+                for i in 1..=u64::from(lines) {
+                    tokio::time::sleep(every).await;
+                    let pct = i as f64 * 100.0 / total as f64;
+                    let line = format!("transferred {i}.0 GiB of {total}.0 GiB ({pct:.2}%)");
+                    if !log_line(&s2, &u2, line) {
+                        return;
+                    }
+                }
+            }
+            // Runs until someone stops it.
+            Some(ClonePace::Stuck) => return,
+        }
         finish_task(&s2, &u2, &kind, target, fail_with);
     });
     upid
@@ -208,6 +281,10 @@ fn finish_task(shared: &Arc<Shared>, upid: &str, kind: &str, vmid: u32, fail_wit
     let mut boot = None;
     {
         let mut st = shared.lock();
+        // Ended already (stopped meanwhile): its effect must not apply twice.
+        if !st.tasks.get(upid).is_some_and(|t| t.running) {
+            return;
+        }
         let exit = match (kind, &fail_with) {
             ("qmclone", Some(e)) => {
                 // A failed clone leaves nothing behind.
@@ -245,6 +322,11 @@ fn finish_task(shared: &Arc<Shared>, upid: &str, kind: &str, vmid: u32, fail_wit
         };
         if let Some(t) = st.tasks.get_mut(upid) {
             t.running = false;
+            t.log.push(if exit == "OK" {
+                "TASK OK".to_string()
+            } else {
+                format!("TASK ERROR: {exit}")
+            });
             t.exitstatus = Some(exit);
         }
     }

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::client::{params, Api, Params};
 use super::tags::{ownership, split, CLUSTER_PREFIX};
-use super::tasks::{upid_of, wait_task};
+use super::tasks::{follow_task, upid_of, TaskDeadline};
 use super::{other, seg, CloneMode, ProxmoxSettings, TemplateRef, PROVIDER};
 use crate::cloud::CloudError;
 
@@ -317,7 +317,8 @@ pub struct CloneSpec<'a> {
     pub description: &'a str,
     pub settings: &'a ProxmoxSettings,
     pub attempts: u32,
-    pub task_timeout: Duration,
+    /// Deadline of the clone task, following its log (see [`TaskDeadline`]).
+    pub deadline: TaskDeadline,
     pub poll: Duration,
 }
 
@@ -363,7 +364,7 @@ pub async fn clone_vm(api: &Api, spec: &CloneSpec<'_>) -> Result<u32, CloudError
         let result = match api.post(&path, &p).await {
             Ok(data) => {
                 let upid = upid_of(&format!("POST {path}"), &data)?;
-                wait_task(api, &upid, spec.task_timeout, spec.poll).await
+                follow_task(api, &upid, spec.deadline, spec.poll).await
             }
             Err(e) => Err(e),
         };

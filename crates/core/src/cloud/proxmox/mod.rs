@@ -30,6 +30,7 @@ use serde::Deserialize;
 pub use credentials::{ProxmoxAuth, ProxmoxCredentials, TlsTrust};
 pub use ippool::StaticPool;
 pub use provider::{JoinState, ProviderOptions, ProxmoxProvider};
+pub use tasks::TaskDeadline;
 
 /// Provider name used in errors, logs and [`crate::cloud::Server::provider`].
 pub const PROVIDER: &str = "proxmox";

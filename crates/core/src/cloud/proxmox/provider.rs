@@ -19,7 +19,7 @@ use super::credentials::ProxmoxCredentials;
 use super::halfmade::{half_made, is_gone};
 use super::ippool::{address_of, Pool};
 use super::tags::{self, ownership, Ownership};
-use super::tasks::{upid_of, wait_task};
+use super::tasks::{upid_of, wait_task, TaskDeadline};
 use super::{other, pve_urlencode, IpConfig, JoinMode, ProxmoxSettings, PROVIDER};
 use crate::cloud::{
     refused, CloudError, CloudProvider, CreateRequest, GroupShape, Observed, Server, ServerStatus,
@@ -32,6 +32,9 @@ pub struct ProviderOptions {
     pub request_timeout: Duration,
     /// Deadline of each task (clone, config, start, stop, destroy).
     pub task_timeout: Duration,
+    /// Deadline of the clone task instead of `task_timeout`: extended while its log
+    /// grows (built from `provisionTimeout` and `provisionTimeoutMax`).
+    pub clone_deadline: Option<TaskDeadline>,
     /// Pause between polls of a task or the guest agent.
     pub poll_interval: Duration,
     /// How long the guest agent may take to answer after start (`join: guestAgent`).
@@ -50,6 +53,7 @@ impl Default for ProviderOptions {
             connect_timeout: Duration::from_secs(10),
             request_timeout: Duration::from_secs(60),
             task_timeout: Duration::from_secs(900),
+            clone_deadline: None,
             poll_interval: Duration::from_secs(2),
             agent_timeout: Duration::from_secs(600),
             exec_timeout: Duration::from_secs(900),
@@ -311,7 +315,10 @@ impl ProxmoxProvider {
                 description: &description,
                 settings,
                 attempts: inner.options.vmid_attempts,
-                task_timeout: inner.options.task_timeout,
+                deadline: inner
+                    .options
+                    .clone_deadline
+                    .unwrap_or(TaskDeadline::fixed(inner.options.task_timeout)),
                 poll: inner.options.poll_interval,
             },
         )

@@ -49,6 +49,109 @@ pub fn upid_of(call: &str, data: &Value) -> Result<Upid, CloudError> {
         .ok_or_else(|| other(format!("{call}: expected a task UPID, got {data}")))
 }
 
+/// How long a task may run. A task is given up at `nominal` unless its log grew within
+/// the last `stall`, and never runs past `max`: a clone that keeps copying is waited
+/// for, a stuck one is not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TaskDeadline {
+    pub nominal: Duration,
+    pub max: Duration,
+    pub stall: Duration,
+}
+
+impl TaskDeadline {
+    /// A plain timeout: no extension for progress.
+    pub fn fixed(timeout: Duration) -> Self {
+        TaskDeadline {
+            nominal: timeout,
+            max: timeout,
+            stall: timeout,
+        }
+    }
+
+    /// Whether a task running for `elapsed`, whose log last grew `since_progress` ago
+    /// (or, with no growth yet, `elapsed` ago), is to be given up now.
+    pub fn expired(&self, elapsed: Duration, since_progress: Duration) -> bool {
+        elapsed >= self.max || (elapsed >= self.nominal && since_progress >= self.stall)
+    }
+
+    /// Only a deadline that can extend needs the log read on every poll.
+    fn follows_progress(&self) -> bool {
+        self.max > self.nominal
+    }
+}
+
+/// Lines of a task's log kept for an error message.
+const LOG_TAIL: usize = 5;
+
+/// What has been read of a task's log so far.
+#[derive(Default)]
+struct LogSeen {
+    lines: usize,
+    tail: Vec<String>,
+}
+
+impl LogSeen {
+    /// Reads the lines after those seen; true when there were any (the task progressed).
+    async fn read_more(&mut self, api: &Api, upid: &Upid) -> Result<bool, CloudError> {
+        let path = format!("/nodes/{}/tasks/{}/log", seg(&upid.node), seg(&upid.raw));
+        let mut grew = false;
+        // Bounded: a task log read 500 lines a call, at most 20 calls a poll.
+        for _ in 0..20 {
+            let data = api
+                .get(
+                    &path,
+                    &[
+                        ("start".to_string(), self.lines.to_string()),
+                        ("limit".to_string(), "500".to_string()),
+                    ],
+                )
+                .await?;
+            let got = self.take(&data);
+            grew |= got > 0;
+            if got < 500 {
+                break;
+            }
+        }
+        Ok(grew)
+    }
+
+    /// Takes the lines of one log answer (`[{n, t}]`, `n` counting from 1) that are new;
+    /// Proxmox's placeholder for an empty log (`n` 1, "no content") is not a line.
+    fn take(&mut self, data: &Value) -> usize {
+        let mut got = 0;
+        for line in data.as_array().map(Vec::as_slice).unwrap_or_default() {
+            let n = line["n"].as_u64().unwrap_or(0) as usize;
+            let text = line["t"].as_str().unwrap_or_default();
+            if n <= self.lines || (n == 1 && text == "no content") {
+                continue;
+            }
+            self.lines = n;
+            got += 1;
+            self.tail.push(text.to_string());
+            if self.tail.len() > LOG_TAIL {
+                self.tail.remove(0);
+            }
+        }
+        got
+    }
+
+    /// The last lines, for an error message; `TASK ERROR: ...` repeats the exit status.
+    fn tail_text(&self) -> String {
+        let lines: Vec<&str> = self
+            .tail
+            .iter()
+            .map(String::as_str)
+            .filter(|l| !l.starts_with("TASK ERROR:") && !l.trim().is_empty())
+            .collect();
+        if lines.is_empty() {
+            String::new()
+        } else {
+            format!("; last log lines: {}", lines.join(" | "))
+        }
+    }
+}
+
 /// Polls the task until it stops; its `exitstatus` must be `OK` (or `WARNINGS: n`).
 pub async fn wait_task(
     api: &Api,
@@ -56,7 +159,21 @@ pub async fn wait_task(
     timeout: Duration,
     poll: Duration,
 ) -> Result<(), CloudError> {
-    let deadline = Instant::now() + timeout;
+    follow_task(api, upid, TaskDeadline::fixed(timeout), poll).await
+}
+
+/// Polls the task until it stops, its deadline following its log (see [`TaskDeadline`]).
+/// A failed task's error carries its exit status and the last lines of its log; a task
+/// given up is stopped (`DELETE .../tasks/{upid}`), so a clone cannot finish unseen.
+pub async fn follow_task(
+    api: &Api,
+    upid: &Upid,
+    deadline: TaskDeadline,
+    poll: Duration,
+) -> Result<(), CloudError> {
+    let started = Instant::now();
+    let mut progressed = started;
+    let mut log = LogSeen::default();
     let path = format!("/nodes/{}/tasks/{}/status", seg(&upid.node), seg(&upid.raw));
     let mut pause = poll.min(Duration::from_millis(100));
     loop {
@@ -70,12 +187,44 @@ pub async fn wait_task(
                 tracing::warn!(task = %upid, exitstatus = exit, "Proxmox task finished with warnings");
                 return Ok(());
             }
-            return Err(other(format!("{upid} failed: exit status '{exit}'")));
-        }
-        if Instant::now() >= deadline {
+            // The log is best effort: the exit status alone still says what failed.
+            if let Err(e) = log.read_more(api, upid).await {
+                tracing::debug!(task = %upid, error = %e, "could not read the log of a failed task");
+            }
             return Err(other(format!(
-                "{upid} still running after {}",
-                humantime::format_duration(timeout)
+                "{upid} failed: exit status '{exit}'{}",
+                log.tail_text()
+            )));
+        }
+        if deadline.follows_progress() && log.read_more(api, upid).await? {
+            progressed = Instant::now();
+        }
+        let elapsed = started.elapsed();
+        if deadline.expired(elapsed, progressed.elapsed()) {
+            let why = if elapsed >= deadline.max {
+                format!(
+                    "still running after {}, its hard maximum",
+                    humantime::format_duration(deadline.max)
+                )
+            } else if deadline.follows_progress() {
+                format!(
+                    "still running after {} with no progress in its log for {}",
+                    humantime::format_duration(deadline.nominal),
+                    humantime::format_duration(deadline.stall)
+                )
+            } else {
+                format!(
+                    "still running after {}",
+                    humantime::format_duration(deadline.nominal)
+                )
+            };
+            let stop = format!("/nodes/{}/tasks/{}", seg(&upid.node), seg(&upid.raw));
+            if let Err(e) = api.delete(&stop, &[]).await {
+                tracing::warn!(task = %upid, error = %e, "could not stop a task given up");
+            }
+            return Err(other(format!(
+                "{upid} {why}; stopped it{}",
+                log.tail_text()
             )));
         }
         // Short tasks finish fast: start polling quickly, back off to `poll`.
@@ -97,5 +246,52 @@ mod tests {
         assert_eq!(u.id, "9000");
         assert!(Upid::parse("UPID:x").is_none());
         assert!(Upid::parse("nope:pve1:1:2:3:a:b:c:").is_none());
+    }
+
+    #[test]
+    fn a_task_is_given_up_at_nominal_unless_its_log_grew_and_never_past_max() {
+        let m = Duration::from_secs(60);
+        let d = TaskDeadline {
+            nominal: 10 * m,
+            max: 30 * m,
+            stall: 2 * m,
+        };
+        // (elapsed, since the log last grew, given up)
+        let cases = [
+            (9 * m, 9 * m, false),
+            (10 * m, 10 * m, true),
+            (10 * m, m, false),
+            (20 * m, m, false),
+            (20 * m, 2 * m, true),
+            (30 * m, Duration::ZERO, true),
+        ];
+        for (elapsed, since, want) in cases {
+            assert_eq!(d.expired(elapsed, since), want, "{elapsed:?} {since:?}");
+        }
+        let f = TaskDeadline::fixed(10 * m);
+        assert!(!f.follows_progress());
+        assert!(!f.expired(9 * m, Duration::ZERO));
+        assert!(f.expired(10 * m, Duration::ZERO));
+    }
+
+    #[test]
+    fn log_lines_are_counted_once_and_the_empty_placeholder_is_none() {
+        let mut seen = LogSeen::default();
+        assert_eq!(
+            seen.take(&serde_json::json!([{"n": 1, "t": "no content"}])),
+            0
+        );
+        let first = serde_json::json!([{"n": 1, "t": "create full clone"}, {"n": 2, "t": "transferred 1 of 8"}]);
+        assert_eq!(seen.take(&first), 2);
+        assert_eq!(seen.take(&first), 0);
+        let more: Vec<_> = (3..=9)
+            .map(|n| serde_json::json!({"n": n, "t": format!("line {n}")}))
+            .chain([serde_json::json!({"n": 10, "t": "TASK ERROR: storage full"})])
+            .collect();
+        assert_eq!(seen.take(&Value::Array(more)), 8);
+        assert_eq!(
+            seen.tail_text(),
+            "; last log lines: line 6 | line 7 | line 8 | line 9"
+        );
     }
 }

@@ -1,0 +1,213 @@
+//! Task-aware deadlines against the simulated Proxmox VE over loopback HTTP: a clone is
+//! followed through its task log, every request checked against the official schema.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use nodewright::act::events::events_for;
+use nodewright::cloud::proxmox::{
+    ProviderOptions, ProxmoxCredentials, ProxmoxProvider, ProxmoxSettings, TaskDeadline,
+};
+use nodewright::cloud::{CloudProvider, CreateRequest};
+use nodewright::plan::Action;
+use nodewright::sim::cluster::SimPodTemplate;
+use nodewright::sim::env::{SimEnv, SimTimings};
+use nodewright::sim::proxmox::{SimProxmox, SimProxmoxOptions};
+
+async fn sim() -> SimProxmox {
+    SimProxmox::start(SimProxmoxOptions::default())
+        .await
+        .expect("simulator starts (needs ../shared/proxmox/pve-api-schema.json or PVE_API_SCHEMA)")
+}
+
+/// A provider whose clones are given up after `nominal` unless their log grew within
+/// `stall`, and never run past `max`.
+fn provider(s: &SimProxmox, nominal: u64, stall: u64, max: u64) -> ProxmoxProvider {
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("pve.yaml");
+    s.write_credentials_file(&path).expect("write");
+    let creds = ProxmoxCredentials::from_file(&path).expect("credentials load");
+    let settings: ProxmoxSettings =
+        nodewright::yaml::from_str("template: k3s-shared\ncores: 2\nmemory: 4 GiB\n")
+            .expect("settings parse");
+    let ms = Duration::from_millis;
+    let options = ProviderOptions {
+        poll_interval: ms(20),
+        task_timeout: Duration::from_secs(10),
+        clone_deadline: Some(TaskDeadline {
+            nominal: ms(nominal),
+            max: ms(max),
+            stall: ms(stall),
+        }),
+        ..ProviderOptions::default()
+    };
+    ProxmoxProvider::with_options(
+        creds,
+        BTreeMap::from([("workers".to_string(), settings)]),
+        options,
+    )
+    .expect("provider builds")
+}
+
+fn req(name: &str) -> CreateRequest {
+    CreateRequest {
+        name: name.into(),
+        cluster: "prod".into(),
+        group: "workers".into(),
+        user_data: String::new(),
+        settings_hash: "0a1b2c3d4e5f".into(),
+    }
+}
+
+fn assert_clean(s: &SimProxmox) {
+    let v = s.violations();
+    assert!(v.is_empty(), "schema violations: {v:#?}");
+}
+
+#[tokio::test]
+async fn a_slow_clone_that_keeps_logging_is_not_killed_at_the_nominal_deadline() {
+    let s = sim().await;
+    // Twelve progress lines 60 ms apart: about 720 ms of copying against a nominal
+    // deadline of 150 ms; each line comes well within the 600 ms stall window.
+    s.slow_next_clones(1, 12, Duration::from_millis(60));
+    let p = provider(&s, 150, 600, 20_000);
+    let vm = p
+        .create_server(&req("prod-workers-slow1"))
+        .await
+        .expect("create");
+    assert_eq!(vm.name, "prod-workers-slow1");
+    let logs = s.task_logs("qmclone");
+    assert_eq!(logs.len(), 1);
+    assert_eq!(logs[0].last().map(String::as_str), Some("TASK OK"));
+    assert!(logs[0].iter().any(|l| l.contains("(100.00%)")), "{logs:?}");
+    assert!(s.guests().iter().any(|g| g.name == "prod-workers-slow1"));
+    assert_clean(&s);
+}
+
+#[tokio::test]
+async fn a_stuck_clone_is_given_up_at_the_nominal_deadline_and_stopped() {
+    let s = sim().await;
+    s.stick_next_clones(1);
+    let p = provider(&s, 150, 100, 60_000);
+    let err = p
+        .create_server(&req("prod-workers-stuck"))
+        .await
+        .expect_err("a stuck clone fails")
+        .to_string();
+    // Given up for want of progress, not at the hard maximum, and stopped.
+    assert!(err.contains("no progress in its log"), "{err}");
+    assert!(!err.contains("hard maximum"), "{err}");
+    assert!(
+        err.contains("last log lines: create full clone of drive scsi0"),
+        "{err}"
+    );
+    let logs = s.task_logs("qmclone");
+    assert_eq!(
+        logs[0].last().map(String::as_str),
+        Some("TASK ERROR: interrupted by signal")
+    );
+    assert!(s.guests().iter().all(|g| g.name != "prod-workers-stuck"));
+    assert!(s.calls().iter().any(
+        |c| c.method == "DELETE" && c.endpoint.as_deref() == Some("/nodes/{node}/tasks/{upid}")
+    ));
+    assert_clean(&s);
+}
+
+#[tokio::test]
+async fn a_clone_still_progressing_at_the_hard_maximum_is_given_up() {
+    let s = sim().await;
+    s.slow_next_clones(1, 1000, Duration::from_millis(20));
+    let p = provider(&s, 100, 500, 400);
+    let err = p
+        .create_server(&req("prod-workers-long"))
+        .await
+        .expect_err("stopped at its maximum")
+        .to_string();
+    assert!(err.contains("its hard maximum"), "{err}");
+    assert!(err.contains("transferred"), "{err}");
+    assert_clean(&s);
+}
+
+#[tokio::test]
+async fn a_failed_clone_reports_its_exit_status_and_the_last_lines_of_its_log() {
+    let s = sim().await;
+    let exit = "clone failed: cfs-lock 'storage-ceph' error: got lock request timeout";
+    s.fail_next_tasks("qmclone", 1, exit);
+    let p = provider(&s, 5_000, 1_000, 10_000);
+    let err = p
+        .create_server(&req("prod-workers-fail"))
+        .await
+        .expect_err("the clone fails")
+        .to_string();
+    assert!(err.contains(&format!("exit status '{exit}'")), "{err}");
+    assert!(
+        err.contains("last log lines: create full clone of drive scsi0"),
+        "{err}"
+    );
+    assert_clean(&s);
+}
+
+const CONFIG: &str = r#"clusterName: prod
+freeMemoryTarget: 0 B
+provisionTimeout: 2m
+provisionTimeoutMax: 10m
+nodeGroups:
+  - name: pve
+    provider: proxmox
+    maxSize: 3
+    proxmox: {template: k3s-shared, memory: 4 GiB, cores: 2}
+    userData:
+      template: k3s-agent.cloud-init.yaml.j2
+      variables: {k3s_url: "https://192.0.2.1:6443", k3s_token: "task-secret-token"}
+"#;
+
+/// Regression for issue 12: the Event of a failed scale-up carries the Proxmox task's
+/// exit status and the last lines of its log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_clone_task_log_reaches_the_scale_up_event() {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("simulated environment starts");
+    let (_, cfg) = env.write_config(CONFIG).expect("config loads");
+    let rec = env.reconciler(cfg).await.expect("reconciler builds");
+    let exit = "clone failed: storage 'ceph' does not have enough free space";
+    env.proxmox.fail_next_tasks("qmclone", 1, exit);
+    env.cluster
+        .add_pod(
+            "default",
+            "waits",
+            SimPodTemplate::new("nginx:1.25", 1 << 30),
+        )
+        .expect("pod");
+    // Once the scheduler has called the pod Unschedulable, it asks for a node.
+    let mut planned = None;
+    for _ in 0..100 {
+        let (snapshot, decision) = rec.plan(SystemTime::now()).await.expect("plan");
+        if matches!(&decision.action, Action::ScaleUp { group, .. } if group == "pve") {
+            planned = Some((snapshot, decision));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (snapshot, decision) = planned.expect("a scale-up of pve for the pending pod");
+    let err = rec
+        .act(&snapshot, &decision, SystemTime::now())
+        .await
+        .expect_err("the clone fails")
+        .to_string();
+    let events = events_for(&decision, Err(&err));
+    let event = events
+        .iter()
+        .find(|e| e.warning && e.object.name == "waits")
+        .expect("a warning Event on the pod the scale-up was for");
+    assert!(event.message.contains(exit), "{}", event.message);
+    assert!(
+        event.message.contains("create full clone of drive scsi0"),
+        "{}",
+        event.message
+    );
+    let v = env.proxmox.violations();
+    assert!(v.is_empty(), "schema violations: {v:#?}");
+}
