@@ -284,6 +284,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
             provider: "openstack".into(),
             settings_hash: None,
             fault: None,
+            warm: false,
         });
         s.nodes.push(NodeInfo {
             name: name.clone(),

@@ -226,10 +226,21 @@ impl Reconciler {
                     self.clouds.record_success(g);
                 }
             }
-            (plan::Action::ScaleUp { group, .. }, Err(ActError::Cloud(e))) => {
-                tracing::warn!(group = %group, error = %e, "create failed; backing the group off");
+            (
+                plan::Action::ScaleUp { group, .. }
+                | plan::Action::StartWarm { group, .. }
+                | plan::Action::FillWarmPool { group, .. },
+                Err(ActError::Cloud(e)),
+            ) => {
+                tracing::warn!(group = %group, error = %e, "create or start failed; backing the group off");
                 self.clouds.record_failure(group, backoff, now);
             }
+            // Stale warm VMs deleted are no provisioning failure.
+            (plan::Action::DeleteServers { .. }, Ok(_))
+                if decision
+                    .reasons
+                    .iter()
+                    .all(|r| r.code == plan::ReasonCode::WarmVmStale) => {}
             (plan::Action::DeleteNodes { .. }, Ok(_)) => self.clouds.record_node_deleted(now),
             (plan::Action::DeleteNodes { .. }, Err(_)) | (plan::Action::Uncordon { .. }, _) => {
                 self.clouds.record_disruption_failure(now)

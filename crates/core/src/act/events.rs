@@ -38,7 +38,11 @@ fn action_objects(action: &Action) -> Vec<ObjectRef> {
             .chain(clear)
             .map(|n| ObjectRef::node(n))
             .collect(),
-        Action::ScaleUp { .. } | Action::None | Action::DeletePods { .. } => Vec::new(),
+        Action::ScaleUp { .. }
+        | Action::StartWarm { .. }
+        | Action::FillWarmPool { .. }
+        | Action::None
+        | Action::DeletePods { .. } => Vec::new(),
     }
 }
 
@@ -134,7 +138,8 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
         }
     };
     match &decision.action {
-        Action::ScaleUp { group, count } => {
+        Action::ScaleUp { .. } | Action::StartWarm { .. } => {
+            let (group, count) = decision.action.scale_up().unwrap_or_default();
             for r in decision
                 .reasons
                 .iter()
@@ -204,7 +209,14 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
                 out.push(ev(
                     ObjectRef::node(&t.node),
                     "NodeDeleted",
-                    format!("cordoned node deleted with its VM {}", t.server.id),
+                    if t.park {
+                        format!(
+                            "cordoned node deleted, its VM {} stopped into the warm pool",
+                            t.server.id
+                        )
+                    } else {
+                        format!("cordoned node deleted with its VM {}", t.server.id)
+                    },
                     false,
                 ));
             }
@@ -223,7 +235,7 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
             format!("warming image cache: {}", images.join(", ")),
             false,
         )),
-        Action::None | Action::DeletePods { .. } => {}
+        Action::None | Action::DeletePods { .. } | Action::FillWarmPool { .. } => {}
     }
     out
 }

@@ -164,6 +164,7 @@ impl Actuator<'_> {
         targets: &[(&ServerRef, Option<&str>)],
         earlier: Vec<Refusal>,
         cordoned: bool,
+        park: &[&str],
         out: &mut Outcome,
     ) -> Result<(), ActError> {
         let mut refusals = earlier;
@@ -197,6 +198,14 @@ impl Actuator<'_> {
             if let Some(node) = node {
                 self.cluster.delete_node(node).await?;
                 out.done.push(format!("deleted node {node}"));
+            }
+            if park.contains(&server.id.as_str()) {
+                provider.park(cluster_name, &server.id).await?;
+                out.done.push(format!(
+                    "stopped VM {} ({}) into the warm pool of group {}",
+                    server.name, server.id, server.group
+                ));
+                continue;
             }
             self.delete_server(server).await?;
             *out.deleted.entry(server.group.clone()).or_default() += 1;
@@ -300,6 +309,7 @@ mod tests {
             provider: "fake".into(),
             settings_hash: None,
             fault: None,
+            warm: false,
         }
     }
 

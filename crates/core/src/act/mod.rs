@@ -315,32 +315,29 @@ impl Actuator<'_> {
             }
             Action::DeleteServers { servers, nodes } => {
                 let (targets, refusals) = guard::by_name(servers, nodes);
-                self.remove_checked(&targets, refusals, false, &mut out)
+                self.remove_checked(&targets, refusals, false, &[], &mut out)
                     .await?;
             }
             Action::ScaleUp { group, count } => {
+                self.create_in(group, *count, false, &mut out).await?;
+            }
+            Action::FillWarmPool { group, count } => {
+                self.create_in(group, *count, true, &mut out).await?;
+            }
+            Action::StartWarm { group, servers } => {
                 let g = self
                     .config
                     .group(group)
                     .ok_or_else(|| ActError::NoProvider(format!("group {group}")))?;
                 let provider = self.clouds.for_group(group)?.clone();
-                for _ in 0..*count {
-                    let name = new_node_name(&self.config.cluster_name, &g.name, &self.taken_names);
-                    self.taken_names.insert(name.clone());
-                    let shape = self.group_shapes.get(&g.name);
-                    let rendered = render_user_data_for(self.config, g, &name, shape)?;
-                    let req = CreateRequest {
-                        name: name.clone(),
-                        cluster: self.config.cluster_name.clone(),
-                        group: g.name.clone(),
-                        user_data: rendered.content,
-                        settings_hash: g.settings_hash.clone(),
-                    };
-                    let server = provider.create_server(&req).await?;
-                    *out.created.entry(group.clone()).or_default() += 1;
+                for s in servers {
+                    let req = self.request(g, &s.name)?;
+                    provider
+                        .start_warm(&self.config.cluster_name, &s.id, &req)
+                        .await?;
                     out.done.push(format!(
-                        "created VM {} ({}) in group {group}",
-                        name, server.id
+                        "started warm VM {} ({}) in group {group}",
+                        s.name, s.id
                     ));
                 }
             }
@@ -426,7 +423,12 @@ impl Actuator<'_> {
                     .iter()
                     .map(|t| (&t.server, Some(t.node.as_str())))
                     .collect();
-                self.remove_checked(&targets, Vec::new(), true, &mut out)
+                let park: Vec<&str> = nodes
+                    .iter()
+                    .filter(|t| t.park)
+                    .map(|t| t.server.id.as_str())
+                    .collect();
+                self.remove_checked(&targets, Vec::new(), true, &park, &mut out)
                     .await?;
             }
             Action::PullImages { node, images } => {
@@ -443,6 +445,55 @@ impl Actuator<'_> {
             Action::DeletePods { pods } => self.delete_pullers(pods, &mut out).await?,
         }
         Ok(out)
+    }
+
+    /// What a VM of group `g` named `name` is made (or started) with.
+    fn request(&self, g: &NodeGroupConfig, name: &str) -> Result<CreateRequest, ActError> {
+        let shape = self.group_shapes.get(&g.name);
+        let rendered = render_user_data_for(self.config, g, name, shape)?;
+        Ok(CreateRequest {
+            name: name.to_string(),
+            cluster: self.config.cluster_name.clone(),
+            group: g.name.clone(),
+            user_data: rendered.content,
+            settings_hash: g.settings_hash.clone(),
+        })
+    }
+
+    /// Creates `count` VMs in `group`: started, or (`warm`) left stopped in its pool.
+    async fn create_in(
+        &mut self,
+        group: &str,
+        count: u32,
+        warm: bool,
+        out: &mut Outcome,
+    ) -> Result<(), ActError> {
+        let g = self
+            .config
+            .group(group)
+            .ok_or_else(|| ActError::NoProvider(format!("group {group}")))?;
+        let provider = self.clouds.for_group(group)?.clone();
+        for _ in 0..count {
+            let name = new_node_name(&self.config.cluster_name, &g.name, &self.taken_names);
+            self.taken_names.insert(name.clone());
+            let req = self.request(g, &name)?;
+            let server = if warm {
+                provider.create_warm(&req).await?
+            } else {
+                provider.create_server(&req).await?
+            };
+            *out.created.entry(group.to_string()).or_default() += 1;
+            out.done.push(format!(
+                "created VM {name} ({}) in group {group}{}",
+                server.id,
+                if warm {
+                    ", stopped, for its warm pool"
+                } else {
+                    ""
+                }
+            ));
+        }
+        Ok(())
     }
 
     /// The provider reads the VM's tags back too, and refuses one not of this cluster.

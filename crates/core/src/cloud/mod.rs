@@ -61,6 +61,10 @@ pub struct Server {
     /// the planner's reason, the Event and `plan` can say it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fault: Option<String>,
+    /// Parked in its group's warm pool (the provider's warm mark, e.g. a Proxmox tag):
+    /// stopped, never capacity, started by a scale-up instead of a create.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub warm: bool,
 }
 
 /// What the provider knows of one new VM of a group before it exists, to shape the
@@ -211,5 +215,37 @@ pub trait CloudProvider: Send + Sync {
     /// check`): one line per thing verified, in the provider's own terms.
     async fn verify(&self) -> Result<Vec<String>, CloudError> {
         Ok(Vec::new())
+    }
+    /// Creates a VM of `req.group` for its warm pool: made, never started, marked warm
+    /// ([`Server::warm`]), so it never joins until a scale-up starts it.
+    async fn create_warm(&self, _req: &CreateRequest) -> Result<Server, CloudError> {
+        Err(no_warm_pools(self.name()))
+    }
+    /// Takes warm VM `id` out of its pool and starts it: read back first and refused
+    /// unless it is `cluster`'s and warm; its provisioning clock restarts now. `req`
+    /// carries its name and freshly rendered user data, for providers that join by
+    /// running a script after the start.
+    async fn start_warm(
+        &self,
+        _cluster: &str,
+        _id: &str,
+        _req: &CreateRequest,
+    ) -> Result<(), CloudError> {
+        Err(no_warm_pools(self.name()))
+    }
+    /// Stops VM `id` (its Node already deleted) and marks it warm: read back first and
+    /// refused unless it is `cluster`'s.
+    async fn park(&self, _cluster: &str, _id: &str) -> Result<(), CloudError> {
+        Err(no_warm_pools(self.name()))
+    }
+}
+
+/// The error of a warm-pool call to a provider without warm pools (config validation
+/// keeps `warmPool` to the providers that have them).
+fn no_warm_pools(provider: &str) -> CloudError {
+    CloudError::Other {
+        provider: provider.to_string(),
+        message: "warm pools are not supported by this provider; remove warmPool from its groups"
+            .into(),
     }
 }

@@ -4,6 +4,7 @@
 mod buffers;
 mod disruption;
 mod error;
+mod pools;
 mod schedule;
 mod scheduling;
 mod validate;
@@ -25,6 +26,7 @@ pub use disruption::{
     Budget, BudgetNodes, DisruptionConfig, DisruptionReason, DrainConfig, HealthConfig,
 };
 pub use error::{ConfigError, ConfigProblem};
+pub use pools::{ScaleDownMode, WarmPoolConfig};
 pub use schedule::{Cron, Schedule, Zone};
 pub use scheduling::{
     ExpanderConfig, ExpanderKind, LimitsConfig, Quantity, ReservedConfig, ResourceMap,
@@ -170,6 +172,10 @@ pub struct ScaleDownConfig {
     /// a node annotation, so a restart keeps it.
     #[serde(default = "default_unneeded_time", with = "humantime_serde")]
     pub unneeded_time: Duration,
+    /// What happens to the VM of a removed node: deleted, or stopped into its group's
+    /// warm pool.
+    #[serde(default)]
+    pub mode: ScaleDownMode,
 }
 
 impl Default for ScaleDownConfig {
@@ -181,6 +187,7 @@ impl Default for ScaleDownConfig {
             delay_after_failure: default_delay_after_failure(),
             utilization_threshold: default_utilization_threshold(),
             unneeded_time: default_unneeded_time(),
+            mode: ScaleDownMode::Delete,
         }
     }
 }
@@ -282,6 +289,9 @@ pub struct NodeGroupConfig {
     pub proxmox: Option<ProxmoxSettings>,
     #[serde(default)]
     pub kamatera: Option<KamateraSettings>,
+    /// Stopped VMs kept ready; a scale-up starts one instead of creating.
+    #[serde(default)]
+    pub warm_pool: Option<WarmPoolConfig>,
     pub user_data: UserDataConfig,
     /// Extra node labels, rendered into user data.
     #[serde(default)]
@@ -296,6 +306,11 @@ pub struct NodeGroupConfig {
 }
 
 impl NodeGroupConfig {
+    /// Size of the group's warm pool (0: none).
+    pub fn warm_pool_size(&self) -> u32 {
+        self.warm_pool.as_ref().map_or(0, |w| w.size)
+    }
+
     /// What a new node is made from, hashed: a node labelled with another hash has
     /// drifted. Sizes, prices and limits are not part of it: changing them replaces
     /// nothing. Secrets from `variableFiles` are left out, so rotating a token does not

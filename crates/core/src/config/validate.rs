@@ -72,6 +72,7 @@ pub(super) fn validate(c: &Config) -> Vec<ConfigProblem> {
         ));
     }
     validate_expander(&mut p, c);
+    super::pools::validate_mode(&mut p, c);
     super::buffers::validate_buffers(&mut p, &c.buffers);
     let mut seen = BTreeSet::new();
     for (i, g) in c.node_groups.iter().enumerate() {
@@ -180,6 +181,7 @@ fn validate_expander(p: &mut Vec<ConfigProblem>, c: &Config) {
 }
 
 fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGroupConfig) {
+    super::pools::validate_pool(p, at, g);
     if let Some(price) = g.price {
         if !price.is_finite() || price < 0.0 {
             p.push(ConfigProblem::new(

@@ -54,6 +54,9 @@ impl fmt::Display for PodRef {
 pub struct NodeTarget {
     pub node: String,
     pub server: ServerRef,
+    /// `scaleDown.mode: stop`: the VM is stopped into its group's warm pool, not deleted.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub park: bool,
 }
 
 /// The one thing a cycle does.
@@ -71,6 +74,13 @@ pub enum Action {
     },
     /// Create `count` VMs in `group`.
     ScaleUp { group: String, count: u32 },
+    /// Scale `group` up by starting VMs of its warm pool instead of creating them.
+    StartWarm {
+        group: String,
+        servers: Vec<ServerRef>,
+    },
+    /// Create `count` stopped VMs for the warm pool of `group`.
+    FillWarmPool { group: String, count: u32 },
     /// Mark nodes unschedulable so they can be drained and removed; the annotations
     /// record why (`disruption`) and when (`at`, Unix seconds), for the drain deadline.
     Cordon {
@@ -112,6 +122,8 @@ impl Action {
             Action::RemoveStartupTaint { .. } => "remove-startup-taint",
             Action::DeleteServers { .. } => "delete-failed-servers",
             Action::ScaleUp { .. } => "scale-up",
+            Action::StartWarm { .. } => "start-warm",
+            Action::FillWarmPool { .. } => "fill-warm-pool",
             Action::Cordon { .. } => "cordon",
             Action::Uncordon { .. } => "uncordon",
             Action::ForgetCordon { .. } => "forget-cordon",
@@ -120,6 +132,17 @@ impl Action {
             Action::MarkUnneeded { .. } => "mark-unneeded",
             Action::PullImages { .. } => "pull-images",
             Action::DeletePods { .. } => "delete-pods",
+        }
+    }
+
+    /// The group and node count of an action that adds nodes (created or started).
+    pub fn scale_up(&self) -> Option<(&str, u32)> {
+        match self {
+            Action::ScaleUp { group, count } => Some((group, *count)),
+            Action::StartWarm { group, servers } => {
+                Some((group, u32::try_from(servers.len()).unwrap_or(u32::MAX)))
+            }
+            _ => None,
         }
     }
 }
@@ -136,6 +159,21 @@ impl fmt::Display for Action {
                 write!(f, "delete failed VMs {}", names.join(", "))
             }
             Action::ScaleUp { group, count } => write!(f, "add {count} node(s) to group {group}"),
+            Action::StartWarm { group, servers } => {
+                let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+                write!(
+                    f,
+                    "add {} node(s) to group {group} by starting warm VMs {}",
+                    servers.len(),
+                    names.join(", ")
+                )
+            }
+            Action::FillWarmPool { group, count } => {
+                write!(
+                    f,
+                    "make {count} stopped VM(s) for the warm pool of group {group}"
+                )
+            }
             Action::Cordon {
                 nodes, disruption, ..
             } => write!(f, "cordon {} ({})", nodes.join(", "), disruption.as_str()),
@@ -147,8 +185,28 @@ impl fmt::Display for Action {
                 write!(f, "evict {} pod(s) from {}", pods.len(), nodes.join(", "))
             }
             Action::DeleteNodes { nodes } => {
-                let names: Vec<&str> = nodes.iter().map(|t| t.node.as_str()).collect();
-                write!(f, "delete node(s) {} and their VMs", names.join(", "))
+                let (park, delete): (Vec<&NodeTarget>, Vec<&NodeTarget>) =
+                    nodes.iter().partition(|t| t.park);
+                let names = |v: &[&NodeTarget]| -> String {
+                    v.iter()
+                        .map(|t| t.node.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                match (park.is_empty(), delete.is_empty()) {
+                    (true, _) => write!(f, "delete node(s) {} and their VMs", names(&delete)),
+                    (false, true) => write!(
+                        f,
+                        "delete node(s) {} and park their VMs in the warm pool",
+                        names(&park)
+                    ),
+                    (false, false) => write!(
+                        f,
+                        "delete node(s) {} and their VMs, and node(s) {} parking their VMs in the warm pool",
+                        names(&delete),
+                        names(&park)
+                    ),
+                }
             }
             Action::MarkUnneeded { mark, clear, .. } => write!(
                 f,
@@ -205,6 +263,12 @@ pub enum ReasonCode {
     ImageMissing,
     PullerFinished,
     CapacitySufficient,
+    /// A scale-up starts warm VMs instead of creating.
+    WarmPoolStart,
+    /// The warm pool of a group is below its size.
+    WarmPoolShort,
+    /// A warm VM was made from other settings, or is older than `oldNodeAgeLimit`.
+    WarmVmStale,
 }
 
 /// A Kubernetes object a reason is about (for Events on it).
@@ -361,7 +425,7 @@ fn buckets(
         detail,
     };
     let scaling: std::collections::BTreeSet<(&str, &str)> = match action {
-        Action::ScaleUp { .. } => reasons
+        Action::ScaleUp { .. } | Action::StartWarm { .. } => reasons
             .iter()
             .filter(|r| r.code == ReasonCode::UnschedulablePods)
             .flat_map(|r| &r.objects)
@@ -427,7 +491,7 @@ fn buckets(
     }
     for pod in &p.needing_nodes {
         if scaling.contains(&(pod.namespace.as_str(), pod.name.as_str())) {
-            if let Action::ScaleUp { group, .. } = action {
+            if let Some((group, _)) = action.scale_up() {
                 out.push(mk(
                     pod,
                     Bucket::ScalingUp,
@@ -438,7 +502,7 @@ fn buckets(
             out.push(mk(pod, Bucket::NoCapacity, why.to_string()));
         } else if let Some(why) = unplaceable.get(&(pod.namespace.as_str(), pod.name.as_str())) {
             out.push(mk(pod, Bucket::NoCapacity, why.to_string()));
-        } else if matches!(action, Action::ScaleUp { .. }) {
+        } else if action.scale_up().is_some() {
             out.push(mk(
                 pod,
                 Bucket::CapacityComing,
@@ -494,12 +558,14 @@ type Step = fn(&view::View<'_>, &mut Vec<Reason>) -> Option<(Action, Vec<Reason>
 pub const STEPS: &[(&str, Step)] = &[
     ("finish-provisioning", steps::finish_provisioning),
     ("clean-up-failed", steps::clean_up_failed),
+    ("drop-stale-warm", steps::drop_stale_warm),
     ("forget-stale-cordons", steps::forget_stale_cordons),
     ("scale-up", steps::scale_up),
     ("remove-empty", steps::remove_empty),
     ("drain", steps::drain),
     ("disrupt", steps::disrupt),
     ("mark-unneeded", steps::mark_unneeded),
+    ("fill-warm-pools", steps::fill_warm_pools),
     ("warm-images", steps::warm_images),
 ];
 
@@ -517,6 +583,8 @@ pub fn plan(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Decision {
     }
     for (_, step) in STEPS {
         if let Some((action, reasons)) = step(&view, &mut notes) {
+            // Whatever asked for nodes, a group's warm VMs are started before any create.
+            let (action, reasons) = steps::from_warm_pool(&view, action, reasons);
             let notes = dedup_notes(notes);
             let pending = buckets(&view, &action, &reasons, &notes);
             return Decision {

@@ -114,6 +114,8 @@ pub struct View<'a> {
     pub config: &'a Config,
     pub now: SystemTime,
     pub members: Vec<Member<'a>>,
+    /// VMs of ours parked in a warm pool: never members, never capacity.
+    pub warm: Vec<&'a Server>,
     pub pods_by_node: BTreeMap<&'a str, Vec<&'a PodInfo>>,
     /// Pods the scheduler could not place that some node or group could host.
     pub unschedulable: Vec<&'a PodInfo>,
@@ -146,6 +148,7 @@ impl<'a> View<'a> {
         let nodes: BTreeMap<&str, &NodeInfo> =
             s.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
         let mut members = Vec::new();
+        let mut warm = Vec::new();
         for server in &s.servers {
             // Ownership, cloud side: our cluster tag and a group we know.
             if server.cluster.as_deref() != Some(config.cluster_name.as_str()) {
@@ -154,6 +157,10 @@ impl<'a> View<'a> {
             let Some(group) = server.group.as_deref().and_then(|g| config.group(g)) else {
                 continue;
             };
+            if server.warm {
+                warm.push(server);
+                continue;
+            }
             // Ownership, cluster side: the node's labels must agree.
             let same_name = nodes.get(server.name.as_str()).copied();
             let node = same_name.filter(|n| {
@@ -264,6 +271,7 @@ impl<'a> View<'a> {
             config,
             now,
             members,
+            warm,
             pods_by_node,
             unschedulable: Vec::new(),
             pods: &s.pods,

@@ -507,6 +507,15 @@ async fn respond(
                 o.task_delay
             )))
         }
+        ("POST", "/nodes/{node}/qemu/{vmid}/status/shutdown") => data(json!(new_task(
+            shared,
+            &node,
+            "qmshutdown",
+            vmid,
+            vmid,
+            &user,
+            o.task_delay
+        ))),
         ("POST", "/nodes/{node}/qemu/{vmid}/status/stop") => data(json!(new_task(
             shared,
             &node,

@@ -166,6 +166,7 @@ fn first_line(kind: &str, target: u32) -> String {
         "qmclone" => format!("create full clone of drive scsi0 (local-lvm:vm-{target}-disk-0)"),
         "qmstart" => format!("starting VM {target}"),
         "qmstop" => format!("stopping VM {target}"),
+        "qmshutdown" => format!("shutting down VM {target}"),
         "qmdestroy" => format!("destroying VM {target}"),
         _ => format!("update VM {target}"),
     }
@@ -305,10 +306,12 @@ fn finish_task(shared: &Arc<Shared>, upid: &str, kind: &str, vmid: u32, fail_wit
                 }
                 "OK".into()
             }
-            ("qmstop", None) => {
+            ("qmstop" | "qmshutdown", None) => {
                 if let Some(vm) = st.vms.get_mut(&vmid) {
                     vm.status = "stopped".into();
                     vm.booted = false;
+                    // Its kubelet registers again when it next boots.
+                    vm.joined = false;
                 }
                 "OK".into()
             }

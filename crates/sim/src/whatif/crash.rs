@@ -249,6 +249,7 @@ pub(super) fn seed_foreign(world: &World) -> Foreign {
         provider: provider.into(),
         settings_hash: None,
         fault: None,
+        warm: false,
     };
     let vms = [
         server("foreign-1", "other-w-1", Some("other"), "openstack"),

@@ -575,6 +575,7 @@ impl State {
             provider: provider.to_string(),
             settings_hash: None,
             fault: None,
+            warm: false,
         };
         self.vm_stats.push(VmStat {
             group: group.to_string(),

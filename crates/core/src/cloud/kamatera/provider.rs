@@ -414,6 +414,7 @@ impl KamateraProvider {
             provider: PROVIDER.into(),
             settings_hash: only_one(tags.iter().filter_map(|t| parse_hash_tag(prefix, t))),
             fault: None,
+            warm: false,
         }
     }
 
@@ -542,6 +543,7 @@ impl CloudProvider for KamateraProvider {
                 provider: PROVIDER.into(),
                 settings_hash: None,
                 fault: None,
+                warm: false,
             },
         }))
     }
@@ -624,6 +626,7 @@ impl CloudProvider for KamateraProvider {
             settings_hash: hash_tag(&settings.tag_prefix, &req.settings_hash)
                 .map(|_| req.settings_hash.clone()),
             fault: None,
+            warm: false,
         })
     }
 

@@ -258,6 +258,7 @@ impl NovaServer {
                 .as_ref()
                 .map(|f| f.message.trim().to_string())
                 .filter(|m| !m.is_empty()),
+            warm: false,
         }
     }
 }

@@ -758,6 +758,7 @@ impl CloudProvider for OpenStackProvider {
             provider: PROVIDER.into(),
             settings_hash: Some(req.settings_hash.clone()).filter(|h| !h.is_empty()),
             fault: None,
+            warm: false,
         })
     }
 

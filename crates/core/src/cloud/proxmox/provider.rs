@@ -6,6 +6,8 @@ use std::sync::{Arc, Mutex as StdMutex};
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
+
+mod warm;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
@@ -264,7 +266,8 @@ impl ProxmoxProvider {
         self.await_upid(&format!("DELETE {base}"), &data).await
     }
 
-    async fn create_locked(&self, req: &CreateRequest) -> Result<Server, CloudError> {
+    /// Clones, configures and (unless `warm`: left stopped with the warm mark) starts a VM.
+    async fn create_locked(&self, req: &CreateRequest, warm: bool) -> Result<Server, CloudError> {
         let inner = &self.inner;
         let api = &inner.api;
         let settings = self.settings(&req.group)?;
@@ -329,10 +332,8 @@ impl ProxmoxProvider {
         let created = SystemTime::now();
         let memory_mib = settings.memory.map(|m| m.as_u64() / (1024 * 1024));
         let result = async {
-            let mut p: Params = params([(
-                "tags",
-                tags::for_new_vm(&req.cluster, &req.group, &req.settings_hash, created),
-            )]);
+            let tag_value = tags::for_new_vm(&req.cluster, &req.group, &req.settings_hash, created);
+            let mut p: Params = params([("tags", tags::rewrite(&tag_value, warm, None))]);
             if let Some(c) = settings.cores {
                 p.push(("cores".into(), c.to_string()));
             }
@@ -377,6 +378,9 @@ impl ProxmoxProvider {
             let call = format!("{}/config", vm_path(&target, vmid));
             let data = api.post(&call, &p).await?;
             self.await_upid(&format!("POST {call}"), &data).await?;
+            if warm {
+                return Ok(());
+            }
             let call = format!("{}/status/start", vm_path(&target, vmid));
             let data = api.post(&call, &[]).await?;
             self.await_upid(&format!("POST {call}"), &data).await
@@ -391,9 +395,12 @@ impl ProxmoxProvider {
             }
             return Err(e);
         }
-        tracing::info!(vm = %req.name, vmid, host = %target, "Proxmox VM started");
-
-        if settings.join == JoinMode::GuestAgent {
+        if warm {
+            tracing::info!(vm = %req.name, vmid, host = %target, "Proxmox VM made for the warm pool, left stopped");
+        } else {
+            tracing::info!(vm = %req.name, vmid, host = %target, "Proxmox VM started");
+        }
+        if settings.join == JoinMode::GuestAgent && !warm {
             self.spawn_join(target.clone(), vmid, req, settings);
         }
         Ok(Server {
@@ -401,12 +408,17 @@ impl ProxmoxProvider {
             name: req.name.clone(),
             cluster: Some(req.cluster.clone()),
             group: Some(req.group.clone()),
-            status: ServerStatus::Building,
+            status: if warm {
+                ServerStatus::Stopped
+            } else {
+                ServerStatus::Building
+            },
             created,
             memory_bytes: memory_mib.map(|m| m * 1024 * 1024).or(template.maxmem),
             provider: PROVIDER.into(),
             settings_hash: Some(req.settings_hash.clone()).filter(|h| !h.is_empty()),
             fault: None,
+            warm,
         })
     }
 
@@ -464,6 +476,7 @@ impl ProxmoxProvider {
             created,
             memory_bytes: v.maxmem,
             provider: PROVIDER.into(),
+            warm: o.warm,
             settings_hash: o.settings_hash,
             fault: None,
         }
@@ -549,7 +562,25 @@ impl CloudProvider for ProxmoxProvider {
 
     async fn create_server(&self, req: &CreateRequest) -> Result<Server, CloudError> {
         let _guard = self.inner.create_lock.lock().await;
-        self.create_locked(req).await
+        self.create_locked(req, false).await
+    }
+
+    async fn create_warm(&self, req: &CreateRequest) -> Result<Server, CloudError> {
+        let _guard = self.inner.create_lock.lock().await;
+        self.create_locked(req, true).await
+    }
+
+    async fn start_warm(
+        &self,
+        cluster: &str,
+        id: &str,
+        req: &CreateRequest,
+    ) -> Result<(), CloudError> {
+        self.start_parked(cluster, id, req).await
+    }
+
+    async fn park(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        self.park_vm(cluster, id).await
     }
 
     /// Destroys VM `id` only when its tags, read back just before, name `cluster` (and

@@ -6,6 +6,7 @@
 //! - `nw-g-<group>`: [`crate::cloud::GROUP_TAG`]
 //! - `nw-t-<unix seconds>`: creation time
 //! - `nw-h-<hash>`: [`crate::cloud::SETTINGS_HASH_TAG`], the group settings it was made from
+//! - `nw-warm`: parked in its group's warm pool ([`crate::cloud::Server::warm`])
 
 use std::time::{Duration, SystemTime};
 
@@ -13,6 +14,7 @@ pub const CLUSTER_PREFIX: &str = "nw-c-";
 pub const GROUP_PREFIX: &str = "nw-g-";
 pub const CREATED_PREFIX: &str = "nw-t-";
 pub const HASH_PREFIX: &str = "nw-h-";
+pub const WARM_TAG: &str = "nw-warm";
 
 pub fn encode(value: &str) -> String {
     let mut out = String::new();
@@ -58,6 +60,8 @@ pub struct Ownership {
     pub group: Option<String>,
     pub created: Option<SystemTime>,
     pub settings_hash: Option<String>,
+    /// Carries [`WARM_TAG`].
+    pub warm: bool,
 }
 
 /// Ownership as the tags say it. Two different cluster (or group) tags on one VM make
@@ -67,7 +71,9 @@ pub fn ownership(tags: &str) -> Ownership {
     let (mut clusters, mut groups, mut hashes) = (Vec::new(), Vec::new(), Vec::new());
     for t in split(tags) {
         let lower = t.to_ascii_lowercase();
-        if let Some(v) = lower.strip_prefix(CLUSTER_PREFIX) {
+        if lower == WARM_TAG {
+            o.warm = true;
+        } else if let Some(v) = lower.strip_prefix(CLUSTER_PREFIX) {
             clusters.push(decode(v));
         } else if let Some(v) = lower.strip_prefix(GROUP_PREFIX) {
             groups.push(decode(v));
@@ -153,6 +159,31 @@ pub fn ownership_from_description(description: &str) -> Ownership {
     o
 }
 
+/// `tags` with the warm mark set or taken off and, when `created` is given, the creation
+/// time replaced (a VM taken from the pool starts its provisioning clock anew); every
+/// other tag is kept as it is.
+pub fn rewrite(tags: &str, warm: bool, created: Option<SystemTime>) -> String {
+    let mut out: Vec<String> = split(tags)
+        .into_iter()
+        .filter(|t| {
+            let lower = t.to_ascii_lowercase();
+            lower != WARM_TAG && !(created.is_some() && lower.starts_with(CREATED_PREFIX))
+        })
+        .map(str::to_string)
+        .collect();
+    if let Some(t) = created {
+        let secs = t
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        out.push(format!("{CREATED_PREFIX}{secs}"));
+    }
+    if warm {
+        out.push(WARM_TAG.to_string());
+    }
+    out.join(";")
+}
+
 /// The `tags` value for a new VM; an empty `settings_hash` writes no hash tag.
 pub fn for_new_vm(cluster: &str, group: &str, settings_hash: &str, created: SystemTime) -> String {
     let secs = created
@@ -173,6 +204,26 @@ pub fn for_new_vm(cluster: &str, group: &str, settings_hash: &str, created: Syst
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_warm_mark_is_set_and_taken_off_and_the_clock_restamped() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(42);
+        let t = for_new_vm("prod", "workers", "0a1b2c3d4e5f", t0);
+        assert!(!ownership(&t).warm);
+        let parked = rewrite(&t, true, None);
+        assert_eq!(
+            parked,
+            "nw-c-prod;nw-g-workers;nw-t-42;nw-h-0a1b2c3d4e5f;nw-warm"
+        );
+        let o = ownership(&parked);
+        assert!(o.warm);
+        assert_eq!(o.created, Some(t0));
+        let started = rewrite(&parked, false, Some(t0 + Duration::from_secs(58)));
+        assert_eq!(started, "nw-c-prod;nw-g-workers;nw-h-0a1b2c3d4e5f;nw-t-100");
+        let o = ownership(&started);
+        assert!(!o.warm);
+        assert_eq!(o.settings_hash.as_deref(), Some("0a1b2c3d4e5f"));
+    }
 
     #[test]
     fn round_trip() {

@@ -64,6 +64,7 @@ fn member(s: &mut Snapshot, name: &str, group: &str) {
         provider: "openstack".into(),
         settings_hash: None,
         fault: None,
+        warm: false,
     });
     let mut labels = BTreeMap::new();
     labels.insert(LABEL_CLUSTER.to_string(), "dev".to_string());
@@ -99,6 +100,7 @@ fn booting(s: &mut Snapshot, name: &str) {
         provider: "openstack".into(),
         settings_hash: None,
         fault: None,
+        warm: false,
     });
 }
 

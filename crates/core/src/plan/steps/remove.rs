@@ -75,9 +75,11 @@ pub fn remove_empty(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             )
         };
         reasons.push(Reason::new(code, message).about([ObjectRef::node(&n.name)]));
+        let parked = targets.iter().filter(|t: &&NodeTarget| t.park).count() as u32;
         targets.push(NodeTarget {
             node: n.name.clone(),
             server: m.server_ref(),
+            park: super::pools::parks(v, m, parked),
         });
     }
     if targets.is_empty() {

@@ -63,6 +63,7 @@ fn mk_server(name: &str, created: SystemTime) -> Server {
         provider: "openstack".into(),
         settings_hash: None,
         fault: None,
+        warm: false,
     }
 }
 
@@ -654,6 +655,7 @@ mod disruption;
 mod drift;
 mod faults;
 mod hard_limit;
+mod pools;
 mod props;
 mod replay;
 mod scale_up;

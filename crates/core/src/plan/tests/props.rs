@@ -340,7 +340,13 @@ fn named(a: &Action, s: &Snapshot) -> (Vec<String>, Vec<String>) {
             .and_then(|q| q.node_name.clone())
     };
     match a {
-        Action::None | Action::ScaleUp { .. } | Action::DeletePods { .. } => (vec![], vec![]),
+        Action::None
+        | Action::ScaleUp { .. }
+        | Action::FillWarmPool { .. }
+        | Action::DeletePods { .. } => (vec![], vec![]),
+        Action::StartWarm { servers, .. } => {
+            (vec![], servers.iter().map(|v| v.name.clone()).collect())
+        }
         Action::RemoveStartupTaint { nodes }
         | Action::Cordon { nodes, .. }
         | Action::Uncordon { nodes, .. }

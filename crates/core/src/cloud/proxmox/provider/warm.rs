@@ -1,0 +1,101 @@
+//! Warm pools on Proxmox: a warm VM is cloned and configured but never started, and
+//! carries the `nw-warm` tag, so a fresh process reads the pool back from the tags.
+
+use std::time::SystemTime;
+
+use super::{vmid_of, ProxmoxProvider};
+use crate::cloud::proxmox::allocate::{list_vms, vm_path, VmResource};
+use crate::cloud::proxmox::client::params;
+use crate::cloud::proxmox::tags::{self, ownership};
+use crate::cloud::proxmox::{JoinMode, PROVIDER};
+use crate::cloud::{refused, CloudError, CreateRequest};
+
+impl ProxmoxProvider {
+    /// VM `id` as listed now, refused unless its tags name `cluster` (and, with `warm`,
+    /// unless it carries the warm mark).
+    async fn owned_vm(
+        &self,
+        cluster: &str,
+        id: &str,
+        warm: bool,
+    ) -> Result<VmResource, CloudError> {
+        let vmid = vmid_of(id)?;
+        let vms = list_vms(&self.inner.api).await?;
+        let Some(vm) = vms.into_iter().find(|v| v.vmid == vmid && !v.template) else {
+            return Err(CloudError::NotFound {
+                provider: PROVIDER.into(),
+                what: "VM".into(),
+                name: id.into(),
+            });
+        };
+        let name = vm.name.clone().unwrap_or_else(|| format!("VM {vmid}"));
+        let o = ownership(vm.tags());
+        if o.cluster.as_deref() != Some(cluster) {
+            let reason = format!("its tags do not name cluster '{cluster}'");
+            return Err(refused(PROVIDER, &name, id, reason));
+        }
+        if warm && !o.warm {
+            let reason = format!("it is not in the warm pool (no {} tag)", tags::WARM_TAG);
+            return Err(refused(PROVIDER, &name, id, reason));
+        }
+        Ok(vm)
+    }
+
+    /// Writes `value` as the VM's tags, awaiting the config task.
+    async fn set_tags(&self, vm: &VmResource, value: String) -> Result<(), CloudError> {
+        let call = format!("{}/config", vm_path(&vm.node, vm.vmid));
+        let data = self
+            .inner
+            .api
+            .post(&call, &params([("tags", value)]))
+            .await?;
+        self.await_upid(&format!("POST {call}"), &data).await
+    }
+
+    /// Out of the pool first, then started: a crash in between leaves a stopped VM of
+    /// ours with no node, which `provisionTimeout` removes, never a warm VM that runs.
+    pub(super) async fn start_parked(
+        &self,
+        cluster: &str,
+        id: &str,
+        req: &CreateRequest,
+    ) -> Result<(), CloudError> {
+        let vm = self.owned_vm(cluster, id, true).await?;
+        let group = ownership(vm.tags()).group.unwrap_or_default();
+        self.set_tags(
+            &vm,
+            tags::rewrite(vm.tags(), false, Some(SystemTime::now())),
+        )
+        .await?;
+        let call = format!("{}/status/start", vm_path(&vm.node, vm.vmid));
+        let data = self.inner.api.post(&call, &[]).await?;
+        self.await_upid(&format!("POST {call}"), &data).await?;
+        tracing::info!(vm = %req.name, vmid = vm.vmid, host = %vm.node, "warm Proxmox VM started");
+        let settings = self.settings(&group)?;
+        if settings.join == JoinMode::GuestAgent {
+            self.spawn_join(vm.node.clone(), vm.vmid, req, settings);
+        }
+        Ok(())
+    }
+
+    /// Shut down (forced after a minute), then marked warm: a crash in between leaves a
+    /// stopped, unmarked VM with no node, which `provisionTimeout` removes.
+    pub(super) async fn park_vm(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        let vm = self.owned_vm(cluster, id, false).await?;
+        if vm.status == "running" {
+            let call = format!("{}/status/shutdown", vm_path(&vm.node, vm.vmid));
+            let p = params([("forceStop", "1".into()), ("timeout", "60".into())]);
+            let data = self.inner.api.post(&call, &p).await?;
+            self.await_upid(&format!("POST {call}"), &data).await?;
+        }
+        self.set_tags(&vm, tags::rewrite(vm.tags(), true, None))
+            .await?;
+        self.inner
+            .joins
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&vm.vmid);
+        tracing::info!(vmid = vm.vmid, host = %vm.node, "Proxmox VM stopped and parked in the warm pool");
+        Ok(())
+    }
+}

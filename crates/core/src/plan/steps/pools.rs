@@ -1,0 +1,199 @@
+//! Warm pools: stopped VMs per group, started by a scale-up instead of creating, refilled
+//! when nothing more pressing is to be done, and dropped when they no longer match the
+//! group. Warm VMs count toward `maxSize` (the group never holds more VMs than that,
+//! warm or not) and never as capacity.
+
+use super::StepResult;
+use crate::cloud::{Server, ServerStatus};
+use crate::config::{NodeGroupConfig, ScaleDownMode};
+use crate::plan::view::{Member, View};
+use crate::plan::{Action, Reason, ReasonCode, ServerRef};
+
+fn server_ref(s: &Server, group: &str) -> ServerRef {
+    ServerRef {
+        provider: s.provider.clone(),
+        id: s.id.clone(),
+        name: s.name.clone(),
+        group: group.to_string(),
+    }
+}
+
+/// Why warm VM `s` of `g` must not be reused, if so: made from other settings, older
+/// than `oldNodeAgeLimit`, or not stopped (in error, or started behind our back).
+pub(crate) fn stale(v: &View<'_>, g: &NodeGroupConfig, s: &Server) -> Option<String> {
+    if !g.settings_hash.is_empty() && s.settings_hash.as_deref() != Some(g.settings_hash.as_str()) {
+        return Some(format!(
+            "warm VM {} was made from other settings ({}) than group {}'s current ones ({})",
+            s.name,
+            s.settings_hash.as_deref().unwrap_or("none recorded"),
+            g.name,
+            g.settings_hash
+        ));
+    }
+    if let Some(limit) = v.config.old_node_age_limit {
+        if v.age(s.created) >= limit {
+            return Some(format!(
+                "warm VM {} is older than oldNodeAgeLimit {}",
+                s.name,
+                humantime::format_duration(limit)
+            ));
+        }
+    }
+    match s.status {
+        ServerStatus::Stopped => None,
+        ServerStatus::Error => Some(match &s.fault {
+            Some(f) => format!("warm VM {} reports an error state: {f}", s.name),
+            None => format!("warm VM {} reports an error state", s.name),
+        }),
+        other => Some(format!(
+            "warm VM {} is {} instead of stopped",
+            s.name,
+            serde_json::to_value(other)
+                .ok()
+                .and_then(|x| x.as_str().map(str::to_string))
+                .unwrap_or_default()
+        )),
+    }
+}
+
+/// The warm VMs of group `g`, as (server, why it is stale).
+fn warm_of<'a>(v: &View<'a>, g: &NodeGroupConfig) -> Vec<(&'a Server, Option<String>)> {
+    v.warm
+        .iter()
+        .copied()
+        .filter(|s| s.group.as_deref() == Some(g.name.as_str()))
+        .map(|s| (s, stale(v, g, s)))
+        .collect()
+}
+
+/// Warm VMs that no longer match their group are deleted, not reused.
+pub fn drop_stale_warm(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
+    let mut servers = Vec::new();
+    let mut reasons = Vec::new();
+    for g in &v.config.node_groups {
+        for (s, why) in warm_of(v, g) {
+            let Some(why) = why else { continue };
+            // Already going: asking again would only repeat the delete.
+            if s.status == ServerStatus::Deleting || v.frozen.contains_key(g.name.as_str()) {
+                continue;
+            }
+            servers.push(server_ref(s, &g.name));
+            reasons.push(Reason::new(
+                ReasonCode::WarmVmStale,
+                format!("{why}; deleting it instead of reusing it"),
+            ));
+        }
+    }
+    if servers.is_empty() {
+        return None;
+    }
+    Some((
+        Action::DeleteServers {
+            servers,
+            nodes: Vec::new(),
+        },
+        reasons,
+    ))
+}
+
+/// A scale-up of a group with usable warm VMs starts those (oldest first, so they are
+/// used before they age out) instead of creating; the rest of the count is created by a
+/// later cycle once no warm VM is left. Any other action passes unchanged.
+pub fn from_warm_pool(
+    v: &View<'_>,
+    action: Action,
+    mut reasons: Vec<Reason>,
+) -> (Action, Vec<Reason>) {
+    let Action::ScaleUp { group, count } = &action else {
+        return (action, reasons);
+    };
+    let Some(g) = v.config.group(group) else {
+        return (action, reasons);
+    };
+    let mut usable: Vec<&Server> = warm_of(v, g)
+        .into_iter()
+        .filter(|(_, why)| why.is_none())
+        .map(|(s, _)| s)
+        .collect();
+    if usable.is_empty() {
+        return (action, reasons);
+    }
+    usable.sort_by(|a, b| a.created.cmp(&b.created).then(a.name.cmp(&b.name)));
+    let take = usable.len().min(*count as usize);
+    let servers: Vec<ServerRef> = usable[..take]
+        .iter()
+        .map(|s| server_ref(s, &g.name))
+        .collect();
+    let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+    reasons.push(Reason::new(
+        ReasonCode::WarmPoolStart,
+        format!(
+            "group {} has {} warm VM(s): starting {} instead of creating {count}",
+            g.name,
+            usable.len(),
+            names.join(", ")
+        ),
+    ));
+    (
+        Action::StartWarm {
+            group: g.name.clone(),
+            servers,
+        },
+        reasons,
+    )
+}
+
+/// Groups whose warm pool is short get stopped VMs made, as many as `maxSize` leaves
+/// room for (running and warm VMs together); never while the group is backed off or its
+/// provider is unavailable.
+pub fn fill_warm_pools(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
+    for g in &v.config.node_groups {
+        let size = g.warm_pool_size();
+        if size == 0
+            || v.frozen.contains_key(g.name.as_str())
+            || v.backed_off_until(&g.name).is_some()
+        {
+            continue;
+        }
+        let warm = u32::try_from(warm_of(v, g).len()).unwrap_or(u32::MAX);
+        let held = v.group_size(&g.name).saturating_add(warm);
+        let count = size
+            .saturating_sub(warm)
+            .min(g.max_size.saturating_sub(held));
+        if count == 0 {
+            continue;
+        }
+        let reason = Reason::new(
+            ReasonCode::WarmPoolShort,
+            format!(
+                "warm pool of group {} holds {warm} of {size} stopped VM(s); {held} of maxSize {} in use, so making {count}",
+                g.name, g.max_size
+            ),
+        );
+        return Some((
+            Action::FillWarmPool {
+                group: g.name.clone(),
+                count,
+            },
+            vec![reason],
+        ));
+    }
+    None
+}
+
+/// Whether the VM of member `m`, being removed, is parked instead of deleted: with
+/// `scaleDown.mode: stop`, when its group's pool has room (counting the `parked` ones
+/// this action already parks) and the VM is current and healthy.
+pub fn parks(v: &View<'_>, m: &Member<'_>, parked: u32) -> bool {
+    let g = m.group;
+    if v.config.scale_down.mode != ScaleDownMode::Stop || g.warm_pool_size() == 0 || m.vm_error {
+        return false;
+    }
+    let warm = u32::try_from(warm_of(v, g).len()).unwrap_or(u32::MAX);
+    if warm.saturating_add(parked) >= g.warm_pool_size() {
+        return false;
+    }
+    let mut as_warm = m.server.clone();
+    as_warm.status = ServerStatus::Stopped;
+    stale(v, g, &as_warm).is_none()
+}

@@ -1,0 +1,213 @@
+//! Warm pools in the planner: starting warm VMs instead of creating, refilling within
+//! `maxSize`, dropping stale warm VMs, and parking removed nodes' VMs.
+
+use super::*;
+use crate::config::ScaleDownMode;
+
+fn pool_config(extra: &str, size: u32, max: u32) -> Config {
+    let dir = std::env::temp_dir();
+    std::fs::write(dir.join("nodewright-pool-test.j2"), "#cloud-config\n")
+        .expect("temp dir is writable");
+    let text = format!(
+        r#"
+clusterName: dev
+provisionTimeout: 10m
+oldNodeAgeLimit: 72h
+templatesDir: {dir}
+{extra}
+nodeGroups:
+- name: workers
+  provider: proxmox
+  minSize: 0
+  maxSize: {max}
+  nodeMemory: 8 GiB
+  proxmox: {{template: k3s}}
+  warmPool: {{size: {size}}}
+  userData: {{template: nodewright-pool-test.j2}}
+"#,
+        dir = dir.display()
+    );
+    Config::parse(&text, Path::new("/")).expect("test config is valid")
+}
+
+fn hash(c: &Config) -> String {
+    c.group("workers").expect("group").settings_hash.clone()
+}
+
+/// A warm VM of `workers`, parked `age` seconds ago, made from `settings_hash`.
+fn warm(name: &str, age: u64, settings_hash: &str) -> Server {
+    let mut s = mk_server(name, ago(age));
+    s.provider = "proxmox".into();
+    s.status = ServerStatus::Stopped;
+    s.warm = true;
+    s.settings_hash = Some(settings_hash.into());
+    s
+}
+
+fn names(servers: &[ServerRef]) -> Vec<&str> {
+    servers.iter().map(|s| s.name.as_str()).collect()
+}
+
+#[test]
+fn a_scale_up_starts_warm_vms_oldest_first_instead_of_creating() {
+    let c = pool_config("freeMemoryTarget: 20 GiB", 2, 5);
+    let h = hash(&c);
+    let mut s = Snapshot::default();
+    s.servers.push(warm("dev-workers-young", 60, &h));
+    s.servers.push(warm("dev-workers-old", 3600, &h));
+    let d = plan_it(&s, &c);
+    match &d.action {
+        // Three nodes wanted, two warm: both started now, the third created later.
+        Action::StartWarm { group, servers } => {
+            assert_eq!(group, "workers");
+            assert_eq!(names(servers), ["dev-workers-old", "dev-workers-young"]);
+        }
+        other => panic!("expected StartWarm, got {other:?}"),
+    }
+    assert!(d.has_reason(ReasonCode::WarmPoolStart));
+}
+
+#[test]
+fn warm_vms_are_no_capacity() {
+    // Two warm VMs of 8 GiB do not meet a 4 GiB free-memory target: one is started.
+    let c = pool_config("freeMemoryTarget: 4 GiB", 2, 5);
+    let h = hash(&c);
+    let mut s = Snapshot::default();
+    s.servers.push(warm("dev-workers-w1", 60, &h));
+    s.servers.push(warm("dev-workers-w2", 120, &h));
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::StartWarm { servers, .. } if names(servers) == ["dev-workers-w2"]),
+        "{:?}",
+        d.action
+    );
+}
+
+#[test]
+fn a_short_pool_is_refilled_within_max_size() {
+    let c = pool_config("freeMemoryTarget: 0 B\nscaleDown: {enabled: false}", 3, 4);
+    let h = hash(&c);
+    let mut s = Snapshot::default();
+    // Two nodes run; one warm VM: the pool wants two more, maxSize leaves room for one.
+    for name in ["dev-workers-a", "dev-workers-b"] {
+        mk_member(&mut s, name, 3600);
+    }
+    s.servers.push(warm("dev-workers-w1", 60, &h));
+    let d = plan_it(&s, &c);
+    assert_eq!(
+        d.action,
+        Action::FillWarmPool {
+            group: "workers".into(),
+            count: 1
+        }
+    );
+    assert!(d.has_reason(ReasonCode::WarmPoolShort));
+    // At maxSize with the warm VM counted: nothing more is made.
+    mk_member(&mut s, "dev-workers-c", 3600);
+    let d = plan_it(&s, &c);
+    assert!(
+        !matches!(d.action, Action::FillWarmPool { .. }),
+        "{:?}",
+        d.action
+    );
+}
+
+#[test]
+fn a_backed_off_group_does_not_refill_its_pool() {
+    let c = pool_config("freeMemoryTarget: 0 B", 2, 4);
+    let mut s = Snapshot::default();
+    s.group_backoff
+        .insert("workers".into(), now() + Duration::from_secs(60));
+    let d = plan_it(&s, &c);
+    assert!(
+        !matches!(d.action, Action::FillWarmPool { .. }),
+        "{:?}",
+        d.action
+    );
+}
+
+#[test]
+fn a_drifted_or_too_old_warm_vm_is_deleted_instead_of_reused() {
+    let c = pool_config("freeMemoryTarget: 20 GiB", 3, 5);
+    let h = hash(&c);
+    let mut s = Snapshot::default();
+    s.servers
+        .push(warm("dev-workers-drifted", 60, "000000000000"));
+    s.servers.push(warm("dev-workers-ancient", 73 * 3600, &h));
+    s.servers.push(warm("dev-workers-good", 60, &h));
+    let d = plan_it(&s, &c);
+    match &d.action {
+        Action::DeleteServers { servers, nodes } => {
+            assert_eq!(
+                names(servers),
+                ["dev-workers-drifted", "dev-workers-ancient"]
+            );
+            assert!(nodes.is_empty());
+        }
+        other => panic!("expected the stale warm VMs deleted, got {other:?}"),
+    }
+    assert!(d.reasons.iter().all(|r| r.code == ReasonCode::WarmVmStale));
+    assert!(d.reasons[0].message.contains("other settings"));
+    assert!(d.reasons[1].message.contains("older than oldNodeAgeLimit"));
+    // Once they are gone, the current one is started.
+    s.servers.retain(|v| v.name == "dev-workers-good");
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::StartWarm { servers, .. } if names(servers) == ["dev-workers-good"]),
+        "{:?}",
+        d.action
+    );
+}
+
+/// An empty node cordoned by nodewright, its VM made from `settings_hash`.
+fn emptied(s: &mut Snapshot, name: &str, settings_hash: Option<&str>) {
+    mk_member(s, name, 3600);
+    let vm = s.servers.last_mut().expect("server");
+    vm.settings_hash = settings_hash.map(str::to_string);
+    let node = s.nodes.last_mut().expect("node");
+    cordon_by_us(node, "empty", 60);
+}
+
+fn parked(d: &Decision) -> Vec<(&str, bool)> {
+    match &d.action {
+        Action::DeleteNodes { nodes } => nodes.iter().map(|t| (t.node.as_str(), t.park)).collect(),
+        other => panic!("expected DeleteNodes, got {other:?}"),
+    }
+}
+
+#[test]
+fn scale_down_mode_stop_parks_current_vms_while_the_pool_has_room() {
+    let c = pool_config("freeMemoryTarget: 0 B\nscaleDown: {mode: stop}", 2, 5);
+    assert_eq!(c.scale_down.mode, ScaleDownMode::Stop);
+    let h = hash(&c);
+    let mut s = Snapshot::default();
+    s.servers.push(warm("dev-workers-w1", 60, &h));
+    emptied(&mut s, "dev-workers-a", Some(&h));
+    emptied(&mut s, "dev-workers-b", Some(&h));
+    emptied(&mut s, "dev-workers-drifted", Some("000000000000"));
+    let d = plan_it(&s, &c);
+    // One slot left in the pool: the first current VM parks, the second is deleted, the
+    // drifted one is deleted whatever the room.
+    assert_eq!(
+        parked(&d),
+        [
+            ("dev-workers-a", true),
+            ("dev-workers-b", false),
+            ("dev-workers-drifted", false)
+        ]
+    );
+    assert!(
+        d.action.to_string().contains("park their VMs")
+            || d.action.to_string().contains("parking their VMs")
+    );
+}
+
+#[test]
+fn scale_down_mode_delete_never_parks() {
+    let c = pool_config("freeMemoryTarget: 0 B", 2, 5);
+    let h = hash(&c);
+    let mut s = Snapshot::default();
+    emptied(&mut s, "dev-workers-a", Some(&h));
+    let d = plan_it(&s, &c);
+    assert_eq!(parked(&d), [("dev-workers-a", false)]);
+}
