@@ -1,0 +1,255 @@
+//! Warm pools on the simulated Proxmox VE over loopback HTTP, the whole loop (plan and
+//! act) against the simulated API server; every Proxmox request checked against the
+//! official schema.
+
+mod common;
+
+use std::time::{Duration, Instant, SystemTime};
+
+use common::cordon_patch;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+use nodewright::plan::{Action, Decision};
+use nodewright::reconcile::Reconciler;
+use nodewright::sim::cluster::SimPodTemplate;
+use nodewright::sim::env::{SimEnv, SimTimings};
+use nodewright::sim::proxmox::SimVm;
+
+const GI: u64 = 1 << 30;
+
+fn config(cores: u32, max: u32, size: u32, mode: &str) -> String {
+    format!(
+        r#"clusterName: prod
+freeMemoryTarget: 0 B
+scaleDown: {{mode: {mode}}}
+nodeGroups:
+  - name: pve
+    provider: proxmox
+    maxSize: {max}
+    warmPool: {{size: {size}}}
+    proxmox: {{template: k3s-shared, memory: 4 GiB, cores: {cores}}}
+    userData:
+      template: k3s-agent.cloud-init.yaml.j2
+      variables: {{k3s_url: "https://192.0.2.1:6443", k3s_token: "pool-secret-token"}}
+"#
+    )
+}
+
+async fn setup(text: &str) -> (SimEnv, Reconciler) {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("simulated environment starts");
+    let rec = reconciler(&env, text).await;
+    (env, rec)
+}
+
+async fn reconciler(env: &SimEnv, text: &str) -> Reconciler {
+    let (_, cfg) = env.write_config(text).expect("config loads");
+    env.reconciler(cfg).await.expect("reconciler builds")
+}
+
+/// Plans and acts until the decision matches `want` (acting on it too); the decisions
+/// acted on, that one last.
+async fn until(rec: &Reconciler, what: &str, want: impl Fn(&Action) -> bool) -> Vec<Decision> {
+    let start = Instant::now();
+    let mut acted = Vec::new();
+    loop {
+        let (snapshot, decision) = rec.plan(SystemTime::now()).await.expect("plan");
+        if decision.action != Action::None {
+            rec.act(&snapshot, &decision, SystemTime::now())
+                .await
+                .unwrap_or_else(|e| panic!("{} failed: {e}", decision.action));
+            let hit = want(&decision.action);
+            acted.push(decision);
+            if hit {
+                return acted;
+            }
+        }
+        let actions: Vec<String> = acted.iter().map(|d| d.action.to_string()).collect();
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no {what}; acted: {actions:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn is_warm(vm: &SimVm) -> bool {
+    vm.config
+        .get("tags")
+        .is_some_and(|t| t.split(';').any(|t| t == "nw-warm"))
+}
+
+fn clones(env: &SimEnv) -> usize {
+    env.proxmox
+        .calls()
+        .iter()
+        .filter(|c| c.endpoint.as_deref() == Some("/nodes/{node}/qemu/{vmid}/clone"))
+        .count()
+}
+
+fn assert_clean(env: &SimEnv) {
+    let v = env.proxmox.violations();
+    assert!(v.is_empty(), "schema violations: {v:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scale_up_starts_a_warm_vm_without_a_create_and_the_pool_refills() {
+    let (env, rec) = setup(&config(2, 3, 1, "delete")).await;
+    until(&rec, "pool fill", |a| {
+        matches!(a, Action::FillWarmPool { count: 1, .. })
+    })
+    .await;
+    let guests = env.proxmox.guests();
+    assert_eq!(guests.len(), 1);
+    assert!(is_warm(&guests[0]), "{:?}", guests[0].config);
+    assert_eq!(guests[0].status, "stopped");
+    let warm_name = guests[0].name.clone();
+    // Never started, so it never joined.
+    assert!(env.cluster.node(&warm_name).is_none());
+
+    env.cluster
+        .add_pod("default", "waits", SimPodTemplate::new("nginx:1.25", GI))
+        .expect("pod");
+    let before = clones(&env);
+    let acted = until(&rec, "start of the warm VM", |a| {
+        matches!(a, Action::StartWarm { .. })
+    })
+    .await;
+    let Some(Action::StartWarm { servers, .. }) = acted.last().map(|d| &d.action) else {
+        unreachable!("until returns on StartWarm")
+    };
+    assert_eq!(servers.len(), 1);
+    assert_eq!(servers[0].name, warm_name);
+    assert_eq!(clones(&env), before, "a warm start makes no clone");
+    let started = env
+        .proxmox
+        .guests()
+        .into_iter()
+        .find(|g| g.name == warm_name)
+        .expect("the warm VM");
+    assert_eq!(started.status, "running");
+    assert!(!is_warm(&started));
+
+    // The pool refills with a new stopped VM while the started one joins.
+    until(&rec, "pool refill", |a| {
+        matches!(a, Action::FillWarmPool { count: 1, .. })
+    })
+    .await;
+    assert_eq!(clones(&env), before + 1);
+    let guests = env.proxmox.guests();
+    assert_eq!(guests.len(), 2);
+    assert_eq!(guests.iter().filter(|g| is_warm(g)).count(), 1);
+    common::wait_for("the started VM's node", Duration::from_secs(10), || {
+        env.cluster.node(&warm_name).is_some()
+    })
+    .await;
+    assert_clean(&env);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_down_mode_stop_parks_the_vm_of_a_removed_node() {
+    // maxSize 1: once the warm VM runs, the pool has no room to refill.
+    let (env, rec) = setup(&config(2, 1, 1, "stop")).await;
+    until(&rec, "pool fill", |a| {
+        matches!(a, Action::FillWarmPool { .. })
+    })
+    .await;
+    env.cluster
+        .add_replicaset("default", "web", 1, SimPodTemplate::new("nginx:1.25", GI))
+        .expect("replicaset");
+    until(&rec, "start", |a| matches!(a, Action::StartWarm { .. })).await;
+    let name = env.proxmox.guests()[0].name.clone();
+    until(&rec, "startup taint removed", |a| {
+        matches!(a, Action::RemoveStartupTaint { .. })
+    })
+    .await;
+    env.cluster
+        .scale_replicaset("default", "web", 0)
+        .expect("scale");
+    common::wait_for("pods gone", Duration::from_secs(10), || {
+        env.cluster.pods_on(&name).is_empty()
+    })
+    .await;
+    let nodes: Api<Node> = Api::all(env.cluster.kube_client().await.expect("client"));
+    nodes
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(cordon_patch(true)),
+        )
+        .await
+        .expect("cordon as nodewright does");
+
+    let acted = until(&rec, "removal", |a| matches!(a, Action::DeleteNodes { .. })).await;
+    let Some(Action::DeleteNodes { nodes: targets }) = acted.last().map(|d| &d.action) else {
+        unreachable!("until returns on DeleteNodes")
+    };
+    assert_eq!(targets.len(), 1);
+    assert!(targets[0].park, "{targets:?}");
+    assert!(
+        env.cluster.node(&name).is_none(),
+        "the Node object is deleted"
+    );
+    let vm = env
+        .proxmox
+        .guests()
+        .into_iter()
+        .find(|g| g.name == name)
+        .expect("the VM is kept");
+    assert_eq!(vm.status, "stopped");
+    assert!(is_warm(&vm), "{:?}", vm.config);
+    assert!(!env.proxmox.calls().iter().any(
+        |c| c.method == "DELETE" && c.endpoint.as_deref() == Some("/nodes/{node}/qemu/{vmid}")
+    ));
+    assert_clean(&env);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drifted_warm_vm_is_deleted_instead_of_reused() {
+    let (env, rec) = setup(&config(2, 3, 1, "delete")).await;
+    until(&rec, "pool fill", |a| {
+        matches!(a, Action::FillWarmPool { .. })
+    })
+    .await;
+    let old = env.proxmox.guests()[0].name.clone();
+    // New group settings (cores): the parked VM was made from the old ones.
+    let rec = reconciler(&env, &config(4, 3, 1, "delete")).await;
+    env.cluster
+        .add_pod("default", "waits", SimPodTemplate::new("nginx:1.25", GI))
+        .expect("pod");
+    let acted = until(&rec, "the stale VM deleted", |a| {
+        matches!(a, Action::DeleteServers { .. })
+    })
+    .await;
+    let Some(Action::DeleteServers { servers, .. }) = acted.last().map(|d| &d.action) else {
+        unreachable!("until returns on DeleteServers")
+    };
+    assert_eq!(servers.len(), 1);
+    assert_eq!(servers[0].name, old);
+    assert!(acted.last().is_some_and(|d| d
+        .reasons
+        .iter()
+        .any(|r| r.message.contains("other settings"))));
+    common::wait_for("the stale VM gone", Duration::from_secs(10), || {
+        env.proxmox.guests().iter().all(|g| g.name != old)
+    })
+    .await;
+    // The pod gets a new VM of the current settings, never the stale one.
+    let acted = until(&rec, "a scale-up", |a| {
+        matches!(a, Action::ScaleUp { .. } | Action::StartWarm { .. })
+    })
+    .await;
+    assert!(
+        acted.iter().all(|d| !matches!(&d.action, Action::StartWarm { servers, .. } if servers.iter().any(|s| s.name == old))),
+        "{acted:#?}"
+    );
+    let fresh = env
+        .proxmox
+        .guests()
+        .into_iter()
+        .find(|g| g.status == "running")
+        .expect("a running VM");
+    assert_eq!(fresh.config.get("cores").map(String::as_str), Some("4"));
+    assert_clean(&env);
+}
