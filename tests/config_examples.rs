@@ -22,8 +22,16 @@ fn every_file_in_config_passes_check_offline() {
         .iter()
         .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
         .collect();
-    for want in ["proxmox.yaml", "openstack.yaml", "kamatera.yaml", "hybrid.yaml"] {
-        assert!(names.iter().any(|n| n == want), "config/{want} missing: {names:?}");
+    for want in [
+        "proxmox.yaml",
+        "openstack.yaml",
+        "kamatera.yaml",
+        "hybrid.yaml",
+    ] {
+        assert!(
+            names.iter().any(|n| n == want),
+            "config/{want} missing: {names:?}"
+        );
     }
     for file in &files {
         let out = Command::new(env!("CARGO_BIN_EXE_nodewright"))
@@ -131,7 +139,10 @@ fn every_bad_warm_pool_setting_gets_its_own_clear_error() {
             continue;
         };
         if !problem.path.starts_with(path) {
-            failures.push(format!("{case}: path {:?}, expected {path:?}", problem.path));
+            failures.push(format!(
+                "{case}: path {:?}, expected {path:?}",
+                problem.path
+            ));
         }
         for f in *fragments {
             if !problem.message.contains(f) {

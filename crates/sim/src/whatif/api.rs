@@ -227,6 +227,40 @@ impl CloudProvider for MemCloud {
         Ok(())
     }
 
+    async fn create_warm(&self, req: &CreateRequest) -> Result<Server, CloudError> {
+        let mut s = self.world.lock();
+        if req.cluster != s.cluster_name {
+            return Err(self.other(format!(
+                "create for cluster {}: this world is cluster {}",
+                req.cluster, s.cluster_name
+            )));
+        }
+        s.create_warm_vm(&req.group, self.kind.as_str(), &req.settings_hash)
+            .ok_or_else(|| self.other(format!("no group {}", req.group)))
+    }
+
+    async fn start_warm(
+        &self,
+        cluster: &str,
+        id: &str,
+        _req: &CreateRequest,
+    ) -> Result<(), CloudError> {
+        let mut s = self.world.lock();
+        let server = s.vms.get(id).map(|v| v.server.clone());
+        let server = server.ok_or_else(|| self.other(format!("no VM {id}")))?;
+        check_owned(self.kind.as_str(), &server, cluster)?;
+        s.start_warm_vm(id).map_err(|m| self.other(m))
+    }
+
+    async fn park(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        let mut s = self.world.lock();
+        let server = s.vms.get(id).map(|v| v.server.clone());
+        let server = server.ok_or_else(|| self.other(format!("no VM {id}")))?;
+        check_owned(self.kind.as_str(), &server, cluster)?;
+        s.park_vm(id);
+        Ok(())
+    }
+
     async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {
         let s = self.world.lock();
         s.groups

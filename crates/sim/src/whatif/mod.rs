@@ -31,3 +31,5 @@ pub mod world;
 mod crash_tests;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod warm_tests;

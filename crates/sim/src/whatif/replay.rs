@@ -305,4 +305,6 @@ fn fill_figures(report: &mut Report, world: &World, config: &Config, end: Ms) {
     report.job_restarts = c.job_restarts;
     report.pods_lost = c.pods_lost;
     report.node_failures = c.node_failures;
+    report.warm_starts = c.warm_starts;
+    report.warm_wait_saved_s = c.warm_wait_saved_ms as f64 / 1000.0;
 }

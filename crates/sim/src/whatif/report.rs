@@ -68,6 +68,11 @@ pub struct Report {
     pub pods_lost: u32,
     /// Nodes that went NotReady (`--node-failures`).
     pub node_failures: u32,
+    /// Scale-ups served by starting a warm VM instead of creating one.
+    pub warm_starts: u32,
+    /// Boot time (create or clone) those starts did not wait for, summed: what the warm
+    /// pools saved the pods waiting on them.
+    pub warm_wait_saved_s: f64,
     /// Cycles whose action failed (retried by the next cycle, as in `run`).
     pub cycle_errors: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -223,6 +228,12 @@ pub fn render_table(reports: &[&Report]) -> String {
         if reports.iter().any(|r| f(r) > 0) {
             row(label, &|r| f(r).to_string());
         }
+    }
+    if reports.iter().any(|r| r.warm_starts > 0) {
+        row("warm starts", &|r| r.warm_starts.to_string());
+        row("boot waiting saved by warm pools (s)", &|r| {
+            secs(r.warm_wait_saved_s)
+        });
     }
     let kinds: BTreeSet<&String> = reports.iter().flat_map(|r| r.actions.keys()).collect();
     for k in kinds {

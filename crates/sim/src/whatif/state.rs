@@ -2,6 +2,8 @@
 //! what happens to them: arrivals, the scheduler, kubelets running pods for their
 //! duration, boots, failures, and the writes the API server and the clouds accept.
 
+mod warm;
+
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::Arc;

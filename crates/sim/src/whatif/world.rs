@@ -311,6 +311,10 @@ pub struct Counters {
     pub pods_lost: u32,
     /// Nodes that went NotReady on their own (`node_failures`).
     pub node_failures: u32,
+    /// Warm VMs started by a scale-up instead of a create.
+    pub warm_starts: u32,
+    /// Boot time those starts did not wait for (create or clone), summed.
+    pub warm_wait_saved_ms: u64,
 }
 
 /// The world: a cheap handle on shared state.
