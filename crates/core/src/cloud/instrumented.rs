@@ -78,4 +78,120 @@ impl CloudProvider for Instrumented {
         self.record("verify", t, &r);
         r
     }
+
+    async fn create_warm(&self, req: &CreateRequest) -> Result<Server, CloudError> {
+        let t = Instant::now();
+        let r = self.inner.create_warm(req).await;
+        self.record("create_warm", t, &r);
+        r
+    }
+
+    async fn start_warm(
+        &self,
+        cluster: &str,
+        id: &str,
+        req: &CreateRequest,
+    ) -> Result<(), CloudError> {
+        let t = Instant::now();
+        let r = self.inner.start_warm(cluster, id, req).await;
+        self.record("start_warm", t, &r);
+        r
+    }
+
+    async fn park(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        let t = Instant::now();
+        let r = self.inner.park(cluster, id).await;
+        self.record("park", t, &r);
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+    use crate::cloud::ServerStatus;
+
+    /// Records the warm-pool calls it gets; everything else is unused.
+    #[derive(Default)]
+    struct Pooled {
+        calls: Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl CloudProvider for Pooled {
+        fn name(&self) -> &str {
+            "pooled"
+        }
+        async fn list_servers(&self, _: &str) -> Result<Vec<Server>, CloudError> {
+            Ok(Vec::new())
+        }
+        async fn create_server(&self, _: &CreateRequest) -> Result<Server, CloudError> {
+            unreachable!("not called")
+        }
+        async fn get_server(&self, _: &str, _: &str) -> Result<Option<Server>, CloudError> {
+            Ok(None)
+        }
+        async fn delete_server(&self, _: &str, _: &str) -> Result<(), CloudError> {
+            Ok(())
+        }
+        async fn create_warm(&self, req: &CreateRequest) -> Result<Server, CloudError> {
+            self.calls
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(format!("create_warm {}", req.name));
+            Ok(Server {
+                id: "1".into(),
+                name: req.name.clone(),
+                cluster: Some(req.cluster.clone()),
+                group: Some(req.group.clone()),
+                status: ServerStatus::Stopped,
+                created: std::time::SystemTime::UNIX_EPOCH,
+                memory_bytes: None,
+                provider: "pooled".into(),
+                settings_hash: None,
+                fault: None,
+                warm: true,
+            })
+        }
+        async fn start_warm(&self, _: &str, id: &str, _: &CreateRequest) -> Result<(), CloudError> {
+            self.calls
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(format!("start_warm {id}"));
+            Ok(())
+        }
+        async fn park(&self, _: &str, id: &str) -> Result<(), CloudError> {
+            self.calls
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(format!("park {id}"));
+            Ok(())
+        }
+    }
+
+    /// Regression: the metrics wrapper `run` puts around every provider once answered the
+    /// warm-pool calls with the trait's "not supported" defaults instead of passing them on.
+    #[tokio::test]
+    async fn instrumented_forwards_warm_pool_calls() {
+        let inner = Arc::new(Pooled::default());
+        let wrapped = Instrumented::wrap(inner.clone(), Arc::new(Metrics::new()));
+        let req = CreateRequest {
+            name: "c-g-aaaaa".into(),
+            cluster: "c".into(),
+            group: "g".into(),
+            user_data: String::new(),
+            settings_hash: String::new(),
+        };
+        assert!(wrapped.create_warm(&req).await.expect("forwarded").warm);
+        wrapped.start_warm("c", "1", &req).await.expect("forwarded");
+        wrapped.park("c", "1").await.expect("forwarded");
+        let calls = inner
+            .calls
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        assert_eq!(calls, ["create_warm c-g-aaaaa", "start_warm 1", "park 1"]);
+    }
 }
