@@ -4,6 +4,9 @@
 //! name this cluster and group for it to count as ours, so the next cycle finds it and
 //! removes it.
 
+use std::collections::HashSet;
+use std::sync::Mutex as StdMutex;
+
 use super::allocate::{vm_config, VmResource};
 use super::client::Api;
 use super::tags::{ownership_from_description, Ownership};
@@ -41,4 +44,26 @@ pub async fn half_made(
     let named = |g: &str| name.starts_with(&format!("{cluster}-{g}-"));
     let ours = o.cluster.as_deref() == Some(cluster) && o.group.as_deref().is_some_and(named);
     Ok(ours.then_some(o))
+}
+
+/// Marks a VM as being configured by this process for as long as it lives.
+pub(super) struct Creating<'a> {
+    set: &'a StdMutex<HashSet<u32>>,
+    vmid: u32,
+}
+
+impl<'a> Creating<'a> {
+    pub(super) fn start(set: &'a StdMutex<HashSet<u32>>, vmid: u32) -> Self {
+        set.lock().unwrap_or_else(|e| e.into_inner()).insert(vmid);
+        Creating { set, vmid }
+    }
+}
+
+impl Drop for Creating<'_> {
+    fn drop(&mut self) {
+        self.set
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.vmid);
+    }
 }

@@ -18,7 +18,7 @@ use super::allocate::{
 };
 use super::client::{params, Api, Params};
 use super::credentials::ProxmoxCredentials;
-use super::halfmade::{half_made, is_gone};
+use super::halfmade::{half_made, is_gone, Creating};
 use super::ippool::{address_of, Pool};
 use super::tags::{self, ownership, Ownership};
 use super::tasks::{upid_of, wait_task, TaskDeadline};
@@ -677,28 +677,6 @@ impl ProxmoxProvider {
             zone,
             region: None,
         })
-    }
-}
-
-/// Marks a VM as being configured by this process for as long as it lives.
-struct Creating<'a> {
-    set: &'a StdMutex<HashSet<u32>>,
-    vmid: u32,
-}
-
-impl<'a> Creating<'a> {
-    fn start(set: &'a StdMutex<HashSet<u32>>, vmid: u32) -> Self {
-        set.lock().unwrap_or_else(|e| e.into_inner()).insert(vmid);
-        Creating { set, vmid }
-    }
-}
-
-impl Drop for Creating<'_> {
-    fn drop(&mut self) {
-        self.set
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(&self.vmid);
     }
 }
 

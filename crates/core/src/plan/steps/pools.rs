@@ -40,20 +40,27 @@ pub(crate) fn stale(v: &View<'_>, g: &NodeGroupConfig, s: &Server) -> Option<Str
         }
     }
     match s.status {
-        ServerStatus::Stopped => None,
         ServerStatus::Error => Some(match &s.fault {
             Some(f) => format!("warm VM {} reports an error state: {f}", s.name),
             None => format!("warm VM {} reports an error state", s.name),
         }),
-        other => Some(format!(
-            "warm VM {} is {} instead of stopped",
-            s.name,
-            serde_json::to_value(other)
-                .ok()
-                .and_then(|x| x.as_str().map(str::to_string))
-                .unwrap_or_default()
+        ServerStatus::Active => Some(format!(
+            "warm VM {} is running (started by someone else)",
+            s.name
         )),
+        ServerStatus::Incomplete => Some(format!("warm VM {} was left half-made", s.name)),
+        // Stopped; or busy for a moment (a backup's lock, being deleted): kept, and not
+        // started until it is stopped and unlocked again.
+        ServerStatus::Stopped
+        | ServerStatus::Building
+        | ServerStatus::Deleting
+        | ServerStatus::Unknown => None,
     }
+}
+
+/// Whether warm VM `s` can be started now: current, and stopped.
+fn usable(v: &View<'_>, g: &NodeGroupConfig, s: &Server) -> bool {
+    s.status == ServerStatus::Stopped && stale(v, g, s).is_none()
 }
 
 /// The warm VMs of group `g`, as (server, why it is stale).
@@ -112,8 +119,8 @@ pub fn from_warm_pool(
     };
     let mut usable: Vec<&Server> = warm_of(v, g)
         .into_iter()
-        .filter(|(_, why)| why.is_none())
         .map(|(s, _)| s)
+        .filter(|s| usable(v, g, s))
         .collect();
     if usable.is_empty() {
         return (action, reasons);

@@ -159,6 +159,32 @@ fn a_drifted_or_too_old_warm_vm_is_deleted_instead_of_reused() {
     );
 }
 
+#[test]
+fn a_warm_vm_locked_for_a_moment_is_kept_but_not_started() {
+    // A backup locks stopped VMs too: that is no reason to delete a warm one.
+    let c = pool_config("freeMemoryTarget: 20 GiB", 2, 5);
+    let h = hash(&c);
+    let mut s = Snapshot::default();
+    let mut locked = warm("dev-workers-locked", 60, &h);
+    locked.status = ServerStatus::Building;
+    s.servers.push(locked);
+    s.servers.push(warm("dev-workers-free", 60, &h));
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::StartWarm { servers, .. } if names(servers) == ["dev-workers-free"]),
+        "{:?}",
+        d.action
+    );
+    // Running behind our back, it is stale.
+    s.servers[0].status = ServerStatus::Active;
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::DeleteServers { servers, .. } if names(servers) == ["dev-workers-locked"]),
+        "{:?}",
+        d.action
+    );
+}
+
 /// An empty node cordoned by nodewright, its VM made from `settings_hash`.
 fn emptied(s: &mut Snapshot, name: &str, settings_hash: Option<&str>) {
     mk_member(s, name, 3600);
