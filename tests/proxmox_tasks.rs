@@ -70,9 +70,9 @@ fn assert_clean(s: &SimProxmox) {
 async fn a_slow_clone_that_keeps_logging_is_not_killed_at_the_nominal_deadline() {
     let s = sim().await;
     // Twelve progress lines 60 ms apart: about 720 ms of copying against a nominal
-    // deadline of 150 ms; each line comes well within the 600 ms stall window.
+    // deadline of 150 ms; each line comes well within the 2 s stall window.
     s.slow_next_clones(1, 12, Duration::from_millis(60));
-    let p = provider(&s, 150, 600, 20_000);
+    let p = provider(&s, 150, 2_000, 20_000);
     let vm = p
         .create_server(&req("prod-workers-slow1"))
         .await
@@ -118,8 +118,10 @@ async fn a_stuck_clone_is_given_up_at_the_nominal_deadline_and_stopped() {
 #[tokio::test]
 async fn a_clone_still_progressing_at_the_hard_maximum_is_given_up() {
     let s = sim().await;
+    // The stall window (2 s) is longer than the maximum (400 ms): only the maximum can
+    // end this one.
     s.slow_next_clones(1, 1000, Duration::from_millis(20));
-    let p = provider(&s, 100, 500, 400);
+    let p = provider(&s, 100, 2_000, 400);
     let err = p
         .create_server(&req("prod-workers-long"))
         .await
