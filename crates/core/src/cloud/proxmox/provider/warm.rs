@@ -61,7 +61,9 @@ impl ProxmoxProvider {
         req: &CreateRequest,
     ) -> Result<(), CloudError> {
         let vm = self.owned_vm(cluster, id, true).await?;
+        // A VM of a group this process has no settings for is left as it is.
         let group = ownership(vm.tags()).group.unwrap_or_default();
+        let settings = self.settings(&group)?;
         self.set_tags(
             &vm,
             tags::rewrite(vm.tags(), false, Some(SystemTime::now())),
@@ -71,7 +73,6 @@ impl ProxmoxProvider {
         let data = self.inner.api.post(&call, &[]).await?;
         self.await_upid(&format!("POST {call}"), &data).await?;
         tracing::info!(vm = %req.name, vmid = vm.vmid, host = %vm.node, "warm Proxmox VM started");
-        let settings = self.settings(&group)?;
         if settings.join == JoinMode::GuestAgent {
             self.spawn_join(vm.node.clone(), vm.vmid, req, settings);
         }
