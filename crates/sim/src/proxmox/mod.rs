@@ -41,6 +41,7 @@ use std::time::{Duration, SystemTime};
 use axum::Router;
 
 use self::schema::Schema;
+use super::faults::{self, Dialect, Faults};
 use super::serve::{self, yaml_str, ServerGuard};
 use super::{VmEvent, VmHook};
 
@@ -115,6 +116,8 @@ pub struct SimProxmoxOptions {
     /// line's reason phrase (`HTTP/1.1 500 QEMU guest agent is not running`), the body
     /// `{"data": null}` (with `errors` when there are any).
     pub status_line_errors: bool,
+    /// Injected faults (none by default); half-done clones and destroys too.
+    pub faults: Faults,
 }
 
 impl Default for SimProxmoxOptions {
@@ -168,6 +171,7 @@ impl Default for SimProxmoxOptions {
             exec_delay: Duration::from_millis(100),
             tls: None,
             status_line_errors: false,
+            faults: Faults::default(),
         }
     }
 }
@@ -393,6 +397,10 @@ impl SimProxmox {
         });
         let app = Router::new()
             .fallback(http::handle)
+            .layer(axum::middleware::from_fn_with_state(
+                (shared.opts.faults.clone(), Dialect::Proxmox),
+                faults::inject,
+            ))
             .with_state(shared.clone());
         let guard = match tls {
             None => serve::spawn(listener, app, "simulated Proxmox"),
