@@ -64,6 +64,8 @@ pub struct KamateraProvider {
     /// alone a restart restarts the clock (`provisionTimeout`, age). Servers with the tag
     /// never use this.
     first_seen: Mutex<HashMap<String, SystemTime>>,
+    /// The API's last Retry-After.
+    retry_after: http::RetryAfterGate,
 }
 
 impl std::fmt::Debug for KamateraProvider {
@@ -234,6 +236,7 @@ impl KamateraProvider {
             options,
             tags: Mutex::new(HashMap::new()),
             first_seen: Mutex::new(HashMap::new()),
+            retry_after: http::RetryAfterGate::default(),
         })
     }
 
@@ -279,7 +282,10 @@ impl KamateraProvider {
         if let Some(b) = body {
             rb = rb.json(b);
         }
+        self.retry_after.wait(PROVIDER).await;
         let resp = rb.send().await.map_err(|e| transport(call, &e))?;
+        self.retry_after
+            .note(resp.status().as_u16(), resp.headers());
         let status = resp.status();
         let bytes = http::read_body(PROVIDER, call, resp).await?;
         if !status.is_success() {

@@ -19,6 +19,7 @@ use super::nova::{
     ServerGroupList, ServerList, COMPUTE_MICROVERSION, MAX_USER_DATA_BASE64,
 };
 use super::{OpenStackSettings, PROVIDER};
+use crate::cloud::http::RetryAfterGate;
 use crate::cloud::{
     check_owned, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
     CLUSTER_TAG, GROUP_TAG, SETTINGS_HASH_TAG,
@@ -88,6 +89,8 @@ pub struct OpenStackProvider {
     options: ProviderOptions,
     session: Mutex<Option<Session>>,
     resolved: StdMutex<HashMap<(Kind, String), (Resolved, Instant)>>,
+    /// Keystone's and Nova's last Retry-After.
+    retry_after: RetryAfterGate,
 }
 
 impl std::fmt::Debug for OpenStackProvider {
@@ -217,6 +220,7 @@ impl OpenStackProvider {
             options,
             session: Mutex::new(None),
             resolved: StdMutex::new(HashMap::new()),
+            retry_after: RetryAfterGate::default(),
         })
     }
 
@@ -267,7 +271,7 @@ impl OpenStackProvider {
             }
             tracing::debug!("renewing OpenStack token before it expires");
         }
-        let fresh = authenticate(&self.http, &self.creds).await?;
+        let fresh = authenticate(&self.http, &self.creds, &self.retry_after).await?;
         *guard = Some(fresh.clone());
         Ok(fresh)
     }
@@ -288,12 +292,15 @@ impl OpenStackProvider {
         let mut retried = false;
         loop {
             let session = self.session().await?;
+            self.retry_after.wait(PROVIDER).await;
             let resp = build(&session)?
                 .header("X-Auth-Token", &session.token)
                 .header("Accept", "application/json")
                 .send()
                 .await
                 .map_err(|e| transport(call, &e))?;
+            self.retry_after
+                .note(resp.status().as_u16(), resp.headers());
             if resp.status() != reqwest::StatusCode::UNAUTHORIZED {
                 return Ok(resp);
             }
@@ -595,6 +602,15 @@ impl OpenStackProvider {
                 .server;
             if server.status.eq_ignore_ascii_case("DELETED") {
                 return Ok(());
+            }
+            // Nova marks the server `deleting` before it answers 204; without that task
+            // the delete was lost (or undone) and waiting longer cannot help: the next
+            // cycle deletes it again.
+            if server.task_state.as_deref() != Some("deleting") {
+                return Err(other(format!(
+                    "the delete of server '{}' ({id}) was accepted but Nova is not deleting it (status {}, no task in progress); it is deleted again next cycle",
+                    server.name, server.status
+                )));
             }
             let elapsed = start.elapsed();
             if elapsed >= deadline {

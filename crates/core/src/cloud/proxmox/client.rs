@@ -56,6 +56,8 @@ pub struct Api {
     auth: ProxmoxAuth,
     ticket: Mutex<Option<Ticket>>,
     ticket_lifetime: Duration,
+    /// The API's last Retry-After.
+    retry_after: crate::cloud::http::RetryAfterGate,
 }
 
 impl std::fmt::Debug for Api {
@@ -148,6 +150,7 @@ impl Api {
             auth: creds.auth.clone(),
             ticket: Mutex::new(None),
             ticket_lifetime: TICKET_RENEW_AFTER,
+            retry_after: crate::cloud::http::RetryAfterGate::default(),
         })
     }
 
@@ -162,6 +165,7 @@ impl Api {
             ("username", username.to_string()),
             ("password", password.to_string()),
         ]));
+        self.retry_after.wait(PROVIDER).await;
         let resp = self
             .http
             .post(format!("{}/access/ticket", self.base))
@@ -170,6 +174,8 @@ impl Api {
             .send()
             .await
             .map_err(|e| transport(call, &e))?;
+        self.retry_after
+            .note(resp.status().as_u16(), resp.headers());
         let status = resp.status();
         let reason = reason_phrase(&resp);
         let text = crate::cloud::http::read_text(PROVIDER, call, resp).await?;
@@ -278,7 +284,10 @@ impl Api {
                     used_ticket = Some(t.ticket);
                 }
             }
+            self.retry_after.wait(PROVIDER).await;
             let resp = rb.send().await.map_err(|e| transport(&call, &e))?;
+            self.retry_after
+                .note(resp.status().as_u16(), resp.headers());
             let status = resp.status();
             let reason = reason_phrase(&resp);
             let text = crate::cloud::http::read_text(PROVIDER, &call, resp).await?;
