@@ -2,6 +2,7 @@
 // Each test file is its own crate and uses only some of these helpers.
 #![allow(dead_code)]
 
+pub mod faulty;
 pub mod proxy;
 
 use std::path::PathBuf;

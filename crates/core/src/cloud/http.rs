@@ -148,6 +148,28 @@ pub fn reason_phrase(resp: &reqwest::Response) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
+/// How many more times a read (a GET, or a provider's read-only POST) is tried within
+/// one call after a transient failure: one dropped connection or 503 in a listing or a
+/// task poll should not fail a whole create or cycle. Writes are never repeated here:
+/// whether they took effect is for the next cycle to see.
+pub const READ_RETRIES: u32 = 2;
+
+/// A failure a read may be tried again for at once: 5xx, 429, no answer in time, a
+/// dropped connection.
+pub fn transient(e: &CloudError) -> bool {
+    match e {
+        CloudError::Api { status, .. } => *status == 429 || *status >= 500,
+        CloudError::Transport { .. } => true,
+        _ => false,
+    }
+}
+
+/// The pause before the `attempt`-th retry of a read (1-based): 200 ms, doubling. A
+/// Retry-After, when given, is waited for on top by the provider's [`RetryAfterGate`].
+pub fn read_retry_pause(attempt: u32) -> Duration {
+    Duration::from_millis(200) * (1 << attempt.saturating_sub(1).min(4))
+}
+
 /// The longest Retry-After honoured: a longer one (or a broken header) must not stall the
 /// loop; the next cycle simply tries again.
 pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);

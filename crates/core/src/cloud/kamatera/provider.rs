@@ -260,8 +260,36 @@ impl KamateraProvider {
     }
 
     /// Sends one request with the API key headers; any non-2xx becomes an error with
-    /// the API's message. Bodies are never logged (they may hold passwords).
+    /// the API's message. Bodies are never logged (they may hold passwords). Reads (GETs
+    /// and the read-only `info` and `tags` POSTs) are tried again after a transient
+    /// failure (see [`http::READ_RETRIES`]).
     pub(super) async fn send<T: DeserializeOwned>(
+        &self,
+        call: &str,
+        method: reqwest::Method,
+        path: &str,
+        query: Option<&[(&str, &str)]>,
+        body: Option<&Value>,
+    ) -> Result<T, CloudError> {
+        let read = method == reqwest::Method::GET
+            || matches!(path, "/service/server/info" | "/server/tags");
+        let mut attempt = 0;
+        loop {
+            match self
+                .send_once(call, method.clone(), path, query, body)
+                .await
+            {
+                Err(e) if read && attempt < http::READ_RETRIES && http::transient(&e) => {
+                    attempt += 1;
+                    tracing::debug!(call, error = %e, attempt, "Kamatera read failed; trying again");
+                    tokio::time::sleep(http::read_retry_pause(attempt)).await;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn send_once<T: DeserializeOwned>(
         &self,
         call: &str,
         method: reqwest::Method,

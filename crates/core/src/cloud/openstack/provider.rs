@@ -284,21 +284,41 @@ impl OpenStackProvider {
     }
 
     /// Sends a request built against the current session; on 401 re-authenticates
-    /// once and retries. Returns any other response as is.
+    /// once and retries. A GET is tried again after a transient failure (see
+    /// [`crate::cloud::http::READ_RETRIES`]). Returns any other response as is.
     async fn send<F>(&self, call: &str, build: F) -> Result<reqwest::Response, CloudError>
     where
         F: Fn(&Session) -> Result<reqwest::RequestBuilder, CloudError>,
     {
+        use crate::cloud::http::{read_retry_pause, READ_RETRIES};
         let mut retried = false;
+        let mut attempt = 0;
         loop {
             let session = self.session().await?;
             self.retry_after.wait(PROVIDER).await;
-            let resp = build(&session)?
+            let req = build(&session)?
                 .header("X-Auth-Token", &session.token)
                 .header("Accept", "application/json")
-                .send()
-                .await
+                .build()
                 .map_err(|e| transport(call, &e))?;
+            let read = req.method() == reqwest::Method::GET;
+            let sent = self.http.execute(req).await;
+            let again = read
+                && attempt < READ_RETRIES
+                && match &sent {
+                    Ok(r) => r.status().as_u16() == 429 || r.status().is_server_error(),
+                    Err(_) => true,
+                };
+            if again {
+                attempt += 1;
+                if let Ok(r) = &sent {
+                    self.retry_after.note(r.status().as_u16(), r.headers());
+                }
+                tracing::debug!(call, attempt, "OpenStack read failed; trying again");
+                tokio::time::sleep(read_retry_pause(attempt)).await;
+                continue;
+            }
+            let resp = sent.map_err(|e| transport(call, &e))?;
             self.retry_after
                 .note(resp.status().as_u16(), resp.headers());
             if resp.status() != reqwest::StatusCode::UNAUTHORIZED {

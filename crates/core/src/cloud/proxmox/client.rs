@@ -234,8 +234,29 @@ impl Api {
         }
     }
 
-    /// Sends one request and returns the `data` member of the response.
+    /// Sends one request and returns the `data` member of the response. A GET is tried
+    /// again after a transient failure (see [`crate::cloud::http::READ_RETRIES`]).
     pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        params: &[(String, String)],
+    ) -> Result<Value, CloudError> {
+        use crate::cloud::http::{read_retry_pause, transient, READ_RETRIES};
+        let mut attempt = 0;
+        loop {
+            match self.call_once(method, path, params).await {
+                Err(e) if method == Method::Get && attempt < READ_RETRIES && transient(&e) => {
+                    attempt += 1;
+                    tracing::debug!(path, error = %e, attempt, "Proxmox read failed; trying again");
+                    tokio::time::sleep(read_retry_pause(attempt)).await;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn call_once(
         &self,
         method: Method,
         path: &str,
