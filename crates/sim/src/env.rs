@@ -102,6 +102,13 @@ impl SimFaults {
         }
     }
 
+    /// A new client process: the Retry-Afters sent to the old one no longer bind.
+    pub fn forget_retry_afters(&self) {
+        for (_, f) in self.all() {
+            f.forget_retry_afters();
+        }
+    }
+
     /// The counts of every server added up.
     pub fn total(&self) -> FaultCounts {
         let mut t = FaultCounts::default();

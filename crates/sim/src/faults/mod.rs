@@ -356,6 +356,14 @@ impl Faults {
         }
     }
 
+    /// Forgets the Retry-Afters sent so far: a client process that was killed and
+    /// started again cannot know them.
+    pub fn forget_retry_afters(&self) {
+        if let Some(mut st) = self.lock() {
+            st.not_before.clear();
+        }
+    }
+
     pub fn counts(&self) -> FaultCounts {
         self.lock().map(|s| s.counts.clone()).unwrap_or_default()
     }
