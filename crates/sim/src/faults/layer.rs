@@ -135,7 +135,9 @@ pub(crate) async fn inject(
 ) -> Response {
     let path = req.uri().path().to_string();
     let endpoint = format!("{} {path}", req.method());
-    if dialect == Dialect::Kubernetes
+    let fault = faults.pick(&endpoint);
+    if fault.is_none()
+        && dialect == Dialect::Kubernetes
         && req.method() == Method::PATCH
         && is_node_path(&path)
         && faults.half_done(HalfDone::NodePatchConflict)
@@ -143,7 +145,7 @@ pub(crate) async fn inject(
         let name = path.rsplit('/').next().unwrap_or_default();
         return conflict(name);
     }
-    let Some(fault) = faults.pick(&endpoint) else {
+    let Some(fault) = fault else {
         return next.run(req).await;
     };
     let spec = faults
