@@ -10,17 +10,17 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 
 use super::agent::{run_join_script, JoinTimings, MAX_SCRIPT_LEN};
-use super::allocate::{
-    all_shared, choose_host, clone_vm, find_template, list_nodes, list_vms, template_storages,
-    vm_config, vm_path, CloneSpec, VmResource,
-};
+use super::allocate::{clone_vm, list_vms, vm_config, vm_path, CloneSpec, VmResource};
 use super::client::{params, Api, Params};
 use super::credentials::ProxmoxCredentials;
 use super::halfmade::{half_made, is_gone};
+use super::hosts::{copy_for, group_hosts, list_all, maintenance, vm_size, HostCache, Listing};
 use super::ippool::{address_of, Pool};
 use super::tags::{self, ownership, Ownership};
 use super::tasks::{upid_of, wait_task};
-use super::{other, pve_urlencode, IpConfig, JoinMode, ProxmoxSettings, PROVIDER};
+use super::{
+    other, pve_urlencode, validate_settings, IpConfig, JoinMode, ProxmoxSettings, PROVIDER,
+};
 use crate::cloud::{
     refused, CloudError, CloudProvider, CreateRequest, GroupShape, Observed, Server, ServerStatus,
 };
@@ -79,6 +79,7 @@ struct Inner {
     /// VMs this process is between cloning and configuring: half-made, but not left so.
     creating: StdMutex<HashSet<u32>>,
     tasks: StdMutex<Vec<tokio::task::JoinHandle<()>>>,
+    hosts: HostCache,
 }
 
 /// Proxmox VE as a [`CloudProvider`]: one cluster (API endpoint), one or more node groups.
@@ -149,14 +150,9 @@ impl ProxmoxProvider {
                     .map_err(|m| other(format!("node group {name}: {m}")))?;
                 pools.insert(name.clone(), pool);
             }
-            if s.cores == Some(0) {
+            if let Some((field, problem)) = validate_settings(s).into_iter().next() {
                 return Err(other(format!(
-                    "node group {name}: cores must be at least 1"
-                )));
-            }
-            if s.memory.is_some_and(|m| m.as_u64() < 16 << 20) {
-                return Err(other(format!(
-                    "node group {name}: memory must be at least 16 MiB"
+                    "node group {name}: proxmox.{field}: {problem}"
                 )));
             }
         }
@@ -170,6 +166,7 @@ impl ProxmoxProvider {
                 joins: StdMutex::new(HashMap::new()),
                 creating: StdMutex::new(HashSet::new()),
                 tasks: StdMutex::new(Vec::new()),
+                hosts: HostCache::default(),
             }),
         })
     }
@@ -271,24 +268,13 @@ impl ProxmoxProvider {
                 req.user_data.chars().count()
             )));
         }
-        let vms = list_vms(api).await?;
-        let nodes = list_nodes(api).await?;
-        let template = find_template(&vms, &settings.template)?.clone();
+        let listing = list_all(api).await?;
+        let vms = &listing.vms;
+        let (target, template) = self.place(&listing, settings, req).await?;
         let tconf = vm_config(api, &template.node, template.vmid).await?;
-        let storages = template_storages(&tconf);
-        let shared = all_shared(api, &template.node, &storages).await?;
-        let target = choose_host(
-            &nodes,
-            &vms,
-            settings,
-            &req.cluster,
-            &req.group,
-            &template.node,
-            shared,
-        )?;
         let address = match inner.pools.get(&req.group) {
             Some(pool) => {
-                let used = self.addresses_in_use(&vms).await?;
+                let used = self.addresses_in_use(vms).await?;
                 let addr = pool.allocate(&used).ok_or_else(|| {
                     other(format!(
                         "static IP pool of group {} is exhausted ({} addresses in use)",
@@ -510,16 +496,24 @@ impl CloudProvider for ProxmoxProvider {
         self.servers_in(&vms, cluster).await
     }
 
-    /// One `/cluster/resources` listing answers both the servers and every group's
-    /// template, so a cycle costs one call whatever the number of groups.
+    /// One `/cluster/resources` listing answers the servers, the hosts and every group's
+    /// template, and one HA status read the hosts in maintenance: a cycle costs two calls
+    /// whatever the number of groups (plus, once, each template's disks and the cluster's
+    /// name).
     async fn observe(&self, cluster: &str, groups: &[String]) -> Result<Observed, CloudError> {
-        let vms = list_vms(&self.inner.api).await?;
+        let api = &self.inner.api;
+        let listing = list_all(api).await?;
+        let maint = maintenance(api).await;
+        let region = self.inner.hosts.region(api).await;
         let mut shapes = BTreeMap::new();
         for g in groups {
-            shapes.insert(g.clone(), self.shape_in(&vms, g)?);
+            let shape = self
+                .shape_in(&listing, &maint, region.clone(), cluster, g)
+                .await?;
+            shapes.insert(g.clone(), shape);
         }
         Ok(Observed {
-            servers: self.servers_in(&vms, cluster).await?,
+            servers: self.servers_in(&listing.vms, cluster).await?,
             shapes,
         })
     }
@@ -589,8 +583,12 @@ impl CloudProvider for ProxmoxProvider {
     }
 
     async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {
-        let vms = list_vms(&self.inner.api).await?;
-        self.shape_in(&vms, group)
+        let api = &self.inner.api;
+        let listing = list_all(api).await?;
+        let maint = maintenance(api).await;
+        let region = self.inner.hosts.region(api).await;
+        // Without a cluster, the group's VMs per host count as none.
+        self.shape_in(&listing, &maint, region, "", group).await
     }
 
     async fn verify(&self) -> Result<Vec<String>, CloudError> {
@@ -617,26 +615,108 @@ impl ProxmoxProvider {
         Ok(out)
     }
 
-    /// The shape of a new VM of `group`, from its template among `vms`.
-    fn shape_in(&self, vms: &[VmResource], group: &str) -> Result<GroupShape, CloudError> {
+    /// The shape of a new VM of `group`, from its template, with the hosts it may go to.
+    async fn shape_in(
+        &self,
+        listing: &Listing,
+        maint: &BTreeSet<String>,
+        region: Option<String>,
+        cluster: &str,
+        group: &str,
+    ) -> Result<GroupShape, CloudError> {
         let settings = self.settings(group)?;
-        let template = find_template(vms, &settings.template)?;
-        let cpus = settings
-            .cores
-            .map(u64::from)
-            .or(template.maxcpu.map(|c| c.ceil() as u64));
+        let copies = self
+            .inner
+            .hosts
+            .copies(&self.inner.api, listing, settings)
+            .await?;
+        let Some(first) = copies.first() else {
+            return Err(other(format!("no copy of template {}", settings.template)));
+        };
+        let size = vm_size(settings, &first.vm);
         // A VM placed on one named host is in that host's zone.
         let zone = match settings.nodes.as_slice() {
             [one] => Some(one.clone()),
             _ => None,
         };
+        let hosts = group_hosts(
+            listing,
+            maint,
+            settings,
+            &copies,
+            cluster,
+            group,
+            region.clone(),
+        );
         Ok(GroupShape {
-            cpu_milli: cpus.map(|c| c * 1000),
-            memory: settings.memory.map(|m| m.as_u64()).or(template.maxmem),
-            instance_type: template.name.clone(),
+            cpu_milli: Some(size.cpu_milli).filter(|c| *c > 0),
+            memory: Some(size.memory).filter(|m| *m > 0),
+            instance_type: first.vm.name.clone(),
             zone,
-            region: None,
+            region,
+            hosts: Some(hosts),
         })
+    }
+
+    /// The host for `req` and the template copy to clone there: the host the plan chose
+    /// (`req.zone`) when it still takes the VM, else an error; without a plan, the host
+    /// [`crate::cloud::hosts::GroupHosts::choose`] picks.
+    async fn place(
+        &self,
+        listing: &Listing,
+        settings: &ProxmoxSettings,
+        req: &CreateRequest,
+    ) -> Result<(String, VmResource), CloudError> {
+        let api = &self.inner.api;
+        let copies = self.inner.hosts.copies(api, listing, settings).await?;
+        let Some(first) = copies.first() else {
+            return Err(other(format!("no copy of template {}", settings.template)));
+        };
+        let size = vm_size(settings, &first.vm);
+        let maint = maintenance(api).await;
+        let hosts = group_hosts(
+            listing,
+            &maint,
+            settings,
+            &copies,
+            &req.cluster,
+            &req.group,
+            None,
+        );
+        let target = match &req.zone {
+            Some(z) => {
+                let i = hosts.index(z).ok_or_else(|| {
+                    other(format!(
+                        "host {z}, where the plan put {}, is not one of group {}'s hosts",
+                        req.name, req.group
+                    ))
+                })?;
+                if let Some(why) = hosts.why_not(i, size) {
+                    return Err(other(format!(
+                        "host {z}, where the plan put {}, cannot take it now: {why}",
+                        req.name
+                    )));
+                }
+                z.clone()
+            }
+            None => {
+                let i = hosts.choose(size).ok_or_else(|| {
+                    other(format!(
+                        "no Proxmox host can take a VM of group {}: {}",
+                        req.group,
+                        hosts.full_reason(size)
+                    ))
+                })?;
+                hosts.hosts[i].name.clone()
+            }
+        };
+        let copy = copy_for(&copies, &target).ok_or_else(|| {
+            other(format!(
+                "no copy of template {} can be cloned onto {target}",
+                settings.template
+            ))
+        })?;
+        Ok((target, copy.vm.clone()))
     }
 }
 
