@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod proxy;
+pub mod pve;
 
 use std::path::PathBuf;
 use std::process::Child;
