@@ -336,4 +336,27 @@ mod tests {
             assert!(why.contains(f), "{why}");
         }
     }
+
+    /// The worked example of docs/proxmox.md, number for number.
+    #[test]
+    fn the_documented_worked_example_holds() {
+        let mut pve1 = host("pve1", 32, 256);
+        pve1.cpu_taken_milli = 20_000;
+        pve1.memory_taken = 64 * GIB;
+        let mut pve2 = host("pve2", 16, 64);
+        pve2.cpu_taken_milli = 8000;
+        pve2.memory_taken = 32 * GIB;
+        let mut pve3 = host("pve3", 16, 64);
+        pve3.state = HostState::Maintenance;
+        let mut hs = vec![pve1, pve2, pve3];
+        for h in &mut hs {
+            h.reserved_cpu_milli = 2000;
+            h.reserved_memory = 8 * GIB;
+        }
+        let g = hosts(hs, 3.0, 1.0, Some(4));
+        assert_eq!(
+            g.plan(VM, 10),
+            vec!["pve2", "pve1", "pve2", "pve1", "pve2", "pve1", "pve1"]
+        );
+    }
 }
