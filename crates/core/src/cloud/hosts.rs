@@ -222,7 +222,7 @@ impl GroupHosts {
 }
 
 fn fmt_cpu(milli: u64) -> String {
-    if milli % 1000 == 0 {
+    if milli.is_multiple_of(1000) {
         (milli / 1000).to_string()
     } else {
         format!("{:.1}", milli as f64 / 1000.0)
