@@ -134,6 +134,12 @@ pub(super) async fn handle(
         csrf,
     )
     .await;
+    let response = match &endpoint {
+        Some(t) if response.status().is_success() => {
+            check_answer(&shared, &schema, method.as_str(), t, response).await
+        }
+        _ => response,
+    };
     let response = if shared.opts.status_line_errors {
         message_to_status_line(response).await
     } else {
@@ -148,6 +154,25 @@ pub(super) async fn handle(
         status: response.status().as_u16(),
     });
     response
+}
+
+/// Records every way a successful answer departs from the schema's `returns`.
+async fn check_answer(
+    shared: &Shared,
+    schema: &schema::Schema,
+    method: &str,
+    template: &str,
+    response: Response,
+) -> Response {
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 16 << 20).await else {
+        return (parts.status, "unreadable body").into_response();
+    };
+    if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
+        let errors = super::answer::check_answer(schema, method, template, &v["data"]);
+        shared.lock().violations.extend(errors);
+    }
+    Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 /// An error answer the way older servers gave it: the body's `message` moves to the

@@ -5,6 +5,8 @@
 //! unknown path, a method the path lacks, an unknown parameter, or a value that violates
 //! its type, format, pattern, range or enum fails with 400 and is recorded in
 //! [`SimProxmox::violations`], so tests can assert that there were none.
+//! The simulator's own successful answers are checked against the schema's `returns` too
+//! (types of documented fields, required fields) and recorded there when they depart.
 //!
 //! Behaviour: responses are wrapped in `{"data": ..}`; clone, config, start, stop and
 //! destroy return UPIDs (`UPID:node:pid:pstart:starttime:type:id:user:`) of tasks that
@@ -23,11 +25,13 @@
 //! `VmEvent::Deleted` fires when a VM is destroyed.
 //!
 //! - [`schema`]: the official API schema and request validation.
+//! - `answer`: the simulator's answers checked against the schema's `returns`.
 //! - `http`: parsing, authentication and each endpoint's answer.
 //! - `hosts`: what the hosts report: resources, HA (maintenance) and cluster status.
 //! - `tasks`: tasks (clone, config, start, stop, destroy), boot and the guest agent.
 //! - `tls`: the HTTPS listener.
 
+mod answer;
 mod hosts;
 mod http;
 pub mod schema;
