@@ -1,4 +1,4 @@
-//! Scale-up placement: find the template, choose the host, allocate a VM id, clone.
+//! Listings, template disks, VM id allocation and the clone (placement: [`super::hosts`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -9,7 +9,7 @@ use serde_json::Value;
 use super::client::{params, Api, Params};
 use super::tags::{split, CLUSTER_PREFIX};
 use super::tasks::{upid_of, wait_task};
-use super::{other, seg, CloneMode, ProxmoxSettings, TemplateRef, PROVIDER};
+use super::{other, seg, CloneMode, ProxmoxSettings};
 use crate::cloud::CloudError;
 
 fn de_flag<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
@@ -69,12 +69,6 @@ pub struct NodeResource {
     /// Logical CPUs of the host.
     #[serde(default)]
     pub maxcpu: f64,
-}
-
-impl NodeResource {
-    pub fn free_memory(&self) -> u64 {
-        self.maxmem.saturating_sub(self.mem)
-    }
 }
 
 fn parse_list<T: serde::de::DeserializeOwned>(call: &str, v: Value) -> Result<Vec<T>, CloudError> {
@@ -139,22 +133,6 @@ pub async fn vm_config(
         }
     }
     Ok(out)
-}
-
-/// The template VM by id, name or tag; with one copy per host, the lowest VM id (see
-/// [`super::hosts::template_copies`] for all of them).
-pub fn find_template<'a>(
-    vms: &'a [VmResource],
-    t: &TemplateRef,
-) -> Result<&'a VmResource, CloudError> {
-    super::hosts::template_copies(vms, t)?
-        .into_iter()
-        .next()
-        .ok_or_else(|| CloudError::NotFound {
-            provider: PROVIDER.into(),
-            what: "template".into(),
-            name: t.to_string(),
-        })
 }
 
 /// Is `key` a disk (or cloud-init drive) entry of a VM configuration?

@@ -6,7 +6,8 @@
 //! - [`tasks`]: UPIDs and awaiting tasks with a deadline.
 //! - [`tags`]: ownership encoded into Proxmox's restricted tag alphabet.
 //! - [`ippool`]: the static IPv4 pool, derived from the live VMs every time.
-//! - [`allocate`]: template lookup, host choice, VM id allocation, clone.
+//! - [`allocate`]: listings, template disks, VM id allocation, clone.
+//! - [`hosts`]: host capacity, maintenance, the cluster name and per-host template copies.
 //! - [`halfmade`]: a clone whose creation stopped before its config call.
 //! - [`agent`]: running the join script through the QEMU guest agent.
 //! - [`check`]: what `nodewright check` verifies.
