@@ -12,7 +12,7 @@ use super::client::Api;
 use super::tags::{ownership, split};
 use super::{other, ProxmoxSettings, TemplateRef, PROVIDER};
 use crate::cloud::hosts::{GroupHosts, Host, HostState, VmSize};
-use crate::cloud::CloudError;
+use crate::cloud::{CloudError, CreateRequest, GroupShape};
 
 /// What one untyped `GET /cluster/resources` says.
 #[derive(Debug, Clone, Default)]
@@ -351,4 +351,106 @@ impl HostCache {
         *self.region.lock().unwrap_or_else(|e| e.into_inner()) = Some(r.clone());
         Some(r)
     }
+}
+
+/// The shape of a new VM of `group`, from its template, with the hosts it may go to.
+#[allow(clippy::too_many_arguments)]
+pub async fn shape(
+    api: &Api,
+    cache: &HostCache,
+    listing: &Listing,
+    maint: &BTreeSet<String>,
+    region: Option<String>,
+    settings: &ProxmoxSettings,
+    cluster: &str,
+    group: &str,
+) -> Result<GroupShape, CloudError> {
+    let copies = cache.copies(api, listing, settings).await?;
+    let Some(first) = copies.first() else {
+        return Err(other(format!("no copy of template {}", settings.template)));
+    };
+    let size = vm_size(settings, &first.vm);
+    // A VM placed on one named host is in that host's zone.
+    let zone = match settings.nodes.as_slice() {
+        [one] => Some(one.clone()),
+        _ => None,
+    };
+    let hosts = group_hosts(
+        listing,
+        maint,
+        settings,
+        &copies,
+        cluster,
+        group,
+        region.clone(),
+    );
+    Ok(GroupShape {
+        cpu_milli: Some(size.cpu_milli).filter(|c| *c > 0),
+        memory: Some(size.memory).filter(|m| *m > 0),
+        instance_type: first.vm.name.clone(),
+        zone,
+        region,
+        hosts: Some(hosts),
+    })
+}
+
+/// The host for `req` and the template copy to clone there: the host the plan chose
+/// (`req.zone`) when it still takes the VM, else an error; without a plan, the host
+/// [`crate::cloud::hosts::GroupHosts::choose`] picks.
+pub async fn place(
+    api: &Api,
+    cache: &HostCache,
+    listing: &Listing,
+    settings: &ProxmoxSettings,
+    req: &CreateRequest,
+) -> Result<(String, VmResource), CloudError> {
+    let copies = cache.copies(api, listing, settings).await?;
+    let Some(first) = copies.first() else {
+        return Err(other(format!("no copy of template {}", settings.template)));
+    };
+    let size = vm_size(settings, &first.vm);
+    let maint = maintenance(api).await;
+    let hosts = group_hosts(
+        listing,
+        &maint,
+        settings,
+        &copies,
+        &req.cluster,
+        &req.group,
+        None,
+    );
+    let target = match &req.zone {
+        Some(z) => {
+            let i = hosts.index(z).ok_or_else(|| {
+                other(format!(
+                    "host {z}, where the plan put {}, is not one of group {}'s hosts",
+                    req.name, req.group
+                ))
+            })?;
+            if let Some(why) = hosts.why_not(i, size) {
+                return Err(other(format!(
+                    "host {z}, where the plan put {}, cannot take it now: {why}",
+                    req.name
+                )));
+            }
+            z.clone()
+        }
+        None => {
+            let i = hosts.choose(size).ok_or_else(|| {
+                other(format!(
+                    "no Proxmox host can take a VM of group {}: {}",
+                    req.group,
+                    hosts.full_reason(size)
+                ))
+            })?;
+            hosts.hosts[i].name.clone()
+        }
+    };
+    let copy = copy_for(&copies, &target).ok_or_else(|| {
+        other(format!(
+            "no copy of template {} can be cloned onto {target}",
+            settings.template
+        ))
+    })?;
+    Ok((target, copy.vm.clone()))
 }

@@ -14,7 +14,7 @@ use super::allocate::{clone_vm, list_vms, vm_config, vm_path, CloneSpec, VmResou
 use super::client::{params, Api, Params};
 use super::credentials::ProxmoxCredentials;
 use super::halfmade::{half_made, is_gone};
-use super::hosts::{copy_for, group_hosts, list_all, maintenance, vm_size, HostCache, Listing};
+use super::hosts::{list_all, maintenance, place, shape, HostCache};
 use super::ippool::{address_of, Pool};
 use super::tags::{self, ownership, Ownership};
 use super::tasks::{upid_of, wait_task};
@@ -270,7 +270,7 @@ impl ProxmoxProvider {
         }
         let listing = list_all(api).await?;
         let vms = &listing.vms;
-        let (target, template) = self.place(&listing, settings, req).await?;
+        let (target, template) = place(api, &inner.hosts, &listing, settings, req).await?;
         let tconf = vm_config(api, &template.node, template.vmid).await?;
         let address = match inner.pools.get(&req.group) {
             Some(pool) => {
@@ -507,9 +507,18 @@ impl CloudProvider for ProxmoxProvider {
         let region = self.inner.hosts.region(api).await;
         let mut shapes = BTreeMap::new();
         for g in groups {
-            let shape = self
-                .shape_in(&listing, &maint, region.clone(), cluster, g)
-                .await?;
+            let settings = self.settings(g)?;
+            let shape = shape(
+                api,
+                &self.inner.hosts,
+                &listing,
+                &maint,
+                region.clone(),
+                settings,
+                cluster,
+                g,
+            )
+            .await?;
             shapes.insert(g.clone(), shape);
         }
         Ok(Observed {
@@ -588,7 +597,18 @@ impl CloudProvider for ProxmoxProvider {
         let maint = maintenance(api).await;
         let region = self.inner.hosts.region(api).await;
         // Without a cluster, the group's VMs per host count as none.
-        self.shape_in(&listing, &maint, region, "", group).await
+        let settings = self.settings(group)?;
+        shape(
+            api,
+            &self.inner.hosts,
+            &listing,
+            &maint,
+            region,
+            settings,
+            "",
+            group,
+        )
+        .await
     }
 
     async fn verify(&self) -> Result<Vec<String>, CloudError> {
@@ -613,110 +633,6 @@ impl ProxmoxProvider {
             }
         }
         Ok(out)
-    }
-
-    /// The shape of a new VM of `group`, from its template, with the hosts it may go to.
-    async fn shape_in(
-        &self,
-        listing: &Listing,
-        maint: &BTreeSet<String>,
-        region: Option<String>,
-        cluster: &str,
-        group: &str,
-    ) -> Result<GroupShape, CloudError> {
-        let settings = self.settings(group)?;
-        let copies = self
-            .inner
-            .hosts
-            .copies(&self.inner.api, listing, settings)
-            .await?;
-        let Some(first) = copies.first() else {
-            return Err(other(format!("no copy of template {}", settings.template)));
-        };
-        let size = vm_size(settings, &first.vm);
-        // A VM placed on one named host is in that host's zone.
-        let zone = match settings.nodes.as_slice() {
-            [one] => Some(one.clone()),
-            _ => None,
-        };
-        let hosts = group_hosts(
-            listing,
-            maint,
-            settings,
-            &copies,
-            cluster,
-            group,
-            region.clone(),
-        );
-        Ok(GroupShape {
-            cpu_milli: Some(size.cpu_milli).filter(|c| *c > 0),
-            memory: Some(size.memory).filter(|m| *m > 0),
-            instance_type: first.vm.name.clone(),
-            zone,
-            region,
-            hosts: Some(hosts),
-        })
-    }
-
-    /// The host for `req` and the template copy to clone there: the host the plan chose
-    /// (`req.zone`) when it still takes the VM, else an error; without a plan, the host
-    /// [`crate::cloud::hosts::GroupHosts::choose`] picks.
-    async fn place(
-        &self,
-        listing: &Listing,
-        settings: &ProxmoxSettings,
-        req: &CreateRequest,
-    ) -> Result<(String, VmResource), CloudError> {
-        let api = &self.inner.api;
-        let copies = self.inner.hosts.copies(api, listing, settings).await?;
-        let Some(first) = copies.first() else {
-            return Err(other(format!("no copy of template {}", settings.template)));
-        };
-        let size = vm_size(settings, &first.vm);
-        let maint = maintenance(api).await;
-        let hosts = group_hosts(
-            listing,
-            &maint,
-            settings,
-            &copies,
-            &req.cluster,
-            &req.group,
-            None,
-        );
-        let target = match &req.zone {
-            Some(z) => {
-                let i = hosts.index(z).ok_or_else(|| {
-                    other(format!(
-                        "host {z}, where the plan put {}, is not one of group {}'s hosts",
-                        req.name, req.group
-                    ))
-                })?;
-                if let Some(why) = hosts.why_not(i, size) {
-                    return Err(other(format!(
-                        "host {z}, where the plan put {}, cannot take it now: {why}",
-                        req.name
-                    )));
-                }
-                z.clone()
-            }
-            None => {
-                let i = hosts.choose(size).ok_or_else(|| {
-                    other(format!(
-                        "no Proxmox host can take a VM of group {}: {}",
-                        req.group,
-                        hosts.full_reason(size)
-                    ))
-                })?;
-                hosts.hosts[i].name.clone()
-            }
-        };
-        let copy = copy_for(&copies, &target).ok_or_else(|| {
-            other(format!(
-                "no copy of template {} can be cloned onto {target}",
-                settings.template
-            ))
-        })?;
-        Ok((target, copy.vm.clone()))
     }
 }
 
