@@ -168,8 +168,13 @@ impl GroupHosts {
                     1.0 - (taken as f64 / cap as f64).min(1.0)
                 }
             };
-            frac(h.cpu_taken_milli + vm.cpu_milli, h.cpu_capacity(o))
-                + frac(h.memory_taken + vm.memory, h.memory_capacity(o))
+            frac(
+                h.cpu_taken_milli.saturating_add(vm.cpu_milli),
+                h.cpu_capacity(o),
+            ) + frac(
+                h.memory_taken.saturating_add(vm.memory),
+                h.memory_capacity(o),
+            )
         };
         (0..self.hosts.len())
             .filter(|&i| self.why_not(i, vm).is_none())

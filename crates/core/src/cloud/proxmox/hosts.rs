@@ -226,7 +226,7 @@ pub fn vm_size(settings: &ProxmoxSettings, template: &VmResource) -> VmSize {
         .or(template.maxcpu.map(|c| c.max(0.0).ceil() as u64))
         .unwrap_or(0);
     VmSize {
-        cpu_milli: cpus * 1000,
+        cpu_milli: cpus.saturating_mul(1000),
         memory: settings
             .memory
             .map(|m| m.as_u64())
