@@ -4,6 +4,7 @@
 
 pub mod faulty;
 pub mod proxy;
+pub mod pve;
 
 use std::path::PathBuf;
 use std::process::Child;

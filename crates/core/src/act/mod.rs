@@ -324,10 +324,21 @@ impl Actuator<'_> {
                     .group(group)
                     .ok_or_else(|| ActError::NoProvider(format!("group {group}")))?;
                 let provider = self.clouds.for_group(group)?.clone();
-                for _ in 0..*count {
+                // The hosts the plan counted on, in order: each VM's zone.
+                let zones = self
+                    .group_shapes
+                    .get(&g.name)
+                    .map(|s| placement_zones(s, *count))
+                    .unwrap_or_default();
+                for k in 0..*count as usize {
                     let name = new_node_name(&self.config.cluster_name, &g.name, &self.taken_names);
                     self.taken_names.insert(name.clone());
-                    let shape = self.group_shapes.get(&g.name);
+                    let zone = zones.get(k).cloned();
+                    let placed = self.group_shapes.get(&g.name).map(|s| GroupShape {
+                        zone: zone.clone().or(s.zone.clone()),
+                        ..s.clone()
+                    });
+                    let shape = placed.as_ref();
                     let rendered = render_user_data_for(self.config, g, &name, shape)?;
                     let req = CreateRequest {
                         name: name.clone(),
@@ -335,6 +346,7 @@ impl Actuator<'_> {
                         group: g.name.clone(),
                         user_data: rendered.content,
                         settings_hash: g.settings_hash.clone(),
+                        zone,
                     };
                     let server = provider.create_server(&req).await?;
                     *out.created.entry(group.clone()).or_default() += 1;
@@ -453,6 +465,19 @@ impl Actuator<'_> {
             .await?;
         Ok(())
     }
+}
+
+/// The hosts the next `count` VMs of a group with hypervisor hosts go to (empty without
+/// hosts), as the planner counted them.
+fn placement_zones(shape: &GroupShape, count: u32) -> Vec<String> {
+    let Some(h) = &shape.hosts else {
+        return Vec::new();
+    };
+    let vm = crate::cloud::hosts::VmSize {
+        cpu_milli: shape.cpu_milli.unwrap_or(0),
+        memory: shape.memory.unwrap_or(0),
+    };
+    h.plan(vm, count)
 }
 
 #[cfg(test)]

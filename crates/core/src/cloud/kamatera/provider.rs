@@ -687,6 +687,7 @@ impl CloudProvider for KamateraProvider {
             instance_type: Some(format!("{}-{}", s.cpu, s.ram.0)),
             zone: Some(s.datacenter.clone()),
             region: None,
+            hosts: None,
         })
     }
 

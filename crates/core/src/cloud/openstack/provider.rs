@@ -794,6 +794,7 @@ impl CloudProvider for OpenStackProvider {
             instance_type: Some(flavor.name.clone()),
             zone: settings.availability_zone.clone(),
             region: self.creds.region.clone(),
+            hosts: None,
         })
     }
 

@@ -652,6 +652,7 @@ fn a_backed_off_group_gets_no_new_vms() {
 mod disruption;
 mod drift;
 mod hard_limit;
+mod hosts;
 mod props;
 mod replay;
 mod scale_up;
