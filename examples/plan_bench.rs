@@ -170,7 +170,7 @@ fn pack_pending(s: &Snapshot, config: &Config, runs: usize) -> anyhow::Result<()
         model_times.push(start.elapsed());
         let start = Instant::now();
         let (placed, left) = sched::first_fit(&mut m, &pending, |_| true);
-        let new = sched::pack_new_nodes(&mut m, &left, &template, &overhead, u32::MAX);
+        let new = sched::pack_new_nodes(&mut m, &left, &template, &overhead, u32::MAX, &[]);
         times.push(start.elapsed());
         outcome = (
             placed.len(),
@@ -264,6 +264,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
                 instance_type: Some("f".into()),
                 zone: Some(format!("zone-{z}")),
                 region: Some("bench".into()),
+                hosts: None,
             },
         );
     }

@@ -176,6 +176,11 @@ pub struct SimulateArgs {
     /// in real time (about two minutes).
     #[arg(long)]
     pub real_time: bool,
+    /// With --real-time or --serve: inject faults into every simulator, as a fraction of
+    /// requests (`0.2`) or the path of a YAML fault spec (see README, Reliability).
+    /// Default: the environment variable NODEWRIGHT_SIM_FAULTS, else none.
+    #[arg(long, value_name = "RATE|FILE")]
+    pub faults: Option<String>,
 }
 
 impl SimulateArgs {
@@ -199,6 +204,22 @@ impl SimulateArgs {
         }
         v
     }
+
+    /// The fault spec for --real-time and --serve: `--faults`, else
+    /// `NODEWRIGHT_SIM_FAULTS`; a bad one is a usage error naming where it came from.
+    fn fault_spec(&self) -> Result<Option<crate::sim::faults::FaultSpec>, CliError> {
+        use crate::sim::faults::{FaultSpec, ENV_FAULTS};
+        let (text, from) = match &self.faults {
+            Some(t) => (t.clone(), "--faults"),
+            None => match std::env::var(ENV_FAULTS) {
+                Ok(t) if !t.trim().is_empty() => (t, ENV_FAULTS),
+                _ => return Ok(None),
+            },
+        };
+        FaultSpec::parse(&text)
+            .map(Some)
+            .map_err(|e| CliError::Usage(format!("simulate {from}: {e}")))
+    }
 }
 
 /// `simulate --workload`: the what-if, returning what to print.
@@ -212,6 +233,11 @@ pub async fn simulate_workload(config: &Path, args: &SimulateArgs) -> Result<Str
     if args.serve || args.real_time {
         return Err(CliError::Usage(
             "simulate: --workload cannot be combined with --serve or --real-time".into(),
+        ));
+    }
+    if args.faults.is_some() {
+        return Err(CliError::Usage(
+            "simulate: --faults goes with --real-time or --serve (the HTTP simulators); the what-if injects its own (see README, Reliability)".into(),
         ));
     }
     let mut world = crate::sim::whatif::world::WorldOptions {
@@ -303,9 +329,15 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                 )));
             }
             if args.serve || args.real_time {
-                return crate::sim::scenario::simulate(args.dir, args.serve)
+                let faults = args.fault_spec()?;
+                return crate::sim::scenario::simulate(args.dir, args.serve, faults)
                     .await
                     .map_err(CliError::Other);
+            }
+            if args.faults.is_some() {
+                return Err(CliError::Usage(
+                    "simulate: --faults goes with --real-time or --serve".into(),
+                ));
             }
             let text = crate::sim::whatif::demo::run().await?;
             print!("{text}");

@@ -439,3 +439,71 @@ nodeGroups:
     );
     assert!(env.cloud.servers().is_empty(), "plan changed nothing");
 }
+
+/// `--faults` (or `NODEWRIGHT_SIM_FAULTS`) goes with the HTTP simulators only, and a bad
+/// spec is a usage error (exit 2) naming where it came from and what is wrong.
+#[test]
+fn simulate_faults_are_checked_before_anything_starts() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("faults.yaml");
+    std::fs::write(&file, "rate: 0.1\nretryAfter: 10m\n").expect("write");
+    let file = file.display().to_string();
+    let cases: &[(&[&str], Option<&str>, &str)] = &[
+        (
+            &["--real-time", "--faults", "1.5"],
+            None,
+            "--faults: faults: rate 1.5 is not a fraction",
+        ),
+        (&["--serve", "--faults", &file], None, "retryAfter"),
+        (
+            &["--real-time"],
+            Some("/nonexistent/f.yaml"),
+            "NODEWRIGHT_SIM_FAULTS: faults: '/nonexistent/f.yaml' is neither a fraction",
+        ),
+        (
+            &["--faults", "0.2"],
+            None,
+            "--faults goes with --real-time or --serve",
+        ),
+    ];
+    for (args, env, want) in cases {
+        let mut cmd = nodewright();
+        cmd.arg("simulate").args(*args);
+        match env {
+            Some(v) => cmd.env("NODEWRIGHT_SIM_FAULTS", v),
+            None => cmd.env_remove("NODEWRIGHT_SIM_FAULTS"),
+        };
+        let out = cmd.output().expect("simulate");
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(text(&out).contains(want), "{args:?}: {}", text(&out));
+    }
+}
+
+/// `simulate --serve --faults` starts the simulators with the faults and says so.
+#[test]
+fn simulate_serve_with_faults_says_what_it_injects() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let log = dir.path().join("serve.out");
+    let mut serve = Killed(
+        nodewright()
+            .args(["simulate", "--serve", "--faults", "0.3", "--dir"])
+            .arg(dir.path().join("sim"))
+            .stdout(std::fs::File::create(&log).expect("log"))
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("serve"),
+    );
+    let start = Instant::now();
+    let out = loop {
+        let out = std::fs::read_to_string(&log).unwrap_or_default();
+        if out.contains("nodewright run") || start.elapsed() > Duration::from_secs(20) {
+            break out;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    serve.kill();
+    assert!(
+        out.contains("faults: 30 % of requests to every simulator (seed 1"),
+        "{out}"
+    );
+}

@@ -97,6 +97,7 @@ fn req(name: &str, group: &str) -> CreateRequest {
         group: group.into(),
         user_data: format!("#!/bin/sh\necho joining {name}\n"),
         settings_hash: HASH.into(),
+        zone: None,
     }
 }
 
@@ -1232,6 +1233,7 @@ async fn provision_timeout_counts_from_the_real_creation_after_a_restart() {
             group: "workers".into(),
             user_data: "#!/bin/sh\n".into(),
             settings_hash: HASH.into(),
+            zone: None,
         })
         .await
         .expect("create");

@@ -185,6 +185,7 @@ fn request(name: &str, cluster: &str, user_data: &str) -> CreateRequest {
         group: "workers".into(),
         user_data: user_data.into(),
         settings_hash: HASH.into(),
+        zone: None,
     }
 }
 

@@ -5,21 +5,16 @@ mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, SystemTime};
 
+use common::pve::{self as e2e, fast, provider_with, sim_with, token_creds};
 use common::{recorder, Events};
 use nodewright::cloud::proxmox::{
-    pve_urlencode, ProviderOptions, ProxmoxCredentials, ProxmoxProvider, ProxmoxSettings,
+    pve_urlencode, ProviderOptions, ProxmoxCredentials, ProxmoxProvider,
 };
 use nodewright::cloud::{CloudError, CloudProvider, CreateRequest, ServerStatus};
 use nodewright::sim::proxmox::{SimAuth, SimProxmox, SimProxmoxOptions, SimTls};
 use nodewright::sim::VmEvent;
-
-async fn sim_with(opts: SimProxmoxOptions) -> SimProxmox {
-    SimProxmox::start(opts)
-        .await
-        .expect("simulator starts (needs ../shared/proxmox/pve-api-schema.json or PVE_API_SCHEMA)")
-}
 
 async fn sim() -> (SimProxmox, Events) {
     let (events, hook) = recorder();
@@ -31,37 +26,8 @@ async fn sim() -> (SimProxmox, Events) {
     (s, events)
 }
 
-fn fast() -> ProviderOptions {
-    ProviderOptions {
-        poll_interval: Duration::from_millis(50),
-        task_timeout: Duration::from_secs(10),
-        agent_timeout: Duration::from_secs(5),
-        exec_timeout: Duration::from_secs(5),
-        ..ProviderOptions::default()
-    }
-}
-
-fn settings(yaml: &str) -> ProxmoxSettings {
-    nodewright::yaml::from_str(yaml).expect("settings parse")
-}
-
-fn token_creds(s: &SimProxmox) -> ProxmoxCredentials {
-    let dir = tempfile::tempdir().expect("tmp");
-    let p = dir.path().join("pve.yaml");
-    s.write_credentials_file(&p).expect("write");
-    ProxmoxCredentials::from_file(&p).expect("credentials load")
-}
-
 fn provider(s: &SimProxmox, groups: &[(&str, &str)]) -> ProxmoxProvider {
     provider_with(token_creds(s), groups)
-}
-
-fn provider_with(creds: ProxmoxCredentials, groups: &[(&str, &str)]) -> ProxmoxProvider {
-    let groups: BTreeMap<String, ProxmoxSettings> = groups
-        .iter()
-        .map(|(n, y)| (n.to_string(), settings(y)))
-        .collect();
-    ProxmoxProvider::with_options(creds, groups, fast()).expect("provider builds")
 }
 
 /// A group settings hash as the config computes it (12 hex digits), stamped on every VM
@@ -75,6 +41,7 @@ fn req(name: &str, group: &str, user_data: &str) -> CreateRequest {
         group: group.into(),
         user_data: user_data.into(),
         settings_hash: HASH.into(),
+        zone: None,
     }
 }
 
@@ -523,8 +490,9 @@ async fn host_choice_spreads_the_group_and_respects_local_templates() {
             .expect("create");
         spread.push(host_of(&v.id));
     }
-    // Most free memory first (pve1: 56 GiB free), then the hosts without a VM of the group.
-    assert_eq!(spread[0], "pve1");
+    // Equal VM counts: the tightest fit first (pve3: 32 GiB against 64), then the hosts
+    // without a VM of the group.
+    assert_eq!(spread[0], "pve3");
     assert_eq!(
         spread.iter().collect::<BTreeSet<_>>().len(),
         3,
@@ -724,153 +692,7 @@ async fn leftover_vm_found_by_tags_and_delete_failing_once() {
 }
 
 // ---------------------------------------------------------------------------
-// End to end: the reconciler with a `provider: proxmox` group.
-
-mod e2e {
-    use super::*;
-    use crate::common::{has_startup_taint, ready};
-    use k8s_openapi::api::core::v1::Node;
-    use kube::api::{Api, Patch, PatchParams};
-    use nodewright::act::Clouds;
-    use nodewright::cluster::{kubeconfig_from_file, KubeCluster};
-    use nodewright::config::Config;
-    use nodewright::reconcile::Reconciler;
-    use nodewright::sim::cluster::{SimCluster, SimClusterOptions, SimNodeSpec};
-
-    pub struct Env {
-        pub cluster: SimCluster,
-        pub pve: SimProxmox,
-        pub dir: tempfile::TempDir,
-    }
-
-    impl Drop for Env {
-        fn drop(&mut self) {
-            self.cluster.shutdown();
-        }
-    }
-
-    pub async fn env() -> Env {
-        let cluster = SimCluster::start(SimClusterOptions {
-            node_ready_delay: Duration::from_millis(200),
-            pod_start_delay: Duration::from_millis(100),
-            ..SimClusterOptions::default()
-        })
-        .await
-        .expect("cluster");
-        cluster
-            .add_node(
-                SimNodeSpec::new("control-plane", 4 << 30)
-                    .label("node-role.kubernetes.io/control-plane", "true")
-                    .taint("node-role.kubernetes.io/control-plane", None, "NoSchedule"),
-            )
-            .expect("control plane");
-        let pve = sim_with(SimProxmoxOptions {
-            hook: Some(cluster.vm_hook()),
-            ..SimProxmoxOptions::default()
-        })
-        .await;
-        let dir = tempfile::tempdir().expect("tmp");
-        cluster
-            .write_kubeconfig(&dir.path().join("kubeconfig"))
-            .expect("kubeconfig");
-        std::fs::create_dir_all(dir.path().join("templates")).expect("dir");
-        std::fs::write(
-            dir.path().join("templates/join.sh.j2"),
-            "#!/bin/sh\nexec k3s agent --server {{ k3s_url }} {{ k3s_node_args | join(\" \") }}\n",
-        )
-        .expect("template");
-        Env { cluster, pve, dir }
-    }
-
-    pub async fn reconciler(env: &Env, groups: &str) -> Reconciler {
-        let path = env.dir.path().join("autoscaler.yaml");
-        std::fs::write(
-            &path,
-            format!(
-                "clusterName: e2e\nfreeMemoryTarget: 0 B\nprovisionTimeout: 4s\nscanInterval: 200ms\nscaleUpBackoff: {{initial: 500ms, max: 1s}}\ntemplatesDir: {}\nnodeGroups:\n{groups}",
-                env.dir.path().join("templates").display()
-            ),
-        )
-        .expect("config");
-        let config = Config::load(&path).expect("config loads");
-        let creds = token_creds(&env.pve);
-        let settings: BTreeMap<String, ProxmoxSettings> = config
-            .node_groups
-            .iter()
-            .filter_map(|g| g.proxmox.clone().map(|s| (g.name.clone(), s)))
-            .collect();
-        let provider =
-            Arc::new(ProxmoxProvider::with_options(creds, settings, fast()).expect("provider"));
-        let mut clouds = Clouds::new();
-        for g in &config.node_groups {
-            clouds.add_group(&g.name, provider.clone());
-        }
-        let kube = kubeconfig_from_file(&env.dir.path().join("kubeconfig"))
-            .await
-            .expect("kubeconfig");
-        let client = kube::Client::try_from(kube).expect("client");
-        Reconciler {
-            config: Arc::new(config),
-            cluster: Arc::new(KubeCluster::new(client)),
-            clouds,
-            dry_run: false,
-        }
-    }
-
-    pub fn group(name: &str, min: u32, proxmox: &str) -> String {
-        format!(
-            "  - name: {name}\n    provider: proxmox\n    minSize: {min}\n    maxSize: 3\n    proxmox: {proxmox}\n    userData:\n      template: join.sh.j2\n      variables: {{k3s_url: \"https://192.0.2.1:6443\"}}\n"
-        )
-    }
-
-    pub fn ready_joined(n: &Node) -> bool {
-        ready(n) && !has_startup_taint(n)
-    }
-
-    /// Runs cycles (errors tolerated: a failing delete is retried next cycle) until `done`.
-    pub async fn drive(
-        rec: &Reconciler,
-        timeout: Duration,
-        done: impl Fn() -> bool,
-    ) -> Vec<String> {
-        let start = Instant::now();
-        let mut errors = Vec::new();
-        loop {
-            match rec.cycle(SystemTime::now()).await {
-                Err(e) => errors.push(e.to_string()),
-                Ok(r) => {
-                    if std::env::var_os("NW_DEBUG").is_some() {
-                        eprintln!("{:?} {:?}", r.decision.action, r.decision.reasons);
-                        if let Ok(snap) = rec.observe().await {
-                            eprintln!("servers: {:?}", snap.servers);
-                        }
-                    }
-                }
-            }
-            if done() {
-                return errors;
-            }
-            assert!(
-                start.elapsed() < timeout,
-                "did not converge in {timeout:?}; errors: {errors:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
-
-    pub async fn cordon(env: &Env, name: &str) {
-        let client = env.cluster.kube_client().await.expect("client");
-        let nodes: Api<Node> = Api::all(client);
-        nodes
-            .patch(
-                name,
-                &PatchParams::default(),
-                &Patch::Merge(crate::common::cordon_patch(true)),
-            )
-            .await
-            .expect("cordon");
-    }
-}
+// End to end: the reconciler with a `provider: proxmox` group (see common::pve).
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn e2e_reconciler_scales_proxmox_groups_up_and_down() {
@@ -932,10 +754,11 @@ async fn e2e_reconciler_scales_proxmox_groups_up_and_down() {
     assert_clean(&env.pve);
 }
 
-/// A cycle reads Proxmox once: one `/cluster/resources` listing answers the VMs and
-/// the template of every group.
+/// A cycle reads Proxmox twice whatever the number of groups: one `/cluster/resources`
+/// listing answers the VMs, the hosts and the template of every group, and the HA status
+/// the hosts in maintenance. Each template's disks and the cluster's name are read once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn e2e_a_cycle_lists_proxmox_once_whatever_the_number_of_groups() {
+async fn e2e_a_cycle_reads_proxmox_twice_whatever_the_number_of_groups() {
     let env = e2e::env().await;
     let groups = format!(
         "{}{}",
@@ -943,6 +766,7 @@ async fn e2e_a_cycle_lists_proxmox_once_whatever_the_number_of_groups() {
         e2e::group("ga", 0, "{template: agent-shared, join: guestAgent}")
     );
     let rec = e2e::reconciler(&env, &groups).await;
+    rec.observe().await.expect("first observe");
     let before = env.pve.calls().len();
     let snap = rec.observe().await.expect("observe");
     assert_eq!(snap.group_shapes.len(), 2, "{:?}", snap.group_shapes);
@@ -954,7 +778,10 @@ async fn e2e_a_cycle_lists_proxmox_once_whatever_the_number_of_groups() {
         .collect();
     assert_eq!(
         calls,
-        vec!["GET /cluster/resources".to_string()],
+        vec![
+            "GET /cluster/resources".to_string(),
+            "GET /cluster/ha/status/current".to_string()
+        ],
         "{calls:?}"
     );
 }

@@ -55,6 +55,7 @@ fn req(name: &str, group: &str, user_data: &str) -> CreateRequest {
         group: group.into(),
         user_data: user_data.into(),
         settings_hash: String::new(),
+        zone: None,
     }
 }
 

@@ -58,6 +58,7 @@ fn req(name: &str) -> CreateRequest {
         group: "workers".into(),
         user_data: String::new(),
         settings_hash: "0a1b2c3d4e5f".into(),
+        zone: None,
     }
 }
 

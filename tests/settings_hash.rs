@@ -30,6 +30,7 @@ fn req(name: &str, cluster: &str) -> CreateRequest {
         group: "workers".into(),
         user_data: "#!/bin/sh\n".into(),
         settings_hash: HASH.into(),
+        zone: None,
     }
 }
 

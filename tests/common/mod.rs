@@ -2,7 +2,9 @@
 // Each test file is its own crate and uses only some of these helpers.
 #![allow(dead_code)]
 
+pub mod faulty;
 pub mod proxy;
+pub mod pve;
 
 use std::path::PathBuf;
 use std::process::Child;

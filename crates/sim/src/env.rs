@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::cluster::{SimCluster, SimClusterOptions, SimNodeSpec};
+use super::faults::{FaultCounts, FaultSpec, Faults};
 use super::kamatera::{SimKamatera, SimKamateraOptions};
 use super::openstack::{SimOpenStack, SimOpenStackOptions};
 use super::proxmox::{SimProxmox, SimProxmoxOptions};
@@ -65,7 +66,83 @@ pub struct VmLogEntry {
     pub node_existed: bool,
 }
 
+/// The fault injectors of an environment's four servers.
+#[derive(Clone, Debug, Default)]
+pub struct SimFaults {
+    pub cluster: Faults,
+    pub openstack: Faults,
+    pub proxmox: Faults,
+    pub kamatera: Faults,
+}
+
+impl SimFaults {
+    /// One injector per server from one spec (each its own random stream).
+    pub fn new(spec: &FaultSpec) -> SimFaults {
+        SimFaults {
+            cluster: Faults::new(spec, "kubernetes"),
+            openstack: Faults::new(spec, "openstack"),
+            proxmox: Faults::new(spec, "proxmox"),
+            kamatera: Faults::new(spec, "kamatera"),
+        }
+    }
+
+    pub fn all(&self) -> [(&'static str, &Faults); 4] {
+        [
+            ("kubernetes", &self.cluster),
+            ("openstack", &self.openstack),
+            ("proxmox", &self.proxmox),
+            ("kamatera", &self.kamatera),
+        ]
+    }
+
+    /// Random injection on or off on every server.
+    pub fn set_enabled(&self, on: bool) {
+        for (_, f) in self.all() {
+            f.set_enabled(on);
+        }
+    }
+
+    /// A new client process: the Retry-Afters sent to the old one no longer bind.
+    pub fn forget_retry_afters(&self) {
+        for (_, f) in self.all() {
+            f.forget_retry_afters();
+        }
+    }
+
+    /// The counts of every server added up.
+    pub fn total(&self) -> FaultCounts {
+        let mut t = FaultCounts::default();
+        for (_, f) in self.all() {
+            t.add(&f.counts());
+        }
+        t
+    }
+
+    /// Every request that came before its endpoint's Retry-After ran out, by server.
+    pub fn early_retries(&self) -> Vec<String> {
+        self.all()
+            .iter()
+            .flat_map(|(name, f)| {
+                f.early_retries()
+                    .into_iter()
+                    .map(move |e| format!("{name}: {e}"))
+            })
+            .collect()
+    }
+
+    /// One line per server with its counts.
+    pub fn report(&self) -> String {
+        self.all()
+            .iter()
+            .map(|(name, f)| format!("{name}: {}", f.counts()))
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+}
+
 pub struct SimEnv {
+    /// Fault injection of every server (off unless started with a spec).
+    pub faults: SimFaults,
     pub cluster: SimCluster,
     pub proxmox: SimProxmox,
     pub kamatera: SimKamatera,
@@ -86,6 +163,17 @@ impl SimEnv {
     /// (a fresh temporary directory when `None`). The cluster starts with one unmanaged,
     /// tainted control-plane node.
     pub async fn start(dir: Option<PathBuf>, timings: SimTimings) -> anyhow::Result<SimEnv> {
+        Self::start_with_faults(dir, timings, None).await
+    }
+
+    /// As [`SimEnv::start`], with `faults` injected into every server (see
+    /// [`crate::faults`]).
+    pub async fn start_with_faults(
+        dir: Option<PathBuf>,
+        timings: SimTimings,
+        faults: Option<&FaultSpec>,
+    ) -> anyhow::Result<SimEnv> {
+        let faults = faults.map(SimFaults::new).unwrap_or_default();
         let (dir, tmp) = match dir {
             Some(d) => {
                 std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
@@ -99,6 +187,7 @@ impl SimEnv {
         let cluster = SimCluster::start(SimClusterOptions {
             node_ready_delay: timings.node_ready_delay,
             pod_start_delay: timings.pod_start_delay,
+            faults: faults.cluster.clone(),
             ..SimClusterOptions::default()
         })
         .await
@@ -132,6 +221,7 @@ impl SimEnv {
         let cloud = SimOpenStack::start(SimOpenStackOptions {
             boot_delay: timings.boot_delay,
             hook: Some(hook.clone()),
+            faults: faults.openstack.clone(),
             ..SimOpenStackOptions::default()
         })
         .await
@@ -139,12 +229,14 @@ impl SimEnv {
         let proxmox = SimProxmox::start(SimProxmoxOptions {
             boot_delay: timings.boot_delay,
             hook: Some(hook.clone()),
+            faults: faults.proxmox.clone(),
             ..SimProxmoxOptions::default()
         })
         .await
         .context("starting the simulated Proxmox VE")?;
         let kamatera = SimKamatera::start(SimKamateraOptions {
             hook: Some(hook),
+            faults: faults.kamatera.clone(),
             ..SimKamateraOptions::default()
         })
         .await
@@ -164,6 +256,7 @@ impl SimEnv {
             std::fs::write(templates.join(name), text)?;
         }
         Ok(SimEnv {
+            faults,
             cluster,
             proxmox,
             kamatera,

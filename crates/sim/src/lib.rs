@@ -11,6 +11,7 @@ pub(crate) use nodewright_core::{act, cloud, config, plan, reconcile};
 
 pub mod cluster;
 pub mod env;
+pub mod faults;
 pub mod kamatera;
 pub mod openstack;
 pub mod proxmox;

@@ -20,6 +20,7 @@ use axum::{Json, Router};
 use base64::Engine as _;
 use serde_json::{json, Map, Value};
 
+use super::faults::{self, Dialect, Faults, HalfDone};
 use super::serve::{self, yaml_str, ServerGuard};
 use super::{VmEvent, VmHook};
 
@@ -109,6 +110,8 @@ pub struct SimOpenStackOptions {
     pub page_size: usize,
     /// Instance quota of the project.
     pub max_instances: Option<usize>,
+    /// Injected faults (none by default); half-done creates and deletes too.
+    pub faults: Faults,
 }
 
 impl Default for SimOpenStackOptions {
@@ -172,6 +175,7 @@ impl Default for SimOpenStackOptions {
             token_lifetime: Duration::from_secs(3600),
             page_size: 1000,
             max_instances: None,
+            faults: Faults::default(),
         }
     }
 }
@@ -462,6 +466,10 @@ fn router(shared: Arc<Shared>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             shared.clone(),
             record_call,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            (shared.opts.faults.clone(), Dialect::Nova),
+            faults::inject,
         ))
         .with_state(shared)
 }
@@ -1096,6 +1104,13 @@ async fn create_server(
         tokio::time::sleep(delay).await;
         finish_boot(&booter, &boot_id);
     });
+    if o.faults.half_done(HalfDone::CreateFailsButServerAppears) {
+        return nova_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "computeFault",
+            "Unexpected API Error. Please report this at http://bugs.launchpad.net/nova/ and attach the Nova API log if possible.",
+        );
+    }
 
     let href = format!("{}/compute/v2.1/servers/{id}", shared.base());
     let mut resp = (
@@ -1196,6 +1211,11 @@ async fn delete_server(
                 "computeFault",
                 "Unexpected API Error. Please report this at http://bugs.launchpad.net/nova/ and attach the Nova API log if possible.",
             );
+        }
+        // Accepted, then lost (a compute host that never acts on it): the server stays
+        // as it was, with no task in progress.
+        if shared.opts.faults.half_done(HalfDone::DeleteNeverHappens) {
+            return StatusCode::NO_CONTENT.into_response();
         }
         if let Some(s) = st.servers.iter_mut().find(|s| s.id == id) {
             s.task_state = Some("deleting".into());

@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::cluster::{SimPodTemplate, ANNOTATION_RUN_FOR};
 use super::env::{SimEnv, SimTimings};
+use super::faults::FaultSpec;
 use crate::plan::Action;
 
 const GI: u64 = 1 << 30;
@@ -86,9 +87,23 @@ fn script() -> Vec<(u64, Step)> {
 }
 
 /// Runs the scenario (or, with `--serve`, just the simulated world).
-pub async fn simulate(dir: Option<std::path::PathBuf>, serve_only: bool) -> anyhow::Result<()> {
-    let env = SimEnv::start(dir, SimTimings::default()).await?;
+/// `faults`: injected into every simulator (see [`crate::faults`]).
+pub async fn simulate(
+    dir: Option<std::path::PathBuf>,
+    serve_only: bool,
+    faults: Option<FaultSpec>,
+) -> anyhow::Result<()> {
+    let env = SimEnv::start_with_faults(dir, SimTimings::default(), faults.as_ref()).await?;
     let (config_path, config) = env.write_config(&demo_config())?;
+    if let Some(f) = &faults {
+        println!(
+            "faults: {:.0} % of requests to every simulator (seed {}, kinds {:?}, Retry-After {:?})",
+            f.rate * 100.0,
+            f.seed,
+            f.kinds,
+            f.retry_after
+        );
+    }
     if serve_only {
         return serve(&env, &config_path).await;
     }
@@ -147,6 +162,12 @@ pub async fn simulate(dir: Option<std::path::PathBuf>, serve_only: bool) -> anyh
         env.proxmox.guests().len(),
         env.kamatera.servers().len()
     );
+    if faults.is_some() {
+        println!(
+            "  faults injected:\n    {}",
+            env.faults.report().replace('\n', "\n    ")
+        );
+    }
     env.cluster.shutdown();
     Ok(())
 }
@@ -303,6 +324,12 @@ async fn serve(env: &SimEnv, config_path: &std::path::Path) -> anyhow::Result<()
     );
     println!("  nodewright run");
     tokio::signal::ctrl_c().await?;
+    if env.faults.cluster.spec().is_some() {
+        println!(
+            "\nfaults injected:\n  {}",
+            env.faults.report().replace('\n', "\n  ")
+        );
+    }
     env.cluster.shutdown();
     Ok(())
 }

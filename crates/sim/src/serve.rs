@@ -9,6 +9,8 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tokio::task::AbortHandle;
 
+use crate::faults::{ConnKill, KillableListener};
+
 /// Aborts the server task when dropped. Simulator handles hold it in an `Arc`, so the
 /// server stops when the last clone of a handle is dropped.
 pub(crate) struct ServerGuard(AbortHandle);
@@ -27,14 +29,16 @@ pub(crate) async fn bind_local() -> std::io::Result<(TcpListener, SocketAddr)> {
 }
 
 /// Serves `app` on `listener` in a task of its own; `what` (e.g. "simulated Kamatera")
-/// names the server in the error logged if it stops.
+/// names the server in the error logged if it stops. Connections can be dropped by an
+/// injected timeout (see [`crate::faults`]).
 pub(crate) fn spawn<L>(listener: L, app: Router, what: &'static str) -> Arc<ServerGuard>
 where
     L: axum::serve::Listener,
     L::Addr: Debug,
 {
     let task = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
+        let make = app.into_make_service_with_connect_info::<ConnKill>();
+        if let Err(e) = axum::serve(KillableListener(listener), make).await {
             tracing::error!(error = %e, "{what} stopped");
         }
     });

@@ -331,7 +331,7 @@ impl Actuator<'_> {
                     .ok_or_else(|| ActError::NoProvider(format!("group {group}")))?;
                 let provider = self.clouds.for_group(group)?.clone();
                 for s in servers {
-                    let req = self.request(g, &s.name)?;
+                    let req = self.request(g, &s.name, None)?;
                     provider
                         .start_warm(&self.config.cluster_name, &s.id, &req)
                         .await?;
@@ -448,15 +448,25 @@ impl Actuator<'_> {
     }
 
     /// What a VM of group `g` named `name` is made (or started) with.
-    fn request(&self, g: &NodeGroupConfig, name: &str) -> Result<CreateRequest, ActError> {
-        let shape = self.group_shapes.get(&g.name);
-        let rendered = render_user_data_for(self.config, g, name, shape)?;
+    /// `zone`: the hypervisor host the plan counted on for this VM, if the group has hosts.
+    fn request(
+        &self,
+        g: &NodeGroupConfig,
+        name: &str,
+        zone: Option<String>,
+    ) -> Result<CreateRequest, ActError> {
+        let placed = self.group_shapes.get(&g.name).map(|s| GroupShape {
+            zone: zone.clone().or(s.zone.clone()),
+            ..s.clone()
+        });
+        let rendered = render_user_data_for(self.config, g, name, placed.as_ref())?;
         Ok(CreateRequest {
             name: name.to_string(),
             cluster: self.config.cluster_name.clone(),
             group: g.name.clone(),
             user_data: rendered.content,
             settings_hash: g.settings_hash.clone(),
+            zone,
         })
     }
 
@@ -473,10 +483,16 @@ impl Actuator<'_> {
             .group(group)
             .ok_or_else(|| ActError::NoProvider(format!("group {group}")))?;
         let provider = self.clouds.for_group(group)?.clone();
-        for _ in 0..count {
+        // The hosts the plan counted on, in order: each VM's zone.
+        let zones = self
+            .group_shapes
+            .get(&g.name)
+            .map(|s| placement_zones(s, count))
+            .unwrap_or_default();
+        for k in 0..count as usize {
             let name = new_node_name(&self.config.cluster_name, &g.name, &self.taken_names);
             self.taken_names.insert(name.clone());
-            let req = self.request(g, &name)?;
+            let req = self.request(g, &name, zones.get(k).cloned())?;
             let server = if warm {
                 provider.create_warm(&req).await?
             } else {
@@ -504,6 +520,19 @@ impl Actuator<'_> {
             .await?;
         Ok(())
     }
+}
+
+/// The hosts the next `count` VMs of a group with hypervisor hosts go to (empty without
+/// hosts), as the planner counted them.
+fn placement_zones(shape: &GroupShape, count: u32) -> Vec<String> {
+    let Some(h) = &shape.hosts else {
+        return Vec::new();
+    };
+    let vm = crate::cloud::hosts::VmSize {
+        cpu_milli: shape.cpu_milli.unwrap_or(0),
+        memory: shape.memory.unwrap_or(0),
+    };
+    h.plan(vm, count)
 }
 
 #[cfg(test)]

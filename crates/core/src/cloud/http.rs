@@ -148,6 +148,87 @@ pub fn reason_phrase(resp: &reqwest::Response) -> Option<String> {
     (!text.is_empty()).then_some(text)
 }
 
+/// How many more times a read (a GET, or a provider's read-only POST) is tried within
+/// one call after a transient failure: one dropped connection or 503 in a listing or a
+/// task poll should not fail a whole create or cycle. Writes are never repeated here:
+/// whether they took effect is for the next cycle to see.
+pub const READ_RETRIES: u32 = 2;
+
+/// A failure a read may be tried again for at once: 5xx, 429, no answer in time, a
+/// dropped connection.
+pub fn transient(e: &CloudError) -> bool {
+    match e {
+        CloudError::Api { status, .. } => *status == 429 || *status >= 500,
+        CloudError::Transport { .. } => true,
+        _ => false,
+    }
+}
+
+/// The pause before the `attempt`-th retry of a read (1-based): 200 ms, doubling. A
+/// Retry-After, when given, is waited for on top by the provider's [`RetryAfterGate`].
+pub fn read_retry_pause(attempt: u32) -> Duration {
+    Duration::from_millis(200) * (1 << attempt.saturating_sub(1).min(4))
+}
+
+/// The longest Retry-After honoured: a longer one (or a broken header) must not stall the
+/// loop; the next cycle simply tries again.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(120);
+
+/// The delay a 429 or 503 answer asks for in its `Retry-After` header: seconds, or an
+/// HTTP date (RFC 9110), capped at [`MAX_RETRY_AFTER`]. `None` for other statuses or
+/// without a readable header.
+pub fn retry_after(status: u16, headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+    if status != 429 && status != 503 {
+        return None;
+    }
+    let value = headers
+        .get(reqwest::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim();
+    let delay = match value.parse::<u64>() {
+        Ok(secs) => Duration::from_secs(secs),
+        Err(_) => {
+            let at = jiff::fmt::rfc2822::parse(value).ok()?.timestamp();
+            let now = jiff::Timestamp::now();
+            Duration::try_from(at.duration_since(now)).unwrap_or(Duration::ZERO)
+        }
+    };
+    Some(delay.min(MAX_RETRY_AFTER))
+}
+
+/// Holds back every call to one API until the time its last 429 or 503 asked for in
+/// `Retry-After` (whole API rather than one endpoint: rate limits are per account).
+/// The call that got the answer fails as usual; the loop retries it next cycle.
+#[derive(Debug, Default)]
+pub struct RetryAfterGate {
+    until: std::sync::Mutex<Option<tokio::time::Instant>>,
+}
+
+impl RetryAfterGate {
+    /// Waits until the time asked for, if it is still ahead (counted in
+    /// `nodewright_retry_after_waits{api}`).
+    pub async fn wait(&self, api: &str) {
+        let until = *self.until.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(t) = until.filter(|t| *t > tokio::time::Instant::now()) {
+            crate::telemetry::metrics::retry_after_wait(api);
+            tracing::debug!(api, wait = ?(t - tokio::time::Instant::now()), "honouring Retry-After");
+            tokio::time::sleep_until(t).await;
+        }
+    }
+
+    /// Notes the answer's Retry-After, if any; returns the delay asked for.
+    pub fn note(&self, status: u16, headers: &reqwest::header::HeaderMap) -> Option<Duration> {
+        let delay = retry_after(status, headers)?;
+        let t = tokio::time::Instant::now() + delay;
+        let mut until = self.until.lock().unwrap_or_else(|p| p.into_inner());
+        if until.is_none_or(|u| u < t) {
+            *until = Some(t);
+        }
+        Some(delay)
+    }
+}
+
 /// The most one provider response may hold. A listing of thousands of VMs is a few MiB;
 /// more is a wrong endpoint, a proxy's page or a broken server, and is refused before
 /// it is read into memory.
@@ -306,6 +387,51 @@ mod tests {
             m.contains("h:443") && m.contains("does not match the pinned"),
             "{m}"
         );
+    }
+
+    #[test]
+    fn retry_after_reads_seconds_and_dates_only_on_429_and_503() {
+        use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+        let with = |v: &str| {
+            let mut h = HeaderMap::new();
+            h.insert(RETRY_AFTER, HeaderValue::from_str(v).expect("header"));
+            h
+        };
+        assert_eq!(retry_after(429, &with("3")), Some(Duration::from_secs(3)));
+        assert_eq!(retry_after(503, &with(" 7 ")), Some(Duration::from_secs(7)));
+        assert_eq!(retry_after(500, &with("3")), None);
+        assert_eq!(retry_after(429, &HeaderMap::new()), None);
+        assert_eq!(retry_after(429, &with("soon")), None);
+        assert_eq!(retry_after(429, &with("86400")), Some(MAX_RETRY_AFTER));
+        let past = retry_after(429, &with("Sun, 06 Nov 1994 08:49:37 GMT"));
+        assert_eq!(past, Some(Duration::ZERO));
+        let soon = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(30);
+        let date =
+            jiff::fmt::rfc2822::to_string(&soon.to_zoned(jiff::tz::TimeZone::UTC)).expect("date");
+        let d = retry_after(429, &with(&date)).expect("a date");
+        assert!(
+            d > Duration::from_secs(25) && d <= Duration::from_secs(30),
+            "{d:?}"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_gate_holds_calls_back_until_the_time_asked_for() {
+        use reqwest::header::{HeaderMap, HeaderValue, RETRY_AFTER};
+        let gate = RetryAfterGate::default();
+        let start = tokio::time::Instant::now();
+        gate.wait("test").await;
+        assert_eq!(start.elapsed(), Duration::ZERO, "nothing asked yet");
+        let mut h = HeaderMap::new();
+        h.insert(RETRY_AFTER, HeaderValue::from_static("2"));
+        assert_eq!(gate.note(429, &h), Some(Duration::from_secs(2)));
+        // A shorter one later does not shorten the wait.
+        h.insert(RETRY_AFTER, HeaderValue::from_static("1"));
+        gate.note(503, &h);
+        gate.wait("test").await;
+        assert_eq!(start.elapsed(), Duration::from_secs(2));
+        gate.wait("test").await;
+        assert_eq!(start.elapsed(), Duration::from_secs(2), "once is enough");
     }
 
     #[test]

@@ -6,7 +6,23 @@ use std::time::Instant;
 use async_trait::async_trait;
 
 use super::{CloudError, CloudProvider, CreateRequest, GroupShape, Observed, Server};
-use crate::telemetry::metrics::Metrics;
+use crate::telemetry::metrics::{api_error, ErrorKind, Metrics};
+
+/// The kind of a provider error, for `nodewright_api_errors`.
+pub fn error_kind(e: &CloudError) -> ErrorKind {
+    match e {
+        CloudError::Api { status, .. } => ErrorKind::of_status(*status).unwrap_or(ErrorKind::Other),
+        CloudError::Transport { message, .. } if message.starts_with("timed out") => {
+            ErrorKind::Timeout
+        }
+        CloudError::Transport { .. } => ErrorKind::Transport,
+        CloudError::Auth { .. } => ErrorKind::Auth,
+        CloudError::Quota { .. }
+        | CloudError::NotFound { .. }
+        | CloudError::Other { .. }
+        | CloudError::Refused { .. } => ErrorKind::Other,
+    }
+}
 
 pub struct Instrumented {
     inner: Arc<dyn CloudProvider>,
@@ -21,6 +37,9 @@ impl Instrumented {
     fn record<T>(&self, call: &str, started: Instant, r: &Result<T, CloudError>) {
         self.metrics
             .cloud_call(self.inner.name(), call, started.elapsed(), r.is_ok());
+        if let Err(e) = r {
+            api_error(self.inner.name(), error_kind(e));
+        }
     }
 }
 
@@ -183,6 +202,7 @@ mod tests {
             group: "g".into(),
             user_data: String::new(),
             settings_hash: String::new(),
+            zone: None,
         };
         assert!(wrapped.create_warm(&req).await.expect("forwarded").warm);
         wrapped.start_warm("c", "1", &req).await.expect("forwarded");

@@ -2,6 +2,7 @@
 //! planner and the loop never see provider-specific shapes.
 
 pub mod build;
+pub mod hosts;
 pub mod http;
 pub mod instrumented;
 pub mod kamatera;
@@ -69,7 +70,7 @@ pub struct Server {
 
 /// What the provider knows of one new VM of a group before it exists, to shape the
 /// planner's picture of a node that is not there yet.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
 pub struct GroupShape {
     /// vCPUs × 1000.
     pub cpu_milli: Option<u64>,
@@ -79,6 +80,9 @@ pub struct GroupShape {
     pub instance_type: Option<String>,
     pub zone: Option<String>,
     pub region: Option<String>,
+    /// The hypervisor hosts a new VM of the group may go to (Proxmox); `None` for a
+    /// cloud that places VMs itself.
+    pub hosts: Option<hosts::GroupHosts>,
 }
 
 /// What one cycle reads from one provider: its servers of the cluster and the shape of a
@@ -100,6 +104,9 @@ pub struct CreateRequest {
     /// The group's settings hash, stamped on the VM as [`SETTINGS_HASH_TAG`] in the
     /// create call itself (empty: none is written).
     pub settings_hash: String,
+    /// The host the plan put this VM on (its `topology.kubernetes.io/zone`, already in the
+    /// user data): a provider with hosts places it there or fails, never elsewhere.
+    pub zone: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -321,9 +321,19 @@ impl ClusterApi for KubeCluster {
         let api: Api<Node> = Api::all(self.client.clone());
         match api.delete(node, &DeleteParams::default()).await {
             Ok(answer) => match answer.left() {
-                // Still there, finalizers pending: it is seen deleting.
-                Some(n) => self.node_written(&n),
-                None => self.forget_node(node),
+                // Still there only while finalizers hold it: it is seen deleting. An
+                // answer with the object and no finalizer is the object as it was
+                // deleted; writing it through would pin a node whose delete event may
+                // already have passed (it then stayed in the cache for good).
+                Some(n)
+                    if n.metadata
+                        .finalizers
+                        .as_ref()
+                        .is_some_and(|f| !f.is_empty()) =>
+                {
+                    self.node_written(&n)
+                }
+                _ => self.forget_node(node),
             },
             Err(e) if status_code(&e) == Some(404) => self.forget_node(node),
             Err(e) => return Err(api_err(format!("delete node {node}"))(e)),

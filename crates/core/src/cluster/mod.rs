@@ -8,6 +8,7 @@ pub mod events;
 mod kube_api;
 pub mod leader;
 pub mod records;
+pub mod retry_after;
 pub mod status;
 
 use std::collections::BTreeMap;
@@ -129,12 +130,17 @@ pub async fn client_from_env() -> Result<kube::Client, ClusterError> {
 /// A client that does not retry on its own: a 429 from an eviction blocked by a
 /// PodDisruptionBudget carries no Retry-After and would otherwise be retried for minutes,
 /// stalling the cycle; the loop itself is the retry.
+/// A [`retry_after`] layer holds every call back while the API server's last 429 or 503
+/// asks to wait, and counts failures in the metrics.
 pub fn client_from_config(mut config: kube::Config) -> Result<kube::Client, ClusterError> {
     config.default_retry = false;
-    kube::Client::try_from(config).map_err(|e| ClusterError::Api {
+    let builder = kube::client::ClientBuilder::try_from(config).map_err(|e| ClusterError::Api {
         call: "building the Kubernetes client".into(),
         source: Box::new(e),
-    })
+    })?;
+    Ok(builder
+        .with_layer(&retry_after::RetryAfterLayer::default())
+        .build())
 }
 
 pub async fn kubeconfig_from_file(path: &Path) -> Result<kube::Config, ClusterError> {

@@ -260,6 +260,11 @@ fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGrou
             p.push(ConfigProblem::new(format!("{at}.kamatera"), problem));
         }
     }
+    if let Some(px) = &g.proxmox {
+        for (field, problem) in crate::cloud::proxmox::validate_settings(px) {
+            p.push(ConfigProblem::new(format!("{at}.proxmox.{field}"), problem));
+        }
+    }
     if let Some(os) = &g.openstack {
         for (field, value) in [("flavor", &os.flavor), ("image", &os.image)] {
             if value.trim().is_empty() {

@@ -243,6 +243,9 @@ pub enum ReasonCode {
     GroupAtMaxSize,
     GroupBackedOff,
     ClusterLimitReached,
+    /// The group's hypervisor hosts take no more VMs (overcommit, reserve, maxPerHost,
+    /// offline or in maintenance).
+    HostsFull,
     ProviderUnavailable,
     NoGroupFits,
     ModelMismatch,
@@ -441,6 +444,7 @@ fn buckets(
                 ReasonCode::GroupAtMaxSize
                     | ReasonCode::GroupBackedOff
                     | ReasonCode::ClusterLimitReached
+                    | ReasonCode::HostsFull
                     | ReasonCode::ProviderUnavailable
             )
         })
@@ -452,7 +456,9 @@ fn buckets(
         .filter(|r| {
             matches!(
                 r.code,
-                ReasonCode::GroupAtMaxSize | ReasonCode::ClusterLimitReached
+                ReasonCode::GroupAtMaxSize
+                    | ReasonCode::ClusterLimitReached
+                    | ReasonCode::HostsFull
             )
         })
         .flat_map(|r| {

@@ -15,6 +15,7 @@ use super::sched::{
     Unfit,
 };
 use super::ServerRef;
+use crate::cloud::hosts::VmSize;
 use crate::cloud::{Server, ServerStatus};
 use crate::config::{Config, NodeGroupConfig};
 use crate::{LABEL_CLUSTER, LABEL_GROUP, STARTUP_TAINT_KEY};
@@ -83,6 +84,18 @@ pub struct GroupInfo {
     pub overhead: Resources,
     /// An empty new node (hostname `<group>-new-0`).
     pub template: Slot<'static>,
+    /// The group's hypervisor hosts (Proxmox), where the provider reports them.
+    pub hosts: Option<HostRoom>,
+}
+
+/// What the hosts of a group allow now (see [`crate::cloud::hosts`]).
+#[derive(Debug, Clone)]
+pub struct HostRoom {
+    /// The hosts the next VMs go to, in order (as many as fit, up to `maxSize`): the
+    /// zone of each new node.
+    pub zones: Vec<String>,
+    /// Why no more fit, once they are full.
+    pub full: Option<String>,
 }
 
 impl GroupInfo {
@@ -255,6 +268,26 @@ impl<'a> View<'a> {
                 0,
             );
             let overhead = daemonset_overhead(daemonset_pods.iter().copied(), &template);
+            let hosts = shape.and_then(|sh| {
+                let h = sh.hosts.as_ref()?;
+                let vm = VmSize {
+                    cpu_milli: sh.cpu_milli.unwrap_or(0),
+                    memory: sh.memory.unwrap_or(0),
+                };
+                let size = members
+                    .iter()
+                    .filter(|m| m.group.name == g.name && m.state != ServerState::Deleting)
+                    .count() as u32;
+                let zones = h.plan(vm, g.max_size.saturating_sub(size));
+                let mut after = h.clone();
+                for z in &zones {
+                    if let Some(i) = after.index(z) {
+                        after.place(i, vm);
+                    }
+                }
+                let full = after.choose(vm).is_none().then(|| after.full_reason(vm));
+                Some(HostRoom { zones, full })
+            });
             groups.insert(
                 g.name.as_str(),
                 GroupInfo {
@@ -263,6 +296,7 @@ impl<'a> View<'a> {
                     learned,
                     overhead,
                     template,
+                    hosts,
                 },
             );
         }
@@ -361,6 +395,17 @@ impl<'a> View<'a> {
             slot.name = format!("{name}-domains").into();
             slot.labels.to_mut().remove(sched::template::LABEL_HOSTNAME);
             slot.usable = false;
+            // Each hypervisor host the group's next VMs go to is a zone of its own.
+            let zones: std::collections::BTreeSet<&String> =
+                info.hosts.iter().flat_map(|h| &h.zones).collect();
+            for z in zones {
+                let mut d = slot.clone();
+                d.name = format!("{name}-domain-{z}").into();
+                d.labels
+                    .to_mut()
+                    .insert(sched::template::LABEL_ZONE.to_string(), z.clone());
+                m.add_slot(d);
+            }
             m.add_slot(slot);
         }
         m

@@ -2,6 +2,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::AtomicU64;
+use std::sync::OnceLock;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use prometheus_client::encoding::EncodeLabelSet;
@@ -49,6 +50,96 @@ pub struct ResultLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BucketLabels {
     pub bucket: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiErrorLabels {
+    /// `kubernetes` or the provider (`openstack`, `proxmox`, `kamatera`).
+    pub api: String,
+    /// See [`ErrorKind`].
+    pub kind: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ApiLabels {
+    pub api: String,
+}
+
+/// What kind of failure an API call met, for `nodewright_api_errors`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// HTTP 5xx.
+    ServerError,
+    /// HTTP 429.
+    RateLimited,
+    /// HTTP 409.
+    Conflict,
+    /// No answer in time.
+    Timeout,
+    /// The connection failed or dropped.
+    Transport,
+    /// Credentials refused.
+    Auth,
+    /// Any other refusal (4xx) or unexpected answer.
+    Other,
+}
+
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::ServerError => "server-error",
+            ErrorKind::RateLimited => "rate-limited",
+            ErrorKind::Conflict => "conflict",
+            ErrorKind::Timeout => "timeout",
+            ErrorKind::Transport => "transport",
+            ErrorKind::Auth => "auth",
+            ErrorKind::Other => "other",
+        }
+    }
+
+    /// The kind of an HTTP status that is an error, `None` for success.
+    pub fn of_status(status: u16) -> Option<ErrorKind> {
+        match status {
+            200..=399 => None,
+            401 | 403 => Some(ErrorKind::Auth),
+            409 => Some(ErrorKind::Conflict),
+            429 => Some(ErrorKind::RateLimited),
+            500..=599 => Some(ErrorKind::ServerError),
+            _ => Some(ErrorKind::Other),
+        }
+    }
+}
+
+/// Process-wide, because the HTTP clients that see the errors and the Retry-After
+/// answers are built before and apart from the [`Metrics`] of the loop; every `Metrics`
+/// registers the same families.
+fn api_errors() -> &'static Family<ApiErrorLabels, Counter> {
+    static F: OnceLock<Family<ApiErrorLabels, Counter>> = OnceLock::new();
+    F.get_or_init(Family::default)
+}
+
+fn retry_after_waits() -> &'static Family<ApiLabels, Counter> {
+    static F: OnceLock<Family<ApiLabels, Counter>> = OnceLock::new();
+    F.get_or_init(Family::default)
+}
+
+/// Counts one failed call to `api` in `nodewright_api_errors`.
+pub fn api_error(api: &str, kind: ErrorKind) {
+    api_errors()
+        .get_or_create(&ApiErrorLabels {
+            api: api.to_string(),
+            kind: kind.as_str().to_string(),
+        })
+        .inc();
+}
+
+/// Counts one call to `api` held back to honour a Retry-After.
+pub fn retry_after_wait(api: &str) {
+    retry_after_waits()
+        .get_or_create(&ApiLabels {
+            api: api.to_string(),
+        })
+        .inc();
 }
 
 fn cloud_histogram() -> Histogram {
@@ -166,6 +257,16 @@ impl Metrics {
             "nodewright_cloud_api_errors",
             "Cloud API call errors by provider and call",
             m.cloud_errors.clone(),
+        );
+        r.register(
+            "nodewright_api_errors",
+            "Failed Kubernetes and cloud API calls by API and kind: server-error (5xx), rate-limited (429), conflict (409), timeout, transport, auth, other",
+            api_errors().clone(),
+        );
+        r.register(
+            "nodewright_retry_after_waits",
+            "Calls held back to honour a server's Retry-After, by API",
+            retry_after_waits().clone(),
         );
         r.register(
             "nodewright_evictions",

@@ -91,6 +91,8 @@ pub struct SimClusterOptions {
     pub bookmark_interval: Duration,
     /// Bearer token written into kubeconfigs (any token is accepted).
     pub token: String,
+    /// Injected faults (none by default), and 409 Conflicts on node patches.
+    pub faults: crate::faults::Faults,
 }
 
 impl Default for SimClusterOptions {
@@ -107,6 +109,7 @@ impl Default for SimClusterOptions {
             watch_history: 10_000,
             bookmark_interval: Duration::from_secs(5),
             token: "nodewright-sim-token".into(),
+            faults: crate::faults::Faults::default(),
         }
     }
 }
@@ -190,10 +193,19 @@ impl SimCluster {
                     .map_err(std::io::Error::other)?;
             }
         }
-        let app = server::router(inner.clone());
+        let app = server::router(inner.clone())
+            .layer(axum::middleware::from_fn_with_state(
+                (
+                    inner.opts.faults.clone(),
+                    crate::faults::Dialect::Kubernetes,
+                ),
+                crate::faults::inject,
+            ))
+            .into_make_service_with_connect_info::<crate::faults::ConnKill>();
         let mut stop = inner.shutdown.clone();
         tokio::spawn(async move {
             let signal = async move { stopped(&mut stop).await };
+            let listener = crate::faults::KillableListener(listener);
             if let Err(e) = axum::serve(listener, app)
                 .with_graceful_shutdown(signal)
                 .await

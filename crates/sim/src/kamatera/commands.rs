@@ -15,6 +15,7 @@ use super::catalog::{check_size, find_image};
 use super::http::{error, not_object, parse_object, select, text};
 use super::{server_id, CreateFailure, Shared, SimCommand, SimServer, State_};
 use crate::cloud::kamatera::MAX_TAG_LEN;
+use crate::faults::HalfDone;
 use crate::VmEvent;
 
 const CREATE_FIELDS: &[&str] = &[
@@ -372,6 +373,13 @@ pub(super) async fn create_server(State(shared): State<Arc<Shared>>, body: Bytes
     st.servers.push(server.clone());
     let kind = if power_on { "create" } else { "create-off" };
     let cmd = enqueue(&shared, &mut st, kind, &server, fails);
+    if shared
+        .opts
+        .faults
+        .half_done(HalfDone::CreateFailsButServerAppears)
+    {
+        return error(StatusCode::INTERNAL_SERVER_ERROR, "Internal Server Error");
+    }
     if generated {
         let ids = command_ids_json(&cmd);
         return Json(json!({ "commandIds": ids, "password": server.password })).into_response();
@@ -407,7 +415,15 @@ pub(super) async fn terminate(State(shared): State<Arc<Shared>>, body: Bytes) ->
     let ids: Vec<Value> = targets
         .iter()
         .map(|s| {
-            let cmd = enqueue(&shared, &mut st, "terminate", s, None);
+            // Accepted, then it never happens: the command ends in error.
+            let lost = shared.opts.faults.half_done(HalfDone::DeleteNeverHappens);
+            let fails = lost.then(|| {
+                format!(
+                    "Terminate server {} failed: server is locked by another operation",
+                    s.name
+                )
+            });
+            let cmd = enqueue(&shared, &mut st, "terminate", s, fails);
             command_ids_json(&cmd)[0].clone()
         })
         .collect();

@@ -16,6 +16,7 @@ use serde_json::{json, Map, Value};
 use super::catalog::server_options;
 use super::commands::{create_server, power_off, power_on, reboot, terminate, valid_tag};
 use super::{Shared, SimCall, SimServer, State_, UnknownServerAnswer};
+use crate::faults::{self, Dialect};
 
 pub(super) fn router(shared: Arc<Shared>) -> Router {
     Router::new()
@@ -32,6 +33,10 @@ pub(super) fn router(shared: Arc<Shared>) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             shared.clone(),
             record_and_authenticate,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            (shared.opts.faults.clone(), Dialect::Kamatera),
+            faults::inject,
         ))
         .with_state(shared)
 }

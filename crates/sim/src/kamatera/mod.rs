@@ -56,6 +56,7 @@ use std::time::{Duration, SystemTime};
 
 use serde_json::Value;
 
+use super::faults::Faults;
 use super::serve::{self, yaml_str, ServerGuard};
 use super::{VmEvent, VmHook};
 
@@ -99,6 +100,8 @@ pub struct SimKamateraOptions {
     pub silent_queue: bool,
     /// The answer to a call for an unknown server id.
     pub unknown_server_answer: UnknownServerAnswer,
+    /// Injected faults (none by default); half-done creates and terminates too.
+    pub faults: Faults,
 }
 
 impl Default for SimKamateraOptions {
@@ -112,6 +115,7 @@ impl Default for SimKamateraOptions {
             max_servers: None,
             silent_queue: false,
             unknown_server_answer: UnknownServerAnswer::Wrapped,
+            faults: Faults::default(),
         }
     }
 }

@@ -11,9 +11,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
+use super::hosts::{cluster_status, ha_status, resources};
 use super::schema::{self, percent_decode};
 use super::tasks::{agent_exec, clone, new_task, stop_task};
-use super::{next_free, now_secs, Shared, SimAuth, SimCall, Ticket, GIB, MIB};
+use super::{next_free, now_secs, Shared, SimAuth, SimCall, Ticket};
 
 pub(super) fn data(v: Value) -> Response {
     Json(json!({ "data": v })).into_response()
@@ -133,6 +134,12 @@ pub(super) async fn handle(
         csrf,
     )
     .await;
+    let response = match &endpoint {
+        Some(t) if response.status().is_success() => {
+            check_answer(&shared, &schema, method.as_str(), t, response).await
+        }
+        _ => response,
+    };
     let response = if shared.opts.status_line_errors {
         message_to_status_line(response).await
     } else {
@@ -147,6 +154,25 @@ pub(super) async fn handle(
         status: response.status().as_u16(),
     });
     response
+}
+
+/// Records every way a successful answer departs from the schema's `returns`.
+async fn check_answer(
+    shared: &Shared,
+    schema: &schema::Schema,
+    method: &str,
+    template: &str,
+    response: Response,
+) -> Response {
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 16 << 20).await else {
+        return (parts.status, "unreadable body").into_response();
+    };
+    if let Ok(v) = serde_json::from_slice::<Value>(&bytes) {
+        let errors = super::answer::check_answer(schema, method, template, &v["data"]);
+        shared.lock().violations.extend(errors);
+    }
+    Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
 /// An error answer the way older servers gave it: the body's `message` moves to the
@@ -305,6 +331,8 @@ async fn respond(
             data(json!({ "version": "9.1.3", "release": "9.1", "repoid": "simulated" }))
         }
         ("GET", "/cluster/resources") => data(resources(shared, get("type").as_deref())),
+        ("GET", "/cluster/ha/status/current") => data(ha_status(shared)),
+        ("GET", "/cluster/status") => data(cluster_status(shared)),
         ("GET", "/cluster/nextid") => {
             let st = shared.lock();
             match get("vmid").and_then(|v| v.parse::<u32>().ok()) {
@@ -632,55 +660,4 @@ async fn respond(
             )
         }
     }
-}
-
-fn resources(shared: &Shared, kind: Option<&str>) -> Value {
-    let o = &shared.opts;
-    let st = shared.lock();
-    let mut out = Vec::new();
-    if kind.is_none() || kind == Some("vm") {
-        for vm in st.vms.values() {
-            let mut v = json!({
-                "id": format!("qemu/{}", vm.vmid), "type": "qemu", "vmid": vm.vmid, "node": vm.node,
-                "name": vm.name, "status": vm.status, "template": u8::from(vm.template),
-                "maxmem": vm.memory_mib() * MIB, "mem": if vm.status == "running" { vm.memory_mib() * MIB / 2 } else { 0 },
-                "maxcpu": vm.cpus(), "cpu": 0.01, "maxdisk": 8 * GIB, "disk": 0, "uptime": 0,
-            });
-            if !vm.tags().is_empty() {
-                v["tags"] = json!(vm.tags());
-            }
-            if let Some(l) = &vm.lock {
-                v["lock"] = json!(l);
-            }
-            out.push(v);
-        }
-    }
-    if kind.is_none() || kind == Some("node") {
-        for h in &o.hosts {
-            let used: u64 = st
-                .vms
-                .values()
-                .filter(|v| v.node == h.name && v.status == "running")
-                .map(|v| v.memory_mib() * MIB)
-                .sum();
-            out.push(json!({
-                "id": format!("node/{}", h.name), "type": "node", "node": h.name,
-                "status": if h.online { "online" } else { "offline" },
-                "maxmem": h.maxmem, "mem": h.base_mem + used, "maxcpu": 32, "cpu": 0.05,
-                "level": "", "uptime": 100000,
-            }));
-        }
-    }
-    if kind.is_none() || kind == Some("storage") {
-        for h in &o.hosts {
-            for s in &o.storages {
-                out.push(json!({
-                    "id": format!("storage/{}/{}", h.name, s.name), "type": "storage", "node": h.name,
-                    "storage": s.name, "shared": u8::from(s.shared), "status": "available",
-                    "content": "images,rootdir", "plugintype": if s.shared { "rbd" } else { "lvmthin" },
-                }));
-            }
-        }
-    }
-    Value::Array(out)
 }

@@ -5,6 +5,8 @@
 //! unknown path, a method the path lacks, an unknown parameter, or a value that violates
 //! its type, format, pattern, range or enum fails with 400 and is recorded in
 //! [`SimProxmox::violations`], so tests can assert that there were none.
+//! The simulator's own successful answers are checked against the schema's `returns` too
+//! (types of documented fields, required fields) and recorded there when they depart.
 //!
 //! Behaviour: responses are wrapped in `{"data": ..}`; clone, config, start, stop and
 //! destroy return UPIDs (`UPID:node:pid:pstart:starttime:type:id:user:`) of tasks that
@@ -23,10 +25,14 @@
 //! `VmEvent::Deleted` fires when a VM is destroyed.
 //!
 //! - [`schema`]: the official API schema and request validation.
+//! - `answer`: the simulator's answers checked against the schema's `returns`.
 //! - `http`: parsing, authentication and each endpoint's answer.
+//! - `hosts`: what the hosts report: resources, HA (maintenance) and cluster status.
 //! - `tasks`: tasks (clone, config, start, stop, destroy), boot and the guest agent.
 //! - `tls`: the HTTPS listener.
 
+mod answer;
+mod hosts;
 mod http;
 pub mod schema;
 mod tasks;
@@ -41,6 +47,7 @@ use std::time::{Duration, SystemTime};
 use axum::Router;
 
 use self::schema::Schema;
+use super::faults::{self, Dialect, Faults};
 use super::serve::{self, yaml_str, ServerGuard};
 use super::{VmEvent, VmHook};
 
@@ -53,10 +60,29 @@ const GIB: u64 = 1024 * MIB;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimHost {
     pub name: String,
+    /// Logical CPUs (`maxcpu` of the host).
+    pub cores: u32,
     pub maxmem: u64,
     /// Memory used by things other than the simulated VMs.
     pub base_mem: u64,
     pub online: bool,
+    /// In HA maintenance (`ha-manager crm-command node-maintenance enable`): its LRM
+    /// reports `maintenance mode`; clones onto it still work, as on a real cluster.
+    pub maintenance: bool,
+}
+
+impl SimHost {
+    /// An online host with `cores` CPUs and `memory` bytes, 2 GiB of it used by the host.
+    pub fn new(name: &str, cores: u32, memory: u64) -> SimHost {
+        SimHost {
+            name: name.into(),
+            cores,
+            maxmem: memory,
+            base_mem: 2 * GIB,
+            online: true,
+            maintenance: false,
+        }
+    }
 }
 
 /// A storage; a non-shared one exists separately on every host.
@@ -91,6 +117,8 @@ pub struct SimTls {
 #[derive(Clone)]
 pub struct SimProxmoxOptions {
     pub hosts: Vec<SimHost>,
+    /// The cluster's name (`GET /cluster/status`); `None`: a single host, no cluster.
+    pub cluster_name: Option<String>,
     pub storages: Vec<SimStorage>,
     /// Linux bridges on every host (`GET /nodes/{node}/network`).
     pub bridges: Vec<String>,
@@ -115,15 +143,19 @@ pub struct SimProxmoxOptions {
     /// line's reason phrase (`HTTP/1.1 500 QEMU guest agent is not running`), the body
     /// `{"data": null}` (with `errors` when there are any).
     pub status_line_errors: bool,
+    /// Injected faults (none by default); half-done clones and destroys too.
+    pub faults: Faults,
 }
 
 impl Default for SimProxmoxOptions {
     fn default() -> Self {
         let host = |name: &str, maxmem, base_mem| SimHost {
             name: name.into(),
+            cores: 32,
             maxmem,
             base_mem,
             online: true,
+            maintenance: false,
         };
         let template = |vmid, name: &str, node: &str, storage: &str, cloud_init_join| SimTemplate {
             vmid,
@@ -140,6 +172,7 @@ impl Default for SimProxmoxOptions {
                 host("pve2", 64 * GIB, 16 * GIB),
                 host("pve3", 32 * GIB, 4 * GIB),
             ],
+            cluster_name: Some("pve-sim".into()),
             storages: vec![
                 SimStorage {
                     name: "local-lvm".into(),
@@ -168,6 +201,7 @@ impl Default for SimProxmoxOptions {
             exec_delay: Duration::from_millis(100),
             tls: None,
             status_line_errors: false,
+            faults: Faults::default(),
         }
     }
 }
@@ -400,6 +434,10 @@ impl SimProxmox {
         });
         let app = Router::new()
             .fallback(http::handle)
+            .layer(axum::middleware::from_fn_with_state(
+                (shared.opts.faults.clone(), Dialect::Proxmox),
+                faults::inject,
+            ))
             .with_state(shared.clone());
         let guard = match tls {
             None => serve::spawn(listener, app, "simulated Proxmox"),

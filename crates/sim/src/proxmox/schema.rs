@@ -170,6 +170,16 @@ impl Schema {
         best.map(|(_, m)| m)
     }
 
+    /// The `returns` schema of `method` on endpoint `template`, if the schema gives one.
+    pub fn returns(&self, template: &str, method: &str) -> Option<&Value> {
+        self.endpoints
+            .iter()
+            .find(|e| e.template == template)?
+            .methods
+            .get(method)?
+            .get("returns")
+    }
+
     /// Validates one request; returns the matched endpoint and every violation found.
     pub fn validate(
         &self,

@@ -12,6 +12,7 @@ use serde_json::json;
 use super::http::{data, fail};
 use super::{now_secs, Exec, Shared, SimVm, Task, MIB};
 use crate::cloud::proxmox::tags;
+use crate::faults::HalfDone;
 use crate::VmEvent;
 
 pub(super) fn clone(
@@ -200,6 +201,7 @@ pub(super) fn stop_task(shared: &Arc<Shared>, upid: &str) {
         &kind,
         target,
         Some("interrupted by signal".into()),
+        false,
     );
 }
 
@@ -214,6 +216,7 @@ pub(super) fn new_task(
     user: &str,
     delay: Duration,
 ) -> String {
+    let mut keep_vm = false;
     let (upid, fail_with, pace) = {
         let mut st = shared.lock();
         st.counter += 1;
@@ -223,7 +226,7 @@ pub(super) fn new_task(
             "UPID:{node}:{pid:08X}:{:08X}:{starttime:08X}:{kind}:{vmid}:{user}:",
             0x12D687 + pid
         );
-        let fail_with = st
+        let mut fail_with = st
             .fail_tasks
             .iter()
             .position(|(k, _)| k == kind)
@@ -233,6 +236,19 @@ pub(super) fn new_task(
         } else {
             None
         };
+        let faults = &shared.opts.faults;
+        if fail_with.is_none() {
+            if kind == "qmclone" && faults.half_done(HalfDone::CloneFailsAfterVmExists) {
+                keep_vm = true;
+                fail_with = Some(format!(
+                    "clone failed: copy failed: command 'qemu-img convert' failed: exit code 1 (VM {target} left behind)"
+                ));
+            } else if kind == "qmdestroy" && faults.half_done(HalfDone::DeleteNeverHappens) {
+                fail_with = Some(format!(
+                    "can't lock file '/var/lock/qemu-server/lock-{target}.conf' - got timeout"
+                ));
+            }
+        }
         st.tasks.insert(
             upid.clone(),
             Task {
@@ -271,13 +287,21 @@ pub(super) fn new_task(
             // Runs until someone stops it.
             Some(ClonePace::Stuck) => return,
         }
-        finish_task(&s2, &u2, &kind, target, fail_with);
+        finish_task(&s2, &u2, &kind, target, fail_with, keep_vm);
     });
     upid
 }
 
 /// Applies a task's effect when it ends.
-fn finish_task(shared: &Arc<Shared>, upid: &str, kind: &str, vmid: u32, fail_with: Option<String>) {
+/// `keep_vm`: a failed clone leaves its VM behind (unlocked), as a half-done fault.
+fn finish_task(
+    shared: &Arc<Shared>,
+    upid: &str,
+    kind: &str,
+    vmid: u32,
+    fail_with: Option<String>,
+    keep_vm: bool,
+) {
     let mut events = Vec::new();
     let mut boot = None;
     {
@@ -287,6 +311,12 @@ fn finish_task(shared: &Arc<Shared>, upid: &str, kind: &str, vmid: u32, fail_wit
             return;
         }
         let exit = match (kind, &fail_with) {
+            ("qmclone", Some(e)) if keep_vm => {
+                if let Some(vm) = st.vms.get_mut(&vmid) {
+                    vm.lock = None;
+                }
+                e.clone()
+            }
             ("qmclone", Some(e)) => {
                 // A failed clone leaves nothing behind.
                 st.vms.remove(&vmid);

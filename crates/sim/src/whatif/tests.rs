@@ -178,6 +178,7 @@ async fn an_evicted_job_starts_its_run_again_a_deployment_keeps_its_progress() {
             group: GROUP.into(),
             user_data: String::new(),
             settings_hash: String::new(),
+            zone: None,
         })
         .await
         .expect("created");

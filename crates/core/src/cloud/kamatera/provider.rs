@@ -64,6 +64,8 @@ pub struct KamateraProvider {
     /// alone a restart restarts the clock (`provisionTimeout`, age). Servers with the tag
     /// never use this.
     first_seen: Mutex<HashMap<String, SystemTime>>,
+    /// The API's last Retry-After.
+    retry_after: http::RetryAfterGate,
 }
 
 impl std::fmt::Debug for KamateraProvider {
@@ -234,6 +236,7 @@ impl KamateraProvider {
             options,
             tags: Mutex::new(HashMap::new()),
             first_seen: Mutex::new(HashMap::new()),
+            retry_after: http::RetryAfterGate::default(),
         })
     }
 
@@ -257,8 +260,36 @@ impl KamateraProvider {
     }
 
     /// Sends one request with the API key headers; any non-2xx becomes an error with
-    /// the API's message. Bodies are never logged (they may hold passwords).
+    /// the API's message. Bodies are never logged (they may hold passwords). Reads (GETs
+    /// and the read-only `info` and `tags` POSTs) are tried again after a transient
+    /// failure (see [`http::READ_RETRIES`]).
     pub(super) async fn send<T: DeserializeOwned>(
+        &self,
+        call: &str,
+        method: reqwest::Method,
+        path: &str,
+        query: Option<&[(&str, &str)]>,
+        body: Option<&Value>,
+    ) -> Result<T, CloudError> {
+        let read = method == reqwest::Method::GET
+            || matches!(path, "/service/server/info" | "/server/tags");
+        let mut attempt = 0;
+        loop {
+            match self
+                .send_once(call, method.clone(), path, query, body)
+                .await
+            {
+                Err(e) if read && attempt < http::READ_RETRIES && http::transient(&e) => {
+                    attempt += 1;
+                    tracing::debug!(call, error = %e, attempt, "Kamatera read failed; trying again");
+                    tokio::time::sleep(http::read_retry_pause(attempt)).await;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn send_once<T: DeserializeOwned>(
         &self,
         call: &str,
         method: reqwest::Method,
@@ -279,7 +310,10 @@ impl KamateraProvider {
         if let Some(b) = body {
             rb = rb.json(b);
         }
+        self.retry_after.wait(PROVIDER).await;
         let resp = rb.send().await.map_err(|e| transport(call, &e))?;
+        self.retry_after
+            .note(resp.status().as_u16(), resp.headers());
         let status = resp.status();
         let bytes = http::read_body(PROVIDER, call, resp).await?;
         if !status.is_success() {
@@ -659,6 +693,7 @@ impl CloudProvider for KamateraProvider {
             instance_type: Some(format!("{}-{}", s.cpu, s.ram.0)),
             zone: Some(s.datacenter.clone()),
             region: None,
+            hosts: None,
         })
     }
 

@@ -177,14 +177,17 @@ fn renewal_margin(lifetime: Duration) -> Duration {
 pub async fn authenticate(
     http: &reqwest::Client,
     creds: &OpenStackCredentials,
+    gate: &crate::cloud::http::RetryAfterGate,
 ) -> Result<Session, CloudError> {
     let call = "POST /v3/auth/tokens";
+    gate.wait(PROVIDER).await;
     let resp = http
         .post(creds.tokens_url())
         .json(&auth_body(creds))
         .send()
         .await
         .map_err(|e| transport(call, &e))?;
+    gate.note(resp.status().as_u16(), resp.headers());
     let status = resp.status();
     if status == reqwest::StatusCode::UNAUTHORIZED || status == reqwest::StatusCode::FORBIDDEN {
         let text = crate::cloud::http::read_text(PROVIDER, call, resp)

@@ -19,6 +19,7 @@ use super::nova::{
     ServerGroupList, ServerList, COMPUTE_MICROVERSION, MAX_USER_DATA_BASE64,
 };
 use super::{OpenStackSettings, PROVIDER};
+use crate::cloud::http::RetryAfterGate;
 use crate::cloud::{
     check_owned, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
     CLUSTER_TAG, GROUP_TAG, SETTINGS_HASH_TAG,
@@ -88,6 +89,8 @@ pub struct OpenStackProvider {
     options: ProviderOptions,
     session: Mutex<Option<Session>>,
     resolved: StdMutex<HashMap<(Kind, String), (Resolved, Instant)>>,
+    /// Keystone's and Nova's last Retry-After.
+    retry_after: RetryAfterGate,
 }
 
 impl std::fmt::Debug for OpenStackProvider {
@@ -217,6 +220,7 @@ impl OpenStackProvider {
             options,
             session: Mutex::new(None),
             resolved: StdMutex::new(HashMap::new()),
+            retry_after: RetryAfterGate::default(),
         })
     }
 
@@ -267,7 +271,7 @@ impl OpenStackProvider {
             }
             tracing::debug!("renewing OpenStack token before it expires");
         }
-        let fresh = authenticate(&self.http, &self.creds).await?;
+        let fresh = authenticate(&self.http, &self.creds, &self.retry_after).await?;
         *guard = Some(fresh.clone());
         Ok(fresh)
     }
@@ -280,20 +284,43 @@ impl OpenStackProvider {
     }
 
     /// Sends a request built against the current session; on 401 re-authenticates
-    /// once and retries. Returns any other response as is.
+    /// once and retries. A GET is tried again after a transient failure (see
+    /// [`crate::cloud::http::READ_RETRIES`]). Returns any other response as is.
     async fn send<F>(&self, call: &str, build: F) -> Result<reqwest::Response, CloudError>
     where
         F: Fn(&Session) -> Result<reqwest::RequestBuilder, CloudError>,
     {
+        use crate::cloud::http::{read_retry_pause, READ_RETRIES};
         let mut retried = false;
+        let mut attempt = 0;
         loop {
             let session = self.session().await?;
-            let resp = build(&session)?
+            self.retry_after.wait(PROVIDER).await;
+            let req = build(&session)?
                 .header("X-Auth-Token", &session.token)
                 .header("Accept", "application/json")
-                .send()
-                .await
+                .build()
                 .map_err(|e| transport(call, &e))?;
+            let read = req.method() == reqwest::Method::GET;
+            let sent = self.http.execute(req).await;
+            let again = read
+                && attempt < READ_RETRIES
+                && match &sent {
+                    Ok(r) => r.status().as_u16() == 429 || r.status().is_server_error(),
+                    Err(_) => true,
+                };
+            if again {
+                attempt += 1;
+                if let Ok(r) = &sent {
+                    self.retry_after.note(r.status().as_u16(), r.headers());
+                }
+                tracing::debug!(call, attempt, "OpenStack read failed; trying again");
+                tokio::time::sleep(read_retry_pause(attempt)).await;
+                continue;
+            }
+            let resp = sent.map_err(|e| transport(call, &e))?;
+            self.retry_after
+                .note(resp.status().as_u16(), resp.headers());
             if resp.status() != reqwest::StatusCode::UNAUTHORIZED {
                 return Ok(resp);
             }
@@ -596,6 +623,15 @@ impl OpenStackProvider {
             if server.status.eq_ignore_ascii_case("DELETED") {
                 return Ok(());
             }
+            // Nova marks the server `deleting` before it answers 204; without that task
+            // the delete was lost (or undone) and waiting longer cannot help: the next
+            // cycle deletes it again.
+            if server.task_state.as_deref() != Some("deleting") {
+                return Err(other(format!(
+                    "the delete of server '{}' ({id}) was accepted but Nova is not deleting it (status {}, no task in progress); it is deleted again next cycle",
+                    server.name, server.status
+                )));
+            }
             let elapsed = start.elapsed();
             if elapsed >= deadline {
                 return Err(other(format!(
@@ -771,6 +807,7 @@ impl CloudProvider for OpenStackProvider {
             instance_type: Some(flavor.name.clone()),
             zone: settings.availability_zone.clone(),
             region: self.creds.region.clone(),
+            hosts: None,
         })
     }
 

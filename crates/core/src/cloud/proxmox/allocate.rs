@@ -1,4 +1,4 @@
-//! Scale-up placement: find the template, choose the host, allocate a VM id, clone.
+//! Listings, template disks, VM id allocation and the clone (placement: [`super::hosts`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -7,9 +7,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::client::{params, Api, Params};
-use super::tags::{ownership, split, CLUSTER_PREFIX};
+use super::tags::{split, CLUSTER_PREFIX};
 use super::tasks::{follow_task, upid_of, TaskDeadline};
-use super::{other, seg, CloneMode, ProxmoxSettings, TemplateRef, PROVIDER};
+use super::{other, seg, CloneMode, ProxmoxSettings};
 use crate::cloud::CloudError;
 
 fn de_flag<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
@@ -66,12 +66,9 @@ pub struct NodeResource {
     pub maxmem: u64,
     #[serde(default)]
     pub mem: u64,
-}
-
-impl NodeResource {
-    pub fn free_memory(&self) -> u64 {
-        self.maxmem.saturating_sub(self.mem)
-    }
+    /// Logical CPUs of the host.
+    #[serde(default)]
+    pub maxcpu: f64,
 }
 
 fn parse_list<T: serde::de::DeserializeOwned>(call: &str, v: Value) -> Result<Vec<T>, CloudError> {
@@ -138,47 +135,6 @@ pub async fn vm_config(
     Ok(out)
 }
 
-/// Finds the template VM by id or name.
-pub fn find_template<'a>(
-    vms: &'a [VmResource],
-    t: &TemplateRef,
-) -> Result<&'a VmResource, CloudError> {
-    let not_found = || CloudError::NotFound {
-        provider: PROVIDER.into(),
-        what: "template".into(),
-        name: t.to_string(),
-    };
-    match t {
-        TemplateRef::Id(id) => {
-            let vm = vms.iter().find(|v| v.vmid == *id).ok_or_else(not_found)?;
-            if !vm.template {
-                return Err(other(format!(
-                    "VM {id} is not a template (convert it with `qm template {id}`)"
-                )));
-            }
-            Ok(vm)
-        }
-        TemplateRef::Name(name) => {
-            let found: Vec<&VmResource> = vms
-                .iter()
-                .filter(|v| v.template && v.name.as_deref() == Some(name.as_str()))
-                .collect();
-            match found.as_slice() {
-                [] => Err(not_found()),
-                [one] => Ok(one),
-                many => Err(other(format!(
-                    "template name '{name}' is ambiguous ({} templates: {}); use its VM id",
-                    many.len(),
-                    many.iter()
-                        .map(|v| v.vmid.to_string())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))),
-            }
-        }
-    }
-}
-
 /// Is `key` a disk (or cloud-init drive) entry of a VM configuration?
 fn is_disk_key(key: &str) -> bool {
     let base = key.trim_end_matches(|c: char| c.is_ascii_digit());
@@ -221,57 +177,6 @@ pub async fn all_shared(
         .filter_map(|s| s["storage"].as_str().map(str::to_string))
         .collect();
     Ok(storages.iter().all(|s| shared.contains(s)))
-}
-
-/// Chooses the host for a new VM of `group`: among the allowed online hosts (only the
-/// template's own host when its disks are on local storage), the one with the fewest VMs
-/// of this group, then the most free memory.
-pub fn choose_host(
-    nodes: &[NodeResource],
-    vms: &[VmResource],
-    settings: &ProxmoxSettings,
-    cluster: &str,
-    group: &str,
-    template_node: &str,
-    template_shared: bool,
-) -> Result<String, CloudError> {
-    let mut per_host: BTreeMap<&str, usize> = BTreeMap::new();
-    for v in vms {
-        let o = ownership(v.tags());
-        if o.cluster.as_deref() == Some(cluster) && o.group.as_deref() == Some(group) {
-            *per_host.entry(v.node.as_str()).or_default() += 1;
-        }
-    }
-    let candidates: Vec<&NodeResource> = nodes
-        .iter()
-        .filter(|n| n.status == "online")
-        .filter(|n| settings.nodes.is_empty() || settings.nodes.contains(&n.node))
-        .filter(|n| template_shared || n.node == template_node)
-        .collect();
-    candidates
-        .iter()
-        .min_by(|a, b| {
-            let ca = per_host.get(a.node.as_str()).copied().unwrap_or(0);
-            let cb = per_host.get(b.node.as_str()).copied().unwrap_or(0);
-            ca.cmp(&cb)
-                .then(b.free_memory().cmp(&a.free_memory()))
-                .then(a.node.cmp(&b.node))
-        })
-        .map(|n| n.node.clone())
-        .ok_or_else(|| {
-            let allowed = if settings.nodes.is_empty() {
-                "any".to_string()
-            } else {
-                settings.nodes.join(", ")
-            };
-            other(if template_shared {
-                format!("no online Proxmox host to place a VM of group {group} on (allowed: {allowed})")
-            } else {
-                format!(
-                    "the template's disks are on local storage, so it can only be cloned on its own host {template_node}, which is offline or not allowed (allowed: {allowed})"
-                )
-            })
-        })
 }
 
 fn already_exists(e: &CloudError) -> bool {

@@ -5,10 +5,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::allocate::{
-    all_shared, find_template, list_nodes, list_vms, template_storages, vm_config,
-};
+use super::allocate::{all_shared, list_nodes, list_vms, template_storages, vm_config};
 use super::client::{params, Api};
+use super::hosts::template_copies;
 use super::{seg, ProxmoxSettings, PROVIDER};
 use crate::cloud::CloudError;
 
@@ -42,30 +41,42 @@ pub async fn check(
     let nodes = list_nodes(api).await?;
     let mut lines = vec!["credentials ok".to_string()];
     for (group, s) in groups {
-        let template = find_template(&vms, &s.template)?;
+        let copies = template_copies(&vms, &s.template)?;
         for n in &s.nodes {
             if !nodes.iter().any(|x| &x.node == n) {
                 return Err(not_found("host", format!("{n} (group {group})")));
             }
         }
-        // Where its VMs may go: as the host choice decides it.
-        let storages = template_storages(&vm_config(api, &template.node, template.vmid).await?);
-        let hosts: Vec<String> = if !all_shared(api, &template.node, &storages).await? {
-            vec![template.node.clone()]
-        } else if s.nodes.is_empty() {
-            nodes
-                .iter()
-                .filter(|n| n.status == "online")
-                .map(|n| n.node.clone())
-                .collect()
-        } else {
-            s.nodes.clone()
-        };
+        // Where its VMs may go, as placement decides it: the host of each copy on local
+        // storage, every allowed online host when a copy is on shared storage.
+        let mut hosts: Vec<String> = Vec::new();
+        for copy in &copies {
+            let storages = template_storages(&vm_config(api, &copy.node, copy.vmid).await?);
+            let here: Vec<String> = if !all_shared(api, &copy.node, &storages).await? {
+                vec![copy.node.clone()]
+            } else if s.nodes.is_empty() {
+                nodes
+                    .iter()
+                    .filter(|n| n.status == "online")
+                    .map(|n| n.node.clone())
+                    .collect()
+            } else {
+                s.nodes.clone()
+            };
+            for h in here {
+                if !hosts.contains(&h) {
+                    hosts.push(h);
+                }
+            }
+        }
+        let where_: Vec<String> = copies
+            .iter()
+            .map(|c| format!("VM {} on {}", c.vmid, c.node))
+            .collect();
         let mut found = format!(
-            "group {group}: template {} (VM {} on {}), hosts {}",
+            "group {group}: template {} ({}), hosts {}",
             s.template,
-            template.vmid,
-            template.node,
+            where_.join(", "),
             hosts.join(", ")
         );
         if let Some(storage) = &s.storage {

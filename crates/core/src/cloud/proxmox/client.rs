@@ -56,6 +56,8 @@ pub struct Api {
     auth: ProxmoxAuth,
     ticket: Mutex<Option<Ticket>>,
     ticket_lifetime: Duration,
+    /// The API's last Retry-After.
+    retry_after: crate::cloud::http::RetryAfterGate,
 }
 
 impl std::fmt::Debug for Api {
@@ -148,6 +150,7 @@ impl Api {
             auth: creds.auth.clone(),
             ticket: Mutex::new(None),
             ticket_lifetime: TICKET_RENEW_AFTER,
+            retry_after: crate::cloud::http::RetryAfterGate::default(),
         })
     }
 
@@ -162,6 +165,7 @@ impl Api {
             ("username", username.to_string()),
             ("password", password.to_string()),
         ]));
+        self.retry_after.wait(PROVIDER).await;
         let resp = self
             .http
             .post(format!("{}/access/ticket", self.base))
@@ -170,6 +174,8 @@ impl Api {
             .send()
             .await
             .map_err(|e| transport(call, &e))?;
+        self.retry_after
+            .note(resp.status().as_u16(), resp.headers());
         let status = resp.status();
         let reason = reason_phrase(&resp);
         let text = crate::cloud::http::read_text(PROVIDER, call, resp).await?;
@@ -228,8 +234,29 @@ impl Api {
         }
     }
 
-    /// Sends one request and returns the `data` member of the response.
+    /// Sends one request and returns the `data` member of the response. A GET is tried
+    /// again after a transient failure (see [`crate::cloud::http::READ_RETRIES`]).
     pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        params: &[(String, String)],
+    ) -> Result<Value, CloudError> {
+        use crate::cloud::http::{read_retry_pause, transient, READ_RETRIES};
+        let mut attempt = 0;
+        loop {
+            match self.call_once(method, path, params).await {
+                Err(e) if method == Method::Get && attempt < READ_RETRIES && transient(&e) => {
+                    attempt += 1;
+                    tracing::debug!(path, error = %e, attempt, "Proxmox read failed; trying again");
+                    tokio::time::sleep(read_retry_pause(attempt)).await;
+                }
+                r => return r,
+            }
+        }
+    }
+
+    async fn call_once(
         &self,
         method: Method,
         path: &str,
@@ -278,7 +305,10 @@ impl Api {
                     used_ticket = Some(t.ticket);
                 }
             }
+            self.retry_after.wait(PROVIDER).await;
             let resp = rb.send().await.map_err(|e| transport(&call, &e))?;
+            self.retry_after
+                .note(resp.status().as_u16(), resp.headers());
             let status = resp.status();
             let reason = reason_phrase(&resp);
             let text = crate::cloud::http::read_text(PROVIDER, &call, resp).await?;

@@ -6,7 +6,8 @@
 //! - [`tasks`]: UPIDs and awaiting tasks with a deadline.
 //! - [`tags`]: ownership encoded into Proxmox's restricted tag alphabet.
 //! - [`ippool`]: the static IPv4 pool, derived from the live VMs every time.
-//! - [`allocate`]: template lookup, host choice, VM id allocation, clone.
+//! - [`allocate`]: listings, template disks, VM id allocation, clone.
+//! - [`hosts`]: host capacity, maintenance, the cluster name and per-host template copies.
 //! - [`halfmade`]: a clone whose creation stopped before its config call.
 //! - [`agent`]: running the join script through the QEMU guest agent.
 //! - [`check`]: what `nodewright check` verifies.
@@ -18,6 +19,7 @@ pub mod check;
 pub mod client;
 pub mod credentials;
 pub mod halfmade;
+pub mod hosts;
 pub mod ippool;
 pub mod provider;
 pub mod tags;
@@ -35,12 +37,14 @@ pub use tasks::TaskDeadline;
 /// Provider name used in errors, logs and [`crate::cloud::Server::provider`].
 pub const PROVIDER: &str = "proxmox";
 
-/// The template VM to clone: its VM id or its name.
+/// The template VM to clone: its VM id, its name, or `{tag: ...}`. A name or tag may match
+/// one copy per host (templates on local storage); the copy on the chosen host is cloned.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(untagged)]
 pub enum TemplateRef {
     Id(u32),
     Name(String),
+    Tag { tag: String },
 }
 
 impl std::fmt::Display for TemplateRef {
@@ -48,6 +52,7 @@ impl std::fmt::Display for TemplateRef {
         match self {
             TemplateRef::Id(id) => write!(f, "{id}"),
             TemplateRef::Name(n) => f.write_str(n),
+            TemplateRef::Tag { tag } => write!(f, "tag {tag}"),
         }
     }
 }
@@ -131,6 +136,17 @@ pub enum JoinMode {
     GuestAgent,
 }
 
+/// CPU and memory each host keeps for itself, before any overcommit.
+#[derive(Debug, Clone, PartialEq, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HostReserve {
+    /// Cores (`2`, `500m`).
+    #[serde(default)]
+    pub cpu: Option<crate::config::Quantity>,
+    #[serde(default)]
+    pub memory: Option<ByteSize>,
+}
+
 /// Per-node-group Proxmox settings (the `proxmox` key of a node group).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -169,6 +185,56 @@ pub struct ProxmoxSettings {
     /// Where the join script is written in the guest (`join: guestAgent`).
     #[serde(default = "default_join_script_path")]
     pub join_script_path: String,
+    /// How far configured vCPUs and memory may exceed each host's (default cpu 4, memory 1).
+    #[serde(default)]
+    pub overcommit: crate::cloud::hosts::Overcommit,
+    /// Kept free on every host.
+    #[serde(default)]
+    pub reserve: HostReserve,
+    /// At most this many VMs of the group per host (default: no limit, balanced).
+    #[serde(default)]
+    pub max_per_host: Option<u32>,
+}
+
+/// Problems with `s` as (field under `proxmox`, what is wrong and expected).
+pub fn validate_settings(s: &ProxmoxSettings) -> Vec<(String, String)> {
+    let mut p = Vec::new();
+    for (field, v) in [
+        ("overcommit.cpu", s.overcommit.cpu),
+        ("overcommit.memory", s.overcommit.memory),
+    ] {
+        if !(v.is_finite() && v > 0.0 && v <= 100.0) {
+            p.push((field.to_string(), format!("got {v}; expected a ratio above 0 and at most 100, e.g. 4.0 for CPU, 1.0 for memory")));
+        }
+    }
+    if s.max_per_host == Some(0) {
+        p.push((
+            "maxPerHost".into(),
+            "got 0; expected at least 1, or no maxPerHost for no limit".into(),
+        ));
+    }
+    if s.cores == Some(0) {
+        p.push(("cores".into(), "got 0; expected at least 1".into()));
+    }
+    if s.memory.is_some_and(|m| m.as_u64() < 16 << 20) {
+        p.push((
+            "memory".into(),
+            "below 16 MiB; expected at least 16 MiB".into(),
+        ));
+    }
+    if let TemplateRef::Tag { tag } = &s.template {
+        if tag.is_empty()
+            || !tag
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '+'))
+        {
+            p.push((
+                "template.tag".into(),
+                format!("`{tag}` is not a Proxmox tag; expected letters, digits and `-_.+`"),
+            ));
+        }
+    }
+    p
 }
 
 fn default_join_script_path() -> String {

@@ -12,17 +12,17 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 
 use super::agent::{run_join_script, JoinTimings, MAX_SCRIPT_LEN};
-use super::allocate::{
-    all_shared, choose_host, clone_vm, find_template, list_nodes, list_vms, template_storages,
-    vm_config, vm_path, CloneSpec, VmResource,
-};
+use super::allocate::{clone_vm, list_vms, vm_config, vm_path, CloneSpec, VmResource};
 use super::client::{params, Api, Params};
 use super::credentials::ProxmoxCredentials;
 use super::halfmade::{half_made, is_gone, Creating};
+use super::hosts::{list_all, maintenance, place, shape, HostCache};
 use super::ippool::{address_of, Pool};
 use super::tags::{self, ownership, Ownership};
 use super::tasks::{upid_of, wait_task, TaskDeadline};
-use super::{other, pve_urlencode, IpConfig, JoinMode, ProxmoxSettings, PROVIDER};
+use super::{
+    other, pve_urlencode, validate_settings, IpConfig, JoinMode, ProxmoxSettings, PROVIDER,
+};
 use crate::cloud::{
     refused, CloudError, CloudProvider, CreateRequest, GroupShape, Observed, Server, ServerStatus,
 };
@@ -85,6 +85,7 @@ struct Inner {
     /// VMs this process is between cloning and configuring: half-made, but not left so.
     creating: StdMutex<HashSet<u32>>,
     tasks: StdMutex<Vec<tokio::task::JoinHandle<()>>>,
+    hosts: HostCache,
 }
 
 /// Proxmox VE as a [`CloudProvider`]: one cluster (API endpoint), one or more node groups.
@@ -155,14 +156,9 @@ impl ProxmoxProvider {
                     .map_err(|m| other(format!("node group {name}: {m}")))?;
                 pools.insert(name.clone(), pool);
             }
-            if s.cores == Some(0) {
+            if let Some((field, problem)) = validate_settings(s).into_iter().next() {
                 return Err(other(format!(
-                    "node group {name}: cores must be at least 1"
-                )));
-            }
-            if s.memory.is_some_and(|m| m.as_u64() < 16 << 20) {
-                return Err(other(format!(
-                    "node group {name}: memory must be at least 16 MiB"
+                    "node group {name}: proxmox.{field}: {problem}"
                 )));
             }
         }
@@ -176,6 +172,7 @@ impl ProxmoxProvider {
                 joins: StdMutex::new(HashMap::new()),
                 creating: StdMutex::new(HashSet::new()),
                 tasks: StdMutex::new(Vec::new()),
+                hosts: HostCache::default(),
             }),
         })
     }
@@ -278,24 +275,13 @@ impl ProxmoxProvider {
                 req.user_data.chars().count()
             )));
         }
-        let vms = list_vms(api).await?;
-        let nodes = list_nodes(api).await?;
-        let template = find_template(&vms, &settings.template)?.clone();
+        let listing = list_all(api).await?;
+        let vms = &listing.vms;
+        let (target, template) = place(api, &inner.hosts, &listing, settings, req).await?;
         let tconf = vm_config(api, &template.node, template.vmid).await?;
-        let storages = template_storages(&tconf);
-        let shared = all_shared(api, &template.node, &storages).await?;
-        let target = choose_host(
-            &nodes,
-            &vms,
-            settings,
-            &req.cluster,
-            &req.group,
-            &template.node,
-            shared,
-        )?;
         let address = match inner.pools.get(&req.group) {
             Some(pool) => {
-                let used = self.addresses_in_use(&vms).await?;
+                let used = self.addresses_in_use(vms).await?;
                 let addr = pool.allocate(&used).ok_or_else(|| {
                     other(format!(
                         "static IP pool of group {} is exhausted ({} addresses in use)",
@@ -532,16 +518,33 @@ impl CloudProvider for ProxmoxProvider {
         self.servers_in(&vms, cluster).await
     }
 
-    /// One `/cluster/resources` listing answers both the servers and every group's
-    /// template, so a cycle costs one call whatever the number of groups.
+    /// One `/cluster/resources` listing answers the servers, the hosts and every group's
+    /// template, and one HA status read the hosts in maintenance: a cycle costs two calls
+    /// whatever the number of groups (plus, once, each template's disks and the cluster's
+    /// name).
     async fn observe(&self, cluster: &str, groups: &[String]) -> Result<Observed, CloudError> {
-        let vms = list_vms(&self.inner.api).await?;
+        let api = &self.inner.api;
+        let listing = list_all(api).await?;
+        let maint = maintenance(api).await;
+        let region = self.inner.hosts.region(api).await;
         let mut shapes = BTreeMap::new();
         for g in groups {
-            shapes.insert(g.clone(), self.shape_in(&vms, g)?);
+            let settings = self.settings(g)?;
+            let shape = shape(
+                api,
+                &self.inner.hosts,
+                &listing,
+                &maint,
+                region.clone(),
+                settings,
+                cluster,
+                g,
+            )
+            .await?;
+            shapes.insert(g.clone(), shape);
         }
         Ok(Observed {
-            servers: self.servers_in(&vms, cluster).await?,
+            servers: self.servers_in(&listing.vms, cluster).await?,
             shapes,
         })
     }
@@ -629,8 +632,23 @@ impl CloudProvider for ProxmoxProvider {
     }
 
     async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {
-        let vms = list_vms(&self.inner.api).await?;
-        self.shape_in(&vms, group)
+        let api = &self.inner.api;
+        let listing = list_all(api).await?;
+        let maint = maintenance(api).await;
+        let region = self.inner.hosts.region(api).await;
+        // Without a cluster, the group's VMs per host count as none.
+        let settings = self.settings(group)?;
+        shape(
+            api,
+            &self.inner.hosts,
+            &listing,
+            &maint,
+            region,
+            settings,
+            "",
+            group,
+        )
+        .await
     }
 
     async fn verify(&self) -> Result<Vec<String>, CloudError> {
@@ -655,28 +673,6 @@ impl ProxmoxProvider {
             }
         }
         Ok(out)
-    }
-
-    /// The shape of a new VM of `group`, from its template among `vms`.
-    fn shape_in(&self, vms: &[VmResource], group: &str) -> Result<GroupShape, CloudError> {
-        let settings = self.settings(group)?;
-        let template = find_template(vms, &settings.template)?;
-        let cpus = settings
-            .cores
-            .map(u64::from)
-            .or(template.maxcpu.map(|c| c.ceil() as u64));
-        // A VM placed on one named host is in that host's zone.
-        let zone = match settings.nodes.as_slice() {
-            [one] => Some(one.clone()),
-            _ => None,
-        };
-        Ok(GroupShape {
-            cpu_milli: cpus.map(|c| c * 1000),
-            memory: settings.memory.map(|m| m.as_u64()).or(template.maxmem),
-            instance_type: template.name.clone(),
-            zone,
-            region: None,
-        })
     }
 }
 

@@ -185,14 +185,16 @@ pub struct GroupOption<'a> {
 }
 
 /// Packs `pods` (already sorted) onto up to `room` new nodes shaped like `template`
-/// (with `overhead` already taken by DaemonSets), adding them to the model. The caller
-/// keeps a checkpoint to undo this.
+/// (with `overhead` already taken by DaemonSets), adding them to the model. The k-th new
+/// node gets `zones[k]` as its `topology.kubernetes.io/zone` when given (the hypervisor
+/// host it will be placed on). The caller keeps a checkpoint to undo this.
 pub fn pack_new_nodes<'a>(
     m: &mut Model<'a>,
     pods: &[&'a PodInfo],
     template: &Slot<'static>,
     overhead: &Resources,
     room: u32,
+    zones: &[String],
 ) -> NewNodes<'a> {
     let group = match &template.kind {
         SlotKind::New(g) | SlotKind::Provisioning(g) => g.clone(),
@@ -254,6 +256,11 @@ pub fn pack_new_nodes<'a>(
             slot.labels
                 .to_mut()
                 .insert(super::template::LABEL_HOSTNAME.to_string(), name.clone());
+            if let Some(z) = zones.get(index) {
+                slot.labels
+                    .to_mut()
+                    .insert(super::template::LABEL_ZONE.to_string(), z.clone());
+            }
             slot.name = name.into();
             let i = m.add_slot(slot);
             match m.dynamic_check(pod, i) {

@@ -287,12 +287,12 @@ fn new_nodes_are_packed_first_fit_decreasing_over_cpu_and_memory() {
     let mut refs: Vec<&PodInfo> = pods.iter().collect();
     sort_for_packing(&mut refs, &template.allocatable);
     let mut m = Model::new();
-    let nodes = pack_new_nodes(&mut m, &refs, &template, &Resources::default(), 10);
+    let nodes = pack_new_nodes(&mut m, &refs, &template, &Resources::default(), 10, &[]);
     assert_eq!(nodes.count, 4);
     assert_eq!(nodes.placed.len(), 9);
     let limited = {
         let mut m = Model::new();
-        pack_new_nodes(&mut m, &refs, &template, &Resources::default(), 2)
+        pack_new_nodes(&mut m, &refs, &template, &Resources::default(), 2, &[])
     };
     assert_eq!(limited.count, 2);
     assert!(!limited.over_room.is_empty());

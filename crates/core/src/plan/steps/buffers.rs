@@ -55,8 +55,14 @@ pub fn scale_up_for_buffers(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult
             continue;
         }
         let cp = model.checkpoint();
-        let nodes =
-            sched::pack_new_nodes(&mut model, &sorted, &info.template, &info.overhead, room);
+        let nodes = sched::pack_new_nodes(
+            &mut model,
+            &sorted,
+            &info.template,
+            &info.overhead,
+            room,
+            info.hosts.as_ref().map_or(&[][..], |h| &h.zones[..]),
+        );
         model.rollback(cp);
         if nodes.count > 0 {
             options.push(GroupOption {

@@ -302,8 +302,14 @@ fn replacement_group(v: &View<'_>, m: &Member<'_>, pods: &[&PodInfo]) -> Option<
             continue;
         }
         let cp = model.checkpoint();
-        let nodes =
-            sched::pack_new_nodes(&mut model, &sorted, &info.template, &info.overhead, room);
+        let nodes = sched::pack_new_nodes(
+            &mut model,
+            &sorted,
+            &info.template,
+            &info.overhead,
+            room,
+            info.hosts.as_ref().map_or(&[][..], |h| &h.zones[..]),
+        );
         model.rollback(cp);
         if nodes.count > 0 && nodes.placed.len() == sorted.len() {
             return Some((g.name.clone(), nodes.count));

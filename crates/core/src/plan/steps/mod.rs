@@ -51,6 +51,28 @@ fn room(v: &View<'_>, g: &NodeGroupConfig) -> u32 {
     g.max_size
         .saturating_sub(v.group_size(&g.name))
         .min(scale_up::limit_room(v, g).0)
+        .min(host_room(v, g).0)
+}
+
+/// How many more VMs of `g` its hypervisor hosts take under the group's overcommit,
+/// reserve and `maxPerHost` (unlimited without hosts), and why no more when they are full.
+fn host_room<'v>(v: &'v View<'_>, g: &NodeGroupConfig) -> (u32, Option<&'v str>) {
+    match v.group(&g.name).and_then(|i| i.hosts.as_ref()) {
+        Some(h) => (h.zones.len() as u32, h.full.as_deref()),
+        None => (u32::MAX, None),
+    }
+}
+
+/// The reason when the hosts of `g` are full.
+fn hosts_full(g: &NodeGroupConfig, why: &str) -> Reason {
+    Reason::new(
+        ReasonCode::HostsFull,
+        format!(
+            "group {}: its {} hosts are full: {why}",
+            g.name,
+            g.provider.as_str()
+        ),
+    )
 }
 
 /// Why `g` has no room: provider down, backed off, a cluster limit, or at its maximum.
@@ -80,6 +102,9 @@ fn at_max(v: &View<'_>, g: &NodeGroupConfig) -> Reason {
     if g.max_size > v.group_size(&g.name) {
         if let (0, Some(why)) = scale_up::limit_room(v, g) {
             return Reason::new(ReasonCode::ClusterLimitReached, why);
+        }
+        if let (0, Some(why)) = host_room(v, g) {
+            return hosts_full(g, why);
         }
     }
     Reason::new(

@@ -224,7 +224,15 @@ fn pending_pods(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             continue;
         }
         let cp = model.checkpoint();
-        let nodes = sched::pack_new_nodes(&mut model, &pods, &info.template, &info.overhead, room);
+        let zones = info.hosts.as_ref().map_or(&[][..], |h| &h.zones[..]);
+        let nodes = sched::pack_new_nodes(
+            &mut model,
+            &pods,
+            &info.template,
+            &info.overhead,
+            room,
+            zones,
+        );
         model.rollback(cp);
         if nodes.count > 0 {
             options.push(GroupOption {
@@ -252,6 +260,7 @@ fn pending_pods(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             ReasonCode::GroupAtMaxSize
                 | ReasonCode::GroupBackedOff
                 | ReasonCode::ClusterLimitReached
+                | ReasonCode::HostsFull
                 | ReasonCode::ProviderUnavailable
         )
     });
@@ -301,7 +310,19 @@ fn pending_pods(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         .collect();
     if !left_over.is_empty() {
         let by_limit = limit_room(v, g);
-        let mut r = if by_limit.0 < g.max_size.saturating_sub(v.group_size(&g.name)) {
+        let by_hosts = super::host_room(v, g);
+        let by_size = g.max_size.saturating_sub(v.group_size(&g.name));
+        let mut r = if by_hosts.0 < by_size && by_hosts.0 <= by_limit.0 {
+            let h = v.group(&g.name).and_then(|i| i.hosts.as_ref());
+            super::hosts_full(
+                g,
+                &format!(
+                    "{} more VM(s) fit ({})",
+                    by_hosts.0,
+                    h.map(|h| h.zones.join(", ")).unwrap_or_default()
+                ),
+            )
+        } else if by_limit.0 < by_size {
             Reason::new(
                 ReasonCode::ClusterLimitReached,
                 by_limit.1.unwrap_or_default(),

@@ -655,6 +655,7 @@ mod disruption;
 mod drift;
 mod faults;
 mod hard_limit;
+mod hosts;
 mod pools;
 mod props;
 mod replay;

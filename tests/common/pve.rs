@@ -1,0 +1,190 @@
+//! The simulated Proxmox VE and a reconciler over it, for the Proxmox integration tests.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+use nodewright::act::Clouds;
+use nodewright::cloud::proxmox::{
+    ProviderOptions, ProxmoxCredentials, ProxmoxProvider, ProxmoxSettings,
+};
+use nodewright::cluster::{kubeconfig_from_file, KubeCluster};
+use nodewright::config::Config;
+use nodewright::reconcile::Reconciler;
+use nodewright::sim::cluster::{SimCluster, SimClusterOptions, SimNodeSpec};
+use nodewright::sim::proxmox::{SimProxmox, SimProxmoxOptions};
+
+use super::{has_startup_taint, ready};
+
+pub async fn sim_with(opts: SimProxmoxOptions) -> SimProxmox {
+    SimProxmox::start(opts)
+        .await
+        .expect("simulator starts (needs ../shared/proxmox/pve-api-schema.json or PVE_API_SCHEMA)")
+}
+
+pub fn fast() -> ProviderOptions {
+    ProviderOptions {
+        poll_interval: Duration::from_millis(50),
+        task_timeout: Duration::from_secs(10),
+        agent_timeout: Duration::from_secs(5),
+        exec_timeout: Duration::from_secs(5),
+        ..ProviderOptions::default()
+    }
+}
+
+pub fn settings(yaml: &str) -> ProxmoxSettings {
+    nodewright::yaml::from_str(yaml).expect("settings parse")
+}
+
+pub fn token_creds(s: &SimProxmox) -> ProxmoxCredentials {
+    let dir = tempfile::tempdir().expect("tmp");
+    let p = dir.path().join("pve.yaml");
+    s.write_credentials_file(&p).expect("write");
+    ProxmoxCredentials::from_file(&p).expect("credentials load")
+}
+
+pub fn provider_with(creds: ProxmoxCredentials, groups: &[(&str, &str)]) -> ProxmoxProvider {
+    let groups: BTreeMap<String, ProxmoxSettings> = groups
+        .iter()
+        .map(|(n, y)| (n.to_string(), settings(y)))
+        .collect();
+    ProxmoxProvider::with_options(creds, groups, fast()).expect("provider builds")
+}
+
+pub struct Env {
+    pub cluster: SimCluster,
+    pub pve: SimProxmox,
+    pub dir: tempfile::TempDir,
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        self.cluster.shutdown();
+    }
+}
+
+pub async fn env() -> Env {
+    env_with(SimProxmoxOptions::default()).await
+}
+
+/// A simulated cluster (with a control plane) and a simulated Proxmox VE from `opts`,
+/// whose booted VMs join the cluster.
+pub async fn env_with(opts: SimProxmoxOptions) -> Env {
+    let cluster = SimCluster::start(SimClusterOptions {
+        node_ready_delay: Duration::from_millis(200),
+        pod_start_delay: Duration::from_millis(100),
+        ..SimClusterOptions::default()
+    })
+    .await
+    .expect("cluster");
+    cluster
+        .add_node(
+            SimNodeSpec::new("control-plane", 4 << 30)
+                .label("node-role.kubernetes.io/control-plane", "true")
+                .taint("node-role.kubernetes.io/control-plane", None, "NoSchedule"),
+        )
+        .expect("control plane");
+    let pve = sim_with(SimProxmoxOptions {
+        hook: Some(cluster.vm_hook()),
+        ..opts
+    })
+    .await;
+    let dir = tempfile::tempdir().expect("tmp");
+    cluster
+        .write_kubeconfig(&dir.path().join("kubeconfig"))
+        .expect("kubeconfig");
+    std::fs::create_dir_all(dir.path().join("templates")).expect("dir");
+    std::fs::write(
+        dir.path().join("templates/join.sh.j2"),
+        "#!/bin/sh\nexec k3s agent --server {{ k3s_url }} {{ k3s_node_args | join(\" \") }}\n",
+    )
+    .expect("template");
+    Env { cluster, pve, dir }
+}
+
+pub async fn reconciler(env: &Env, groups: &str) -> Reconciler {
+    let path = env.dir.path().join("autoscaler.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            "clusterName: e2e\nfreeMemoryTarget: 0 B\nprovisionTimeout: 4s\nscanInterval: 200ms\nscaleUpBackoff: {{initial: 500ms, max: 1s}}\ntemplatesDir: {}\nnodeGroups:\n{groups}",
+            env.dir.path().join("templates").display()
+        ),
+    )
+    .expect("config");
+    let config = Config::load(&path).expect("config loads");
+    let creds = token_creds(&env.pve);
+    let settings: BTreeMap<String, ProxmoxSettings> = config
+        .node_groups
+        .iter()
+        .filter_map(|g| g.proxmox.clone().map(|s| (g.name.clone(), s)))
+        .collect();
+    let provider =
+        Arc::new(ProxmoxProvider::with_options(creds, settings, fast()).expect("provider"));
+    let mut clouds = Clouds::new();
+    for g in &config.node_groups {
+        clouds.add_group(&g.name, provider.clone());
+    }
+    let kube = kubeconfig_from_file(&env.dir.path().join("kubeconfig"))
+        .await
+        .expect("kubeconfig");
+    let client = kube::Client::try_from(kube).expect("client");
+    Reconciler {
+        config: Arc::new(config),
+        cluster: Arc::new(KubeCluster::new(client)),
+        clouds,
+        dry_run: false,
+    }
+}
+
+pub fn group(name: &str, min: u32, proxmox: &str) -> String {
+    format!(
+        "  - name: {name}\n    provider: proxmox\n    minSize: {min}\n    maxSize: 3\n    proxmox: {proxmox}\n    userData:\n      template: join.sh.j2\n      variables: {{k3s_url: \"https://192.0.2.1:6443\"}}\n"
+    )
+}
+
+pub fn ready_joined(n: &Node) -> bool {
+    ready(n) && !has_startup_taint(n)
+}
+
+/// Runs cycles (errors tolerated: a failing delete is retried next cycle) until `done`.
+pub async fn drive(rec: &Reconciler, timeout: Duration, done: impl Fn() -> bool) -> Vec<String> {
+    let start = Instant::now();
+    let mut errors = Vec::new();
+    loop {
+        match rec.cycle(SystemTime::now()).await {
+            Err(e) => errors.push(e.to_string()),
+            Ok(r) => {
+                if std::env::var_os("NW_DEBUG").is_some() {
+                    eprintln!("{:?} {:?}", r.decision.action, r.decision.reasons);
+                    if let Ok(snap) = rec.observe().await {
+                        eprintln!("servers: {:?}", snap.servers);
+                    }
+                }
+            }
+        }
+        if done() {
+            return errors;
+        }
+        assert!(
+            start.elapsed() < timeout,
+            "did not converge in {timeout:?}; errors: {errors:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub async fn cordon(env: &Env, name: &str) {
+    let client = env.cluster.kube_client().await.expect("client");
+    let nodes: Api<Node> = Api::all(client);
+    nodes
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(super::cordon_patch(true)),
+        )
+        .await
+        .expect("cordon");
+}

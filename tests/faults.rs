@@ -1,0 +1,392 @@
+//! The unmodified loop (`Reconciler`, over loopback HTTP) against simulators that fail:
+//! 5xx, dropped connections, 429 with Retry-After, slow answers and half-done operations
+//! on the Kubernetes API server, OpenStack, Proxmox VE and Kamatera at once; and each
+//! half-done operation forced alone, with what the loop must make of it.
+//!
+//! `NODEWRIGHT_FAULT_SEED=N` reruns the random suite from another seed.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use common::faulty::{add_app, config, orphans, running_of, scale_app, violations, vms, GROUPS};
+use common::has_startup_taint;
+use nodewright::cloud::build::build_clouds_with;
+use nodewright::cluster::{client_from_config, kubeconfig_from_file, CacheOptions, KubeCluster};
+use nodewright::reconcile::Reconciler;
+use nodewright::sim::env::{SimEnv, SimTimings};
+use nodewright::sim::faults::{FaultKind, FaultSpec, HalfDone};
+use nodewright::telemetry::metrics::Metrics;
+
+const CLUSTER: &str = "ft";
+
+fn seed() -> u64 {
+    std::env::var("NODEWRIGHT_FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(11)
+}
+
+/// Starts the simulators with `spec` (random faults off until the test turns them on)
+/// and a reconciler whose cloud calls are counted in `metrics`.
+async fn start(spec: &FaultSpec) -> (SimEnv, Reconciler, Arc<Metrics>) {
+    let env = SimEnv::start_with_faults(None, SimTimings::default(), Some(spec))
+        .await
+        .expect("env");
+    env.faults.set_enabled(false);
+    let (_, cfg) = env.write_config(&config(CLUSTER, "300ms")).expect("config");
+    let metrics = Arc::new(Metrics::new());
+    // Built as `run` builds it: watch caches, the clouds instrumented.
+    let kube = kubeconfig_from_file(&env.kubeconfig)
+        .await
+        .expect("kubeconfig");
+    let cluster = KubeCluster::watching(
+        client_from_config(kube).expect("client"),
+        CacheOptions::default(),
+    );
+    cluster.synced().await.expect("caches synced");
+    let clouds = build_clouds_with(&cfg, |kind| Some(env.credentials_for(kind)))
+        .expect("clouds")
+        .instrumented(&metrics);
+    let rec = Reconciler {
+        config: Arc::new(cfg),
+        cluster: Arc::new(cluster),
+        clouds,
+        dry_run: false,
+    };
+    (env, rec, metrics)
+}
+
+/// Cycles until `done`, checking the invariants after every cycle; a failed cycle is
+/// expected under faults and retried. Returns (cycles, failed cycles).
+async fn drive(
+    env: &SimEnv,
+    rec: &Reconciler,
+    what: &str,
+    limit: Duration,
+    done: impl Fn(&SimEnv) -> bool,
+) -> (usize, usize) {
+    let start = Instant::now();
+    let (mut cycles, mut failed) = (0, 0);
+    let mut recent: Vec<String> = Vec::new();
+    loop {
+        cycles += 1;
+        let line = match rec.cycle(SystemTime::now()).await {
+            Ok(r) if r.decision.action == nodewright::plan::Action::None => None,
+            Ok(r) => Some(format!("{cycles}: {}", r.decision.action)),
+            Err(e) => {
+                failed += 1;
+                Some(format!("{cycles}: failed (retried): {e}"))
+            }
+        };
+        if let Some(l) = line {
+            recent.push(l);
+            if recent.len() > 25 {
+                recent.remove(0);
+            }
+        }
+        let bad = violations(env, CLUSTER);
+        assert!(bad.is_empty(), "{what}: invariants broken: {bad:#?}");
+        if done(env) {
+            return (cycles, failed);
+        }
+        assert!(
+            start.elapsed() < limit,
+            "{what}: not within {limit:?}; VMs {:?}, orphans {:?}\n{}\nlast actions:\n{}",
+            vms(env, CLUSTER),
+            orphans(env, CLUSTER),
+            env.faults.report(),
+            recent.join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Every group's pods running, no VM without its node.
+fn settled(env: &SimEnv, want: &[(&str, usize)]) -> bool {
+    want.iter().all(|(g, n)| running_of(env, g) == *n)
+        && orphans(env, CLUSTER).is_empty()
+        && vms(env, CLUSTER).len() == want.iter().map(|(_, n)| n).sum::<usize>()
+}
+
+fn metric(metrics: &Metrics, prefix: &str) -> f64 {
+    metrics
+        .encode()
+        .lines()
+        .filter(|l| l.starts_with(prefix))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn twenty_percent_faults_everywhere_the_loop_scales_up_and_down_with_no_orphan_duplicate_or_lost_pod(
+) {
+    let spec = FaultSpec {
+        seed: seed(),
+        retry_after: Duration::from_secs(1),
+        hold: Duration::from_millis(300),
+        slow: Duration::from_millis(300),
+        ..FaultSpec::rate(0.2)
+    };
+    let (env, rec, metrics) = start(&spec).await;
+    for (g, _) in GROUPS {
+        add_app(&env, g, 2);
+    }
+    env.faults.set_enabled(true);
+    let up = drive(
+        &env,
+        &rec,
+        "scale-up under faults",
+        Duration::from_secs(90),
+        |e| settled(e, &[("workers", 2), ("batch", 2), ("cache", 2)]),
+    )
+    .await;
+    // Down to one node of workers, none of the others.
+    scale_app(&env, "workers", 1);
+    scale_app(&env, "batch", 0);
+    scale_app(&env, "cache", 0);
+    let down = drive(
+        &env,
+        &rec,
+        "scale-down under faults",
+        Duration::from_secs(90),
+        |e| settled(e, &[("workers", 1), ("batch", 0), ("cache", 0)]),
+    )
+    .await;
+    let counts = env.faults.total();
+    println!(
+        "seed {}: scale-up {} cycles ({} failed), scale-down {} cycles ({} failed)\n{}\ntotal: {counts}",
+        spec.seed,
+        up.0,
+        up.1,
+        down.0,
+        down.1,
+        env.faults.report()
+    );
+    assert!(
+        counts.faults() >= 20,
+        "too few faults to prove anything: {counts}"
+    );
+    let early = env.faults.early_retries();
+    assert!(early.is_empty(), "Retry-After not honoured: {early:#?}");
+    assert!(
+        metric(&metrics, "nodewright_api_errors_total") >= 1.0,
+        "errors reported in the metrics:\n{}",
+        metrics.encode()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn retry_after_is_honoured_by_every_client_and_counted() {
+    let spec = FaultSpec {
+        retry_after: Duration::from_secs(2),
+        ..FaultSpec::rate(0.0)
+    };
+    let (env, rec, metrics) = start(&spec).await;
+    // The listings every cycle makes, and the node patch (startup taint) of a scale-up.
+    env.faults
+        .cluster
+        .force(FaultKind::TooManyRequests, "PATCH /api/v1/nodes/", 1);
+    env.faults.openstack.force(
+        FaultKind::TooManyRequests,
+        "GET /compute/v2.1/servers/detail",
+        1,
+    );
+    env.faults.proxmox.force(
+        FaultKind::TooManyRequests,
+        "GET /api2/json/cluster/resources",
+        1,
+    );
+    env.faults
+        .kamatera
+        .force(FaultKind::TooManyRequests, "GET /service/servers", 1);
+    add_app(&env, "workers", 1);
+    let start = Instant::now();
+    // Cycles every 300 ms: a client ignoring the 2 s would come back early.
+    let (cycles, _) = drive(
+        &env,
+        &rec,
+        "a worker despite the 429s",
+        Duration::from_secs(40),
+        |e| {
+            start.elapsed() > Duration::from_secs(4)
+                && running_of(e, "workers") == 1
+                && e.cluster.nodes().iter().any(|n| {
+                    n.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with("ft-workers-"))
+                        && !has_startup_taint(n)
+                })
+        },
+    )
+    .await;
+    for (name, f) in env.faults.all() {
+        let c = f.counts();
+        assert_eq!(c.too_many_requests, 1, "{name}: the 429 was served: {c}");
+    }
+    assert_eq!(env.faults.early_retries(), Vec::<String>::new());
+    // The endpoints were called again after the wait (every provider is listed each cycle).
+    let lists = env
+        .cloud
+        .calls()
+        .iter()
+        .filter(|c| c.path == "/compute/v2.1/servers/detail")
+        .count();
+    assert!(
+        lists >= 1,
+        "listed again after the wait: {lists} in {cycles} cycles"
+    );
+    let waits = metric(&metrics, "nodewright_retry_after_waits_total");
+    assert!(
+        waits >= 4.0,
+        "{waits} waits in {cycles} cycles:\n{}",
+        metrics.encode()
+    );
+    assert!(
+        metric(
+            &metrics,
+            "nodewright_api_errors_total{api=\"kubernetes\",kind=\"rate-limited\"}"
+        ) >= 1.0
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_409_conflict_on_a_node_patch_is_retried_and_the_startup_taint_still_goes() {
+    let (env, rec, metrics) = start(&FaultSpec::rate(0.0)).await;
+    env.faults
+        .cluster
+        .force_half_done(HalfDone::NodePatchConflict, 2);
+    add_app(&env, "workers", 1);
+    drive(
+        &env,
+        &rec,
+        "a node despite the conflicts",
+        Duration::from_secs(40),
+        |e| {
+            running_of(e, "workers") == 1
+                && e.cluster.nodes().iter().any(|n| {
+                    n.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with("ft-workers-"))
+                        && !has_startup_taint(n)
+                })
+        },
+    )
+    .await;
+    let c = env.faults.cluster.counts();
+    assert_eq!(c.half_done.get("node-patch-conflict"), Some(&2), "{c}");
+    assert!(
+        metric(
+            &metrics,
+            "nodewright_api_errors_total{api=\"kubernetes\",kind=\"conflict\"}"
+        ) >= 2.0,
+        "{}",
+        metrics.encode()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_that_answered_500_while_the_server_appeared_leaves_no_orphan_and_no_duplicate() {
+    let (env, rec, _) = start(&FaultSpec::rate(0.0)).await;
+    env.faults
+        .openstack
+        .force_half_done(HalfDone::CreateFailsButServerAppears, 1);
+    env.faults
+        .kamatera
+        .force_half_done(HalfDone::CreateFailsButServerAppears, 1);
+    add_app(&env, "workers", 1);
+    add_app(&env, "cache", 1);
+    drive(&env, &rec, "one node each", Duration::from_secs(40), |e| {
+        settled(e, &[("workers", 1), ("cache", 1)])
+    })
+    .await;
+    for (name, f) in [
+        ("openstack", &env.faults.openstack),
+        ("kamatera", &env.faults.kamatera),
+    ] {
+        let c = f.counts();
+        assert_eq!(
+            c.half_done.get("create-fails-but-server-appears"),
+            Some(&1),
+            "{name}: {c}"
+        );
+    }
+    // The server that appeared is the group's one node: no second create.
+    assert_eq!(env.cloud.servers().len(), 1, "{:?}", env.cloud.servers());
+    assert_eq!(
+        env.kamatera.servers().len(),
+        1,
+        "{:?}",
+        env.kamatera.servers()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delete_accepted_but_never_done_is_retried_on_every_provider() {
+    let (env, rec, _) = start(&FaultSpec::rate(0.0)).await;
+    for g in ["workers", "batch", "cache"] {
+        add_app(&env, g, 1);
+    }
+    let all = [("workers", 1), ("batch", 1), ("cache", 1)];
+    drive(&env, &rec, "one node each", Duration::from_secs(60), |e| {
+        settled(e, &all)
+    })
+    .await;
+    for f in [
+        &env.faults.openstack,
+        &env.faults.proxmox,
+        &env.faults.kamatera,
+    ] {
+        f.force_half_done(HalfDone::DeleteNeverHappens, 1);
+    }
+    for g in ["workers", "batch", "cache"] {
+        scale_app(&env, g, 0);
+    }
+    drive(
+        &env,
+        &rec,
+        "every VM deleted",
+        Duration::from_secs(90),
+        |e| vms(e, CLUSTER).is_empty(),
+    )
+    .await;
+    for (name, f) in [
+        ("openstack", &env.faults.openstack),
+        ("proxmox", &env.faults.proxmox),
+        ("kamatera", &env.faults.kamatera),
+    ] {
+        let c = f.counts();
+        assert_eq!(
+            c.half_done.get("delete-never-happens"),
+            Some(&1),
+            "{name}: {c}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_proxmox_clone_task_failing_after_the_vm_exists_leaves_no_orphan() {
+    let (env, rec, _) = start(&FaultSpec::rate(0.0)).await;
+    env.faults
+        .proxmox
+        .force_half_done(HalfDone::CloneFailsAfterVmExists, 1);
+    add_app(&env, "batch", 1);
+    drive(
+        &env,
+        &rec,
+        "one batch node, the failed clone gone",
+        Duration::from_secs(60),
+        |e| settled(e, &[("batch", 1)]),
+    )
+    .await;
+    let c = env.faults.proxmox.counts();
+    assert_eq!(
+        c.half_done.get("clone-fails-after-vm-exists"),
+        Some(&1),
+        "{c}"
+    );
+    assert_eq!(env.proxmox.guests().len(), 1, "{:?}", env.proxmox.guests());
+}
