@@ -204,3 +204,39 @@ pub fn scale_ups(decisions: &[Decision]) -> Vec<(String, u32)> {
         })
         .collect()
 }
+
+/// How a table case's config fails, if not as expected: accepted, no problem listed, or a
+/// first problem whose path (`exact`, or as a prefix) or message (every fragment) differs.
+pub fn config_case_failures(
+    case: &str,
+    parsed: Result<nodewright::config::Config, nodewright::config::ConfigError>,
+    path: &str,
+    exact: bool,
+    fragments: &[&str],
+) -> Vec<String> {
+    let err = match parsed {
+        Ok(_) => return vec![format!("{case}: accepted")],
+        Err(e) => e,
+    };
+    let Some(problem) = err.problems().first().cloned() else {
+        return vec![format!("{case}: no problem listed in {err}")];
+    };
+    let mut failures = Vec::new();
+    let path_ok = if exact {
+        problem.path == path
+    } else {
+        problem.path.starts_with(path)
+    };
+    if !path_ok {
+        failures.push(format!(
+            "{case}: path {:?}, expected {path:?} ({problem})",
+            problem.path
+        ));
+    }
+    for f in fragments {
+        if !problem.message.contains(f) {
+            failures.push(format!("{case}: message {:?} lacks {f:?}", problem.message));
+        }
+    }
+    failures
+}
