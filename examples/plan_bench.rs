@@ -158,15 +158,20 @@ fn pack_pending(s: &Snapshot, config: &Config, runs: usize) -> anyhow::Result<()
         SlotKind::New(g.name.clone()),
         0,
     );
-    let overhead = sched::daemonset_overhead(&s.pods, &template);
-    let mut pending: Vec<&PodInfo> = s.pods.iter().filter(|p| p.unschedulable).collect();
+    let overhead = sched::daemonset_overhead(s.pods.iter().map(|p| &**p), &template);
+    let mut pending: Vec<&PodInfo> = s
+        .pods
+        .iter()
+        .map(|p| &**p)
+        .filter(|p| p.unschedulable)
+        .collect();
     sched::sort_for_packing(&mut pending, &allocatable);
     let mut times = Vec::new();
     let mut model_times = Vec::new();
     let mut outcome = (0, 0, 0, 0);
     for _ in 0..runs {
         let start = Instant::now();
-        let mut m = Model::of_cluster(&s.nodes, &s.pods);
+        let mut m = Model::of_cluster(&s.nodes, s.pods.iter().map(|p| &**p));
         model_times.push(start.elapsed());
         let start = Instant::now();
         let (placed, left) = sched::first_fit(&mut m, &pending, |_| true);
@@ -205,7 +210,7 @@ fn pack_evictions(s: &Snapshot, runs: usize) -> anyhow::Result<()> {
     let mut tried = 0;
     let mut moved = 0;
     for _ in 0..runs {
-        let mut m = Model::of_cluster(&s.nodes, &s.pods);
+        let mut m = Model::of_cluster(&s.nodes, s.pods.iter().map(|p| &**p));
         let start = Instant::now();
         tried = 0;
         moved = 0;
@@ -319,7 +324,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
                     let mem = if j < 20 { 2 * GI } else { 256 * MI };
                     let app = format!("svc-{}", (i * PODS_PER_NODE + j) % 500);
                     s.pods
-                        .push(pod(&format!("p-{i}-{j}"), Some(&name), 500, mem, &app, now));
+                        .push(pod(&format!("p-{i}-{j}"), Some(&name), 500, mem, &app, now).into());
                 }
             }
             Kind::ScaleDown if underused => {
@@ -334,7 +339,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
                     namespaces: Namespaces::Listed(vec!["default".into()]),
                     topology_key: HOST.into(),
                 });
-                s.pods.push(p);
+                s.pods.push(p.into());
             }
             Kind::ScaleDown if i % 100 == 5 => {
                 // 5 x (500m, 2 GiB) and a small pod: 16% used, and the pods fit the
@@ -348,24 +353,22 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
                 }
                 for j in 0..5 {
                     let app = format!("svc-{}", (i * PODS_PER_NODE + j) % 500);
-                    s.pods.push(pod(
-                        &format!("p-{i}-{j}"),
-                        Some(&name),
-                        500,
-                        2 * GI,
-                        &app,
-                        now,
-                    ));
+                    s.pods.push(
+                        pod(&format!("p-{i}-{j}"), Some(&name), 500, 2 * GI, &app, now).into(),
+                    );
                 }
                 // A small pod of the database's app keeps database pods off it.
-                s.pods.push(pod(
-                    &format!("db-agent-{i}"),
-                    Some(&name),
-                    100,
-                    256 * MI,
-                    "db",
-                    now,
-                ));
+                s.pods.push(
+                    pod(
+                        &format!("db-agent-{i}"),
+                        Some(&name),
+                        100,
+                        256 * MI,
+                        "db",
+                        now,
+                    )
+                    .into(),
+                );
             }
             _ => {
                 // Full nodes: 30 x (500m, 2 GiB), 94% used, 1 CPU and 4 GiB free; in
@@ -378,7 +381,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
                 for j in 0..PODS_PER_NODE {
                     let app = format!("svc-{}", (i * PODS_PER_NODE + j) % 500);
                     s.pods
-                        .push(pod(&format!("p-{i}-{j}"), Some(&name), 500, mem, &app, now));
+                        .push(pod(&format!("p-{i}-{j}"), Some(&name), 500, mem, &app, now).into());
                 }
             }
         }
@@ -394,7 +397,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
                 now,
             );
             rules(&mut p, k);
-            s.pods.push(p);
+            s.pods.push(p.into());
         }
     }
     if matches!(kind, Kind::Pending | Kind::Affinity) {
@@ -407,7 +410,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
             } else {
                 p.labels.insert("app".into(), format!("batch-{k}"));
             }
-            s.pods.push(p);
+            s.pods.push(p.into());
         }
     }
     s

@@ -79,10 +79,10 @@ impl KubeCluster {
         if let Some(c) = &self.cache {
             let t = c.sync_timeout();
             tokio::try_join!(
-                c.nodes.values(t),
-                c.pods.values(t),
-                c.pdbs.values(t),
-                c.attachments.values(t)
+                c.nodes.wait_synced(t),
+                c.pods.wait_synced(t),
+                c.pdbs.wait_synced(t),
+                c.attachments.wait_synced(t)
             )?;
         }
         Ok(())
@@ -177,7 +177,7 @@ impl ClusterApi for KubeCluster {
             .collect())
     }
 
-    async fn pods(&self) -> Result<Vec<PodInfo>, ClusterError> {
+    async fn pods(&self) -> Result<Vec<Arc<PodInfo>>, ClusterError> {
         if let Some(c) = &self.cache {
             return c.pods.values(c.sync_timeout()).await;
         }
@@ -186,6 +186,7 @@ impl ClusterApi for KubeCluster {
             .await?
             .iter()
             .filter_map(pod_info)
+            .map(Arc::new)
             .collect())
     }
 

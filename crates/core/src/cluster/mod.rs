@@ -13,6 +13,7 @@ pub mod status;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -56,7 +57,8 @@ pub enum Eviction {
 #[async_trait]
 pub trait ClusterApi: Send + Sync {
     async fn nodes(&self) -> Result<Vec<NodeInfo>, ClusterError>;
-    async fn pods(&self) -> Result<Vec<PodInfo>, ClusterError>;
+    /// Shared, not copied: the watch cache and every snapshot hold the same pods.
+    async fn pods(&self) -> Result<Vec<Arc<PodInfo>>, ClusterError>;
     async fn pdbs(&self) -> Result<Vec<PdbInfo>, ClusterError>;
     /// Attached volumes as (VolumeAttachment name, node name).
     async fn volume_attachments(&self) -> Result<Vec<(String, String)>, ClusterError>;

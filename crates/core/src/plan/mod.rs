@@ -24,7 +24,7 @@ use serde::Serialize;
 use crate::config::{Config, DisruptionReason};
 
 pub use model::{
-    normalize_image, NodeInfo, PdbInfo, PodInfo, PodPhase, Snapshot, Taint, Toleration,
+    normalize_image, shared, NodeInfo, PdbInfo, PodInfo, PodPhase, Snapshot, Taint, Toleration,
 };
 pub use view::ServerState;
 

@@ -2,6 +2,7 @@
 //! the planner can be tested with small builders and fed by any adapter.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 use std::time::SystemTime;
 
 use serde::Serialize;
@@ -16,7 +17,9 @@ use crate::cloud::{GroupShape, Server};
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Snapshot {
     pub nodes: Vec<NodeInfo>,
-    pub pods: Vec<PodInfo>,
+    /// Shared with the watch cache: a cycle at 150,000 pods copies references, not pods.
+    #[serde(serialize_with = "shared_pods")]
+    pub pods: Vec<Arc<PodInfo>>,
     /// Servers tagged with this cluster, from every provider.
     pub servers: Vec<Server>,
     /// What the provider knows of a new VM per group (flavor CPU and memory, zone).
@@ -34,6 +37,15 @@ pub struct Snapshot {
     pub last_node_deleted: Option<SystemTime>,
     /// When a drain was last abandoned or a removal failed (`delayAfterFailure`).
     pub last_disruption_failure: Option<SystemTime>,
+}
+
+fn shared_pods<S: serde::Serializer>(pods: &[Arc<PodInfo>], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(pods.iter().map(|p| &**p))
+}
+
+/// Pods as a snapshot holds them (test builders and adapters that own their pods).
+pub fn shared(pods: impl IntoIterator<Item = PodInfo>) -> Vec<Arc<PodInfo>> {
+    pods.into_iter().map(Arc::new).collect()
 }
 
 /// A PodDisruptionBudget, as far as planning needs it.

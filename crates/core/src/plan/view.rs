@@ -4,6 +4,7 @@
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
@@ -132,7 +133,7 @@ pub struct View<'a> {
     pub pods_by_node: BTreeMap<&'a str, Vec<&'a PodInfo>>,
     /// Pods the scheduler could not place that some node or group could host.
     pub unschedulable: Vec<&'a PodInfo>,
-    pub pods: &'a [PodInfo],
+    pub pods: &'a [Arc<PodInfo>],
     pub nodes: &'a [NodeInfo],
     pub pdbs: &'a [super::model::PdbInfo],
     pub volume_attachments: &'a [(String, String)],
@@ -210,7 +211,7 @@ impl<'a> View<'a> {
         // Hashed first, sorted once: far cheaper than a tree insert per pod.
         let mut by_node: FxHashMap<&str, Vec<&PodInfo>> = FxHashMap::default();
         let mut unschedulable = Vec::new();
-        for pod in &s.pods {
+        for pod in s.pods.iter().map(Arc::as_ref) {
             if pod.is_terminal() {
                 continue;
             }
@@ -240,6 +241,7 @@ impl<'a> View<'a> {
         let daemonset_pods: Vec<&PodInfo> = s
             .pods
             .iter()
+            .map(Arc::as_ref)
             .filter(|p| p.is_daemonset() && !p.is_terminal())
             .collect();
         let mut groups = BTreeMap::new();

@@ -64,8 +64,8 @@ impl ClusterApi for MemCluster {
         Ok(self.world.lock().node_infos())
     }
 
-    async fn pods(&self) -> Result<Vec<PodInfo>, ClusterError> {
-        Ok(self.world.lock().pod_infos())
+    async fn pods(&self) -> Result<Vec<Arc<PodInfo>>, ClusterError> {
+        Ok(nodewright_core::plan::shared(self.world.lock().pod_infos()))
     }
 
     async fn pdbs(&self) -> Result<Vec<PdbInfo>, ClusterError> {

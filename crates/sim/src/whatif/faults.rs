@@ -317,7 +317,7 @@ impl ClusterApi for FaultyCluster {
         self.inner.nodes().await
     }
 
-    async fn pods(&self) -> Result<Vec<PodInfo>, ClusterError> {
+    async fn pods(&self) -> Result<Vec<Arc<PodInfo>>, ClusterError> {
         self.plain("list pods")?;
         self.inner.pods().await
     }

@@ -74,7 +74,7 @@ impl Cached for NodeInfo {
     }
 }
 
-impl Cached for PodInfo {
+impl Cached for Arc<PodInfo> {
     fn wake(old: Option<&Self>, new: Option<&Self>) -> Option<&'static str> {
         match (old, new) {
             (old, Some(n)) if n.unschedulable && !old.is_some_and(|o| o.unschedulable) => {
@@ -146,6 +146,12 @@ impl<V: Cached> Shared<V> {
 
     /// The cached objects, once the first complete list is in.
     pub async fn values(&self, timeout: Duration) -> Result<Vec<V>, ClusterError> {
+        self.wait_synced(timeout).await?;
+        Ok(self.lock().values())
+    }
+
+    /// Waits for the first complete list (without copying anything).
+    pub async fn wait_synced(&self, timeout: Duration) -> Result<(), ClusterError> {
         let mut synced = self.synced.subscribe();
         if tokio::time::timeout(timeout, synced.wait_for(|s| *s))
             .await
@@ -157,7 +163,7 @@ impl<V: Cached> Shared<V> {
                 last_error: self.counters().last_error.clone(),
             });
         }
-        Ok(self.lock().values())
+        Ok(())
     }
 
     fn write_through<K: ResourceExt>(&self, obj: &K, convert: fn(&K) -> Option<V>) {
@@ -208,7 +214,7 @@ pub(crate) type WakeTx = tokio::sync::watch::Sender<u64>;
 /// The four caches and their watch tasks, which end when this is dropped.
 pub(crate) struct ClusterCache {
     pub nodes: Arc<Shared<NodeInfo>>,
-    pub pods: Arc<Shared<PodInfo>>,
+    pub pods: Arc<Shared<Arc<PodInfo>>>,
     pub pdbs: Arc<Shared<PdbInfo>>,
     pub attachments: Arc<Shared<Attachment>>,
     wake: WakeTx,
@@ -222,6 +228,11 @@ impl Drop for ClusterCache {
             t.abort();
         }
     }
+}
+
+/// Pods are held once, behind an `Arc`, by the cache and every snapshot.
+fn shared_pod_info(p: &Pod) -> Option<Arc<PodInfo>> {
+    pod_info(p).map(Arc::new)
 }
 
 fn attachment(va: &VolumeAttachment) -> Option<Attachment> {
@@ -252,7 +263,7 @@ impl ClusterCache {
                 Api::<Pod>::all(client.clone()),
                 cfg.clone(),
                 pods.clone(),
-                pod_info,
+                shared_pod_info,
                 wake.clone(),
             )),
             tokio::spawn(watch::run(
@@ -298,7 +309,7 @@ impl ClusterCache {
     }
 
     pub fn pod_written(&self, pod: &Pod) {
-        self.pods.write_through(pod, pod_info);
+        self.pods.write_through(pod, shared_pod_info);
     }
 
     pub fn pod_deleted(&self, namespace: &str, name: &str) {
@@ -309,8 +320,9 @@ impl ClusterCache {
     /// before its watch event arrives, so the drain waits for it instead of evicting it
     /// again, and its removal then wakes the loop ("terminating pod gone").
     pub fn pod_evicted(&self, namespace: &str, name: &str) {
-        self.pods
-            .modify(&format!("{namespace}/{name}"), |p| p.deleting = true);
+        self.pods.modify(&format!("{namespace}/{name}"), |p| {
+            Arc::make_mut(p).deleting = true
+        });
     }
 
     pub fn stats(&self) -> Vec<CacheStats> {
@@ -338,14 +350,14 @@ mod tests {
         node_info(&n).expect("converts")
     }
 
-    fn pod(unschedulable: bool) -> PodInfo {
+    fn pod(unschedulable: bool) -> Arc<PodInfo> {
         let p: Pod = serde_json::from_value(json!({
             "metadata": {"name": "p", "namespace": "default"},
             "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled",
                 "status": if unschedulable {"False"} else {"True"}, "reason": "Unschedulable"}]}
         }))
         .expect("pod");
-        pod_info(&p).expect("converts")
+        Arc::new(pod_info(&p).expect("converts"))
     }
 
     #[test]
@@ -371,7 +383,7 @@ mod tests {
             None
         );
 
-        let wake = PodInfo::wake;
+        let wake = <Arc<PodInfo>>::wake;
         assert_eq!(wake(None, Some(&pod(true))), Some("pod Unschedulable"));
         assert_eq!(
             wake(Some(&pod(false)), Some(&pod(true))),
@@ -380,7 +392,7 @@ mod tests {
         assert_eq!(wake(Some(&pod(true)), Some(&pod(true))), None);
         assert_eq!(wake(Some(&pod(true)), None), None);
         let mut terminating = pod(false);
-        terminating.deleting = true;
+        Arc::make_mut(&mut terminating).deleting = true;
         assert_eq!(wake(Some(&terminating), None), Some("terminating pod gone"));
         assert_eq!(wake(None, Some(&pod(false))), None);
     }

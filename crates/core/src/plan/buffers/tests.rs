@@ -179,7 +179,8 @@ fn always_on_buffer_scales_up_with_packing() {
     let mut s = Snapshot::default();
     member(&mut s, "dev-workers-a", "workers");
     // 3 CPU used: the node has room for no 2-CPU buffer pod; 4 pods pack two per node.
-    s.pods.push(pod("busy", Some("dev-workers-a"), 3000, GI));
+    s.pods
+        .push(pod("busy", Some("dev-workers-a"), 3000, GI).into());
     let d = plan(&s, &c, now());
     assert_eq!(d.action, scale_up("workers", 2), "{d:#?}");
     assert!(d.has_reason(ReasonCode::BufferShort), "{d:#?}");
@@ -211,7 +212,8 @@ fn buffer_that_fits_does_nothing_and_counts_provisioning_vms() {
 fn buffer_outside_its_schedule_does_nothing_inside_it_scales_up() {
     let mut s = Snapshot::default();
     member(&mut s, "dev-workers-a", "workers");
-    s.pods.push(pod("busy", Some("dev-workers-a"), 3000, GI));
+    s.pods
+        .push(pod("busy", Some("dev-workers-a"), 3000, GI).into());
     // Weekdays from 07:00 Berlin: now is Sunday evening.
     let weekdays = "  schedule: {cron: \"0 7 * * 1-5\", duration: 10h, timeZone: Europe/Berlin}\n";
     let d = plan(&s, &config(&buffer("morning", 2, weekdays), ""), now());
@@ -233,8 +235,9 @@ fn real_pending_pods_come_first_and_buffer_pods_never_reach_buckets() {
     let c = config(&buffer("warm", 2, ""), "");
     let mut s = Snapshot::default();
     member(&mut s, "dev-workers-a", "workers");
-    s.pods.push(pod("busy", Some("dev-workers-a"), 3000, GI));
-    s.pods.push(pod("web", None, 2000, GI));
+    s.pods
+        .push(pod("busy", Some("dev-workers-a"), 3000, GI).into());
+    s.pods.push(pod("web", None, 2000, GI).into());
     let d = plan(&s, &c, now());
     assert_eq!(d.action, scale_up("workers", 1), "{d:#?}");
     assert!(d.has_reason(ReasonCode::UnschedulablePods), "{d:#?}");
@@ -331,7 +334,8 @@ fn scale_down_keeps_an_active_buffer_schedulable() {
     let mut s = Snapshot::default();
     member(&mut s, "dev-workers-a", "workers");
     member(&mut s, "dev-workers-b", "workers");
-    s.pods.push(pod("small", Some("dev-workers-a"), 500, GI));
+    s.pods
+        .push(pod("small", Some("dev-workers-a"), 500, GI).into());
     // Without a buffer one node is not needed.
     let d = plan(&s, &config("  []", ""), now());
     assert!(wants_removal(&d), "{d:#?}");

@@ -240,9 +240,12 @@ impl<'a> Model<'a> {
 
     /// Builds the model of the cluster as it is: every node, with the non-terminal pods
     /// bound to it.
-    pub fn of_cluster(nodes: &'a [NodeInfo], pods: &'a [PodInfo]) -> Model<'a> {
+    pub fn of_cluster(
+        nodes: &'a [NodeInfo],
+        pods: impl IntoIterator<Item = &'a PodInfo>,
+    ) -> Model<'a> {
         let mut m = Model::with_nodes(nodes);
-        for p in pods.iter().filter(|p| !p.is_terminal()) {
+        for p in pods.into_iter().filter(|p| !p.is_terminal()) {
             if let Some(i) = p.node_name.as_deref().and_then(|n| m.slot_index(n)) {
                 m.record(i, p);
             }

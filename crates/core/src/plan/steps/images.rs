@@ -30,7 +30,12 @@ pub fn warm_images(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     if !v.config.image_puller.enabled {
         return None;
     }
-    let pullers: Vec<&PodInfo> = v.pods.iter().filter(|p| policy::own_puller(v, p)).collect();
+    let pullers: Vec<&PodInfo> = v
+        .pods
+        .iter()
+        .map(std::sync::Arc::as_ref)
+        .filter(|p| policy::own_puller(v, p))
+        .collect();
     let done: Vec<&PodInfo> = pullers
         .iter()
         .copied()

@@ -37,7 +37,7 @@ fn vm_in_error_with_a_ready_node_is_cordoned_and_drained_not_deleted() {
     let c = mk_config("freeMemoryTarget: 0 B");
     let mut s = three_nodes(&c);
     s.servers[0].status = ServerStatus::Error;
-    s.pods.push(mk_pod("web", Some("dev-workers-a"), GI));
+    s.pods.push(mk_pod("web", Some("dev-workers-a"), GI).into());
     let d = plan_it(&s, &c);
     assert!(!matches!(d.action, Action::DeleteServers { .. }), "{d:#?}");
     assert_eq!(
@@ -58,7 +58,7 @@ fn node_whose_ownership_label_was_removed_is_disowned_not_deleted() {
     let mut s = Snapshot::default();
     mk_member(&mut s, "dev-workers-a", 3 * 3600);
     s.nodes[0].labels.remove(LABEL_GROUP);
-    s.pods.push(mk_pod("web", Some("dev-workers-a"), GI));
+    s.pods.push(mk_pod("web", Some("dev-workers-a"), GI).into());
     let d = plan_it(&s, &c);
     assert!(!matches!(d.action, Action::DeleteServers { .. }), "{d:#?}");
     assert!(d.has_reason(ReasonCode::NodeDisowned), "{d:#?}");
@@ -80,13 +80,15 @@ fn replacement_never_cordons_a_node_it_could_not_drain() {
     s.nodes[0].created = ago(100 * 3600);
     let mut bare = mk_pod("bare", Some("dev-workers-a"), GI);
     bare.controller_kind = None;
-    s.pods.push(bare);
+    s.pods.push(bare.into());
     let d = plan_it(&s, &c);
     assert!(cordoned_nodes(&d).is_empty(), "{d:#?}");
     assert!(d.has_reason(ReasonCode::DrainBlocked), "{d:#?}");
     // Same with a PodDisruptionBudget that allows nothing now.
-    s.pods[0].controller_kind = Some("ReplicaSet".into());
-    s.pods[0].labels.insert("app".into(), "db".into());
+    std::sync::Arc::make_mut(&mut s.pods[0]).controller_kind = Some("ReplicaSet".into());
+    std::sync::Arc::make_mut(&mut s.pods[0])
+        .labels
+        .insert("app".into(), "db".into());
     s.pdbs.push(PdbInfo {
         namespace: "default".into(),
         name: "db".into(),
@@ -116,7 +118,7 @@ fn voluntary_drain_past_its_deadline_is_given_back_instead_of_wedging() {
     cordon_by_us(&mut s.nodes[0], "expired", 11 * 60);
     let mut p = mk_pod("db-0", Some("dev-workers-a"), GI);
     p.labels.insert("app".into(), "db".into());
-    s.pods.push(p);
+    s.pods.push(p.into());
     s.pdbs.push(PdbInfo {
         namespace: "default".into(),
         name: "db".into(),
@@ -144,8 +146,9 @@ fn unhealthy_node_past_its_drain_deadline_is_deleted_anyway() {
     let c = mk_config("freeMemoryTarget: 0 B\ndrain: {timeout: 10m}");
     let mut s = three_nodes(&c);
     cordon_by_us(&mut s.nodes[0], "unhealthy", 11 * 60);
-    s.pods.push(mk_pod("stuck", Some("dev-workers-a"), GI));
-    s.pods[0].deleting = true;
+    s.pods
+        .push(mk_pod("stuck", Some("dev-workers-a"), GI).into());
+    std::sync::Arc::make_mut(&mut s.pods[0]).deleting = true;
     let d = plan_it(&s, &c);
     assert!(
         matches!(&d.action, Action::DeleteNodes { nodes } if nodes[0].node == "dev-workers-a"),
@@ -164,7 +167,8 @@ fn replacement_adds_nodes_only_to_a_group_that_can_host_the_pods() {
     // pod does not fit there: no node is added (before, one was, again and again).
     let mut c = c;
     c.node_groups[0].max_size = 1;
-    s.pods.push(mk_pod("big", Some("dev-workers-old"), 3 * GI));
+    s.pods
+        .push(mk_pod("big", Some("dev-workers-old"), 3 * GI).into());
     let d = plan_it(&s, &c);
     assert!(!matches!(d.action, Action::ScaleUp { .. }), "{d:#?}");
     assert!(d.has_reason(ReasonCode::ReplacementNeedsCapacity), "{d:#?}");
@@ -187,7 +191,7 @@ fn group_at_zero_is_sized_by_allocatable_not_by_vm_ram() {
     let c = mk_config("freeMemoryTarget: 0 B");
     let mut s = Snapshot::default();
     s.pods
-        .push(mk_pod("almost-8g", None, 8 * GI - 100 * (1 << 20)));
+        .push(mk_pod("almost-8g", None, 8 * GI - 100 * (1 << 20)).into());
     let d = plan_it(&s, &c);
     assert!(!matches!(d.action, Action::ScaleUp { .. }), "{d:#?}");
     assert!(d.has_reason(ReasonCode::NoGroupFits), "{d:#?}");
@@ -278,7 +282,7 @@ fn pending_daemonset_pods_do_not_block_scale_down() {
     let mut s = three_nodes(&c);
     let mut ds = mk_pod("agent-x", None, GI);
     ds.controller_kind = Some("DaemonSet".into());
-    s.pods.push(ds);
+    s.pods.push(ds.into());
     let d = plan_it(&s, &c);
     assert!(
         matches!(&d.action, Action::MarkUnneeded { mark, .. } if !mark.is_empty()),
@@ -337,10 +341,11 @@ fn drain_rules_block_the_choice_of_a_node() {
         let mut s = Snapshot::default();
         mk_member(&mut s, "dev-workers-a", 3600);
         mk_member(&mut s, "dev-workers-b", 3600);
-        s.pods.push(mk_pod("big", Some("dev-workers-a"), 3 * GI));
+        s.pods
+            .push(mk_pod("big", Some("dev-workers-a"), 3 * GI).into());
         let mut p = mk_pod("small", Some("dev-workers-b"), GI);
         change(&mut p);
-        s.pods.push(p);
+        s.pods.push(p.into());
         let d = plan_after_unneeded(&s, &c, 3600);
         let b_goes = cordoned_nodes(&d) == vec!["dev-workers-b".to_string()];
         assert_eq!(b_goes, removable, "{name}: {d:#?}");
@@ -369,7 +374,7 @@ fn job_pods_are_waited_for_then_evicted_after_the_grace_period() {
     cordon_by_us(&mut s.nodes[0], "expired", 10 * 60);
     let mut job = mk_pod("batch-1", Some("dev-workers-a"), GI);
     job.controller_kind = Some("Job".into());
-    s.pods.push(job);
+    s.pods.push(job.into());
     let d = plan_it(&s, &c);
     assert!(!matches!(d.action, Action::Drain { .. }), "{d:#?}");
     assert!(d.has_reason(ReasonCode::DrainInProgress), "{d:#?}");
@@ -384,7 +389,7 @@ fn unneeded_clock_survives_a_restart_in_the_annotation() {
     let mut s = Snapshot::default();
     mk_member(&mut s, "dev-workers-a", 3600);
     mk_member(&mut s, "dev-workers-b", 3600);
-    s.pods.push(mk_pod("p", Some("dev-workers-a"), GI));
+    s.pods.push(mk_pod("p", Some("dev-workers-a"), GI).into());
     // First cycle: the clock starts.
     let d = plan_it(&s, &c);
     assert!(
@@ -421,9 +426,9 @@ fn a_restart_in_the_middle_of_a_drain_continues_it() {
     let c = mk_config("freeMemoryTarget: 0 B");
     let mut s = three_nodes(&c);
     cordon_by_us(&mut s.nodes[0], "underutilized", 120);
-    s.pods.push(mk_pod("p1", Some("dev-workers-a"), GI));
-    s.pods.push(mk_pod("p2", Some("dev-workers-a"), GI));
-    s.pods[0].deleting = true;
+    s.pods.push(mk_pod("p1", Some("dev-workers-a"), GI).into());
+    s.pods.push(mk_pod("p2", Some("dev-workers-a"), GI).into());
+    std::sync::Arc::make_mut(&mut s.pods[0]).deleting = true;
     // A fresh planner sees only the cluster: it evicts what is left.
     let d = plan_it(&s, &c);
     assert!(
@@ -438,7 +443,7 @@ fn empty_nodes_go_together_and_are_deleted_together() {
     let c = mk_config("freeMemoryTarget: 0 B\nscaleDown: {delayAfterAdd: 1m}\ndisruption: {budgets: [{nodes: 5}]}");
     let mut s = three_nodes(&c);
     mk_member(&mut s, "dev-workers-d", 3600);
-    s.pods.push(mk_pod("p", Some("dev-workers-a"), GI));
+    s.pods.push(mk_pod("p", Some("dev-workers-a"), GI).into());
     let d = plan_after_unneeded(&s, &c, 3600);
     let mut nodes = cordoned_nodes(&d);
     nodes.sort();
@@ -467,7 +472,7 @@ fn budgets_limit_disruption_and_follow_their_schedule() {
     ));
     let mut s = three_nodes(&c);
     mk_member(&mut s, "dev-workers-d", 3600);
-    s.pods.push(mk_pod("p", Some("dev-workers-a"), GI));
+    s.pods.push(mk_pod("p", Some("dev-workers-a"), GI).into());
     let d = plan_after_unneeded(&s, &c, 3600);
     assert_eq!(cordoned_nodes(&d).len(), 2, "{d:#?}");
     // now() is a Sunday evening; the next morning at 09:00 the second budget is active.
@@ -504,7 +509,7 @@ fn drifted_nodes_are_replaced_within_the_budget() {
     s.nodes[1]
         .labels
         .insert(LABEL_SETTINGS_HASH.into(), "0123456789ab".into());
-    s.pods.push(mk_pod("p", Some("dev-workers-b"), GI));
+    s.pods.push(mk_pod("p", Some("dev-workers-b"), GI).into());
     let d = plan_it(&s, &c);
     assert_eq!(
         cordoned_nodes(&d),
@@ -532,8 +537,8 @@ fn too_many_unready_nodes_stop_disruption_but_not_scale_up() {
     assert!(cordoned_nodes(&d).is_empty(), "{d:#?}");
     assert!(d.has_reason(ReasonCode::TooManyUnready), "{d:#?}");
     s.pods
-        .push(mk_pod("fills-c", Some("dev-workers-c"), 7 * GI));
-    s.pods.push(mk_pod("pending", None, 6 * GI));
+        .push(mk_pod("fills-c", Some("dev-workers-c"), 7 * GI).into());
+    s.pods.push(mk_pod("pending", None, 6 * GI).into());
     let d = plan_it(&s, &c);
     assert!(matches!(d.action, Action::ScaleUp { .. }), "{d:#?}");
 }
@@ -567,7 +572,7 @@ fn vm_in_error_with_a_not_ready_node_running_pods_goes_through_the_drain() {
     s.servers[0].status = ServerStatus::Error;
     s.nodes[0].ready = false;
     s.nodes[0].ready_changed = Some(ago(60));
-    s.pods.push(mk_pod("web", Some("dev-workers-a"), GI));
+    s.pods.push(mk_pod("web", Some("dev-workers-a"), GI).into());
     let d = plan_it(&s, &c);
     assert!(!matches!(d.action, Action::DeleteServers { .. }), "{d:#?}");
     assert_eq!(
@@ -583,10 +588,11 @@ fn a_pod_selected_by_two_budgets_blocks_its_node() {
     let mut s = Snapshot::default();
     mk_member(&mut s, "dev-workers-a", 3600);
     mk_member(&mut s, "dev-workers-b", 3600);
-    s.pods.push(mk_pod("big", Some("dev-workers-a"), 3 * GI));
+    s.pods
+        .push(mk_pod("big", Some("dev-workers-a"), 3 * GI).into());
     let mut p = mk_pod("db-0", Some("dev-workers-b"), GI);
     p.labels.insert("app".into(), "db".into());
-    s.pods.push(p);
+    s.pods.push(p.into());
     for name in ["one", "two"] {
         s.pdbs.push(PdbInfo {
             namespace: "default".into(),
@@ -607,7 +613,7 @@ fn a_user_pod_carrying_the_image_puller_label_is_not_ignored_by_the_drain() {
     let mut p = mk_pod("imposter", Some("dev-workers-a"), GI);
     p.labels
         .insert(crate::LABEL_IMAGE_PULLER.into(), "true".into());
-    s.pods.push(p);
+    s.pods.push(p.into());
     let d = plan_it(&s, &c);
     assert!(!matches!(d.action, Action::DeleteNodes { .. }), "{d:#?}");
     assert!(
@@ -624,7 +630,7 @@ fn no_second_voluntary_removal_while_a_drain_is_under_way() {
     cordon_by_us(&mut s.nodes[0], "underutilized", 60);
     let mut p = mk_pod("db-0", Some("dev-workers-a"), GI);
     p.labels.insert("app".into(), "db".into());
-    s.pods.push(p);
+    s.pods.push(p.into());
     s.pdbs.push(PdbInfo {
         namespace: "default".into(),
         name: "db".into(),
@@ -659,7 +665,7 @@ fn job_grace_is_not_cut_short_by_the_drain_timeout() {
     cordon_by_us(&mut s.nodes[0], "expired", 30 * 60);
     let mut job = mk_pod("batch-1", Some("dev-workers-a"), GI);
     job.controller_kind = Some("Job".into());
-    s.pods.push(job);
+    s.pods.push(job.into());
     let d = plan_it(&s, &c);
     assert!(
         !matches!(d.action, Action::Uncordon { .. } | Action::Drain { .. }),

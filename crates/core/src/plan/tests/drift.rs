@@ -20,7 +20,7 @@ fn unlabelled(vm_hash: Option<&str>) -> Snapshot {
         mk_member(&mut s, n, 3600);
     }
     s.servers[1].settings_hash = vm_hash.map(str::to_string);
-    s.pods.push(mk_pod("p", Some("dev-workers-b"), GI));
+    s.pods.push(mk_pod("p", Some("dev-workers-b"), GI).into());
     s
 }
 

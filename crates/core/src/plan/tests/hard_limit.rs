@@ -16,7 +16,7 @@ fn old_node_running(pod: PodInfo) -> Snapshot {
         mk_member(&mut s, n, 3600);
     }
     s.nodes[0].created = ago(100 * 3600);
-    s.pods.push(pod);
+    s.pods.push(pod.into());
     s
 }
 
@@ -80,7 +80,7 @@ fn expired_node_blocked_by_do_not_disrupt_is_drained_forcibly_and_deleted_past_t
     let d = plan_it(&s, &limit);
     assert_eq!(evicted(&d), ["pinned"], "{d:#?}");
     // ...its termination is waited for up to drain.timeout more...
-    s.pods[0].deleting = true;
+    std::sync::Arc::make_mut(&mut s.pods[0]).deleting = true;
     let d = plan_it(&s, &limit);
     assert!(deleted(&d).is_empty(), "{d:#?}");
     // ...then the node goes, with whatever is left.
@@ -122,7 +122,7 @@ fn past_the_hard_limit_bare_and_job_pods_are_evicted_too() {
     let mut s = old_node_running(bare);
     let mut job = mk_pod("batch", Some("dev-workers-a"), GI);
     job.controller_kind = Some("Job".into());
-    s.pods.push(job);
+    s.pods.push(job.into());
     cordon_by_us(&mut s.nodes[0], "expired", 30 * 60);
     let d = plan_it(&s, &c);
     assert!(evicted(&d).is_empty(), "{d:#?}");

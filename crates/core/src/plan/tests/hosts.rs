@@ -81,7 +81,7 @@ fn proxmox_full_says_so_and_the_burst_moves_on_to_the_next_group() {
     let mut s = Snapshot::default();
     // 8 CPUs, all taken by configured VMs: no room for 4 more at 1:1.
     with_hosts(&mut s, vec![host("h1", 8, 64, 8, 16)]);
-    s.pods.push(pending("web", 1000, GI));
+    s.pods.push(pending("web", 1000, GI).into());
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("os", 1)), "{d:#?}");
     assert!(d.has_reason(ReasonCode::HostsFull), "{d:#?}");
@@ -105,7 +105,7 @@ fn proxmox_with_room_for_two_plans_two_and_says_the_rest_wait() {
         vec![host("h1", 16, 32, 0, 24), host("h2", 16, 32, 4, 24)],
     );
     for i in 0..5 {
-        s.pods.push(pending(&format!("web-{i}"), 3000, GI));
+        s.pods.push(pending(&format!("web-{i}"), 3000, GI).into());
     }
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("pve", 2)), "{d:#?}");
@@ -121,7 +121,7 @@ fn offline_and_maintenance_hosts_give_no_room_and_are_named() {
     let mut maint = host("maint", 64, 256, 0, 0);
     maint.state = HostState::Maintenance;
     with_hosts(&mut s, vec![down, maint]);
-    s.pods.push(pending("web", 1000, GI));
+    s.pods.push(pending("web", 1000, GI).into());
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), None, "{d:#?}");
     let said: Vec<&str> = d
@@ -174,7 +174,7 @@ fn new_nodes_carry_the_zone_of_their_host_in_the_model() {
             namespaces: Namespaces::Listed(vec!["default".into()]),
             topology_key: ZONE.into(),
         });
-        s.pods.push(p);
+        s.pods.push(p.into());
     }
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("pve", 3)), "{d:#?}");

@@ -171,7 +171,7 @@ fn enough_free_memory_does_nothing() {
     let c = mk_config("");
     let mut s = Snapshot::default();
     mk_member(&mut s, "dev-workers-a", 3600);
-    s.pods.push(mk_pod("p1", Some("dev-workers-a"), GI));
+    s.pods.push(mk_pod("p1", Some("dev-workers-a"), GI).into());
     let d = plan_it(&s, &c);
     assert_eq!(d.action, Action::None, "{d:?}");
 }
@@ -181,9 +181,10 @@ fn memory_counted_by_requests_of_pods_and_pending_pods() {
     let c = mk_config("");
     let mut s = Snapshot::default();
     mk_member(&mut s, "dev-workers-a", 3600);
-    s.pods.push(mk_pod("p1", Some("dev-workers-a"), 5 * GI));
+    s.pods
+        .push(mk_pod("p1", Some("dev-workers-a"), 5 * GI).into());
     // 3 GiB free minus 2 GiB pending that fits = 1 GiB < 2 GiB target.
-    s.pods.push(mk_pod("pending", None, 2 * GI));
+    s.pods.push(mk_pod("pending", None, 2 * GI).into());
     let d = plan_it(&s, &c);
     assert!(
         matches!(d.action, Action::ScaleUp { count: 1, .. }),
@@ -197,9 +198,10 @@ fn unschedulable_pods_get_enough_nodes_in_one_action() {
     let c = mk_config("");
     let mut s = Snapshot::default();
     mk_member(&mut s, "dev-workers-a", 3600);
-    s.pods.push(mk_pod("big", Some("dev-workers-a"), 7 * GI));
+    s.pods
+        .push(mk_pod("big", Some("dev-workers-a"), 7 * GI).into());
     for i in 0..4 {
-        s.pods.push(mk_pod(&format!("p{i}"), None, 5 * GI));
+        s.pods.push(mk_pod(&format!("p{i}"), None, 5 * GI).into());
     }
     let d = plan_it(&s, &c);
     assert_eq!(
@@ -217,7 +219,7 @@ fn unschedulable_pods_get_enough_nodes_in_one_action() {
 fn provisioning_vms_count_as_capacity() {
     let c = mk_config("");
     let mut s = Snapshot::default();
-    s.pods.push(mk_pod("pending", None, 3 * GI));
+    s.pods.push(mk_pod("pending", None, 3 * GI).into());
     s.servers.push(mk_server("dev-workers-b", ago(20)));
     let d = plan_it(&s, &c);
     assert_eq!(d.action, Action::None, "{d:?}");
@@ -229,13 +231,16 @@ fn scale_up_respects_max_size() {
     let mut s = Snapshot::default();
     for i in 0..5 {
         mk_member(&mut s, &format!("dev-workers-{i}"), 3600);
-        s.pods.push(mk_pod(
-            &format!("full{i}"),
-            Some(&format!("dev-workers-{i}")),
-            8 * GI,
-        ));
+        s.pods.push(
+            mk_pod(
+                &format!("full{i}"),
+                Some(&format!("dev-workers-{i}")),
+                8 * GI,
+            )
+            .into(),
+        );
     }
-    s.pods.push(mk_pod("pending", None, GI));
+    s.pods.push(mk_pod("pending", None, GI).into());
     let d = plan_it(&s, &c);
     assert!(!matches!(d.action, Action::ScaleUp { .. }), "{d:?}");
     assert!(d.has_reason(ReasonCode::GroupAtMaxSize));
@@ -247,7 +252,7 @@ fn pod_no_group_can_host_is_noted_not_scaled_for() {
     let mut s = Snapshot::default();
     let mut p = mk_pod("gpu", None, GI);
     p.node_selector.insert("gpu".into(), "true".into());
-    s.pods.push(p);
+    s.pods.push(p.into());
     let d = plan_it(&s, &c.clone());
     assert_eq!(d.action, Action::None, "{d:?}");
     assert!(d.has_reason(ReasonCode::NoGroupFits));
@@ -263,7 +268,7 @@ fn ready_node_with_startup_taint_is_untainted_first() {
         value: Some("true".into()),
         effect: "NoSchedule".into(),
     });
-    s.pods.push(mk_pod("pending", None, 30 * GI));
+    s.pods.push(mk_pod("pending", None, 30 * GI).into());
     let d = plan_it(&s, &c);
     assert_eq!(
         d.action,
@@ -318,7 +323,7 @@ fn empty_cordoned_managed_node_is_deleted() {
     cordon_by_us(&mut s.nodes[0], "empty", 60);
     let mut ds = mk_pod("ds", Some("dev-workers-a"), GI);
     ds.controller_kind = Some("DaemonSet".into());
-    s.pods.push(ds);
+    s.pods.push(ds.into());
     let d = plan_it(&s, &c);
     assert!(
         matches!(&d.action, Action::DeleteNodes { nodes } if nodes.len() == 1 && nodes[0].node == "dev-workers-a" && nodes[0].server.id == "id-dev-workers-a"),
@@ -349,7 +354,8 @@ fn old_node_is_cordoned_when_the_rest_can_hold_its_pods() {
     mk_member(&mut s, "dev-workers-old", 80 * 3600);
     mk_member(&mut s, "dev-workers-new", 3600);
     mk_member(&mut s, "dev-workers-new2", 3600);
-    s.pods.push(mk_pod("p", Some("dev-workers-old"), 2 * GI));
+    s.pods
+        .push(mk_pod("p", Some("dev-workers-old"), 2 * GI).into());
     let d = plan_it(&s, &c);
     assert!(
         matches!(&d.action, Action::Cordon { nodes, .. } if nodes == &["dev-workers-old".to_string()]),
@@ -363,7 +369,8 @@ fn old_node_triggers_scale_up_first_when_the_rest_cannot_hold_its_pods() {
     let c = mk_config("");
     let mut s = Snapshot::default();
     mk_member(&mut s, "dev-workers-old", 80 * 3600);
-    s.pods.push(mk_pod("p", Some("dev-workers-old"), 2 * GI));
+    s.pods
+        .push(mk_pod("p", Some("dev-workers-old"), 2 * GI).into());
     let d = plan_it(&s, &c);
     assert_eq!(
         d.action,
@@ -388,13 +395,13 @@ fn cordoned_old_node_is_drained_but_bare_pods_block() {
     mk_member(&mut s, "dev-workers-old", 80 * 3600);
     mk_member(&mut s, "dev-workers-new", 3600);
     cordon_by_us(&mut s.nodes[0], "expired", 60);
-    s.pods.push(mk_pod("p", Some("dev-workers-old"), GI));
+    s.pods.push(mk_pod("p", Some("dev-workers-old"), GI).into());
     let d = plan_it(&s, &c);
     assert!(
         matches!(&d.action, Action::Drain { nodes, pods } if nodes == &["dev-workers-old".to_string()] && pods.len() == 1),
         "{d:?}"
     );
-    s.pods[0].controller_kind = None;
+    std::sync::Arc::make_mut(&mut s.pods[0]).controller_kind = None;
     let d = plan_it(&s, &c);
     assert!(!matches!(d.action, Action::Drain { .. }), "{d:?}");
     assert!(d.has_reason(ReasonCode::DrainBlocked));
@@ -408,7 +415,7 @@ fn pod_without_owner_does_not_panic_anywhere() {
     let mut p = mk_pod("bare", Some("dev-workers-a"), GI);
     p.controller_kind = None;
     p.images.clear();
-    s.pods.push(p);
+    s.pods.push(p.into());
     let _ = plan_it(&s, &c);
 }
 
@@ -422,7 +429,7 @@ fn missing_images_are_pulled_but_ignored_prefixes_are_not() {
     mk_member(&mut s, "dev-workers-b", 3600);
     let mut p = mk_pod("p", Some("dev-workers-a"), GI);
     p.images = vec!["redis:7".into(), "busybox:1.36".into()];
-    s.pods.push(p);
+    s.pods.push(p.into());
     s.nodes[0].images.insert(normalize_image("redis:7"));
     let d = plan_it(&s, &c);
     assert_eq!(
@@ -448,18 +455,20 @@ fn images_are_only_pulled_where_their_pods_could_run() {
     });
     let mut p = mk_pod("web", Some("dev-workers-a"), GI);
     p.images = vec!["redis:7".into()];
-    s.pods.push(p);
+    s.pods.push(p.into());
     s.nodes[0].images.insert(normalize_image("redis:7"));
     // b is tainted and the pod does not tolerate it: nothing to pull anywhere.
     let d = plan_it(&s, &c);
     assert_eq!(d.action, Action::None, "{d:?}");
     // Once the pod tolerates the taint, b gets the image.
-    s.pods[0].tolerations.push(Toleration {
-        key: Some("dedicated".into()),
-        operator: Some("Exists".into()),
-        value: None,
-        effect: None,
-    });
+    std::sync::Arc::make_mut(&mut s.pods[0])
+        .tolerations
+        .push(Toleration {
+            key: Some("dedicated".into()),
+            operator: Some("Exists".into()),
+            value: None,
+            effect: None,
+        });
     let d = plan_it(&s, &c);
     assert!(
         matches!(&d.action, Action::PullImages { node, .. } if node == "dev-workers-b"),
@@ -484,7 +493,7 @@ fn finished_image_pullers_are_cleaned_up() {
     let c = mk_config("");
     let mut s = Snapshot::default();
     mk_member(&mut s, "dev-workers-a", 3600);
-    s.pods.push(mk_puller(&c, "puller"));
+    s.pods.push(mk_puller(&c, "puller").into());
     let d = plan_it(&s, &c);
     assert!(
         matches!(&d.action, Action::DeletePods { pods } if pods.len() == 1),
@@ -515,12 +524,12 @@ fn image_puller_cleanup_leaves_other_pods_with_its_label() {
         .insert(LABEL_IMAGE_PULLER.into(), "false".into());
     for mut p in [elsewhere, unnamed, other_cluster, not_true] {
         p.created = ago(3600);
-        s.pods.push(p);
+        s.pods.push(p.into());
     }
     let d = plan_it(&s, &c);
     assert!(!matches!(d.action, Action::DeletePods { .. }), "{d:?}");
     // Ours beside them: only ours goes.
-    s.pods.push(mk_puller(&c, "ours"));
+    s.pods.push(mk_puller(&c, "ours").into());
     let d = plan_it(&s, &c);
     match &d.action {
         Action::DeletePods { pods } => {
@@ -559,8 +568,9 @@ fn unneeded_node_is_cordoned_after_the_delay_but_not_below_min_or_target() {
     let mut s = Snapshot::default();
     mk_member(&mut s, "dev-workers-a", 3600);
     mk_member(&mut s, "dev-workers-b", 3600);
-    s.pods.push(mk_pod("p1", Some("dev-workers-a"), 3 * GI));
-    s.pods.push(mk_pod("p2", Some("dev-workers-b"), GI));
+    s.pods
+        .push(mk_pod("p1", Some("dev-workers-a"), 3 * GI).into());
+    s.pods.push(mk_pod("p2", Some("dev-workers-b"), GI).into());
     let d = plan_after_unneeded(&s, &c, 3600);
     assert!(
         matches!(&d.action, Action::Cordon { nodes, .. } if nodes == &["dev-workers-b".to_string()]),
@@ -609,10 +619,11 @@ fn pod_disruption_budgets_hold_back_scale_down_and_eviction() {
     let mut s = Snapshot::default();
     mk_member(&mut s, "dev-workers-a", 3600);
     mk_member(&mut s, "dev-workers-b", 3600);
-    s.pods.push(mk_pod("p1", Some("dev-workers-a"), 3 * GI));
+    s.pods
+        .push(mk_pod("p1", Some("dev-workers-a"), 3 * GI).into());
     let mut db = mk_pod("db-0", Some("dev-workers-b"), GI);
     db.labels.insert("app".into(), "db".into());
-    s.pods.push(db);
+    s.pods.push(db.into());
     s.pdbs.push(mk_pdb("db", 0));
     // b would be the one to go, but its pod may not be disrupted: a goes instead? No:
     // a's 3 GiB pod fits on b, so a is the candidate when b is protected.
@@ -638,7 +649,7 @@ fn pod_disruption_budgets_hold_back_scale_down_and_eviction() {
 fn a_backed_off_group_gets_no_new_vms() {
     let c = mk_config("");
     let mut s = Snapshot::default();
-    s.pods.push(mk_pod("pending", None, GI));
+    s.pods.push(mk_pod("pending", None, GI).into());
     s.group_backoff
         .insert("workers".into(), now() + Duration::from_secs(20));
     let d = plan_it(&s, &c);

@@ -301,7 +301,7 @@ fn snapshot_of(c: &ClusterSpec) -> Snapshot {
         if p.web {
             pod.labels.insert("app".into(), "web".into());
         }
-        s.pods.push(pod);
+        s.pods.push(pod.into());
     }
     s.pdbs.push(PdbInfo {
         namespace: "default".into(),
@@ -394,8 +394,8 @@ fn drain_evicts_the_same_pods_in_the_same_order_whatever_the_list_order() {
     mk_member(&mut s, "dev-workers-a", 3600);
     mk_member(&mut s, "dev-workers-b", 3600);
     cordon_by_us(&mut s.nodes[0], "expired", 60);
-    s.pods.push(mk_pod("p0", Some("dev-workers-a"), GI));
-    s.pods.push(mk_pod("p1", Some("dev-workers-a"), GI));
+    s.pods.push(mk_pod("p0", Some("dev-workers-a"), GI).into());
+    s.pods.push(mk_pod("p1", Some("dev-workers-a"), GI).into());
     let d = plan_it(&s, &c);
     assert!(matches!(d.action, Action::Drain { .. }), "{d:#?}");
     assert_eq!(plan_it(&reversed(&s), &c).action, d.action);

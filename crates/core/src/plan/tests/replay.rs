@@ -71,7 +71,7 @@ impl World {
         if job.batch {
             p.controller_kind = Some("Job".into());
         }
-        self.snapshot.pods.push(p);
+        self.snapshot.pods.push(p.into());
     }
 
     /// VMs past their boot delay register as Ready nodes with the startup taint.
@@ -108,7 +108,7 @@ impl World {
         let mut binds = Vec::new();
         {
             let s = &self.snapshot;
-            let mut m = Model::of_cluster(&s.nodes, &s.pods);
+            let mut m = Model::of_cluster(&s.nodes, s.pods.iter().map(|p| &**p));
             for p in s.pods.iter().filter(|p| p.node_name.is_none()) {
                 let slot = (0..m.slots.len()).find(|&i| m.check(p, i).is_ok());
                 if let Some(i) = slot {
@@ -120,7 +120,13 @@ impl World {
             }
         }
         for (name, node) in binds {
-            let Some(p) = self.snapshot.pods.iter_mut().find(|p| p.name == name) else {
+            let Some(p) = self
+                .snapshot
+                .pods
+                .iter_mut()
+                .find(|p| p.name == name)
+                .map(std::sync::Arc::make_mut)
+            else {
                 continue;
             };
             match node {
@@ -225,7 +231,13 @@ impl World {
             }
             Action::Drain { pods, .. } => {
                 for r in pods {
-                    if let Some(p) = self.snapshot.pods.iter_mut().find(|p| p.name == r.name) {
+                    if let Some(p) = self
+                        .snapshot
+                        .pods
+                        .iter_mut()
+                        .find(|p| p.name == r.name)
+                        .map(std::sync::Arc::make_mut)
+                    {
                         // Evicted: recreated by its controller, starts its run again.
                         p.node_name = None;
                         p.phase = PodPhase::Pending;

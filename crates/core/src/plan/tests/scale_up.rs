@@ -76,8 +76,9 @@ fn pod_short_of_cpu_with_memory_to_spare_gets_a_node() {
     let c = mk_config_groups("", &group("workers", 5, "4", "16Gi", ""));
     let mut s = Snapshot::default();
     mk_member_in(&mut s, "dev-workers-a", "workers", 4000, 16 * GI);
-    s.pods.push(running("busy", "dev-workers-a", 3500, GI));
-    s.pods.push(pending("web", 1000, GI));
+    s.pods
+        .push(running("busy", "dev-workers-a", 3500, GI).into());
+    s.pods.push(pending("web", 1000, GI).into());
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("workers", 1)), "{d:#?}");
     assert_eq!(d.bucket_of("default", "web"), Some(Bucket::ScalingUp));
@@ -95,7 +96,7 @@ fn pod_selecting_kubernetes_io_os_linux_gets_a_node() {
     let mut p = pending("chart-pod", 100, GI);
     p.node_selector
         .insert("kubernetes.io/os".into(), "linux".into());
-    s.pods.push(p);
+    s.pods.push(p.into());
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("workers", 1)), "{d:#?}");
 }
@@ -111,7 +112,7 @@ fn gpu_pod_goes_only_to_the_gpu_group() {
     let mut s = Snapshot::default();
     let mut p = pending("train", 1000, 4 * GI);
     p.requests.set("nvidia.com/gpu", 1.0);
-    s.pods.push(p);
+    s.pods.push(p.into());
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("gpu", 1)), "{d:#?}");
 }
@@ -130,7 +131,7 @@ fn hostname_anti_affinity_gives_one_node_per_pod() {
             namespaces: Namespaces::Listed(vec!["default".into()]),
             topology_key: HOST.into(),
         });
-        s.pods.push(p);
+        s.pods.push(p.into());
     }
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("workers", 3)), "{d:#?}");
@@ -157,7 +158,7 @@ fn zone_spread_sends_new_nodes_to_the_emptier_zone() {
     s.nodes[0].labels.insert(ZONE.into(), "a".into());
     let mut web = running("web-0", "dev-zone-a-x", 900, GI);
     web.labels.insert("app".into(), "web".into());
-    s.pods.push(web);
+    s.pods.push(web.into());
     let mut p = pending("web-1", 900, GI);
     p.spread.push(SpreadConstraint {
         max_skew: 1,
@@ -170,7 +171,7 @@ fn zone_spread_sends_new_nodes_to_the_emptier_zone() {
         honor_node_affinity: true,
         honor_taints: false,
     });
-    s.pods.push(p);
+    s.pods.push(p.into());
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("zone-b", 1)), "{d:#?}");
 }
@@ -184,9 +185,9 @@ fn daemonset_overhead_sends_a_pod_to_the_bigger_group() {
     let mut ds = running("logs-x", "dev-other-a", 100, GI);
     ds.controller_kind = Some("DaemonSet".into());
     ds.controller_name = Some("logs".into());
-    s.pods.push(ds);
+    s.pods.push(ds.into());
     // Fits 8 GiB, but not 8 GiB minus the 1 GiB log agent.
-    s.pods.push(pending("fat", 500, 7 * GI + GI / 2));
+    s.pods.push(pending("fat", 500, 7 * GI + GI / 2).into());
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("big", 1)), "{d:#?}");
 }
@@ -203,7 +204,7 @@ fn pod_bigger_than_every_group_gets_a_reason_per_group_and_no_vm() {
         );
     let c = mk_config_groups("", &groups);
     let mut s = Snapshot::default();
-    s.pods.push(pending("huge", 12000, GI));
+    s.pods.push(pending("huge", 12000, GI).into());
     let d = plan_it(&s, &c);
     assert_eq!(d.action, Action::None, "{d:#?}");
     let note = d
@@ -234,13 +235,13 @@ fn mixed_shapes_get_the_first_fit_decreasing_node_count_in_one_action() {
     // 3 × 3 CPU + 6 × 1 CPU = 15 CPU: FFD puts a 1-CPU pod beside each 3-CPU one and
     // the other three 1-CPU pods on a fourth node.
     for i in 0..3 {
-        s.pods.push(pending(&format!("big-{i}"), 3000, GI));
+        s.pods.push(pending(&format!("big-{i}"), 3000, GI).into());
     }
     for i in 0..6 {
-        s.pods.push(pending(&format!("small-{i}"), 1000, GI));
+        s.pods.push(pending(&format!("small-{i}"), 1000, GI).into());
     }
     // A memory-heavy one: 12 GiB fits beside nothing else big.
-    s.pods.push(pending("mem", 100, 12 * GI));
+    s.pods.push(pending("mem", 100, 12 * GI).into());
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("workers", 4)), "{d:#?}");
     assert_eq!(d.bucket_counts().get(&Bucket::ScalingUp), Some(&10));
@@ -251,7 +252,7 @@ fn least_waste_expander_picks_the_snugger_group() {
     let groups = group("huge", 5, "32", "128Gi", "") + &group("fit", 5, "4", "16Gi", "");
     let c = mk_config_groups("", &groups);
     let mut s = Snapshot::default();
-    s.pods.push(pending("a", 3500, 12 * GI));
+    s.pods.push(pending("a", 3500, 12 * GI).into());
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("fit", 1)), "{d:#?}");
 }
@@ -263,7 +264,7 @@ fn priority_expander_fills_on_prem_first_then_bursts_to_the_cloud() {
     let c = mk_config_groups(top, &groups);
     let mut s = Snapshot::default();
     for i in 0..4 {
-        s.pods.push(pending(&format!("p-{i}"), 3000, GI));
+        s.pods.push(pending(&format!("p-{i}"), 3000, GI).into());
     }
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("onprem-pve", 2)), "{d:#?}");
@@ -284,7 +285,7 @@ fn price_expander_picks_the_cheapest_per_pod() {
         + &group("cheap", 5, "4", "16Gi", "  price: 0.2");
     let c = mk_config_groups("expander: {type: price}", &groups);
     let mut s = Snapshot::default();
-    s.pods.push(pending("a", 1000, GI));
+    s.pods.push(pending("a", 1000, GI).into());
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("cheap", 1)), "{d:#?}");
 }
@@ -297,9 +298,10 @@ fn cluster_limits_cap_the_scale_up_and_say_so() {
     );
     let mut s = Snapshot::default();
     mk_member_in(&mut s, "dev-workers-a", "workers", 4000, 16 * GI);
-    s.pods.push(running("busy", "dev-workers-a", 4000, GI));
+    s.pods
+        .push(running("busy", "dev-workers-a", 4000, GI).into());
     for i in 0..5 {
-        s.pods.push(pending(&format!("p-{i}"), 3000, GI));
+        s.pods.push(pending(&format!("p-{i}"), 3000, GI).into());
     }
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("workers", 2)), "{d:#?}");
@@ -341,7 +343,7 @@ fn a_provider_that_cannot_be_listed_freezes_only_its_groups() {
     );
     s.unavailable_providers
         .insert("openstack".into(), "HTTP 503 from Nova".into());
-    s.pods.push(pending("p", 1000, GI));
+    s.pods.push(pending("p", 1000, GI).into());
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("kam", 1)), "{d:#?}");
     assert!(d.has_reason(ReasonCode::ProviderUnavailable), "{d:#?}");
@@ -368,7 +370,7 @@ fn limits_hold_while_a_provider_is_frozen() {
             .insert("kamatera".into(), "HTTP 503".into());
         // Two fit the os nodes; three more would need three new nodes.
         for i in 0..5 {
-            s.pods.push(pending(&format!("p{i}"), 3000, GI));
+            s.pods.push(pending(&format!("p{i}"), 3000, GI).into());
         }
         let d = plan_it(&s, &c);
         // 2 os nodes + kam counted at its maxSize 3.
@@ -386,11 +388,11 @@ fn model_mismatch_waits_out_the_grace_then_gets_a_node() {
     mk_member_in(&mut s, "dev-workers-a", "workers", 4000, 16 * GI);
     let mut p = pending("odd", 1000, GI);
     p.unschedulable_since = Some(ago(30));
-    s.pods.push(p);
+    s.pods.push(p.into());
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), None, "{d:#?}");
     assert_eq!(d.bucket_of("default", "odd"), Some(Bucket::WillSchedule));
-    s.pods[0].unschedulable_since = Some(ago(600));
+    std::sync::Arc::make_mut(&mut s.pods[0]).unschedulable_since = Some(ago(600));
     let d = plan_it(&s, &c);
     assert!(d.has_reason(ReasonCode::ModelMismatch), "{d:#?}");
     assert_eq!(scale_up_of(&d), Some(("workers", 1)), "{d:#?}");
@@ -401,7 +403,8 @@ fn free_cpu_target_adds_capacity() {
     let c = mk_config_groups("freeCpuTarget: 2", &group("workers", 5, "4", "16Gi", ""));
     let mut s = Snapshot::default();
     mk_member_in(&mut s, "dev-workers-a", "workers", 4000, 16 * GI);
-    s.pods.push(running("busy", "dev-workers-a", 3000, GI));
+    s.pods
+        .push(running("busy", "dev-workers-a", 3000, GI).into());
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("workers", 1)), "{d:#?}");
     assert!(d.has_reason(ReasonCode::FreeCpuBelowTarget));
@@ -416,12 +419,12 @@ fn scale_down_keeps_a_node_whose_pods_fit_elsewhere_by_memory_but_not_cpu() {
     let mut s = Snapshot::default();
     mk_member_in(&mut s, "dev-workers-a", "workers", 4000, 16 * GI);
     mk_member_in(&mut s, "dev-workers-b", "workers", 4000, 16 * GI);
-    s.pods.push(running("a", "dev-workers-a", 3000, GI));
-    s.pods.push(running("b", "dev-workers-b", 3000, GI));
+    s.pods.push(running("a", "dev-workers-a", 3000, GI).into());
+    s.pods.push(running("b", "dev-workers-b", 3000, GI).into());
     let d = super::plan_after_unneeded(&s, &c, 3600);
     assert!(!matches!(d.action, Action::Cordon { .. }), "{d:#?}");
     // With CPU to spare, one of them goes.
-    s.pods[1].requests.cpu = 500;
+    std::sync::Arc::make_mut(&mut s.pods[1]).requests.cpu = 500;
     let d = super::plan_after_unneeded(&s, &c, 3600);
     assert!(matches!(d.action, Action::Cordon { .. }), "{d:#?}");
 }
@@ -436,7 +439,7 @@ fn a_model_mismatch_gets_one_node_not_one_per_cycle() {
     mk_member_in(&mut s, "dev-workers-a", "workers", 4000, 16 * GI);
     let mut p = pending("odd", 1000, GI);
     p.unschedulable_since = Some(ago(600));
-    s.pods.push(p);
+    s.pods.push(p.into());
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("workers", 1)), "{d:#?}");
     // That node came and joined; the scheduler still refuses the pod: no more nodes.
@@ -465,12 +468,12 @@ fn pods_whose_affinity_no_new_node_satisfies_are_told_so() {
         namespaces: Namespaces::Listed(vec!["default".into()]),
         topology_key: ZONE.into(),
     });
-    s.pods.push(p);
+    s.pods.push(p.into());
     mk_member_in(&mut s, "dev-other-z1", "other", 100, GI);
     s.nodes[0].labels.insert(ZONE.into(), "z1".into());
     let mut db = running("db-0", "dev-other-z1", 100, GI / 2);
     db.labels.insert("app".into(), "db".into());
-    s.pods.push(db);
+    s.pods.push(db.into());
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), None, "{d:#?}");
     assert_eq!(
@@ -488,7 +491,7 @@ fn hybrid_burst_leftovers_are_capacity_coming_not_starving() {
     let c = mk_config_groups(top, &groups);
     let mut s = Snapshot::default();
     for i in 0..4 {
-        s.pods.push(pending(&format!("p-{i}"), 3000, GI));
+        s.pods.push(pending(&format!("p-{i}"), 3000, GI).into());
     }
     let d = plan_it(&s, &c);
     assert_eq!(scale_up_of(&d), Some(("onprem-pve", 2)), "{d:#?}");
@@ -507,7 +510,7 @@ fn a_frozen_group_without_a_shape_is_reported_frozen_not_too_small() {
     let mut s = Snapshot::default();
     s.unavailable_providers
         .insert("openstack".into(), "HTTP 503".into());
-    s.pods.push(pending("p", 1000, GI));
+    s.pods.push(pending("p", 1000, GI).into());
     let d = plan_it(&s, &c);
     let detail = d
         .pending
@@ -528,7 +531,7 @@ fn an_idle_on_prem_node_stays_while_cloud_nodes_run_pods() {
     mk_member_in(&mut s, "dev-onprem-pve-a", "onprem-pve", 4000, 16 * GI);
     mk_member_in(&mut s, "dev-cloud-os-a", "cloud-os", 4000, 16 * GI);
     s.pods
-        .push(running("busy", "dev-cloud-os-a", 3500, 12 * GI));
+        .push(running("busy", "dev-cloud-os-a", 3500, 12 * GI).into());
     let d = super::plan_after_unneeded(&s, &c, 3600);
     assert!(
         !matches!(&d.action, Action::Cordon { nodes, .. } if nodes.contains(&"dev-onprem-pve-a".to_string())),
