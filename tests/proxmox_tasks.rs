@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use nodewright::act::events::events_for;
+use nodewright::cloud::proxmox::client::Api;
 use nodewright::cloud::proxmox::{
     ProviderOptions, ProxmoxCredentials, ProxmoxProvider, ProxmoxSettings, TaskDeadline,
 };
@@ -405,4 +406,52 @@ async fn a_fresh_runner_lets_a_slow_clone_run_past_provision_timeout() {
     );
     let v = env.proxmox.violations();
     assert!(v.is_empty(), "schema violations: {v:#?}");
+}
+
+/// The simulated task list filters as Proxmox does: by source (running or ended), type,
+/// the UPID's id (a clone's is its template), user (a case-insensitive substring) and
+/// failure; ended tasks carry their exit status and end time.
+#[tokio::test]
+async fn the_task_list_filters_as_proxmox_does() {
+    let s = sim().await;
+    let p = provider(&s, 5_000, 1_000, 10_000);
+    p.create_server(&req("prod-workers-ok"))
+        .await
+        .expect("create");
+    s.fail_next_tasks("qmclone", 1, "clone failed: no space");
+    p.create_server(&req("prod-workers-bad"))
+        .await
+        .expect_err("the clone fails");
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("pve.yaml");
+    s.write_credentials_file(&path).expect("write");
+    let creds = ProxmoxCredentials::from_file(&path).expect("credentials load");
+    let api = Api::new(&creds, Duration::from_secs(5), Duration::from_secs(5)).expect("api");
+    let list = |q: &'static [(&'static str, &'static str)]| {
+        let api = &api;
+        async move {
+            let q: Vec<(String, String)> = q
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let data = api.get("/nodes/pve2/tasks", &q).await.expect("task list");
+            data.as_array().cloned().unwrap_or_default()
+        }
+    };
+    let clones = list(&[("typefilter", "qmclone"), ("vmid", "9001")]).await;
+    assert_eq!(clones.len(), 2, "{clones:?}");
+    // Newest first; ended ones have their exit status.
+    assert_eq!(clones[0]["status"], "clone failed: no space");
+    assert_eq!(clones[1]["status"], "OK");
+    assert!(clones.iter().all(|t| t["endtime"].is_u64()));
+    let failed = list(&[("typefilter", "qmclone"), ("errors", "1")]).await;
+    assert_eq!(failed.len(), 1);
+    let mine = list(&[("typefilter", "qmclone"), ("userfilter", "NODEWRIGHT@PVE")]).await;
+    assert_eq!(mine.len(), 2);
+    assert!(list(&[("userfilter", "root@pam")]).await.is_empty());
+    assert!(list(&[("source", "active")]).await.is_empty());
+    assert!(list(&[("typefilter", "qmclone"), ("vmid", "9000")])
+        .await
+        .is_empty());
+    assert_clean(&s);
 }
