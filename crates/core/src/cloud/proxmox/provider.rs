@@ -487,7 +487,8 @@ impl CloudProvider for ProxmoxProvider {
     /// One `/cluster/resources` listing answers the servers, the hosts and every group's
     /// template, and one HA status read the hosts in maintenance: a cycle costs two calls
     /// whatever the number of groups (plus, once, each template's disks and the cluster's
-    /// name).
+    /// name; and while some VM is locked for a clone, the task lists of the hosts that
+    /// hold it or a template, see [`super::adopt`]).
     async fn observe(&self, cluster: &str, groups: &[String]) -> Result<Observed, CloudError> {
         let api = &self.inner.api;
         let listing = list_all(api).await?;
