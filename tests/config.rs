@@ -73,6 +73,31 @@ const BAD: &[(&str, &str, &str, &str, &[&str])] = &[
         &[],
     ),
     (
+        "provisionProgressWindow under a second",
+        "provisionTimeout: 15m",
+        "provisionTimeout: 15m\nprovisionProgressWindow: 500ms",
+        "provisionProgressWindow",
+        &["500ms"],
+    ),
+    (
+        "provisionProgressWindow longer than provisionTimeoutMax",
+        "provisionTimeout: 15m",
+        "provisionTimeout: 15m\nprovisionTimeoutMax: 20m\nprovisionProgressWindow: 30m",
+        "provisionProgressWindow",
+        &[
+            "got 30m",
+            "longer than provisionTimeoutMax (20m)",
+            "expected at most",
+        ],
+    ),
+    (
+        "provisionProgressWindow not a duration",
+        "provisionTimeout: 15m",
+        "provisionTimeout: 15m\nprovisionProgressWindow: a while",
+        "provisionProgressWindow",
+        &[],
+    ),
+    (
         "typo in top-level key",
         "freeMemoryTarget:",
         "freeMemoryTaget:",

@@ -7,10 +7,11 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
 use nodewright::act::events::events_for;
+use nodewright::cloud::proxmox::client::Api;
 use nodewright::cloud::proxmox::{
     ProviderOptions, ProxmoxCredentials, ProxmoxProvider, ProxmoxSettings, TaskDeadline,
 };
-use nodewright::cloud::{CloudProvider, CreateRequest};
+use nodewright::cloud::{CloudProvider, CreateRequest, ServerStatus};
 use nodewright::plan::Action;
 use nodewright::sim::cluster::SimPodTemplate;
 use nodewright::sim::env::{SimEnv, SimTimings};
@@ -213,4 +214,244 @@ async fn a_failed_clone_task_log_reaches_the_scale_up_event() {
     );
     let v = env.proxmox.violations();
     assert!(v.is_empty(), "schema violations: {v:#?}");
+}
+
+/// Starts a create with `a` and kills it (drops the call, as a killed process would)
+/// once its clone task runs; the clone goes on in Proxmox.
+async fn start_clone_and_kill(s: &SimProxmox, a: ProxmoxProvider, name: &str) {
+    let name = name.to_string();
+    let create = tokio::spawn(async move { a.create_server(&req(&name)).await });
+    for _ in 0..500 {
+        if !s.task_logs("qmclone").is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(s.task_logs("qmclone").len(), 1, "the clone started");
+    create.abort();
+    assert!(create.await.is_err(), "the create was killed mid-clone");
+}
+
+/// Lists with `b` every 40 ms until the one clone task has ended; its log.
+async fn list_until_the_clone_ends(s: &SimProxmox, b: &ProxmoxProvider) -> Vec<String> {
+    for _ in 0..250 {
+        let before = SystemTime::now();
+        let listed = b.list_servers("prod").await.expect("list");
+        // While it copies, the clone's VM is not on the provisioning clock.
+        for vm in listed.iter().filter(|v| v.status == ServerStatus::Building) {
+            assert!(vm.created >= before, "{vm:?}");
+        }
+        let logs = s.task_logs("qmclone");
+        if logs[0].last().is_some_and(|l| l.starts_with("TASK ")) {
+            return logs[0].clone();
+        }
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    panic!("the clone never ended: {:?}", s.task_logs("qmclone"));
+}
+
+fn task_list_read(s: &SimProxmox) -> bool {
+    s.calls()
+        .iter()
+        .any(|c| c.method == "GET" && c.endpoint.as_deref() == Some("/nodes/{node}/tasks"))
+}
+
+fn task_stopped(s: &SimProxmox) -> bool {
+    s.calls().iter().any(|c| {
+        c.method == "DELETE" && c.endpoint.as_deref() == Some("/nodes/{node}/tasks/{upid}")
+    })
+}
+
+/// Regression for issue 12: the clone's UPID lived in the memory of the process that
+/// started it, so a fresh process lost the extension for progress.
+#[tokio::test]
+async fn a_slow_clone_that_keeps_logging_survives_a_restart_past_the_nominal_deadline() {
+    let s = sim().await;
+    // Fifteen lines 60 ms apart: about 900 ms of copying against a nominal 150 ms.
+    s.slow_next_clones(1, 15, Duration::from_millis(60));
+    start_clone_and_kill(&s, provider(&s, 150, 2_000, 20_000), "prod-workers-slow2").await;
+    // A fresh process, with a progress window well above the lines' pace.
+    let b = provider(&s, 150, 400, 20_000);
+    let log = list_until_the_clone_ends(&s, &b).await;
+    assert_eq!(log.last().map(String::as_str), Some("TASK OK"), "{log:?}");
+    assert!(log.iter().any(|l| l.contains("(100.00%)")), "{log:?}");
+    assert!(
+        task_list_read(&s),
+        "the fresh process found the clone in the task list"
+    );
+    assert!(!task_stopped(&s));
+    assert_clean(&s);
+}
+
+#[tokio::test]
+async fn a_stuck_clone_is_still_stopped_after_a_restart() {
+    let s = sim().await;
+    s.stick_next_clones(1);
+    start_clone_and_kill(&s, provider(&s, 150, 100, 60_000), "prod-workers-stuck2").await;
+    let b = provider(&s, 150, 100, 60_000);
+    let log = list_until_the_clone_ends(&s, &b).await;
+    assert_eq!(
+        log.last().map(String::as_str),
+        Some("TASK ERROR: interrupted by signal"),
+        "{log:?}"
+    );
+    assert!(task_stopped(&s), "the fresh process stopped it");
+    // Proxmox removes what a stopped clone left.
+    assert!(s.guests().iter().all(|g| g.name != "prod-workers-stuck2"));
+    assert_clean(&s);
+}
+
+#[tokio::test]
+async fn a_process_leaves_the_clone_it_follows_to_itself() {
+    let s = sim().await;
+    s.stick_next_clones(1);
+    let a = provider(&s, 150, 100, 60_000);
+    let a2 = a.clone();
+    let create = tokio::spawn(async move { a2.create_server(&req("prod-workers-own")).await });
+    // Listing meanwhile (as the loop's next cycle would) judges only clones nobody here
+    // follows: the create itself gives its clone up, once.
+    while !create.is_finished() {
+        a.list_servers("prod").await.expect("list");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let err = create
+        .await
+        .expect("joins")
+        .expect_err("the stuck clone is given up")
+        .to_string();
+    assert!(err.contains("no progress in its log"), "{err}");
+    let stops = s
+        .calls()
+        .iter()
+        .filter(|c| {
+            c.method == "DELETE" && c.endpoint.as_deref() == Some("/nodes/{node}/tasks/{upid}")
+        })
+        .count();
+    assert_eq!(stops, 1);
+    assert_clean(&s);
+}
+
+/// Regression for issue 12, through the loop: a fresh runner neither deletes the VM of a
+/// clone another process started nor stops the clone while its log keeps growing, though
+/// `provisionTimeout` passes meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fresh_runner_lets_a_slow_clone_run_past_provision_timeout() {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("simulated environment starts");
+    let config = CONFIG.replace(
+        "provisionTimeout: 2m\nprovisionTimeoutMax: 10m",
+        "provisionTimeout: 1s\nprovisionTimeoutMax: 30s\nprovisionProgressWindow: 1s",
+    );
+    let (_, cfg) = env.write_config(&config).expect("config loads");
+    let first = env.reconciler(cfg).await.expect("reconciler builds");
+    // Twenty lines 150 ms apart: three seconds of copying.
+    env.proxmox
+        .slow_next_clones(1, 20, Duration::from_millis(150));
+    env.cluster
+        .add_pod(
+            "default",
+            "waits",
+            SimPodTemplate::new("nginx:1.25", 1 << 30),
+        )
+        .expect("pod");
+    let mut planned = None;
+    for _ in 0..100 {
+        let (snapshot, decision) = first.plan(SystemTime::now()).await.expect("plan");
+        if matches!(&decision.action, Action::ScaleUp { group, .. } if group == "pve") {
+            planned = Some((snapshot, decision));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (snapshot, decision) = planned.expect("a scale-up of pve for the pending pod");
+    let act = tokio::spawn(async move {
+        let _ = first.act(&snapshot, &decision, SystemTime::now()).await;
+    });
+    let running = |env: &SimEnv| {
+        let logs = env.proxmox.task_logs("qmclone");
+        logs.len() == 1 && logs[0].last().is_some_and(|l| !l.starts_with("TASK "))
+    };
+    for _ in 0..500 {
+        if running(&env) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert!(running(&env), "the clone started");
+    act.abort();
+    let _ = act.await;
+
+    let (_, cfg) = env.write_config(&config).expect("config loads");
+    let fresh = env.reconciler(cfg).await.expect("reconciler builds");
+    let mut cycles = 0;
+    while running(&env) && cycles < 100 {
+        let (snapshot, decision) = fresh.plan(SystemTime::now()).await.expect("plan");
+        if running(&env) {
+            assert!(
+                !matches!(decision.action, Action::DeleteServers { .. }),
+                "a VM deleted while its clone copies: {:?}",
+                decision.reasons
+            );
+        }
+        let _ = fresh.act(&snapshot, &decision, SystemTime::now()).await;
+        cycles += 1;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let logs = env.proxmox.task_logs("qmclone");
+    assert_eq!(
+        logs[0].last().map(String::as_str),
+        Some("TASK OK"),
+        "{logs:?}"
+    );
+    let v = env.proxmox.violations();
+    assert!(v.is_empty(), "schema violations: {v:#?}");
+}
+
+/// The simulated task list filters as Proxmox does: by source (running or ended), type,
+/// the UPID's id (a clone's is its template), user (a case-insensitive substring) and
+/// failure; ended tasks carry their exit status and end time.
+#[tokio::test]
+async fn the_task_list_filters_as_proxmox_does() {
+    let s = sim().await;
+    let p = provider(&s, 5_000, 1_000, 10_000);
+    p.create_server(&req("prod-workers-ok"))
+        .await
+        .expect("create");
+    s.fail_next_tasks("qmclone", 1, "clone failed: no space");
+    p.create_server(&req("prod-workers-bad"))
+        .await
+        .expect_err("the clone fails");
+    let dir = tempfile::tempdir().expect("tmp");
+    let path = dir.path().join("pve.yaml");
+    s.write_credentials_file(&path).expect("write");
+    let creds = ProxmoxCredentials::from_file(&path).expect("credentials load");
+    let api = Api::new(&creds, Duration::from_secs(5), Duration::from_secs(5)).expect("api");
+    let list = |q: &'static [(&'static str, &'static str)]| {
+        let api = &api;
+        async move {
+            let q: Vec<(String, String)> = q
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            let data = api.get("/nodes/pve2/tasks", &q).await.expect("task list");
+            data.as_array().cloned().unwrap_or_default()
+        }
+    };
+    let clones = list(&[("typefilter", "qmclone"), ("vmid", "9001")]).await;
+    assert_eq!(clones.len(), 2, "{clones:?}");
+    // Newest first; ended ones have their exit status.
+    assert_eq!(clones[0]["status"], "clone failed: no space");
+    assert_eq!(clones[1]["status"], "OK");
+    assert!(clones.iter().all(|t| t["endtime"].is_u64()));
+    let failed = list(&[("typefilter", "qmclone"), ("errors", "1")]).await;
+    assert_eq!(failed.len(), 1);
+    let mine = list(&[("typefilter", "qmclone"), ("userfilter", "NODEWRIGHT@PVE")]).await;
+    assert_eq!(mine.len(), 2);
+    assert!(list(&[("userfilter", "root@pam")]).await.is_empty());
+    assert!(list(&[("source", "active")]).await.is_empty());
+    assert!(list(&[("typefilter", "qmclone"), ("vmid", "9000")])
+        .await
+        .is_empty());
+    assert_clean(&s);
 }

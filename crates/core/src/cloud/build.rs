@@ -72,18 +72,14 @@ pub fn build_clouds_with(
 }
 
 /// The clone's task-aware deadline: `provisionTimeout` unless its log grew within the
-/// last two minutes (a copying clone writes a line every few seconds), at most
-/// `provisionTimeoutMax`.
+/// last `provisionProgressWindow`, at most `provisionTimeoutMax`.
 pub fn clone_deadline(config: &Config) -> TaskDeadline {
     TaskDeadline {
         nominal: config.provision_timeout,
         max: config.provision_deadline_max(),
-        stall: CLONE_STALL.min(config.provision_timeout),
+        stall: config.provision_stall(),
     }
 }
-
-/// A clone whose log has not grown for this long is stuck.
-const CLONE_STALL: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// Settings of each group, by group name (validation guarantees the block is present).
 fn settings<T: Clone>(

@@ -87,6 +87,11 @@ pub struct Config {
     /// this; a stuck one is still given up at `provisionTimeout`. Absent: 3 × that.
     #[serde(default, with = "humantime_serde")]
     pub provision_timeout_max: Option<Duration>,
+    /// How long a provisioning task may go without progress (a Proxmox clone whose log
+    /// does not grow) before it is called stuck once past `provisionTimeout`. Absent:
+    /// 2 minutes, or `provisionTimeout` when that is shorter.
+    #[serde(default, with = "humantime_serde")]
+    pub provision_progress_window: Option<Duration>,
     /// Pause between cycles.
     #[serde(default = "default_scan_interval", with = "humantime_serde")]
     pub scan_interval: Duration,
@@ -386,7 +391,16 @@ impl Config {
         self.provision_timeout_max
             .unwrap_or(self.provision_timeout.saturating_mul(3))
     }
+
+    /// [`Config::provision_progress_window`], or 2 minutes (at most `provisionTimeout`)
+    /// when unset: a copying clone writes a log line every few seconds.
+    pub fn provision_stall(&self) -> Duration {
+        self.provision_progress_window
+            .unwrap_or(DEFAULT_PROGRESS_WINDOW.min(self.provision_timeout))
+    }
 }
+
+const DEFAULT_PROGRESS_WINDOW: Duration = Duration::from_secs(120);
 
 fn default_provision_timeout() -> Duration {
     Duration::from_secs(15 * 60)

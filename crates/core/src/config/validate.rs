@@ -53,6 +53,19 @@ pub(super) fn validate(c: &Config) -> Vec<ConfigProblem> {
             ));
         }
     }
+    if let Some(w) = c.provision_progress_window {
+        check_min_duration(&mut p, "provisionProgressWindow", w, Duration::from_secs(1));
+        if w > c.provision_deadline_max() {
+            p.push(ConfigProblem::new(
+                "provisionProgressWindow",
+                format!(
+                    "got {}, longer than provisionTimeoutMax ({}); expected at most provisionTimeoutMax (a clone silent that long is past its hard maximum anyway), or leave it out for 2m",
+                    humantime::format_duration(w),
+                    humantime::format_duration(c.provision_deadline_max())
+                ),
+            ));
+        }
+    }
     if let Some(age) = c.old_node_age_limit {
         check_min_duration(&mut p, "oldNodeAgeLimit", age, Duration::from_secs(1));
     }

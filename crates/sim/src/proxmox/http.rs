@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 
 use super::hosts::{cluster_status, ha_status, resources};
 use super::schema::{self, percent_decode};
-use super::tasks::{agent_exec, clone, new_task, stop_task};
+use super::tasks::{agent_exec, clone, list as list_tasks, new_task, stop_task};
 use super::{next_free, now_secs, Shared, SimAuth, SimCall, Ticket};
 
 pub(super) fn data(v: Value) -> Response {
@@ -377,6 +377,7 @@ async fn respond(
                 .collect();
             data(Value::Array(list))
         }
+        ("GET", "/nodes/{node}/tasks") => list_tasks(shared, &node, &get),
         ("GET", "/nodes/{node}/tasks/{upid}/status") => {
             let upid = get("upid").unwrap_or_default();
             let st = shared.lock();

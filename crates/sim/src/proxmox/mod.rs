@@ -283,6 +283,8 @@ struct Task {
     id: String,
     user: String,
     starttime: u64,
+    /// Unix seconds when it stopped.
+    endtime: Option<u64>,
     pid: u32,
     /// The VM the task acts on (the new VM of a clone, not its template).
     target: u32,

@@ -152,6 +152,66 @@ pub(super) fn clone(
     )))
 }
 
+/// `GET /nodes/{node}/tasks`: the node's tasks, newest first, as Proxmox filters them:
+/// `typefilter` and `vmid` (the UPID's id) exactly, `userfilter` as a case-insensitive
+/// substring, `source` active (running), archive (ended, the default) or all, `errors`
+/// only those that failed, `since`/`until` on the start time, then `start` and `limit`
+/// (default 50). A running task has no `endtime` and the status `RUNNING`; an ended one
+/// its exit status.
+pub(super) fn list(
+    shared: &Arc<Shared>,
+    node: &str,
+    get: &dyn Fn(&str) -> Option<String>,
+) -> Response {
+    let num = |k: &str| get(k).and_then(|v| v.parse::<u64>().ok());
+    let flag = |k: &str| get(k).is_some_and(|v| v == "1" || v == "true");
+    let source = get("source").unwrap_or_else(|| "archive".into());
+    let user = get("userfilter").map(|u| u.to_lowercase());
+    let st = shared.lock();
+    let mut tasks: Vec<&Task> = st
+        .tasks
+        .values()
+        .filter(|t| t.node == node)
+        .filter(|t| match source.as_str() {
+            "active" => t.running,
+            "all" => true,
+            _ => !t.running,
+        })
+        .filter(|t| get("typefilter").is_none_or(|k| t.kind == k))
+        .filter(|t| get("vmid").is_none_or(|id| t.id == id))
+        .filter(|t| {
+            user.as_ref()
+                .is_none_or(|u| t.user.to_lowercase().contains(u))
+        })
+        .filter(|t| !flag("errors") || t.exitstatus.as_deref().is_some_and(|e| e != "OK"))
+        .filter(|t| num("since").is_none_or(|s| t.starttime >= s))
+        .filter(|t| num("until").is_none_or(|u| t.starttime <= u))
+        .collect();
+    tasks.sort_by_key(|t| std::cmp::Reverse((t.starttime, t.pid)));
+    let start = num("start").unwrap_or(0) as usize;
+    let limit = num("limit").unwrap_or(50) as usize;
+    let out: Vec<serde_json::Value> = tasks
+        .into_iter()
+        .skip(start)
+        .take(limit)
+        .map(|t| {
+            let mut v = json!({
+                "upid": t.upid, "node": t.node, "pid": t.pid, "pstart": 1234567,
+                "starttime": t.starttime, "type": t.kind, "id": t.id, "user": t.user,
+            });
+            match (&t.exitstatus, t.endtime) {
+                (Some(e), Some(end)) => {
+                    v["status"] = json!(e);
+                    v["endtime"] = json!(end);
+                }
+                _ => v["status"] = json!("RUNNING"),
+            }
+            v
+        })
+        .collect();
+    data(serde_json::Value::Array(out))
+}
+
 /// How a clone task progresses when the test asks for more than a fixed delay.
 #[derive(Debug, Clone, Copy)]
 pub(super) enum ClonePace {
@@ -236,6 +296,13 @@ pub(super) fn new_task(
         } else {
             None
         };
+        // As Proxmox's destroy: a VM locked (by a clone still copying, a backup...) is
+        // not destroyed; the task fails.
+        if kind == "qmdestroy" && fail_with.is_none() {
+            if let Some(lock) = st.vms.get(&target).and_then(|v| v.lock.clone()) {
+                fail_with = Some(format!("VM is locked ({lock})"));
+            }
+        }
         let faults = &shared.opts.faults;
         if fail_with.is_none() {
             if kind == "qmclone" && faults.half_done(HalfDone::CloneFailsAfterVmExists) {
@@ -260,6 +327,7 @@ pub(super) fn new_task(
                 id: vmid.to_string(),
                 user: user.to_string(),
                 starttime,
+                endtime: None,
                 pid,
                 target,
                 log: vec![first_line(kind, target)],
@@ -355,6 +423,7 @@ fn finish_task(
         };
         if let Some(t) = st.tasks.get_mut(upid) {
             t.running = false;
+            t.endtime = Some(now_secs());
             t.log.push(if exit == "OK" {
                 "TASK OK".to_string()
             } else {

@@ -8,7 +8,7 @@ use serde_json::Value;
 
 use super::client::{params, Api, Params};
 use super::tags::{split, CLUSTER_PREFIX};
-use super::tasks::{follow_task, upid_of, TaskDeadline};
+use super::tasks::{follow_task, upid_of, Following, TaskDeadline};
 use super::{other, seg, CloneMode, ProxmoxSettings};
 use crate::cloud::CloudError;
 
@@ -225,6 +225,8 @@ pub struct CloneSpec<'a> {
     /// Deadline of the clone task, following its log (see [`TaskDeadline`]).
     pub deadline: TaskDeadline,
     pub poll: Duration,
+    /// Where the clone's UPID is marked as followed while this call follows it.
+    pub following: &'a Following,
 }
 
 /// Allocates a VM id and clones the template into it. `/cluster/nextid` reserves
@@ -269,6 +271,7 @@ pub async fn clone_vm(api: &Api, spec: &CloneSpec<'_>) -> Result<u32, CloudError
         let result = match api.post(&path, &p).await {
             Ok(data) => {
                 let upid = upid_of(&format!("POST {path}"), &data)?;
+                let _followed = spec.following.hold(&upid);
                 follow_task(api, &upid, spec.deadline, spec.poll).await
             }
             Err(e) => Err(e),

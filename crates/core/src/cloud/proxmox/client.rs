@@ -154,6 +154,15 @@ impl Api {
         })
     }
 
+    /// Who the requests run as, as Proxmox writes it in a task's UPID: the user, or for a
+    /// token `USER@REALM!TOKENID`.
+    pub fn identity(&self) -> &str {
+        match &self.auth {
+            ProxmoxAuth::Token { token_id, .. } => token_id,
+            ProxmoxAuth::Password { username, .. } => username,
+        }
+    }
+
     /// Renew tickets after `d` instead of 90 minutes (tests).
     pub fn set_ticket_renewal(&mut self, d: Duration) {
         self.ticket_lifetime = d;

@@ -13,6 +13,7 @@
 //! - [`check`]: what `nodewright check` verifies.
 //! - [`provider`]: [`ProxmoxProvider`], the [`crate::cloud::CloudProvider`].
 
+mod adopt;
 pub mod agent;
 pub mod allocate;
 pub mod check;

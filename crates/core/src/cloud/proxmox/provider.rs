@@ -7,10 +7,12 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
+mod listing;
 mod warm;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
+use super::adopt::{judge_clones, Adopted};
 use super::agent::{run_join_script, JoinTimings, MAX_SCRIPT_LEN};
 use super::allocate::{clone_vm, list_vms, vm_config, vm_path, CloneSpec, VmResource};
 use super::client::{params, Api, Params};
@@ -18,8 +20,8 @@ use super::credentials::ProxmoxCredentials;
 use super::halfmade::{half_made, is_gone, Creating};
 use super::hosts::{list_all, maintenance, place, shape, HostCache};
 use super::ippool::{address_of, Pool};
-use super::tags::{self, ownership, Ownership};
-use super::tasks::{upid_of, wait_task, TaskDeadline};
+use super::tags::{self, ownership};
+use super::tasks::{upid_of, wait_task, Following, TaskDeadline};
 use super::{
     other, pve_urlencode, validate_settings, IpConfig, JoinMode, ProxmoxSettings, PROVIDER,
 };
@@ -86,6 +88,9 @@ struct Inner {
     creating: StdMutex<HashSet<u32>>,
     tasks: StdMutex<Vec<tokio::task::JoinHandle<()>>>,
     hosts: HostCache,
+    /// Clone tasks this process follows now, and those it judges for a process gone.
+    following: Following,
+    adopted: Adopted,
 }
 
 /// Proxmox VE as a [`CloudProvider`]: one cluster (API endpoint), one or more node groups.
@@ -173,6 +178,8 @@ impl ProxmoxProvider {
                 creating: StdMutex::new(HashSet::new()),
                 tasks: StdMutex::new(Vec::new()),
                 hosts: HostCache::default(),
+                following: Following::default(),
+                adopted: Adopted::default(),
             }),
         })
     }
@@ -226,6 +233,26 @@ impl ProxmoxProvider {
             }
         }
         Ok(used)
+    }
+
+    fn clone_deadline(&self) -> TaskDeadline {
+        let o = &self.inner.options;
+        o.clone_deadline
+            .unwrap_or(TaskDeadline::fixed(o.task_timeout))
+    }
+
+    /// Stops the clones a process gone left running past their deadline (see
+    /// [`super::adopt`]).
+    async fn judge_clones(&self, vms: &[VmResource]) {
+        let inner = &self.inner;
+        judge_clones(
+            &inner.api,
+            &inner.following,
+            &inner.adopted,
+            self.clone_deadline(),
+            vms,
+        )
+        .await;
     }
 
     async fn await_upid(&self, call: &str, data: &Value) -> Result<(), CloudError> {
@@ -304,11 +331,9 @@ impl ProxmoxProvider {
                 description: &description,
                 settings,
                 attempts: inner.options.vmid_attempts,
-                deadline: inner
-                    .options
-                    .clone_deadline
-                    .unwrap_or(TaskDeadline::fixed(inner.options.task_timeout)),
+                deadline: self.clone_deadline(),
                 poll: inner.options.poll_interval,
+                following: &inner.following,
             },
         )
         .await?;
@@ -408,66 +433,6 @@ impl ProxmoxProvider {
         })
     }
 
-    /// VM `v` as a [`Server`] with ownership `o` (from its tags, or the description of a
-    /// `half_made` VM).
-    async fn vm_server(&self, v: &VmResource, o: Ownership, half_made: bool) -> Server {
-        let created = match o.created {
-            Some(t) => t,
-            None => match vm_config(&self.inner.api, &v.node, v.vmid)
-                .await
-                .ok()
-                .and_then(|c| meta_ctime(&c))
-            {
-                Some(t) => t,
-                None => {
-                    tracing::warn!(
-                        vmid = v.vmid,
-                        "no creation time in tags or config meta; treating it as new"
-                    );
-                    SystemTime::now()
-                }
-            },
-        };
-        let join = self
-            .inner
-            .joins
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(&v.vmid)
-            .cloned();
-        let in_creation = self
-            .inner
-            .creating
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&v.vmid);
-        let status = match (v.lock.as_deref(), v.status.as_str(), join) {
-            // Cloned, unlocked, untagged and nobody here configuring it: left half-made.
-            (None, _, _) if half_made && !in_creation => ServerStatus::Incomplete,
-            (_, _, _) if half_made => ServerStatus::Building,
-            (_, _, Some(JoinState::Failed(_))) => ServerStatus::Error,
-            (Some("destroyed"), _, _) => ServerStatus::Deleting,
-            (Some(_), _, _) => ServerStatus::Building,
-            (None, "running", Some(JoinState::Running)) => ServerStatus::Building,
-            (None, "running", _) => ServerStatus::Active,
-            (None, "stopped", _) => ServerStatus::Stopped,
-            _ => ServerStatus::Unknown,
-        };
-        Server {
-            id: v.vmid.to_string(),
-            name: v.name.clone().unwrap_or_else(|| format!("VM {}", v.vmid)),
-            cluster: o.cluster,
-            group: o.group,
-            status,
-            created,
-            memory_bytes: v.maxmem,
-            provider: PROVIDER.into(),
-            warm: o.warm,
-            settings_hash: o.settings_hash,
-            fault: None,
-        }
-    }
-
     fn spawn_join(&self, node: String, vmid: u32, req: &CreateRequest, settings: &ProxmoxSettings) {
         let inner = self.inner.clone();
         let script = req.user_data.clone();
@@ -515,16 +480,19 @@ impl CloudProvider for ProxmoxProvider {
     /// VMs tagged for `cluster`, and VMs half-made for it (see [`half_made`]).
     async fn list_servers(&self, cluster: &str) -> Result<Vec<Server>, CloudError> {
         let vms = list_vms(&self.inner.api).await?;
+        self.judge_clones(&vms).await;
         self.servers_in(&vms, cluster).await
     }
 
     /// One `/cluster/resources` listing answers the servers, the hosts and every group's
     /// template, and one HA status read the hosts in maintenance: a cycle costs two calls
     /// whatever the number of groups (plus, once, each template's disks and the cluster's
-    /// name).
+    /// name; and while some VM is locked for a clone, the task lists of the hosts that
+    /// hold it or a template, see [`super::adopt`]).
     async fn observe(&self, cluster: &str, groups: &[String]) -> Result<Observed, CloudError> {
         let api = &self.inner.api;
         let listing = list_all(api).await?;
+        self.judge_clones(&listing.vms).await;
         let maint = maintenance(api).await;
         let region = self.inner.hosts.region(api).await;
         let mut shapes = BTreeMap::new();
@@ -653,26 +621,6 @@ impl CloudProvider for ProxmoxProvider {
 
     async fn verify(&self) -> Result<Vec<String>, CloudError> {
         self.check().await
-    }
-}
-
-impl ProxmoxProvider {
-    /// The VMs of `vms` that are `cluster`'s, as servers.
-    async fn servers_in(
-        &self,
-        vms: &[VmResource],
-        cluster: &str,
-    ) -> Result<Vec<Server>, CloudError> {
-        let mut out = Vec::new();
-        for v in vms.iter().filter(|v| !v.template) {
-            let o = ownership(v.tags());
-            if o.cluster.as_deref() == Some(cluster) {
-                out.push(self.vm_server(v, o, false).await);
-            } else if let Some(o) = half_made(&self.inner.api, v, cluster).await? {
-                out.push(self.vm_server(v, o, true).await);
-            }
-        }
-        Ok(out)
     }
 }
 

@@ -1,5 +1,7 @@
 //! Proxmox tasks: UPIDs and awaiting them with a deadline.
 
+use std::collections::HashSet;
+use std::sync::Mutex as StdMutex;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
@@ -79,6 +81,122 @@ impl TaskDeadline {
     fn follows_progress(&self) -> bool {
         self.max > self.nominal
     }
+
+    /// Why a task running for `elapsed` was given up, for its error.
+    pub(super) fn why_given_up(&self, elapsed: Duration) -> String {
+        if elapsed >= self.max {
+            format!(
+                "still running after {}, its hard maximum",
+                humantime::format_duration(self.max)
+            )
+        } else if self.follows_progress() {
+            format!(
+                "still running after {} with no progress in its log for {}",
+                humantime::format_duration(self.nominal),
+                humantime::format_duration(self.stall)
+            )
+        } else {
+            format!(
+                "still running after {}",
+                humantime::format_duration(self.nominal)
+            )
+        }
+    }
+}
+
+/// Stops a task given up (`DELETE .../tasks/{upid}`); a failure is only logged, as the
+/// task's own deadline error says more.
+pub(super) async fn stop_task(api: &Api, upid: &Upid) {
+    let stop = format!("/nodes/{}/tasks/{}", seg(&upid.node), seg(&upid.raw));
+    if let Err(e) = api.delete(&stop, &[]).await {
+        tracing::warn!(task = %upid, error = %e, "could not stop a task given up");
+    }
+}
+
+/// UPIDs this process is following right now; a look at the hosts' task lists leaves
+/// them to the call that follows them.
+#[derive(Default)]
+pub struct Following(StdMutex<HashSet<String>>);
+
+impl Following {
+    pub(super) fn contains(&self, upid: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(upid)
+    }
+
+    /// Marks `upid` as followed until the guard is dropped.
+    pub(super) fn hold(&self, upid: &Upid) -> FollowGuard<'_> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(upid.raw.clone());
+        FollowGuard {
+            set: self,
+            upid: upid.raw.clone(),
+        }
+    }
+}
+
+pub(super) struct FollowGuard<'a> {
+    set: &'a Following,
+    upid: String,
+}
+
+impl Drop for FollowGuard<'_> {
+    fn drop(&mut self) {
+        self.set
+            .0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.upid);
+    }
+}
+
+/// A running task as the host's task list shows it.
+#[derive(Debug, Clone)]
+pub(super) struct ListedTask {
+    pub upid: Upid,
+    /// Unix seconds, the host's clock.
+    pub starttime: u64,
+}
+
+/// The clone tasks running on `node` started by `user`
+/// (`GET /nodes/{node}/tasks?typefilter=qmclone&source=active&userfilter=...`). Proxmox
+/// matches `userfilter` as a substring, so the user is compared again here.
+pub(super) async fn running_clones(
+    api: &Api,
+    node: &str,
+    user: &str,
+) -> Result<Vec<ListedTask>, CloudError> {
+    let path = format!("/nodes/{}/tasks", seg(node));
+    let data = api
+        .get(
+            &path,
+            &[
+                ("typefilter".to_string(), "qmclone".to_string()),
+                ("source".to_string(), "active".to_string()),
+                ("userfilter".to_string(), user.to_string()),
+                ("limit".to_string(), "500".to_string()),
+            ],
+        )
+        .await?;
+    Ok(data
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter(|t| t.get("endtime").is_none_or(Value::is_null))
+        .filter_map(|t| {
+            let upid = Upid::parse(t["upid"].as_str()?)?;
+            let user_of = t["user"].as_str()?;
+            (upid.kind == "qmclone" && user_of == user).then(|| ListedTask {
+                starttime: t["starttime"].as_u64().unwrap_or(0),
+                upid,
+            })
+        })
+        .collect())
 }
 
 /// Lines of a task's log kept for an error message.
@@ -86,14 +204,14 @@ const LOG_TAIL: usize = 5;
 
 /// What has been read of a task's log so far.
 #[derive(Default)]
-struct LogSeen {
+pub(super) struct LogSeen {
     lines: usize,
     tail: Vec<String>,
 }
 
 impl LogSeen {
     /// Reads the lines after those seen; true when there were any (the task progressed).
-    async fn read_more(&mut self, api: &Api, upid: &Upid) -> Result<bool, CloudError> {
+    pub(super) async fn read_more(&mut self, api: &Api, upid: &Upid) -> Result<bool, CloudError> {
         let path = format!("/nodes/{}/tasks/{}/log", seg(&upid.node), seg(&upid.raw));
         let mut grew = false;
         // Bounded: a task log read 500 lines a call, at most 20 calls a poll.
@@ -137,7 +255,7 @@ impl LogSeen {
     }
 
     /// The last lines, for an error message; `TASK ERROR: ...` repeats the exit status.
-    fn tail_text(&self) -> String {
+    pub(super) fn tail_text(&self) -> String {
         let lines: Vec<&str> = self
             .tail
             .iter()
@@ -201,27 +319,8 @@ pub async fn follow_task(
         }
         let elapsed = started.elapsed();
         if deadline.expired(elapsed, progressed.elapsed()) {
-            let why = if elapsed >= deadline.max {
-                format!(
-                    "still running after {}, its hard maximum",
-                    humantime::format_duration(deadline.max)
-                )
-            } else if deadline.follows_progress() {
-                format!(
-                    "still running after {} with no progress in its log for {}",
-                    humantime::format_duration(deadline.nominal),
-                    humantime::format_duration(deadline.stall)
-                )
-            } else {
-                format!(
-                    "still running after {}",
-                    humantime::format_duration(deadline.nominal)
-                )
-            };
-            let stop = format!("/nodes/{}/tasks/{}", seg(&upid.node), seg(&upid.raw));
-            if let Err(e) = api.delete(&stop, &[]).await {
-                tracing::warn!(task = %upid, error = %e, "could not stop a task given up");
-            }
+            let why = deadline.why_given_up(elapsed);
+            stop_task(api, upid).await;
             return Err(other(format!(
                 "{upid} {why}; stopped it{}",
                 log.tail_text()

