@@ -136,7 +136,7 @@ async fn a_node_uncordoned_by_a_person_between_plan_and_act_is_not_deleted() {
     assert!(env.cluster.node(names[2]).is_none());
     assert!(!env.cloud.servers().iter().any(|s| s.id == ids[2]));
     // The refusal is posted on the node, with the check that failed.
-    let events = events_for(&decision, Err(&err));
+    let events = events_for(&decision, Err(&err), None);
     let on_first = events
         .iter()
         .find(|e| e.object.name == names[0])

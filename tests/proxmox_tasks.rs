@@ -201,7 +201,7 @@ async fn a_failed_clone_task_log_reaches_the_scale_up_event() {
         .await
         .expect_err("the clone fails")
         .to_string();
-    let events = events_for(&decision, Err(&err));
+    let events = events_for(&decision, Err(&err), None);
     let event = events
         .iter()
         .find(|e| e.warning && e.object.name == "waits")

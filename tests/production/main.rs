@@ -17,6 +17,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use nodewright::sim::cluster::SimPodTemplate;
 use nodewright::sim::env::{SimEnv, SimTimings};
+use nodewright::sim::openstack::CreateFailure;
 
 const GI: u64 = 1 << 30;
 const JOIN_TOKEN: &str = "K10-very-secret-join-token-4f2a9c";
@@ -356,6 +357,53 @@ async fn pending_pods_are_counted_by_bucket_and_unhostable_ones_get_an_event() {
             .as_deref()
             .is_some_and(|m| m.contains("group workers: nodeSelector does not match")),
         "the Event names each group's reason: {e:?}"
+    );
+    drop(p);
+}
+
+/// Regression: a VM that Nova put in ERROR before it ever had a node produced no Event
+/// (Events need an object, and there was no node): its fault message now reaches a
+/// Warning on the status ConfigMap, where `kubectl describe` shows it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vm_failing_before_it_has_a_node_is_reported_on_the_status_configmap() {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("env");
+    env.cloud.fail_next_creates(1, CreateFailure::NoValidHost);
+    let (cfg, _) = env.write_config(&config()).expect("config");
+    let port = free_port();
+    let p = spawn(&env, &cfg, "nodeless", port, &[]);
+    env.cluster
+        .add_replicaset(
+            "default",
+            "web",
+            1,
+            SimPodTemplate::new("nginx:1.25", 3 * GI),
+        )
+        .expect("rs");
+    // The failed VM is removed and a second create brings the pod up.
+    wait_for("the web pod to run", Duration::from_secs(40), || {
+        all_running(&env, 1)
+    })
+    .await;
+    let on_status: Vec<_> = env
+        .cluster
+        .events()
+        .into_iter()
+        .filter(|e| {
+            e.involved_object.kind.as_deref() == Some("ConfigMap")
+                && e.involved_object.name.as_deref() == Some("nodewright-status")
+        })
+        .collect();
+    assert_eq!(on_status.len(), 1, "{on_status:?}\n{}", p.log());
+    let e = &on_status[0];
+    assert_eq!(e.reason.as_deref(), Some("ProvisioningFailed"), "{e:?}");
+    assert_eq!(e.type_.as_deref(), Some("Warning"), "{e:?}");
+    assert!(
+        e.message
+            .as_deref()
+            .is_some_and(|m| m.contains("No valid host was found.")),
+        "Nova's fault message is in the Event: {e:?}"
     );
     drop(p);
 }

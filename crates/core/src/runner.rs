@@ -21,7 +21,7 @@ use crate::cluster::status::write_status;
 use crate::cluster::{client_from_env, CacheOptions, KubeCluster};
 use crate::config::Config;
 use crate::plan::summary::{summarize, Summary, NODE_STATES};
-use crate::plan::{Action, Decision};
+use crate::plan::{Action, Decision, ObjectRef};
 use crate::reconcile::{log_report, Cycle, CycleReport, NoteLog, Reconciler};
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics::{
@@ -381,12 +381,18 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
                 }
                 notes.log(&cycle.decision, reconciler.config.scan_interval);
                 if !opts.dry_run {
+                    let status = opts.status_configmap.as_ref().map(|(ns, name)| ObjectRef {
+                        kind: "ConfigMap".into(),
+                        namespace: Some(ns.clone()),
+                        name: name.clone(),
+                    });
                     let events = events_for(
                         &cycle.decision,
                         match &error {
                             None => Ok(&outcome),
                             Some(e) => Err(e.as_str()),
                         },
+                        status.as_ref(),
                     );
                     recorder.record(&events).await;
                 }

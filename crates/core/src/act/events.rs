@@ -51,9 +51,21 @@ fn action_objects(action: &Action) -> Vec<ObjectRef> {
 /// or its bucket's detail: groups at maxSize, limits, backoff); a pod the scheduler refuses
 /// but the model places gets `ModelMismatch`; the pods a scale-up is for get
 /// `TriggeredScaleUp` (or `ActionFailed`). At most one Event per object and reason.
-pub fn events_for(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventSpec> {
+///
+/// `status` is the status ConfigMap, if there is one: what concerns no Kubernetes object
+/// (a VM that failed before it got a node, with its cloud's error text) is posted there,
+/// as Cluster Autoscaler posts on its own status ConfigMap, so `kubectl describe` of it
+/// shows why a scale-up never arrived.
+pub fn events_for(
+    decision: &Decision,
+    result: Result<&Outcome, &str>,
+    status: Option<&ObjectRef>,
+) -> Vec<EventSpec> {
     let mut seen = HashSet::new();
     let mut out = all_events(decision, result);
+    if let Some(status) = status {
+        out.extend(nodeless_failures(decision, status));
+    }
     out.retain(|e| {
         seen.insert((
             e.object.kind.clone(),
@@ -240,10 +252,40 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
     out
 }
 
+/// One Warning on the status ConfigMap naming every VM the decision removes for failing
+/// before it had a node (the per-node Events cover the others). One Event, not one per
+/// VM: Events are deduplicated by object and reason, so separate ones would hide all but
+/// the first.
+fn nodeless_failures(decision: &Decision, status: &ObjectRef) -> Option<EventSpec> {
+    if !matches!(decision.action, Action::DeleteServers { .. }) {
+        return None;
+    }
+    let messages: Vec<&str> = decision
+        .reasons
+        .iter()
+        .filter(|r| {
+            matches!(
+                r.code,
+                ReasonCode::ServerError | ReasonCode::ProvisionTimeout
+            ) && r.objects.is_empty()
+        })
+        .map(|r| r.message.as_str())
+        .collect();
+    if messages.is_empty() {
+        return None;
+    }
+    Some(ev(
+        status.clone(),
+        "ProvisioningFailed",
+        messages.join("; "),
+        true,
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{PendingPod, PodRef, Reason};
+    use crate::plan::{PendingPod, PodRef, Reason, ServerRef};
 
     fn pod(name: &str) -> ObjectRef {
         ObjectRef {
@@ -300,7 +342,7 @@ mod tests {
                 pending("soon", Bucket::WillSchedule, "fits n1"),
             ],
         };
-        let events = events_for(&decision, Ok(&Outcome::default()));
+        let events = events_for(&decision, Ok(&Outcome::default()), None);
 
         let huge = on(&events, "huge");
         assert_eq!(huge.len(), 1, "one event, not one per source: {events:?}");
@@ -345,8 +387,69 @@ mod tests {
                 pending("b", Bucket::NoCapacity, "group gpu is at maxSize 1"),
             ],
         };
-        let events = events_for(&decision, Err("quota exceeded"));
+        let events = events_for(&decision, Err("quota exceeded"), None);
         assert_eq!(on(&events, "a")[0].reason, "ActionFailed");
         assert_eq!(on(&events, "b")[0].reason, "NotTriggerScaleUp");
+    }
+
+    fn status_cm() -> ObjectRef {
+        ObjectRef {
+            kind: "ConfigMap".into(),
+            namespace: Some("nodewright".into()),
+            name: "nodewright-status".into(),
+        }
+    }
+
+    /// Regression: a VM that went to ERROR before it had a node (Nova's fault message) or
+    /// timed out nodeless produced no Event at all, since Events need an object.
+    #[test]
+    fn a_vm_failing_before_it_has_a_node_is_reported_on_the_status_configmap() {
+        let server = |n: &str| ServerRef {
+            provider: "openstack".into(),
+            id: format!("id-{n}"),
+            name: n.into(),
+            group: "web".into(),
+        };
+        let decision = Decision {
+            action: Action::DeleteServers {
+                servers: vec![server("web-a"), server("web-b"), server("web-c")],
+                nodes: vec!["web-c".into()],
+            },
+            reasons: vec![
+                Reason::new(
+                    ReasonCode::ServerError,
+                    "VM web-a reports an error state: No valid host was found.",
+                ),
+                Reason::new(
+                    ReasonCode::ProvisionTimeout,
+                    "VM web-b has no node of ours after 10m",
+                ),
+                Reason::new(
+                    ReasonCode::ProvisionTimeout,
+                    "node web-c is not Ready 10m after",
+                )
+                .about([ObjectRef::node("web-c")]),
+            ],
+            notes: vec![],
+            pending: vec![],
+        };
+        let events = events_for(&decision, Ok(&Outcome::default()), Some(&status_cm()));
+        let on_cm: Vec<&EventSpec> = events.iter().filter(|e| e.object == status_cm()).collect();
+        assert_eq!(on_cm.len(), 1, "{events:?}");
+        assert_eq!(on_cm[0].reason, "ProvisioningFailed");
+        assert!(on_cm[0].warning);
+        assert!(
+            on_cm[0].message.contains("No valid host was found."),
+            "{on_cm:?}"
+        );
+        assert!(on_cm[0].message.contains("VM web-b"), "{on_cm:?}");
+        assert!(
+            !on_cm[0].message.contains("web-c"),
+            "web-c has its own: {on_cm:?}"
+        );
+        assert_eq!(on(&events, "web-c")[0].reason, "ProvisioningFailed");
+        // Without a status ConfigMap there is nowhere to put it.
+        let events = events_for(&decision, Ok(&Outcome::default()), None);
+        assert!(events.iter().all(|e| e.object.kind == "Node"), "{events:?}");
     }
 }

@@ -145,7 +145,7 @@ fn no_buffer_pods_leak(d: &Decision) {
             "{r:?}"
         );
     }
-    let events = crate::act::events::events_for(d, Err("test"));
+    let events = crate::act::events::events_for(d, Err("test"), None);
     assert!(
         events
             .iter()
