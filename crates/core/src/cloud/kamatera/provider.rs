@@ -449,6 +449,7 @@ impl KamateraProvider {
             settings_hash: only_one(tags.iter().filter_map(|t| parse_hash_tag(prefix, t))),
             fault: None,
             warm: false,
+            filling: false,
         }
     }
 
@@ -578,6 +579,7 @@ impl CloudProvider for KamateraProvider {
                 settings_hash: None,
                 fault: None,
                 warm: false,
+                filling: false,
             },
         }))
     }
@@ -661,6 +663,7 @@ impl CloudProvider for KamateraProvider {
                 .map(|_| req.settings_hash.clone()),
             fault: None,
             warm: false,
+            filling: false,
         })
     }
 

@@ -405,6 +405,7 @@ impl ProxmoxProvider {
             settings_hash: Some(req.settings_hash.clone()).filter(|h| !h.is_empty()),
             fault: None,
             warm,
+            filling: false,
         })
     }
 
@@ -463,6 +464,7 @@ impl ProxmoxProvider {
             memory_bytes: v.maxmem,
             provider: PROVIDER.into(),
             warm: o.warm,
+            filling: false,
             settings_hash: o.settings_hash,
             fault: None,
         }
