@@ -105,9 +105,9 @@ fn every_bad_warm_pool_setting_gets_its_own_clear_error() {
         (
             "pool on a provider without warm pools",
             "provider: proxmox\n  maxSize: 4\n  warmPool: {size: 2}\n  proxmox: {template: k3s}",
-            "provider: openstack\n  maxSize: 4\n  warmPool: {size: 2}\n  openstack: {flavor: m1, image: i}",
+            "provider: kamatera\n  maxSize: 4\n  warmPool: {size: 2}\n  kamatera: {datacenter: EU, image: ubuntu, cpu: 2B, ram: 4 GiB}",
             "nodeGroups[0].warmPool",
-            &["supported for provider proxmox only", "openstack"],
+            &["supported for providers proxmox and openstack only", "kamatera"],
         ),
         (
             "mode stop without any pool",
@@ -136,4 +136,12 @@ fn every_bad_warm_pool_setting_gets_its_own_clear_error() {
         ));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // OpenStack has warm pools (and so `scaleDown.mode: stop`) too.
+    let openstack = POOL.replacen(
+        "provider: proxmox\n  maxSize: 4\n  warmPool: {size: 2}\n  proxmox: {template: k3s}",
+        "provider: openstack\n  maxSize: 4\n  warmPool: {size: 2}\n  openstack: {flavor: m1, image: i}",
+        1,
+    );
+    let c = Config::parse(&openstack, &repo()).expect("an OpenStack warm pool is accepted");
+    assert_eq!(c.node_groups[0].warm_pool_size(), 2);
 }

@@ -17,11 +17,13 @@ use super::faults::{self, Dialect, Faults, HalfDone};
 use super::serve::{self, yaml_str, ServerGuard};
 use super::{VmEvent, VmHook};
 
+mod actions;
 mod catalog;
 mod http;
 mod keystone;
 mod servers;
 
+use actions::*;
 use catalog::*;
 use http::*;
 use keystone::*;
@@ -188,7 +190,7 @@ impl Default for SimOpenStackOptions {
 pub struct SimServer {
     pub id: String,
     pub name: String,
-    /// Nova status: BUILD, ACTIVE, ERROR.
+    /// Nova status: BUILD, ACTIVE, SHUTOFF, ERROR.
     pub status: String,
     pub task_state: Option<String>,
     pub flavor_id: String,
@@ -461,6 +463,12 @@ fn router(shared: Arc<Shared>) -> Router {
         .route(
             "/compute/v2.1/servers/{id}",
             get(show_server).delete(delete_server),
+        )
+        .route("/compute/v2.1/servers/{id}/action", post(server_action))
+        .route("/compute/v2.1/servers/{id}/metadata", post(update_metadata))
+        .route(
+            "/compute/v2.1/servers/{id}/metadata/{key}",
+            axum::routing::delete(delete_metadata_item),
         )
         .route("/image/v2/images", get(list_images))
         .route("/image/v2/images/{id}", get(show_image))

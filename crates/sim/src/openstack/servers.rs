@@ -31,6 +31,7 @@ pub(super) fn server_json(shared: &Shared, s: &SimServer, mv: (u32, u32)) -> Val
     let vm_state = match s.status.as_str() {
         "BUILD" => "building",
         "ERROR" => "error",
+        "SHUTOFF" => "stopped",
         _ => "active",
     };
     let addresses: Map<String, Value> = s
@@ -63,7 +64,8 @@ pub(super) fn server_json(shared: &Shared, s: &SimServer, mv: (u32, u32)) -> Val
         "security_groups": s.security_groups.iter().map(|n| json!({ "name": n })).collect::<Vec<_>>(),
         "OS-EXT-STS:task_state": s.task_state,
         "OS-EXT-STS:vm_state": vm_state,
-        "OS-EXT-STS:power_state": if s.status == "ACTIVE" { 1 } else { 0 },
+        // 1 RUNNING, 4 SHUTDOWN, 0 NOSTATE.
+        "OS-EXT-STS:power_state": match s.status.as_str() { "ACTIVE" => 1, "SHUTOFF" => 4, _ => 0 },
         // Real Nova shows "" until the server is scheduled (and for one never scheduled).
         "OS-EXT-AZ:availability_zone": s.availability_zone.clone().unwrap_or_else(|| {
             if s.status == "ACTIVE" { "nova".into() } else { String::new() }

@@ -20,6 +20,7 @@ use super::nova::{
 use super::{OpenStackSettings, PROVIDER};
 
 mod resolve;
+mod warm;
 use crate::cloud::http::RetryAfterGate;
 use crate::cloud::{
     check_owned, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
@@ -40,6 +41,10 @@ pub struct ProviderOptions {
     pub delete_timeout: Duration,
     /// First pause between those checks; it doubles up to [`MAX_DELETE_POLL`].
     pub delete_poll_interval: Duration,
+    /// How long parking a server waits, after Nova accepted `os-stop`, for it to be
+    /// SHUTOFF (Nova shuts the guest down gracefully for up to its `shutdown_timeout`,
+    /// 60 s by default, then powers it off).
+    pub stop_timeout: Duration,
 }
 
 /// Longest pause between two checks of a deleted server.
@@ -53,6 +58,7 @@ impl Default for ProviderOptions {
             resolve_ttl: Duration::from_secs(300),
             delete_timeout: Duration::from_secs(120),
             delete_poll_interval: Duration::from_millis(250),
+            stop_timeout: Duration::from_secs(180),
         }
     }
 }
@@ -392,64 +398,14 @@ impl OpenStackProvider {
             .get(group)
             .ok_or_else(|| other(format!("no OpenStack settings for node group '{group}'")))
     }
-}
 
-#[async_trait]
-impl CloudProvider for OpenStackProvider {
-    fn name(&self) -> &str {
-        PROVIDER
-    }
-
-    async fn list_servers(&self, cluster: &str) -> Result<Vec<Server>, CloudError> {
-        let call = "GET /servers/detail";
-        let mut out = Vec::new();
-        let mut query: Option<String> = None;
-        for _ in 0..10_000 {
-            let q = query.clone();
-            let resp = self
-                .send(call, |s| {
-                    let mut url = format!("{}/servers/detail", s.compute);
-                    if let Some(q) = &q {
-                        url = format!("{url}?{q}");
-                    }
-                    Ok(self.nova(self.http.get(url)))
-                })
-                .await?;
-            let page: ServerList = read_json(call, ensure_success(call, resp).await?).await?;
-            let done = page.servers.is_empty();
-            for s in page
-                .servers
-                .iter()
-                .filter(|s| s.metadata.get(CLUSTER_TAG).map(String::as_str) == Some(cluster))
-            {
-                let mut server = s.to_server();
-                if server.status == ServerStatus::Error {
-                    if server.fault.is_none() {
-                        // A listing leaves out the fault of a server that never got a host
-                        // (cell0); the server itself still has it.
-                        match self.get_server(cluster, &s.id).await {
-                            Ok(Some(one)) => server.fault = one.fault,
-                            Ok(None) => {}
-                            Err(e) => {
-                                tracing::debug!(server = %s.name, error = %e, "could not read the fault of a server in ERROR")
-                            }
-                        }
-                    }
-                    if let Some(f) = &server.fault {
-                        tracing::warn!(server = %s.name, id = %s.id, fault = %f, "OpenStack server is in ERROR");
-                    }
-                }
-                out.push(server);
-            }
-            query = next_query(&page.servers_links);
-            if query.is_none() || done {
-                break;
-            }
-        }
-        Ok(out)
-    }
-
-    async fn create_server(&self, req: &CreateRequest) -> Result<Server, CloudError> {
+    /// Creates a server of `req.group`; `warm`: marked for the warm pool, on its one
+    /// boot to join before it is parked (see [`warm`]).
+    pub(super) async fn create(
+        &self,
+        req: &CreateRequest,
+        warm: bool,
+    ) -> Result<Server, CloudError> {
         let settings = self.settings(&req.group)?;
         let flavor = self.flavor(&settings.flavor).await?;
         let image = self.image_id(&settings.image).await?;
@@ -474,6 +430,9 @@ impl CloudProvider for OpenStackProvider {
         let mut metadata = json!({ CLUSTER_TAG: req.cluster, GROUP_TAG: req.group });
         if !req.settings_hash.is_empty() {
             metadata[SETTINGS_HASH_TAG] = json!(req.settings_hash);
+        }
+        if warm {
+            metadata[warm::WARM_KEY] = json!(warm::WARM_FILLING);
         }
         server.insert("metadata".into(), metadata);
         if let Some(k) = &settings.key_name {
@@ -534,8 +493,86 @@ impl CloudProvider for OpenStackProvider {
             provider: PROVIDER.into(),
             settings_hash: Some(req.settings_hash.clone()).filter(|h| !h.is_empty()),
             fault: None,
-            warm: false,
+            warm,
+            filling: warm,
         })
+    }
+}
+
+#[async_trait]
+impl CloudProvider for OpenStackProvider {
+    fn name(&self) -> &str {
+        PROVIDER
+    }
+
+    async fn list_servers(&self, cluster: &str) -> Result<Vec<Server>, CloudError> {
+        let call = "GET /servers/detail";
+        let mut out = Vec::new();
+        let mut query: Option<String> = None;
+        for _ in 0..10_000 {
+            let q = query.clone();
+            let resp = self
+                .send(call, |s| {
+                    let mut url = format!("{}/servers/detail", s.compute);
+                    if let Some(q) = &q {
+                        url = format!("{url}?{q}");
+                    }
+                    Ok(self.nova(self.http.get(url)))
+                })
+                .await?;
+            let page: ServerList = read_json(call, ensure_success(call, resp).await?).await?;
+            let done = page.servers.is_empty();
+            for s in page
+                .servers
+                .iter()
+                .filter(|s| s.metadata.get(CLUSTER_TAG).map(String::as_str) == Some(cluster))
+            {
+                let mut server = s.to_server();
+                if server.status == ServerStatus::Error {
+                    if server.fault.is_none() {
+                        // A listing leaves out the fault of a server that never got a host
+                        // (cell0); the server itself still has it.
+                        match self.get_server(cluster, &s.id).await {
+                            Ok(Some(one)) => server.fault = one.fault,
+                            Ok(None) => {}
+                            Err(e) => {
+                                tracing::debug!(server = %s.name, error = %e, "could not read the fault of a server in ERROR")
+                            }
+                        }
+                    }
+                    if let Some(f) = &server.fault {
+                        tracing::warn!(server = %s.name, id = %s.id, fault = %f, "OpenStack server is in ERROR");
+                    }
+                }
+                out.push(server);
+            }
+            query = next_query(&page.servers_links);
+            if query.is_none() || done {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    async fn create_server(&self, req: &CreateRequest) -> Result<Server, CloudError> {
+        self.create(req, false).await
+    }
+
+    async fn create_warm(&self, req: &CreateRequest) -> Result<Server, CloudError> {
+        self.create(req, true).await
+    }
+
+    async fn start_warm(
+        &self,
+        cluster: &str,
+        id: &str,
+        req: &CreateRequest,
+    ) -> Result<(), CloudError> {
+        self.start_parked(cluster, id, req).await
+    }
+
+    async fn park(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        self.park_server(cluster, id).await
     }
 
     async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {
