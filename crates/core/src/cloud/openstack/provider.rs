@@ -41,10 +41,6 @@ pub struct ProviderOptions {
     pub delete_timeout: Duration,
     /// First pause between those checks; it doubles up to [`MAX_DELETE_POLL`].
     pub delete_poll_interval: Duration,
-    /// How long parking a server waits, after Nova accepted `os-stop`, for it to be
-    /// SHUTOFF (Nova shuts the guest down gracefully for up to its `shutdown_timeout`,
-    /// 60 s by default, then powers it off).
-    pub stop_timeout: Duration,
 }
 
 /// Longest pause between two checks of a deleted server.
@@ -58,7 +54,6 @@ impl Default for ProviderOptions {
             resolve_ttl: Duration::from_secs(300),
             delete_timeout: Duration::from_secs(120),
             delete_poll_interval: Duration::from_millis(250),
-            stop_timeout: Duration::from_secs(180),
         }
     }
 }

@@ -16,6 +16,11 @@ use super::*;
 pub(super) use crate::cloud::openstack::nova::{STARTED_KEY, WARM_FILLING, WARM_KEY, WARM_PARKED};
 use crate::cloud::refused;
 
+/// How long parking a server waits, after Nova accepted `os-stop`, for it to be SHUTOFF:
+/// Nova shuts the guest down gracefully for up to its `shutdown_timeout` (60 s by
+/// default), then powers it off.
+const STOP_TIMEOUT: Duration = Duration::from_secs(180);
+
 impl OpenStackProvider {
     /// Server `id` read back now, refused unless its metadata names `cluster` (and, with
     /// `parked`, unless it is parked in the warm pool).
@@ -28,7 +33,8 @@ impl OpenStackProvider {
             });
         };
         check_owned(PROVIDER, &server, cluster)?;
-        if parked && !(server.warm && !server.filling) {
+        let in_pool = server.warm && !server.filling;
+        if parked && !in_pool {
             let reason =
                 format!("it is not parked in the warm pool (no {WARM_KEY}={WARM_PARKED} metadata)");
             return Err(refused(PROVIDER, &server.name, id, reason));
@@ -133,11 +139,11 @@ impl OpenStackProvider {
     }
 
     /// Polls `GET /servers/{id}` until Nova shows it SHUTOFF with no task in progress,
-    /// for at most [`ProviderOptions::stop_timeout`].
+    /// for at most [`STOP_TIMEOUT`].
     async fn wait_stopped(&self, id: &str) -> Result<(), CloudError> {
         let call = "GET /servers/{id}";
         let start = Instant::now();
-        let deadline = self.options.stop_timeout;
+        let deadline = STOP_TIMEOUT;
         let mut pause = self.options.delete_poll_interval.min(MAX_DELETE_POLL);
         loop {
             let resp = self
