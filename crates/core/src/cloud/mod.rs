@@ -66,9 +66,9 @@ pub struct Server {
     /// stopped, never capacity, started by a scale-up instead of a create.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub warm: bool,
-    /// A warm VM still on its one boot before it is parked (OpenStack): user data runs
-    /// only at a server's first boot, so a pool VM joins once (its Node under the startup
-    /// taint, so no workload pod lands) and is stopped once its Node is Ready. Never
+    /// A warm VM still on its one boot before it is parked (OpenStack, Kamatera): user data
+    /// runs only at a server's first boot, so a pool VM joins once (its Node under the
+    /// startup taint, so no workload pod lands) and is stopped once its Node is Ready. Never
     /// started by a scale-up; removed if it does not join within `provisionTimeout`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub filling: bool,
