@@ -291,6 +291,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
             settings_hash: None,
             fault: None,
             warm: false,
+            filling: false,
         });
         s.nodes.push(NodeInfo {
             name: name.clone(),

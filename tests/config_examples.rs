@@ -103,13 +103,6 @@ fn every_bad_warm_pool_setting_gets_its_own_clear_error() {
             &["min"],
         ),
         (
-            "pool on a provider without warm pools",
-            "provider: proxmox\n  maxSize: 4\n  warmPool: {size: 2}\n  proxmox: {template: k3s}",
-            "provider: openstack\n  maxSize: 4\n  warmPool: {size: 2}\n  openstack: {flavor: m1, image: i}",
-            "nodeGroups[0].warmPool",
-            &["supported for provider proxmox only", "openstack"],
-        ),
-        (
             "mode stop without any pool",
             "warmPool: {size: 2}",
             "warmPool: {size: 0}",
@@ -136,4 +129,18 @@ fn every_bad_warm_pool_setting_gets_its_own_clear_error() {
         ));
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
+    // OpenStack and Kamatera have warm pools (and so `scaleDown.mode: stop`) too.
+    for group in [
+        "provider: openstack\n  maxSize: 4\n  warmPool: {size: 2}\n  openstack: {flavor: m1, image: i}",
+        "provider: kamatera\n  maxSize: 4\n  warmPool: {size: 2}\n  kamatera: {datacenter: EU, image: ubuntu, cpu: 2B, ram: 4 GiB}",
+    ] {
+        let text = POOL.replacen(
+            "provider: proxmox\n  maxSize: 4\n  warmPool: {size: 2}\n  proxmox: {template: k3s}",
+            group,
+            1,
+        );
+        let c = Config::parse(&text, &repo())
+            .unwrap_or_else(|e| panic!("a warm pool is accepted ({group}): {e}"));
+        assert_eq!(c.node_groups[0].warm_pool_size(), 2);
+    }
 }

@@ -205,7 +205,7 @@ impl SimEnv {
             Arc::new(move |event: VmEvent| {
                 let (booted, name) = match &event {
                     VmEvent::Booted { name, .. } => (true, name.clone()),
-                    VmEvent::Deleted { name } => (false, name.clone()),
+                    VmEvent::Deleted { name } | VmEvent::Stopped { name } => (false, name.clone()),
                 };
                 let node_existed = cluster.node(&name).is_some();
                 log.lock()

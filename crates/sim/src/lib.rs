@@ -34,6 +34,9 @@ pub enum VmEvent {
     },
     /// The VM is gone; its node stops reporting (NotReady) if it still exists.
     Deleted { name: String },
+    /// The VM was powered off: its kubelet stops, as for [`VmEvent::Deleted`], and
+    /// registers again at the next [`VmEvent::Booted`].
+    Stopped { name: String },
 }
 
 pub type VmHook = Arc<dyn Fn(VmEvent) + Send + Sync>;

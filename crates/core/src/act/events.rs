@@ -38,6 +38,7 @@ fn action_objects(action: &Action) -> Vec<ObjectRef> {
             .chain(clear)
             .map(|n| ObjectRef::node(n))
             .collect(),
+        Action::ParkWarm { servers } => servers.iter().map(|s| ObjectRef::node(&s.name)).collect(),
         Action::ScaleUp { .. }
         | Action::StartWarm { .. }
         | Action::FillWarmPool { .. }
@@ -247,7 +248,10 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
             format!("warming image cache: {}", images.join(", ")),
             false,
         )),
-        Action::None | Action::DeletePods { .. } | Action::FillWarmPool { .. } => {}
+        Action::None
+        | Action::DeletePods { .. }
+        | Action::FillWarmPool { .. }
+        | Action::ParkWarm { .. } => {}
     }
     out
 }

@@ -195,22 +195,77 @@ impl Actuator<'_> {
                 refusals.push(r);
                 continue;
             }
-            if let Some(node) = node {
-                self.cluster.delete_node(node).await?;
-                out.done.push(format!("deleted node {node}"));
-            }
             if park.contains(&server.id.as_str()) {
+                // The VM first, its Node after: see [`Actuator::park_warm`].
                 provider.park(cluster_name, &server.id).await?;
                 out.done.push(format!(
                     "stopped VM {} ({}) into the warm pool of group {}",
                     server.name, server.id, server.group
                 ));
+                if let Some(node) = node {
+                    self.cluster.delete_node(node).await?;
+                    out.done.push(format!("deleted node {node}"));
+                }
                 continue;
+            }
+            if let Some(node) = node {
+                self.cluster.delete_node(node).await?;
+                out.done.push(format!("deleted node {node}"));
             }
             self.delete_server(server).await?;
             *out.deleted.entry(server.group.clone()).or_default() += 1;
             out.done
                 .push(format!("deleted VM {} ({})", server.name, server.id));
+        }
+        refused_if_any(refusals, out)
+    }
+
+    /// Stops each warm VM, then deletes its Node (named like it), each pair only once
+    /// both, read back just before, pass [`check_removal`] and the VM is still warm.
+    /// The VM goes first: a kubelet whose Node is deleted under it may register it again
+    /// (kubelets since 1.30 re-create it; older ones only on their next start), which
+    /// would leave a Node of a stopped VM; once the VM is stopped nothing can register it
+    /// until a scale-up starts it, when its kubelet registers it with its configured
+    /// labels and `registerWithTaints`, the startup taint among them.
+    pub(super) async fn park_warm(
+        &self,
+        servers: &[ServerRef],
+        out: &mut Outcome,
+    ) -> Result<(), ActError> {
+        let mut refusals = Vec::new();
+        let cluster_name = &self.config.cluster_name;
+        for server in servers {
+            let provider = self.clouds.for_group(&server.group)?;
+            let vm_now = provider.get_server(cluster_name, &server.id).await?;
+            let node_now = self.cluster.node(&server.name).await?;
+            let refusal = check_removal(
+                cluster_name,
+                provider.name(),
+                server,
+                vm_now.as_ref(),
+                Some(&server.name),
+                node_now.as_ref().map(|n| &n.labels),
+            )
+            .or_else(|| {
+                let warm = vm_now.as_ref().is_some_and(|v| v.warm);
+                (!warm).then(|| Refusal {
+                    object: format!("VM {} ({})", server.name, server.id),
+                    check: format!(
+                        "VM {} ({}) is no longer in the warm pool (started since the plan)",
+                        server.name, server.id
+                    ),
+                })
+            });
+            if let Some(r) = refusal {
+                refusals.push(r);
+                continue;
+            }
+            provider.park(cluster_name, &server.id).await?;
+            self.cluster.delete_node(&server.name).await?;
+            out.done.push(format!(
+                "stopped warm VM {} ({}) and deleted its node",
+                server.name, server.id
+            ));
         }
         refused_if_any(refusals, out)
     }
@@ -310,6 +365,7 @@ mod tests {
             settings_hash: None,
             fault: None,
             warm: false,
+            filling: false,
         }
     }
 

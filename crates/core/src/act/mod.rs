@@ -324,6 +324,7 @@ impl Actuator<'_> {
             Action::FillWarmPool { group, count } => {
                 self.create_in(group, *count, true, &mut out).await?;
             }
+            Action::ParkWarm { servers } => self.park_warm(servers, &mut out).await?,
             Action::StartWarm { group, servers } => {
                 let g = self
                     .config

@@ -172,6 +172,7 @@ mod tests {
                 settings_hash: None,
                 fault: None,
                 warm: true,
+                filling: false,
             })
         }
         async fn start_warm(&self, _: &str, id: &str, _: &CreateRequest) -> Result<(), CloudError> {

@@ -66,6 +66,12 @@ pub struct Server {
     /// stopped, never capacity, started by a scale-up instead of a create.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub warm: bool,
+    /// A warm VM still on its one boot before it is parked (OpenStack, Kamatera): user data
+    /// runs only at a server's first boot, so a pool VM joins once (its Node under the
+    /// startup taint, so no workload pod lands) and is stopped once its Node is Ready. Never
+    /// started by a scale-up; removed if it does not join within `provisionTimeout`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub filling: bool,
 }
 
 /// What the provider knows of one new VM of a group before it exists, to shape the
@@ -240,8 +246,9 @@ pub trait CloudProvider: Send + Sync {
     ) -> Result<(), CloudError> {
         Err(no_warm_pools(self.name()))
     }
-    /// Stops VM `id` (its Node already deleted) and marks it warm: read back first and
-    /// refused unless it is `cluster`'s.
+    /// Stops VM `id` and marks it warm, waiting until it is stopped (the caller deletes
+    /// its Node afterwards, so no running kubelet is left to register it again): read
+    /// back first and refused unless it is `cluster`'s.
     async fn park(&self, _cluster: &str, _id: &str) -> Result<(), CloudError> {
         Err(no_warm_pools(self.name()))
     }

@@ -25,8 +25,12 @@ pub enum ScaleDownMode {
     Stop,
 }
 
-/// Providers whose warm pools are implemented (stop, start and the warm mark).
-const POOL_PROVIDERS: &[ProviderKind] = &[ProviderKind::Proxmox];
+/// Providers whose warm pools are implemented (stop, start and the warm mark): all.
+const POOL_PROVIDERS: &[ProviderKind] = &[
+    ProviderKind::Proxmox,
+    ProviderKind::Openstack,
+    ProviderKind::Kamatera,
+];
 
 pub(super) fn validate_pool(p: &mut Vec<ConfigProblem>, at: &str, g: &NodeGroupConfig) {
     let Some(pool) = &g.warm_pool else { return };
@@ -34,7 +38,7 @@ pub(super) fn validate_pool(p: &mut Vec<ConfigProblem>, at: &str, g: &NodeGroupC
         p.push(ConfigProblem::new(
             format!("{at}.warmPool"),
             format!(
-                "warm pools are supported for provider proxmox only, this group uses {}; expected no warmPool here",
+                "warm pools are supported for providers proxmox, openstack and kamatera only, this group uses {}; expected no warmPool here",
                 g.provider.as_str()
             ),
         ));

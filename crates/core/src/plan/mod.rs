@@ -81,6 +81,9 @@ pub enum Action {
     },
     /// Create `count` stopped VMs for the warm pool of `group`.
     FillWarmPool { group: String, count: u32 },
+    /// Stop warm VMs that have a Node of ours (a fill that joined on its one boot, or a
+    /// stop that left its Node), then delete each Node (named like its VM).
+    ParkWarm { servers: Vec<ServerRef> },
     /// Mark nodes unschedulable so they can be drained and removed; the annotations
     /// record why (`disruption`) and when (`at`, Unix seconds), for the drain deadline.
     Cordon {
@@ -124,6 +127,7 @@ impl Action {
             Action::ScaleUp { .. } => "scale-up",
             Action::StartWarm { .. } => "start-warm",
             Action::FillWarmPool { .. } => "fill-warm-pool",
+            Action::ParkWarm { .. } => "park-warm",
             Action::Cordon { .. } => "cordon",
             Action::Uncordon { .. } => "uncordon",
             Action::ForgetCordon { .. } => "forget-cordon",
@@ -172,6 +176,14 @@ impl fmt::Display for Action {
                 write!(
                     f,
                     "make {count} stopped VM(s) for the warm pool of group {group}"
+                )
+            }
+            Action::ParkWarm { servers } => {
+                let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+                write!(
+                    f,
+                    "stop warm VM(s) {} into their pool and delete their node(s)",
+                    names.join(", ")
                 )
             }
             Action::Cordon {
@@ -272,6 +284,8 @@ pub enum ReasonCode {
     WarmPoolShort,
     /// A warm VM was made from other settings, or is older than `oldNodeAgeLimit`.
     WarmVmStale,
+    /// A warm VM with a Node of ours is stopped and its Node deleted.
+    WarmPoolPark,
 }
 
 /// A Kubernetes object a reason is about (for Events on it).
@@ -564,6 +578,7 @@ type Step = fn(&view::View<'_>, &mut Vec<Reason>) -> Option<(Action, Vec<Reason>
 pub const STEPS: &[(&str, Step)] = &[
     ("finish-provisioning", steps::finish_provisioning),
     ("clean-up-failed", steps::clean_up_failed),
+    ("park-warm", steps::park_warm),
     ("drop-stale-warm", steps::drop_stale_warm),
     ("forget-stale-cordons", steps::forget_stale_cordons),
     ("scale-up", steps::scale_up),

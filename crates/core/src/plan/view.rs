@@ -370,6 +370,12 @@ impl<'a> View<'a> {
             }
             m.add_slot(slot);
         }
+        // A warm VM's Node (a fill on its one boot) is never room for pods.
+        for s in &self.warm {
+            if let Some(i) = m.slot_index(&s.name) {
+                m.slots[i].usable = false;
+            }
+        }
         m.prepare(pending);
         let with_rules: Vec<&'a PodInfo> = self
             .pods_by_node

@@ -78,7 +78,7 @@ pub fn on_vm_event(inner: &Arc<Inner>, event: VmEvent) {
                 }
             });
         }
-        VmEvent::Deleted { name } => {
+        VmEvent::Deleted { name } | VmEvent::Stopped { name } => {
             lock(&inner.kubelet).dead.insert(name.clone());
             let mut txn = inner.store.lock();
             let _ = txn.modify(&NODES, "", &name, |node| {

@@ -199,6 +199,7 @@ fn finish(shared: &Shared, id: u64, fails: Option<String>) {
                 s.power = "on".into();
                 log = create_log(s, true);
                 if !never.iter().any(|n| s.name.starts_with(n.as_str())) {
+                    s.booted = true;
                     let user_data = if s.script.is_empty() {
                         s.userdata.clone()
                     } else {
@@ -218,8 +219,29 @@ fn finish(shared: &Shared, id: u64, fails: Option<String>) {
                 event = Some(VmEvent::Deleted { name: s.name });
             }
             ("create-off", Some(p)) => log = create_log(&st.servers[p], false),
-            ("poweron", Some(p)) => st.servers[p].power = "on".into(),
-            ("poweroff", Some(p)) => st.servers[p].power = "off".into(),
+            ("poweron", Some(p)) => {
+                let s = &mut st.servers[p];
+                s.power = "on".into();
+                // Its kubelet, installed at the first boot, starts and registers again.
+                if s.booted {
+                    event = Some(VmEvent::Booted {
+                        name: s.name.clone(),
+                        user_data: if s.script.is_empty() {
+                            s.userdata.clone()
+                        } else {
+                            s.script.clone()
+                        },
+                        memory_bytes: s.ram_mb.saturating_mul(1024 * 1024),
+                        cpus: cpu_count(&s.cpu).unwrap_or(1),
+                    });
+                }
+            }
+            ("poweroff", Some(p)) => {
+                st.servers[p].power = "off".into();
+                event = Some(VmEvent::Stopped {
+                    name: st.servers[p].name.clone(),
+                });
+            }
             ("reboot", Some(p)) => {
                 st.servers[p].power = "on".into();
                 st.servers[p].reboots += 1;
@@ -369,6 +391,7 @@ pub(super) async fn create_server(State(shared): State<Arc<Shared>>, body: Bytes
         password,
         created: SystemTime::now(),
         reboots: 0,
+        booted: false,
     };
     st.servers.push(server.clone());
     let kind = if power_on { "create" } else { "create-off" };

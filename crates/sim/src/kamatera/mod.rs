@@ -19,6 +19,8 @@
 //!
 //! When a create command completes the VM "boots" ([`VmEvent::Booted`] with the init
 //! script as user data); when a terminate completes it is gone ([`VmEvent::Deleted`]).
+//! A power-off stops its kubelet ([`VmEvent::Stopped`]); a power-on of a server that
+//! booted before starts it again ([`VmEvent::Booted`]: the Node registers anew).
 //! Like the real API, no answer carries a creation time (`GET /service/servers` has `id`,
 //! `name`, `datacenter`, `power`; `/service/server/info` adds the configuration and prices):
 //! [`SimServer::created`] is for test inspection only. Tags are stored as sent (space-joined
@@ -150,6 +152,9 @@ pub struct SimServer {
     pub created: SystemTime,
     /// Reboot commands completed.
     pub reboots: u32,
+    /// Booted at least once: its init script ran and installed its kubelet, which starts
+    /// again (and registers its Node again) at every later power-on.
+    pub booted: bool,
 }
 
 /// One request the simulator received.
@@ -342,6 +347,7 @@ impl SimKamatera {
             password: String::new(),
             created: SystemTime::now(),
             reboots: 0,
+            booted: false,
         });
         id
     }

@@ -250,6 +250,7 @@ pub(super) fn seed_foreign(world: &World) -> Foreign {
         settings_hash: None,
         fault: None,
         warm: false,
+        filling: false,
     };
     let vms = [
         server("foreign-1", "other-w-1", Some("other"), "openstack"),

@@ -525,6 +525,44 @@ impl CloudProvider for FaultyCloud {
         self.plain("read group shape")?;
         self.inner.group_shape(group).await
     }
+
+    async fn create_warm(&self, req: &CreateRequest) -> Result<Server, CloudError> {
+        match self.gate("create warm VM")? {
+            None => self.inner.create_warm(req).await,
+            Some(pick) if pick < 0.5 => {
+                self.inner.create_warm(req).await?;
+                self.injector.count(FAULT_CREATE_HALF);
+                Err(self.err("create warm VM", "injected fault after the VM was made"))
+            }
+            Some(_) => {
+                self.injector.count(FAULT_ERROR);
+                Err(self.err("create warm VM", "injected fault"))
+            }
+        }
+    }
+
+    async fn start_warm(
+        &self,
+        cluster: &str,
+        id: &str,
+        req: &CreateRequest,
+    ) -> Result<(), CloudError> {
+        self.plain("start warm VM")?;
+        if self.injector.is_foreign_vm(id) {
+            self.injector
+                .violation(format!("start of VM {id}, which is not this cluster's"));
+        }
+        self.inner.start_warm(cluster, id, req).await
+    }
+
+    async fn park(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        self.plain("park VM")?;
+        if self.injector.is_foreign_vm(id) {
+            self.injector
+                .violation(format!("park of VM {id}, which is not this cluster's"));
+        }
+        self.inner.park(cluster, id).await
+    }
 }
 
 /// The world's cluster and one provider per provider kind of the config, every call

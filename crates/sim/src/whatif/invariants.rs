@@ -110,8 +110,11 @@ impl Checker {
         }
         let total: u32 = by_group.values().sum();
         figures.peak_vms = figures.peak_vms.max(total);
-        if let Some(limit) = self.limit_nodes.filter(|l| total > *l) {
-            found.push(format!("{total} VMs, above limits.nodes {limit}"));
+        // `limits` bound managed nodes: warm VMs count toward `maxSize` only.
+        let running = self.ours(&s).filter(|v| !v.server.warm).count();
+        let running = u32::try_from(running).unwrap_or(u32::MAX);
+        if let Some(limit) = self.limit_nodes.filter(|l| running > *l) {
+            found.push(format!("{running} running VMs, above limits.nodes {limit}"));
         }
         // Removing a VM that never got a node (provisioning failed) may leave a group
         // short; removing one that had joined may not.
@@ -142,6 +145,13 @@ impl Checker {
         let mut nodeless = BTreeMap::new();
         for v in ours(&s, &self.cluster, &self.foreign) {
             let id = &v.server.id;
+            // Parked in a warm pool: stopped on purpose, with no node; its clock starts
+            // again when a scale-up starts it (counted as one that had a node).
+            if v.server.warm {
+                self.nodeless_since.remove(id);
+                self.had_node.insert(id.clone());
+                continue;
+            }
             if s.nodes.contains_key(&v.server.name) {
                 self.had_node.insert(id.clone());
                 continue;
@@ -213,7 +223,13 @@ impl Checker {
     /// may use, every node labelled ours has its VM, no pod waits.
     pub fn consistent(&self, world: &World) -> bool {
         let s = world.lock();
-        let vm_names: BTreeSet<&str> = self.ours(&s).map(|v| v.server.name.as_str()).collect();
+        // Warm VMs are stopped on purpose: no node is owed them (and a Node of one is not
+        // whole).
+        let vm_names: BTreeSet<&str> = self
+            .ours(&s)
+            .filter(|v| !v.server.warm)
+            .map(|v| v.server.name.as_str())
+            .collect();
         let vms_whole = vm_names.iter().all(|name| {
             s.nodes
                 .get(*name)
@@ -230,7 +246,7 @@ impl Checker {
     }
 
     /// The end of a run: every pod finished and none lost, each group back at
-    /// `minSize`, the world whole.
+    /// `minSize` running VMs, the world whole.
     pub fn finish(&mut self, world: &World, figures: &mut RunFigures) {
         let t = world.now();
         let consistent = self.consistent(world);
@@ -248,7 +264,8 @@ impl Checker {
         }
         let mut final_vms: BTreeMap<String, u32> =
             self.sizes.keys().map(|g| (g.clone(), 0)).collect();
-        for v in self.ours(&s) {
+        // The running ones: a warm pool stays on top of `minSize`.
+        for v in self.ours(&s).filter(|v| !v.server.warm) {
             *final_vms
                 .entry(v.server.group.clone().unwrap_or_default())
                 .or_default() += 1;

@@ -578,6 +578,7 @@ impl State {
             settings_hash: None,
             fault: None,
             warm: false,
+            filling: false,
         };
         self.vm_stats.push(VmStat {
             group: group.to_string(),

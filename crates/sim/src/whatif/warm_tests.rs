@@ -76,3 +76,86 @@ async fn a_warm_pool_saves_the_boot_waiting_of_the_nodes_it_serves() {
         "{text}"
     );
 }
+
+/// The crash scenario's OpenStack group with a warm pool of 2 and `scaleDown.mode: stop`.
+fn pooled_scenario(dir: &Path) -> Arc<Config> {
+    let mut config = super::crash::scenario_config(dir).expect("config");
+    let g = &mut config.node_groups[0];
+    g.warm_pool = Some(crate::config::WarmPoolConfig { size: 2 });
+    config.scale_down.mode = crate::config::ScaleDownMode::Stop;
+    Arc::new(config)
+}
+
+#[tokio::test]
+async fn faulty_cloud_forwards_the_warm_pool_calls() {
+    use super::faults::{faulty_apis, Injector};
+    use crate::cloud::CreateRequest;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = pooled_scenario(dir.path());
+    let world =
+        super::world::World::new(&config, Vec::new(), WorldOptions::default()).expect("world");
+    let injector = Injector::new(1, 0.0, 0);
+    let (_, clouds) = faulty_apis(&world, &config, &injector);
+    let p = clouds.for_group("w").expect("w");
+    let req = CreateRequest {
+        name: "c-w-warm".into(),
+        cluster: "c".into(),
+        group: "w".into(),
+        user_data: String::new(),
+        settings_hash: config.node_groups[0].settings_hash.clone(),
+        zone: None,
+    };
+    let made = p.create_warm(&req).await.expect("create_warm is forwarded");
+    let listed = |servers: Vec<crate::cloud::Server>| {
+        servers
+            .into_iter()
+            .find(|s| s.id == made.id)
+            .map(|s| s.warm)
+    };
+    assert_eq!(listed(p.list_servers("c").await.expect("list")), Some(true));
+    p.start_warm("c", &made.id, &req)
+        .await
+        .expect("start_warm is forwarded");
+    assert_eq!(
+        listed(p.list_servers("c").await.expect("list")),
+        Some(false)
+    );
+    p.park("c", &made.id).await.expect("park is forwarded");
+    assert_eq!(listed(p.list_servers("c").await.expect("list")), Some(true));
+    assert!(injector.stats().calls >= 6, "{:?}", injector.stats());
+}
+
+#[tokio::test]
+async fn a_what_if_with_faults_and_a_warm_pool_keeps_every_invariant() {
+    use super::crash::{run, RunOptions};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = pooled_scenario(dir.path());
+    let mut warm_faults = 0;
+    for seed in 1..=4 {
+        let f = run(
+            &config,
+            RunOptions {
+                seed,
+                fault_rate: 0.2,
+                crash_every: 40,
+                trace: false,
+            },
+        )
+        .await
+        .expect("runs");
+        assert!(f.violations.is_empty(), "seed {seed}: {:#?}", f.violations);
+        assert_eq!(f.pods_lost, 0, "seed {seed}: {f:#?}");
+        warm_faults += f
+            .faults
+            .crash_points
+            .iter()
+            .filter(|(call, _)| call.contains("warm") || call.contains("park"))
+            .map(|(_, n)| *n)
+            .sum::<u32>();
+    }
+    // The pool's calls went through the injector: some of them were crash points.
+    assert!(
+        warm_faults > 0,
+        "no crash point ever fell on a warm-pool call"
+    );
+}

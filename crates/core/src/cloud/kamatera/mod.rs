@@ -237,6 +237,32 @@ pub fn time_tag(prefix: &str, created: SystemTime) -> String {
     format!("{prefix}-t{secs}")
 }
 
+/// The warm-pool mark: `<prefix>_wfill` on a server made for its group's warm pool and on
+/// its one boot to join, `<prefix>_wpark` on one powered off in the pool. The `_` keeps
+/// them apart from the `<prefix>-<group>` tags.
+pub fn warm_tag(prefix: &str, filling: bool) -> String {
+    format!("{prefix}_{}", if filling { "wfill" } else { "wpark" })
+}
+
+/// `<prefix>_s<unix seconds>`: when a server was last started out of the warm pool; its
+/// age and `provisionTimeout` count from then.
+pub fn started_tag(prefix: &str, at: SystemTime) -> String {
+    let secs = at
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs();
+    format!("{prefix}_s{secs}")
+}
+
+/// The time in a tag written by [`started_tag`] with `prefix`.
+pub fn parse_started_tag(prefix: &str, tag: &str) -> Option<SystemTime> {
+    let digits = tag.strip_prefix(prefix)?.strip_prefix("_s")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(digits.parse().ok()?))
+}
+
 /// `t` followed by decimal digits only: the part of a time tag after `<prefix>-`. A cluster
 /// or group named like this would be mistaken for a creation time.
 pub fn is_time_tag_suffix(rest: &str) -> bool {
@@ -506,6 +532,25 @@ mod tests {
         assert!(p.iter().any(|m| m.contains("equals clusterName")), "{p:?}");
         let bad = settings(&format!("{BASE}tagPrefix: \"no space\"\n"));
         assert!(validate_settings("a", "b", &bad)[0].starts_with("tagPrefix"));
+    }
+
+    #[test]
+    fn warm_and_started_tags() {
+        assert_eq!(warm_tag("nodewright", true), "nodewright_wfill");
+        assert_eq!(warm_tag("nodewright", false), "nodewright_wpark");
+        // Never read as a group or creation-time tag.
+        assert_eq!(parse_time_tag("nodewright", "nodewright_wfill"), None);
+        let t = SystemTime::UNIX_EPOCH + Duration::from_millis(1_718_000_000_900);
+        let tag = started_tag("nodewright", t);
+        assert_eq!(tag, "nodewright_s1718000000");
+        assert!(tag.len() <= MAX_TAG_LEN);
+        assert_eq!(
+            parse_started_tag("nodewright", &tag),
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_718_000_000))
+        );
+        for other in ["nodewright_s", "nodewright_s12x", "nodewright-s1", "nw_s1"] {
+            assert_eq!(parse_started_tag("nodewright", other), None, "{other}");
+        }
     }
 
     #[test]

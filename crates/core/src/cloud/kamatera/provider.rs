@@ -14,12 +14,19 @@ use super::api::{
 };
 use super::credentials::KamateraCredentials;
 use super::{
-    cluster_tag, group_tag, hash_tag, is_time_tag_suffix, parse_hash_tag, parse_time_tag, time_tag,
-    KamateraSettings, UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
+    cluster_tag, group_tag, hash_tag, is_time_tag_suffix, parse_hash_tag, parse_started_tag,
+    parse_time_tag, time_tag, warm_tag, KamateraSettings, UserDataField, DEFAULT_TAG_PREFIX,
+    PROVIDER,
 };
 use crate::cloud::{
     http, refused, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
 };
+
+mod derive;
+mod warm;
+pub use derive::generate_password;
+pub(super) use derive::status_of;
+use derive::*;
 
 /// Tunables of [`KamateraProvider`]; the defaults suit the real API.
 #[derive(Debug, Clone)]
@@ -109,105 +116,6 @@ pub fn api_error(call: &str, status: u16, body: &str) -> CloudError {
         call: call.into(),
         status,
         message,
-    }
-}
-
-/// Characters Kamatera accepts in server names.
-fn valid_server_name(name: &str) -> bool {
-    name.len() >= 4
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '(' | ')' | '_' | '-'))
-}
-
-/// A fresh root password: 16 letters and digits from the OS random source, with at
-/// least one lower-case letter, one capital and one digit (the API's rule: 10-20
-/// characters of `a-zA-Z0-9!@#$^&*()~`, one of each class). Never logged.
-pub fn generate_password() -> Result<String, CloudError> {
-    const CHARSET: &[u8] = b"abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789";
-    let rng = rustls::crypto::ring::default_provider().secure_random;
-    let limit = (256 / CHARSET.len() * CHARSET.len()) as u8;
-    for _ in 0..64 {
-        let mut out = String::with_capacity(16);
-        while out.len() < 16 {
-            let mut buf = [0u8; 32];
-            rng.fill(&mut buf)
-                .map_err(|_| other("the OS random source failed".into()))?;
-            for b in buf {
-                if b < limit && out.len() < 16 {
-                    out.push(CHARSET[(b as usize) % CHARSET.len()] as char);
-                }
-            }
-        }
-        let classes = [
-            out.chars().any(|c| c.is_ascii_lowercase()),
-            out.chars().any(|c| c.is_ascii_uppercase()),
-            out.chars().any(|c| c.is_ascii_digit()),
-        ];
-        if classes.iter().all(|c| *c) {
-            return Ok(out);
-        }
-    }
-    Err(other("could not generate a server password".into()))
-}
-
-/// When a server was created, from its creation-time tags with `prefix` (the earliest,
-/// should there be several).
-fn created_from_tags(tags: &[String], prefix: &str) -> Option<SystemTime> {
-    tags.iter().filter_map(|t| parse_time_tag(prefix, t)).min()
-}
-
-/// `t` rounded down to a whole second, as the creation-time tag holds it.
-fn whole_seconds(t: SystemTime) -> SystemTime {
-    let secs = t
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_secs();
-    SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
-}
-
-/// Which group a server of `cluster` belongs to, from its tags (`<prefix>-<group>`; the
-/// creation-time tag `<prefix>-t<digits>` is not a group).
-fn group_of(
-    name: &str,
-    tags: &[String],
-    prefix: &str,
-    cluster: &str,
-    known: &BTreeMap<String, KamateraSettings>,
-) -> Option<String> {
-    let own = cluster_tag(prefix, cluster);
-    let lead = format!("{prefix}-");
-    let candidates: Vec<&str> = tags
-        .iter()
-        .filter(|t| **t != own)
-        .filter_map(|t| t.strip_prefix(&lead))
-        .filter(|g| !g.is_empty() && !is_time_tag_suffix(g))
-        .collect();
-    let named = |g: &str| name.starts_with(&format!("{cluster}-{g}-"));
-    candidates
-        .iter()
-        .find(|g| known.contains_key(**g) && named(g))
-        .or_else(|| candidates.iter().find(|g| known.contains_key(**g)))
-        .or_else(|| candidates.iter().find(|g| named(g)))
-        .or(match candidates.as_slice() {
-            [one] => Some(one),
-            _ => None,
-        })
-        .map(|g| g.to_string())
-}
-
-/// The value when every item is the same one: two different settings hashes on one
-/// server say nothing.
-fn only_one(mut values: impl Iterator<Item = String>) -> Option<String> {
-    let first = values.next()?;
-    values.all(|v| v == first).then_some(first)
-}
-
-pub(super) fn status_of(power: Option<&str>) -> ServerStatus {
-    match power.map(|p| p.trim().to_ascii_lowercase()).as_deref() {
-        Some("on") => ServerStatus::Active,
-        Some("off") => ServerStatus::Stopped,
-        _ => ServerStatus::Unknown,
     }
 }
 
@@ -433,6 +341,14 @@ impl KamateraProvider {
                 SystemTime::now()
             }),
         };
+        // Started out of a warm pool: its clock counts from that start.
+        let started = tags
+            .iter()
+            .filter_map(|t| parse_started_tag(prefix, t))
+            .max();
+        let created = started.map_or(created, |s| s.max(created));
+        let filling = tags.contains(&warm_tag(prefix, true));
+        let warm = filling || tags.contains(&warm_tag(prefix, false));
         let memory_bytes = group
             .as_deref()
             .and_then(|g| self.groups.get(g))
@@ -448,7 +364,8 @@ impl KamateraProvider {
             provider: PROVIDER.into(),
             settings_hash: only_one(tags.iter().filter_map(|t| parse_hash_tag(prefix, t))),
             fault: None,
-            warm: false,
+            warm,
+            filling,
         }
     }
 
@@ -471,12 +388,14 @@ impl KamateraProvider {
         settings: &KamateraSettings,
         password: String,
         created: SystemTime,
+        warm: bool,
     ) -> CreateServerBody {
         let mut tags = vec![
             cluster_tag(&settings.tag_prefix, &req.cluster),
             group_tag(&settings.tag_prefix, &req.group),
             time_tag(&settings.tag_prefix, created),
         ];
+        tags.extend(warm.then(|| warm_tag(&settings.tag_prefix, true)));
         tags.extend(hash_tag(&settings.tag_prefix, &req.settings_hash));
         tags.extend(settings.extra_tags.iter().cloned());
         let (script, userdata) = match settings.user_data_field {
@@ -529,6 +448,92 @@ impl KamateraProvider {
             }
         }
     }
+
+    /// Creates a server of `req.group`; `warm`: tagged for the warm pool, on its one boot
+    /// to join before it is parked (see `warm.rs`).
+    async fn create(&self, req: &CreateRequest, warm: bool) -> Result<Server, CloudError> {
+        let settings = self.settings(&req.group)?;
+        if !valid_server_name(&req.name) {
+            return Err(other(format!(
+                "server name '{}' is not valid on Kamatera: expected at least 4 of a-z A-Z 0-9 ( ) _ -",
+                req.name
+            )));
+        }
+        // Whole seconds: what the creation-time tag holds, so every process (this one
+        // included, on its next listing) reads back exactly this time.
+        let created = whole_seconds(SystemTime::now());
+        let body = self.create_body(req, settings, generate_password()?, created, warm);
+        let value = serde_json::to_value(&body)
+            .map_err(|e| other(format!("cannot encode the create request: {e}")))?;
+        drop(body);
+        let ids: CommandIds = self
+            .post("POST /service/server", "/service/server", &value)
+            .await?;
+        drop(value);
+        tracing::info!(server = %req.name, group = %req.group, commands = ?ids.0.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(), "Kamatera server requested");
+        let own_tag = cluster_tag(&settings.tag_prefix, &req.cluster);
+        let what = format!("create server {}", req.name);
+        if let Err(e) = self
+            .wait_all(&what, &ids, settings.command_timeout, Some(&req.name))
+            .await
+        {
+            if !matches!(e, CloudError::Other { ref message, .. } if message.contains("did not finish"))
+            {
+                self.clean_up_failed_create(&req.name, &own_tag).await;
+            }
+            return Err(e);
+        }
+        let servers = self.list_all().await?;
+        let mut found: Option<ServerEntry> = None;
+        for s in servers.into_iter().filter(|s| s.name == req.name) {
+            let tags = self.server_tags(&s.id).await?;
+            if found.is_none() || tags.contains(&own_tag) {
+                found = Some(s);
+            }
+        }
+        let entry = found.ok_or_else(|| {
+            other(format!(
+                "{what}: the command completed but no server of that name is listed"
+            ))
+        })?;
+        // Ownership and age must be readable back: add any tag the create did not set.
+        let have = self.server_tags(&entry.id).await?;
+        let stamp = (created_from_tags(&have, &settings.tag_prefix).is_none())
+            .then(|| time_tag(&settings.tag_prefix, created));
+        for tag in [own_tag.clone(), group_tag(&settings.tag_prefix, &req.group)]
+            .into_iter()
+            .chain(stamp)
+            .chain(hash_tag(&settings.tag_prefix, &req.settings_hash))
+            .chain(warm.then(|| warm_tag(&settings.tag_prefix, true)))
+        {
+            if !have.contains(&tag) {
+                tracing::warn!(server = %req.name, tag = %tag, "tag missing after create; adding it");
+                self.add_tag(&entry.id, &tag).await?;
+            }
+        }
+        let mut status = status_of(entry.power.as_deref());
+        if status == ServerStatus::Stopped {
+            tracing::info!(server = %req.name, "server is powered off after create; powering it on");
+            self.power_on(&entry.id).await?;
+            status = ServerStatus::Active;
+        }
+        tracing::info!(server = %req.name, id = %entry.id, "Kamatera server created");
+        Ok(Server {
+            id: entry.id,
+            name: req.name.clone(),
+            cluster: Some(req.cluster.clone()),
+            group: Some(req.group.clone()),
+            status,
+            created,
+            memory_bytes: Some(settings.ram.bytes()),
+            provider: PROVIDER.into(),
+            settings_hash: hash_tag(&settings.tag_prefix, &req.settings_hash)
+                .map(|_| req.settings_hash.clone()),
+            fault: None,
+            warm,
+            filling: warm,
+        })
+    }
 }
 
 #[async_trait]
@@ -578,90 +583,30 @@ impl CloudProvider for KamateraProvider {
                 settings_hash: None,
                 fault: None,
                 warm: false,
+                filling: false,
             },
         }))
     }
 
     async fn create_server(&self, req: &CreateRequest) -> Result<Server, CloudError> {
-        let settings = self.settings(&req.group)?;
-        if !valid_server_name(&req.name) {
-            return Err(other(format!(
-                "server name '{}' is not valid on Kamatera: expected at least 4 of a-z A-Z 0-9 ( ) _ -",
-                req.name
-            )));
-        }
-        // Whole seconds: what the creation-time tag holds, so every process (this one
-        // included, on its next listing) reads back exactly this time.
-        let created = whole_seconds(SystemTime::now());
-        let body = self.create_body(req, settings, generate_password()?, created);
-        let value = serde_json::to_value(&body)
-            .map_err(|e| other(format!("cannot encode the create request: {e}")))?;
-        drop(body);
-        let ids: CommandIds = self
-            .post("POST /service/server", "/service/server", &value)
-            .await?;
-        drop(value);
-        tracing::info!(server = %req.name, group = %req.group, commands = ?ids.0.iter().map(|c| c.0.as_str()).collect::<Vec<_>>(), "Kamatera server requested");
-        let own_tag = cluster_tag(&settings.tag_prefix, &req.cluster);
-        let what = format!("create server {}", req.name);
-        if let Err(e) = self
-            .wait_all(&what, &ids, settings.command_timeout, Some(&req.name))
-            .await
-        {
-            if !matches!(e, CloudError::Other { ref message, .. } if message.contains("did not finish"))
-            {
-                self.clean_up_failed_create(&req.name, &own_tag).await;
-            }
-            return Err(e);
-        }
-        let servers = self.list_all().await?;
-        let mut found: Option<ServerEntry> = None;
-        for s in servers.into_iter().filter(|s| s.name == req.name) {
-            let tags = self.server_tags(&s.id).await?;
-            if found.is_none() || tags.contains(&own_tag) {
-                found = Some(s);
-            }
-        }
-        let entry = found.ok_or_else(|| {
-            other(format!(
-                "{what}: the command completed but no server of that name is listed"
-            ))
-        })?;
-        // Ownership and age must be readable back: add any tag the create did not set.
-        let have = self.server_tags(&entry.id).await?;
-        let stamp = (created_from_tags(&have, &settings.tag_prefix).is_none())
-            .then(|| time_tag(&settings.tag_prefix, created));
-        for tag in [own_tag.clone(), group_tag(&settings.tag_prefix, &req.group)]
-            .into_iter()
-            .chain(stamp)
-            .chain(hash_tag(&settings.tag_prefix, &req.settings_hash))
-        {
-            if !have.contains(&tag) {
-                tracing::warn!(server = %req.name, tag = %tag, "tag missing after create; adding it");
-                self.add_tag(&entry.id, &tag).await?;
-            }
-        }
-        let mut status = status_of(entry.power.as_deref());
-        if status == ServerStatus::Stopped {
-            tracing::info!(server = %req.name, "server is powered off after create; powering it on");
-            self.power_on(&entry.id).await?;
-            status = ServerStatus::Active;
-        }
-        tracing::info!(server = %req.name, id = %entry.id, "Kamatera server created");
-        Ok(Server {
-            id: entry.id,
-            name: req.name.clone(),
-            cluster: Some(req.cluster.clone()),
-            group: Some(req.group.clone()),
-            status,
-            created,
-            memory_bytes: Some(settings.ram.bytes()),
-            provider: PROVIDER.into(),
-            settings_hash: hash_tag(&settings.tag_prefix, &req.settings_hash)
-                .map(|_| req.settings_hash.clone()),
-            fault: None,
-            warm: false,
-        })
+        self.create(req, false).await
+    }
+
+    async fn create_warm(&self, req: &CreateRequest) -> Result<Server, CloudError> {
+        self.create(req, true).await
+    }
+
+    async fn start_warm(
+        &self,
+        cluster: &str,
+        id: &str,
+        req: &CreateRequest,
+    ) -> Result<(), CloudError> {
+        self.start_parked(cluster, id, req).await
+    }
+
+    async fn park(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        self.park_server(cluster, id).await
     }
 
     /// Terminates server `id` only when it is `cluster`'s by its name and its tags, both

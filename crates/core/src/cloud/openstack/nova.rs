@@ -9,6 +9,17 @@ use super::time::parse_timestamp;
 use super::PROVIDER;
 use crate::cloud::{Server, ServerStatus, CLUSTER_TAG, GROUP_TAG, SETTINGS_HASH_TAG};
 
+/// Server metadata key of the warm mark: [`WARM_FILLING`] or [`WARM_PARKED`]; read back
+/// every cycle, so a fresh process knows the pool.
+pub const WARM_KEY: &str = "nodewright-warm";
+/// Made for the pool, on its one boot to join (user data runs only then).
+pub const WARM_FILLING: &str = "filling";
+/// Stopped in the pool, ready to be started.
+pub const WARM_PARKED: &str = "parked";
+/// Server metadata key: Unix seconds of its last start out of the warm pool. Its
+/// provisioning clock (and age) counts from then, not from Nova's `created`.
+pub const STARTED_KEY: &str = "nodewright-started";
+
 /// The compute microversion requested on every Nova call: embedded flavor details
 /// (≥2.47) and no image/network proxies (≥2.36) are relied upon.
 pub const COMPUTE_MICROVERSION: &str = "2.79";
@@ -239,6 +250,13 @@ impl NovaServer {
             }
             None => SystemTime::UNIX_EPOCH,
         };
+        let started = self
+            .metadata
+            .get(STARTED_KEY)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(|secs| SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs));
+        let created = started.map_or(created, |s| s.max(created));
+        let mark = self.metadata.get(WARM_KEY).map(String::as_str);
         Server {
             id: self.id.clone(),
             name: self.name.clone(),
@@ -258,7 +276,8 @@ impl NovaServer {
                 .as_ref()
                 .map(|f| f.message.trim().to_string())
                 .filter(|m| !m.is_empty()),
-            warm: false,
+            warm: matches!(mark, Some(WARM_FILLING | WARM_PARKED)),
+            filling: mark == Some(WARM_FILLING),
         }
     }
 }

@@ -430,6 +430,7 @@ impl ProxmoxProvider {
             settings_hash: Some(req.settings_hash.clone()).filter(|h| !h.is_empty()),
             fault: None,
             warm,
+            filling: false,
         })
     }
 

@@ -65,6 +65,7 @@ fn member(s: &mut Snapshot, name: &str, group: &str) {
         settings_hash: None,
         fault: None,
         warm: false,
+        filling: false,
     });
     let mut labels = BTreeMap::new();
     labels.insert(LABEL_CLUSTER.to_string(), "dev".to_string());
@@ -101,6 +102,7 @@ fn booting(s: &mut Snapshot, name: &str) {
         settings_hash: None,
         fault: None,
         warm: false,
+        filling: false,
     });
 }
 

@@ -6,8 +6,10 @@
 use super::StepResult;
 use crate::cloud::{Server, ServerStatus};
 use crate::config::{NodeGroupConfig, ScaleDownMode};
+use crate::plan::model::NodeInfo;
 use crate::plan::view::{Member, View};
 use crate::plan::{Action, Reason, ReasonCode, ServerRef};
+use crate::{LABEL_CLUSTER, LABEL_GROUP};
 
 fn server_ref(s: &Server, group: &str) -> ServerRef {
     ServerRef {
@@ -39,6 +41,18 @@ pub(crate) fn stale(v: &View<'_>, g: &NodeGroupConfig, s: &Server) -> Option<Str
             ));
         }
     }
+    if s.filling && !matches!(s.status, ServerStatus::Error | ServerStatus::Incomplete) {
+        // On its one boot to join: given `provisionTimeout` for its Node to be Ready.
+        let joined = warm_node(v, g, s).is_some_and(|n| n.ready);
+        let late = v.age(s.created) >= v.config.provision_timeout;
+        return (late && !joined && s.status != ServerStatus::Deleting).then(|| {
+            format!(
+                "warm VM {} did not join within provisionTimeout {} on its first boot",
+                s.name,
+                humantime::format_duration(v.config.provision_timeout)
+            )
+        });
+    }
     match s.status {
         ServerStatus::Error => Some(match &s.fault {
             Some(f) => format!("warm VM {} reports an error state: {f}", s.name),
@@ -58,9 +72,56 @@ pub(crate) fn stale(v: &View<'_>, g: &NodeGroupConfig, s: &Server) -> Option<Str
     }
 }
 
-/// Whether warm VM `s` can be started now: current, and stopped.
+/// Whether warm VM `s` can be started now: current, parked, and stopped.
 fn usable(v: &View<'_>, g: &NodeGroupConfig, s: &Server) -> bool {
-    s.status == ServerStatus::Stopped && stale(v, g, s).is_none()
+    s.status == ServerStatus::Stopped && !s.filling && stale(v, g, s).is_none()
+}
+
+/// The Node of warm VM `s` of `g`, if one named like it carries our cluster and group
+/// labels (a fill that joined, or one left behind by a stop).
+fn warm_node<'a>(v: &View<'a>, g: &NodeGroupConfig, s: &Server) -> Option<&'a NodeInfo> {
+    v.nodes.iter().find(|n| {
+        n.name == s.name
+            && n.labels.get(LABEL_CLUSTER) == Some(&v.config.cluster_name)
+            && n.labels.get(LABEL_GROUP) == Some(&g.name)
+    })
+}
+
+/// Warm VMs with a Node of ours: a fill whose one boot joined (its Node Ready, under the
+/// startup taint), or a stopped warm VM whose Node outlived the stop (a crash between
+/// the two). Each is stopped (again) and its Node deleted after the stop.
+pub fn park_warm(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
+    let mut servers = Vec::new();
+    let mut reasons = Vec::new();
+    for g in &v.config.node_groups {
+        if v.frozen.contains_key(g.name.as_str()) {
+            continue;
+        }
+        for (s, _) in warm_of(v, g) {
+            let Some(node) = warm_node(v, g, s) else {
+                continue;
+            };
+            let why = match s.status {
+                ServerStatus::Stopped => format!(
+                    "warm VM {} is stopped but its node is still there; deleting the node",
+                    s.name
+                ),
+                ServerStatus::Active | ServerStatus::Building if s.filling && node.ready => {
+                    format!(
+                        "warm VM {} joined on its first boot (node Ready); stopping it into the pool and deleting its node",
+                        s.name
+                    )
+                }
+                _ => continue,
+            };
+            servers.push(server_ref(s, &g.name));
+            reasons.push(Reason::new(ReasonCode::WarmPoolPark, why));
+        }
+    }
+    if servers.is_empty() {
+        return None;
+    }
+    Some((Action::ParkWarm { servers }, reasons))
 }
 
 /// The warm VMs of group `g`, as (server, why it is stale).
@@ -76,6 +137,7 @@ fn warm_of<'a>(v: &View<'a>, g: &NodeGroupConfig) -> Vec<(&'a Server, Option<Str
 /// Warm VMs that no longer match their group are deleted, not reused.
 pub fn drop_stale_warm(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     let mut servers = Vec::new();
+    let mut nodes = Vec::new();
     let mut reasons = Vec::new();
     for g in &v.config.node_groups {
         for (s, why) in warm_of(v, g) {
@@ -84,6 +146,8 @@ pub fn drop_stale_warm(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
             if s.status == ServerStatus::Deleting || v.frozen.contains_key(g.name.as_str()) {
                 continue;
             }
+            // Its Node (a fill that joined, or one someone started) goes with it.
+            nodes.extend(warm_node(v, g, s).map(|n| n.name.clone()));
             servers.push(server_ref(s, &g.name));
             reasons.push(Reason::new(
                 ReasonCode::WarmVmStale,
@@ -94,13 +158,7 @@ pub fn drop_stale_warm(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     if servers.is_empty() {
         return None;
     }
-    Some((
-        Action::DeleteServers {
-            servers,
-            nodes: Vec::new(),
-        },
-        reasons,
-    ))
+    Some((Action::DeleteServers { servers, nodes }, reasons))
 }
 
 /// A scale-up of a group with usable warm VMs starts those (oldest first, so they are

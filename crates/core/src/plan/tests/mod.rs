@@ -64,6 +64,7 @@ fn mk_server(name: &str, created: SystemTime) -> Server {
         settings_hash: None,
         fault: None,
         warm: false,
+        filling: false,
     }
 }
 

@@ -237,3 +237,104 @@ fn scale_down_mode_delete_never_parks() {
     let d = plan_it(&s, &c);
     assert_eq!(parked(&d), [("dev-workers-a", false)]);
 }
+
+/// A warm VM on its one boot to join (OpenStack), made `age` seconds ago.
+fn filling(name: &str, age: u64, settings_hash: &str) -> Server {
+    let mut s = warm(name, age, settings_hash);
+    s.provider = "openstack".into();
+    s.status = ServerStatus::Active;
+    s.filling = true;
+    s
+}
+
+/// The Node a warm VM's kubelet registered, under the startup taint.
+fn warm_node(name: &str, ready: bool) -> NodeInfo {
+    let mut n = mk_node(name, ago(30));
+    n.ready = ready;
+    n.taints.push(crate::plan::model::Taint {
+        key: crate::STARTUP_TAINT_KEY.into(),
+        value: Some("true".into()),
+        effect: "NoSchedule".into(),
+    });
+    n
+}
+
+#[test]
+fn a_filling_warm_vm_is_parked_once_its_node_is_ready_and_never_started_before() {
+    let c = pool_config("freeMemoryTarget: 20 GiB", 1, 5);
+    let h = hash(&c);
+    let mut s = Snapshot::default();
+    s.servers.push(filling("dev-workers-fill", 120, &h));
+    // Booting, no Node yet: kept, not started, not counted as capacity (a create).
+    let d = plan_it(&s, &c);
+    assert!(matches!(d.action, Action::ScaleUp { .. }), "{:?}", d.action);
+    // Registered but not Ready: still waiting.
+    s.nodes.push(warm_node("dev-workers-fill", false));
+    let d = plan_it(&s, &c);
+    assert!(matches!(d.action, Action::ScaleUp { .. }), "{:?}", d.action);
+    // Ready: stopped into the pool, its Node deleted, before anything else.
+    s.nodes[0].ready = true;
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::ParkWarm { servers } if names(servers) == ["dev-workers-fill"]),
+        "{:?}",
+        d.action
+    );
+    assert!(d.reasons.iter().all(|r| r.code == ReasonCode::WarmPoolPark));
+}
+
+#[test]
+fn a_stopped_warm_vm_whose_node_outlived_the_stop_has_its_node_deleted() {
+    let c = pool_config("freeMemoryTarget: 0 B", 1, 5);
+    let h = hash(&c);
+    let mut s = Snapshot::default();
+    s.servers.push(warm("dev-workers-parked", 60, &h));
+    s.nodes.push(warm_node("dev-workers-parked", false));
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::ParkWarm { servers } if names(servers) == ["dev-workers-parked"]),
+        "{:?}",
+        d.action
+    );
+}
+
+#[test]
+fn a_filling_warm_vm_that_never_joins_is_deleted_with_its_node_after_provision_timeout() {
+    let c = pool_config("freeMemoryTarget: 0 B", 1, 5);
+    let h = hash(&c);
+    let mut s = Snapshot::default();
+    s.servers.push(filling("dev-workers-late", 599, &h));
+    s.nodes.push(warm_node("dev-workers-late", false));
+    let d = plan_it(&s, &c);
+    assert!(
+        !matches!(d.action, Action::DeleteServers { .. }),
+        "{:?}",
+        d.action
+    );
+    s.servers[0].created = ago(601);
+    let d = plan_it(&s, &c);
+    match &d.action {
+        Action::DeleteServers { servers, nodes } => {
+            assert_eq!(names(servers), ["dev-workers-late"]);
+            assert_eq!(nodes, &["dev-workers-late".to_string()]);
+        }
+        other => panic!("expected the late fill deleted, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_warm_vms_node_is_never_room_for_pods() {
+    // Even Ready (its VM about to be stopped), the Node of a fill is no slot for pods.
+    let c = pool_config("freeMemoryTarget: 0 B", 1, 5);
+    let h = hash(&c);
+    let mut s = Snapshot::default();
+    s.servers.push(filling("dev-workers-fill", 60, &h));
+    s.nodes.push(warm_node("dev-workers-fill", true));
+    let v = crate::plan::view::View::new(&s, &c, now());
+    let m = v.model();
+    let i = m
+        .slot_index("dev-workers-fill")
+        .expect("the node is in the model");
+    assert!(!m.slots[i].usable);
+    assert_eq!(v.free_total(), (0, 0));
+}

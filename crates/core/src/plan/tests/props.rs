@@ -360,6 +360,10 @@ fn named(a: &Action, s: &Snapshot) -> (Vec<String>, Vec<String>) {
             nodes.clone(),
             servers.iter().map(|v| v.name.clone()).collect(),
         ),
+        Action::ParkWarm { servers } => (
+            servers.iter().map(|v| v.name.clone()).collect(),
+            servers.iter().map(|v| v.name.clone()).collect(),
+        ),
         Action::DeleteNodes { nodes } => (
             nodes.iter().map(|t| t.node.clone()).collect(),
             nodes.iter().map(|t| t.server.name.clone()).collect(),

@@ -32,6 +32,7 @@ impl State {
             settings_hash: Some(settings_hash.to_string()).filter(|h| !h.is_empty()),
             fault: None,
             warm: true,
+            filling: false,
         };
         self.vms.insert(
             server.id.clone(),

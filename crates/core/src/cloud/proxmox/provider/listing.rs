@@ -70,6 +70,7 @@ impl ProxmoxProvider {
             memory_bytes: v.maxmem,
             provider: PROVIDER.into(),
             warm: o.warm,
+            filling: false,
             settings_hash: o.settings_hash,
             fault: None,
         }

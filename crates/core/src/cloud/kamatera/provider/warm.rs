@@ -1,0 +1,87 @@
+//! Warm pools on Kamatera. Whether a server's initialization script runs at its first
+//! power-on when it was created powered off is not documented, so a pool server is made
+//! as OpenStack's are: created (and booted) with the tag `<prefix>_wfill`, it joins once
+//! under the startup taint; once its Node is Ready the planner parks it: powered off,
+//! tagged `<prefix>_wpark` (the fill tag removed), then its Node is deleted. A scale-up
+//! stamps `<prefix>_s<unix seconds>`, removes the park tag and powers it on; its kubelet
+//! registers the Node again.
+
+use super::super::{started_tag, warm_tag};
+use super::*;
+
+impl KamateraProvider {
+    /// Server `id` as listed now with its tags read afresh, refused unless it is
+    /// `cluster`'s: the entry, its tags and the tag prefix it is ours under.
+    async fn owned_now(
+        &self,
+        cluster: &str,
+        id: &str,
+    ) -> Result<(ServerEntry, Vec<String>, String), CloudError> {
+        let Some(entry) = self.list_all().await?.into_iter().find(|s| s.id == id) else {
+            return Err(CloudError::NotFound {
+                provider: PROVIDER.into(),
+                what: "server".into(),
+                name: id.into(),
+            });
+        };
+        let tags = self.fresh_tags(id).await?;
+        let prefix = match self.owner_prefix(&entry, &tags, cluster) {
+            Ok(p) => p.to_string(),
+            Err(reason) => return Err(refused(PROVIDER, &entry.name, id, reason)),
+        };
+        Ok((entry, tags, prefix))
+    }
+
+    /// Removes a tag from a server (`POST /server/tags` with `remove`).
+    async fn remove_tag(&self, id: &str, tag: &str) -> Result<(), CloudError> {
+        let _: Value = self
+            .post(
+                "POST /server/tags (remove)",
+                "/server/tags",
+                &json!({ "id": id, "remove": tag }),
+            )
+            .await?;
+        self.lock_tags().remove(id);
+        Ok(())
+    }
+
+    /// Out of the pool first (start stamped, park tag removed), then powered on: a crash
+    /// in between leaves a powered-off server of ours with no Node, which
+    /// `provisionTimeout` removes, never a warm server that runs.
+    pub(super) async fn start_parked(
+        &self,
+        cluster: &str,
+        id: &str,
+        req: &CreateRequest,
+    ) -> Result<(), CloudError> {
+        let (entry, tags, prefix) = self.owned_now(cluster, id).await?;
+        let parked = warm_tag(&prefix, false);
+        if !tags.contains(&parked) || tags.contains(&warm_tag(&prefix, true)) {
+            let reason = format!("it is not parked in the warm pool (no tag {parked})");
+            return Err(refused(PROVIDER, &entry.name, id, reason));
+        }
+        let now = whole_seconds(SystemTime::now());
+        self.add_tag(id, &started_tag(&prefix, now)).await?;
+        self.remove_tag(id, &parked).await?;
+        self.power_on(id).await?;
+        tracing::info!(server = %req.name, id, "warm Kamatera server powered on");
+        Ok(())
+    }
+
+    /// Powered off (gracefully; the command is awaited), then tagged parked: a crash in
+    /// between leaves a powered-off server, parked again next cycle while it still
+    /// carries a warm tag, else removed by `provisionTimeout`.
+    pub(super) async fn park_server(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        let (entry, tags, prefix) = self.owned_now(cluster, id).await?;
+        if status_of(entry.power.as_deref()) != ServerStatus::Stopped {
+            self.power_off(id, false).await?;
+        }
+        self.add_tag(id, &warm_tag(&prefix, false)).await?;
+        let filling = warm_tag(&prefix, true);
+        if tags.contains(&filling) {
+            self.remove_tag(id, &filling).await?;
+        }
+        tracing::info!(server = %entry.name, id, "Kamatera server powered off and parked in the warm pool");
+        Ok(())
+    }
+}

@@ -1,0 +1,174 @@
+//! Warm pools on OpenStack. Nova boots a server when it creates it and its user data
+//! runs only on that first boot, so a pool server cannot be made stopped: it is created
+//! with the warm mark [`WARM_FILLING`] in its metadata, joins once (its Node carries the
+//! startup taint, so no pod lands), and once its Node is Ready the planner parks it:
+//! `os-stop`, wait for SHUTOFF, mark [`WARM_PARKED`], then its Node is deleted. A
+//! scale-up takes it out of the pool and `os-start`s it; its kubelet registers the Node
+//! again with its configured labels and the startup taint.
+//!
+//! Stopped, not shelved: a SHUTOFF server keeps its place on its compute host, so
+//! `os-start` is quick and cannot fail for want of a host, while `unshelve` of a
+//! shelved-offloaded server schedules it anew (and may find no valid host) and, for an
+//! image-backed server, boots it from the snapshot taken at shelve. A pool that frees
+//! hypervisor capacity would be slower than creating afresh.
+
+use super::*;
+pub(super) use crate::cloud::openstack::nova::{STARTED_KEY, WARM_FILLING, WARM_KEY, WARM_PARKED};
+use crate::cloud::refused;
+
+/// How long parking a server waits, after Nova accepted `os-stop`, for it to be SHUTOFF:
+/// Nova shuts the guest down gracefully for up to its `shutdown_timeout` (60 s by
+/// default), then powers it off.
+const STOP_TIMEOUT: Duration = Duration::from_secs(180);
+
+impl OpenStackProvider {
+    /// Server `id` read back now, refused unless its metadata names `cluster` (and, with
+    /// `parked`, unless it is parked in the warm pool).
+    async fn owned(&self, cluster: &str, id: &str, parked: bool) -> Result<Server, CloudError> {
+        let Some(server) = self.get_server(cluster, id).await? else {
+            return Err(CloudError::NotFound {
+                provider: PROVIDER.into(),
+                what: "server".into(),
+                name: id.into(),
+            });
+        };
+        check_owned(PROVIDER, &server, cluster)?;
+        let in_pool = server.warm && !server.filling;
+        if parked && !in_pool {
+            let reason =
+                format!("it is not parked in the warm pool (no {WARM_KEY}={WARM_PARKED} metadata)");
+            return Err(refused(PROVIDER, &server.name, id, reason));
+        }
+        Ok(server)
+    }
+
+    /// `POST /servers/{id}/action` with `{action: null}` (`os-stop`, `os-start`).
+    async fn server_action(&self, id: &str, action: &str) -> Result<(), CloudError> {
+        let call = format!("POST /servers/{{id}}/action ({action})");
+        let body = json!({ action: null });
+        let resp = self
+            .send(&call, |s| {
+                Ok(self.nova(
+                    self.http
+                        .post(format!("{}/servers/{}/action", s.compute, seg(id)))
+                        .json(&body),
+                ))
+            })
+            .await?;
+        ensure_success(&call, resp).await.map(|_| ())
+    }
+
+    /// Merges `metadata` into the server's (`POST /servers/{id}/metadata`).
+    async fn set_metadata(&self, id: &str, metadata: Value) -> Result<(), CloudError> {
+        let call = "POST /servers/{id}/metadata";
+        let body = json!({ "metadata": metadata });
+        let resp = self
+            .send(call, |s| {
+                Ok(self.nova(
+                    self.http
+                        .post(format!("{}/servers/{}/metadata", s.compute, seg(id)))
+                        .json(&body),
+                ))
+            })
+            .await?;
+        ensure_success(call, resp).await.map(|_| ())
+    }
+
+    /// Removes metadata `key` (`DELETE /servers/{id}/metadata/{key}`); one already gone
+    /// (404) is success.
+    async fn delete_metadata(&self, id: &str, key: &str) -> Result<(), CloudError> {
+        let call = "DELETE /servers/{id}/metadata/{key}";
+        let resp = self
+            .send(call, |s| {
+                Ok(self.nova(self.http.delete(format!(
+                    "{}/servers/{}/metadata/{}",
+                    s.compute,
+                    seg(id),
+                    seg(key)
+                ))))
+            })
+            .await?;
+        if resp.status() == reqwest::StatusCode::NOT_FOUND {
+            return Ok(());
+        }
+        ensure_success(call, resp).await.map(|_| ())
+    }
+
+    /// Out of the pool first (the start time stamped, the warm mark removed), then
+    /// started: a crash in between leaves a stopped server of ours with no Node, which
+    /// `provisionTimeout` removes, never a warm server that runs.
+    pub(super) async fn start_parked(
+        &self,
+        cluster: &str,
+        id: &str,
+        req: &CreateRequest,
+    ) -> Result<(), CloudError> {
+        let server = self.owned(cluster, id, true).await?;
+        let now = SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        self.set_metadata(id, json!({ STARTED_KEY: now.to_string() }))
+            .await?;
+        self.delete_metadata(id, WARM_KEY).await?;
+        self.server_action(id, "os-start").await?;
+        tracing::info!(server = %req.name, id, name = %server.name, "warm OpenStack server started");
+        Ok(())
+    }
+
+    /// `os-stop` (unless already SHUTOFF), SHUTOFF awaited, then marked parked: a crash
+    /// in between leaves a stopped server, parked again by the next cycle if still
+    /// marked warm, else removed by `provisionTimeout` like any server with no Node.
+    pub(super) async fn park_server(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        let server = self.owned(cluster, id, false).await?;
+        match server.status {
+            ServerStatus::Stopped => {}
+            ServerStatus::Active => self.server_action(id, "os-stop").await?,
+            other_status => {
+                return Err(other(format!(
+                    "server '{}' ({id}) cannot be stopped into the warm pool while it is {other_status:?}",
+                    server.name
+                )))
+            }
+        }
+        self.wait_stopped(id).await?;
+        self.set_metadata(id, json!({ WARM_KEY: WARM_PARKED }))
+            .await?;
+        tracing::info!(server = %server.name, id, "OpenStack server stopped and parked in the warm pool");
+        Ok(())
+    }
+
+    /// Polls `GET /servers/{id}` until Nova shows it SHUTOFF with no task in progress,
+    /// for at most [`STOP_TIMEOUT`].
+    async fn wait_stopped(&self, id: &str) -> Result<(), CloudError> {
+        let call = "GET /servers/{id}";
+        let start = Instant::now();
+        let deadline = STOP_TIMEOUT;
+        let mut pause = self.options.delete_poll_interval.min(MAX_DELETE_POLL);
+        loop {
+            let resp = self
+                .send(call, |s| {
+                    Ok(self.nova(self.http.get(format!("{}/servers/{}", s.compute, seg(id)))))
+                })
+                .await?;
+            let server = read_json::<ServerEnvelope>(call, ensure_success(call, resp).await?)
+                .await?
+                .server;
+            if server.status.eq_ignore_ascii_case("SHUTOFF") && server.task_state.is_none() {
+                return Ok(());
+            }
+            let elapsed = start.elapsed();
+            if elapsed >= deadline {
+                return Err(other(format!(
+                    "server '{}' ({id}) is not SHUTOFF {:.1}s after os-stop (status {}, task state {})",
+                    server.name,
+                    deadline.as_secs_f64(),
+                    server.status,
+                    server.task_state.as_deref().unwrap_or("none")
+                )));
+            }
+            tokio::time::sleep(pause.min(deadline.saturating_sub(elapsed))).await;
+            pause = (pause * 2).min(MAX_DELETE_POLL);
+        }
+    }
+}

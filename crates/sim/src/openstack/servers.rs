@@ -1,0 +1,503 @@
+//! Nova servers: the server view, list, show, create (with its boot) and delete.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use axum::body::Bytes;
+use axum::extract::{Path as UrlPath, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use base64::Engine as _;
+use serde_json::{json, Map, Value};
+
+use super::*;
+
+pub(super) fn server_json(shared: &Shared, s: &SimServer, mv: (u32, u32)) -> Value {
+    let o = &shared.opts;
+    let base = shared.base();
+    let flavor = o.flavors.iter().find(|f| f.id == s.flavor_id);
+    let flavor_v = if mv >= (2, 47) {
+        match flavor {
+            Some(f) => json!({ "original_name": f.name, "ram": f.ram_mib, "vcpus": f.vcpus,
+                "disk": f.disk_gb, "ephemeral": 0, "swap": 0, "extra_specs": {} }),
+            None => json!({}),
+        }
+    } else {
+        json!({ "id": s.flavor_id, "links": [{ "rel": "bookmark",
+            "href": format!("{base}/compute/flavors/{}", s.flavor_id) }] })
+    };
+    let vm_state = match s.status.as_str() {
+        "BUILD" => "building",
+        "ERROR" => "error",
+        "SHUTOFF" => "stopped",
+        _ => "active",
+    };
+    let addresses: Map<String, Value> = s
+        .networks
+        .iter()
+        .enumerate()
+        .filter_map(|(i, nid)| {
+            let net = o.networks.iter().find(|n| &n.id == nid)?;
+            Some((
+                net.name.clone(),
+                json!([{ "version": 4, "addr": format!("10.0.0.{}", 10 + i), "OS-EXT-IPS:type": "fixed" }]),
+            ))
+        })
+        .collect();
+    let mut v = json!({
+        "id": s.id,
+        "name": s.name,
+        "status": s.status,
+        "tenant_id": o.project_id,
+        "user_id": "0123456789abcdef0123456789abcdef",
+        "metadata": s.metadata,
+        "created": rfc3339(s.created),
+        "updated": rfc3339(s.created),
+        "hostId": "",
+        "flavor": flavor_v,
+        "image": { "id": s.image_id, "links": [{ "rel": "bookmark",
+            "href": format!("{base}/compute/images/{}", s.image_id) }] },
+        "addresses": addresses,
+        "key_name": s.key_name,
+        "security_groups": s.security_groups.iter().map(|n| json!({ "name": n })).collect::<Vec<_>>(),
+        "OS-EXT-STS:task_state": s.task_state,
+        "OS-EXT-STS:vm_state": vm_state,
+        // 1 RUNNING, 4 SHUTDOWN, 0 NOSTATE.
+        "OS-EXT-STS:power_state": match s.status.as_str() { "ACTIVE" => 1, "SHUTOFF" => 4, _ => 0 },
+        // Real Nova shows "" until the server is scheduled (and for one never scheduled).
+        "OS-EXT-AZ:availability_zone": s.availability_zone.clone().unwrap_or_else(|| {
+            if s.status == "ACTIVE" { "nova".into() } else { String::new() }
+        }),
+        "OS-DCF:diskConfig": "MANUAL",
+        "accessIPv4": "",
+        "accessIPv6": "",
+        "progress": 0,
+        "tags": s.tags,
+        "locked": false,
+        "description": null,
+        "links": [{ "rel": "self", "href": format!("{base}/compute/v2.1/servers/{}", s.id) }],
+    });
+    if let Some(f) = &s.fault {
+        v["fault"] = json!({ "code": fault_code(f), "message": f, "created": rfc3339(s.created) });
+    }
+    v
+}
+
+pub(super) async fn list_servers(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Query(q): Query<HashMap<String, String>>,
+) -> Response {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
+        return r;
+    }
+    let mv = microversion(&headers);
+    let limit = match q.get("limit").map(|l| l.parse::<usize>()) {
+        None => shared.opts.page_size,
+        Some(Ok(l)) => l.min(shared.opts.page_size),
+        Some(Err(_)) => {
+            return nova_error(
+                StatusCode::BAD_REQUEST,
+                "badRequest",
+                "limit must be an integer",
+            )
+        }
+    };
+    let st = shared.lock();
+    // Nova lists newest first.
+    let mut all: Vec<&SimServer> = st.servers.iter().rev().collect();
+    if let Some(name) = q.get("name") {
+        all.retain(|s| s.name.contains(name.as_str()));
+    }
+    let start = match q.get("marker") {
+        None => 0,
+        Some(m) => match all.iter().position(|s| &s.id == m) {
+            Some(p) => p + 1,
+            None => {
+                return nova_error(
+                    StatusCode::BAD_REQUEST,
+                    "badRequest",
+                    &format!("marker [{m}] not found"),
+                )
+            }
+        },
+    };
+    let page: Vec<&SimServer> = all.iter().skip(start).take(limit).copied().collect();
+    let servers: Vec<Value> = page
+        .iter()
+        .map(|s| {
+            let mut v = server_json(&shared, s, mv);
+            // A server no host was found for stays in cell0, and real Nova's detail
+            // list leaves out the fault of cell0 servers: only GET /servers/{id} has it.
+            if s.fault.as_deref() == Some(NO_VALID_HOST) {
+                if let Some(o) = v.as_object_mut() {
+                    o.remove("fault");
+                }
+            }
+            v
+        })
+        .collect();
+    let mut body = json!({ "servers": servers });
+    if limit > 0 && page.len() == limit && start + limit < all.len() {
+        if let Some(last) = page.last() {
+            body["servers_links"] = json!([{ "rel": "next", "href": format!(
+                "{}/compute/v2.1/servers/detail?limit={limit}&marker={}", shared.base(), last.id) }]);
+        }
+    }
+    Json(body).into_response()
+}
+
+pub(super) async fn show_server(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    UrlPath(id): UrlPath<String>,
+) -> Response {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
+        return r;
+    }
+    let mv = microversion(&headers);
+    let st = shared.lock();
+    match st.servers.iter().find(|s| s.id == id) {
+        Some(s) => {
+            let mut v = server_json(&shared, s, mv);
+            // Only the single-server view has it (microversion ≥2.71).
+            if mv >= (2, 71) {
+                v["server_groups"] = json!(s.server_group.iter().collect::<Vec<_>>());
+            }
+            Json(json!({ "server": v })).into_response()
+        }
+        None => nova_error(
+            StatusCode::NOT_FOUND,
+            "itemNotFound",
+            &format!("Instance {id} could not be found."),
+        ),
+    }
+}
+
+pub(super) async fn create_server(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
+        return r;
+    }
+    let bad = |m: &str| nova_error(StatusCode::BAD_REQUEST, "badRequest", m);
+    let o = &shared.opts;
+    let Ok(v) = serde_json::from_slice::<Value>(&body) else {
+        return bad("Malformed request body");
+    };
+    let s = &v["server"];
+    if !s.is_object() {
+        return bad("Invalid input for field/attribute server.");
+    }
+    let Some(name) = s["name"].as_str().filter(|n| !n.is_empty()) else {
+        return bad("Invalid input for field/attribute name.");
+    };
+    let Some(flavor_ref) = s["flavorRef"].as_str() else {
+        return bad("Invalid input for field/attribute flavorRef.");
+    };
+    let Some(flavor) = o.flavors.iter().find(|f| f.id == flavor_ref) else {
+        return bad(&format!("Flavor {flavor_ref} could not be found."));
+    };
+    let Some(image_ref) = s["imageRef"].as_str() else {
+        return bad("Block Device Mapping is Invalid: imageRef is required.");
+    };
+    if !o.images.iter().any(|i| i.id == image_ref) {
+        return bad(&format!("Image {image_ref} could not be found."));
+    }
+    let networks = match &s["networks"] {
+        Value::String(x) if x == "none" || x == "auto" => Vec::new(),
+        Value::Array(list) => {
+            let mut ids = Vec::new();
+            for n in list {
+                let Some(uuid) = n["uuid"].as_str() else {
+                    return bad("Invalid input for field/attribute networks.");
+                };
+                let Some(net) = o.networks.iter().find(|x| x.id == uuid) else {
+                    return bad(&format!("Network {uuid} could not be found."));
+                };
+                if net.subnets.is_empty() {
+                    return bad(&format!(
+                        "Network {uuid} requires a subnet in order to boot instances on."
+                    ));
+                }
+                ids.push(uuid.to_string());
+            }
+            ids
+        }
+        Value::Null if microversion(&headers) < (2, 37) => Vec::new(),
+        _ => return bad("Invalid input for field/attribute networks."),
+    };
+    let user_data = match s["user_data"].as_str() {
+        None => None,
+        Some(b64) => match base64::engine::general_purpose::STANDARD.decode(b64) {
+            Ok(bytes) => Some(String::from_utf8_lossy(&bytes).into_owned()),
+            Err(_) => return bad("User data needs to be valid base 64."),
+        },
+    };
+    let mut metadata = BTreeMap::new();
+    if let Some(m) = s["metadata"].as_object() {
+        for (k, val) in m {
+            let Some(val) = val.as_str() else {
+                return bad("Invalid input for field/attribute metadata.");
+            };
+            metadata.insert(k.clone(), val.to_string());
+        }
+    }
+    let server_group = match &v["os:scheduler_hints"] {
+        Value::Null => None,
+        Value::Object(hints) => match hints.get("group") {
+            None => None,
+            Some(Value::String(g)) if looks_like_uuid(g) => {
+                if !o.server_groups.iter().any(|x| x.id == *g) {
+                    return bad(&format!("Instance group {g} could not be found."));
+                }
+                Some(g.clone())
+            }
+            Some(g) => {
+                return bad(&format!(
+                    "Invalid input for field/attribute group. Value: {g}. {g} is not a 'uuid'"
+                ))
+            }
+        },
+        _ => return bad("Invalid input for field/attribute os:scheduler_hints."),
+    };
+    let tags: Vec<String> = match &s["tags"] {
+        Value::Null => Vec::new(),
+        _ if microversion(&headers) < (2, 52) => {
+            return bad("Invalid input for field/attribute server. Value: {...}. Additional properties are not allowed ('tags' was unexpected)")
+        }
+        Value::Array(list) if list.len() <= 50 => {
+            let mut out = Vec::new();
+            for t in list {
+                match t.as_str() {
+                    Some(t) if t.chars().count() <= 60 && !t.contains(['/', ',']) => {
+                        out.push(t.to_string())
+                    }
+                    _ => {
+                        return bad(&format!(
+                            "Invalid input for field/attribute tags. Value: {t}. does not match '^[^,/]*$' or is longer than 60"
+                        ))
+                    }
+                }
+            }
+            out
+        }
+        _ => return bad("Invalid input for field/attribute tags."),
+    };
+    let security_groups: Vec<String> = match s["security_groups"].as_array() {
+        Some(list) => list
+            .iter()
+            .filter_map(|g| g["name"].as_str().map(str::to_string))
+            .collect(),
+        None => vec!["default".into()],
+    };
+
+    let mut st = shared.lock();
+    let mut late_fault = None;
+    if !st.fail_creates.is_empty() {
+        match st.fail_creates.remove(0) {
+            CreateFailure::Quota => {
+                return nova_error(
+                    StatusCode::FORBIDDEN,
+                    "forbidden",
+                    "Quota exceeded for instances: Requested 1, but already used 10 of 10 instances",
+                )
+            }
+            CreateFailure::ServerError => {
+                return nova_error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "computeFault",
+                    "Unexpected API Error. Please report this at http://bugs.launchpad.net/nova/ and attach the Nova API log if possible.",
+                )
+            }
+            CreateFailure::NoValidHost => late_fault = Some(NO_VALID_HOST.to_string()),
+            CreateFailure::QuotaOnRecheck => {
+                let used = st.servers.len();
+                late_fault = Some(format!(
+                    "Quota exceeded for instances: Requested 1, but already used {used} of {used} instances"
+                ))
+            }
+        }
+    }
+    if let Some(max) = o.max_instances {
+        if st.servers.len() >= max {
+            return nova_error(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                &format!(
+                    "Quota exceeded for instances: Requested 1, but already used {} of {max} instances",
+                    st.servers.len()
+                ),
+            );
+        }
+    }
+    st.counter += 1;
+    let id = pseudo_uuid(st.counter);
+    if let Some(fault) = late_fault {
+        st.late_faults.insert(id.clone(), fault);
+    }
+    st.servers.push(SimServer {
+        id: id.clone(),
+        name: name.to_string(),
+        status: "BUILD".into(),
+        task_state: Some("scheduling".into()),
+        flavor_id: flavor.id.clone(),
+        image_id: image_ref.to_string(),
+        networks,
+        metadata,
+        user_data,
+        key_name: s["key_name"].as_str().map(str::to_string),
+        security_groups: security_groups.clone(),
+        availability_zone: s["availability_zone"].as_str().map(str::to_string),
+        server_group,
+        tags,
+        fault: None,
+        created: SystemTime::now(),
+    });
+    drop(st);
+
+    let delay = o.boot_delay;
+    let booter = shared.clone();
+    let boot_id = id.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        finish_boot(&booter, &boot_id);
+    });
+    if o.faults.half_done(HalfDone::CreateFailsButServerAppears) {
+        return nova_error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "computeFault",
+            "Unexpected API Error. Please report this at http://bugs.launchpad.net/nova/ and attach the Nova API log if possible.",
+        );
+    }
+
+    let href = format!("{}/compute/v2.1/servers/{id}", shared.base());
+    let mut resp = (
+        StatusCode::ACCEPTED,
+        Json(json!({ "server": {
+            "id": id,
+            "links": [{ "rel": "self", "href": href }],
+            "OS-DCF:diskConfig": "MANUAL",
+            "security_groups": security_groups.iter().map(|n| json!({ "name": n })).collect::<Vec<_>>(),
+            "adminPass": "simAdminPass1",
+        } })),
+    )
+        .into_response();
+    if let Ok(v) = HeaderValue::from_str(&href) {
+        resp.headers_mut().insert("Location", v);
+    }
+    resp
+}
+
+/// Real Nova's fault message, trailing space included.
+pub(super) const NO_VALID_HOST: &str = "No valid host was found. ";
+
+/// Code of a server fault as real Nova reports it: 413 for the quota recheck, else 500.
+pub(super) fn fault_code(message: &str) -> u16 {
+    if message.starts_with("Quota exceeded") {
+        413
+    } else {
+        500
+    }
+}
+
+pub(super) fn finish_boot(shared: &Shared, id: &str) {
+    let event = {
+        let mut st = shared.lock();
+        let late_fault = st.late_faults.remove(id);
+        let never: Vec<String> = st.never_boot.clone();
+        let Some(s) = st.servers.iter_mut().find(|s| s.id == id) else {
+            return;
+        };
+        if s.status != "BUILD" || s.task_state.as_deref() == Some("deleting") {
+            return;
+        }
+        if let Some(fault) = late_fault {
+            s.status = "ERROR".into();
+            s.task_state = None;
+            s.fault = Some(fault);
+            return;
+        }
+        if never.iter().any(|p| s.name.starts_with(p.as_str())) {
+            s.task_state = Some("spawning".into());
+            return;
+        }
+        s.status = "ACTIVE".into();
+        s.task_state = None;
+        let flavor = shared.opts.flavors.iter().find(|f| f.id == s.flavor_id);
+        VmEvent::Booted {
+            name: s.name.clone(),
+            user_data: s.user_data.clone().unwrap_or_default(),
+            memory_bytes: flavor.map(|f| f.ram_mib * 1024 * 1024).unwrap_or(0),
+            cpus: flavor.map(|f| f.vcpus).unwrap_or(0),
+        }
+    };
+    shared.fire(event);
+}
+
+pub(super) fn remove_server(shared: &Shared, id: &str) {
+    let name = {
+        let mut st = shared.lock();
+        let Some(pos) = st.servers.iter().position(|s| s.id == id) else {
+            return;
+        };
+        st.servers.remove(pos).name
+    };
+    shared.fire(VmEvent::Deleted { name });
+}
+
+pub(super) async fn delete_server(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    UrlPath(id): UrlPath<String>,
+) -> Response {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
+        return r;
+    }
+    {
+        let mut st = shared.lock();
+        if !st.servers.iter().any(|s| s.id == id) {
+            return nova_error(
+                StatusCode::NOT_FOUND,
+                "itemNotFound",
+                &format!("Instance {id} could not be found."),
+            );
+        }
+        if st.fail_deletes > 0 {
+            st.fail_deletes -= 1;
+            return nova_error(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "computeFault",
+                "Unexpected API Error. Please report this at http://bugs.launchpad.net/nova/ and attach the Nova API log if possible.",
+            );
+        }
+        // Accepted, then lost (a compute host that never acts on it): the server stays
+        // as it was, with no task in progress.
+        if shared.opts.faults.half_done(HalfDone::DeleteNeverHappens) {
+            return StatusCode::NO_CONTENT.into_response();
+        }
+        if let Some(s) = st.servers.iter_mut().find(|s| s.id == id) {
+            s.task_state = Some("deleting".into());
+        }
+    }
+    let delay = shared.opts.delete_delay;
+    if delay.is_zero() {
+        remove_server(&shared, &id);
+    } else {
+        let s2 = shared.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            remove_server(&s2, &id);
+        });
+    }
+    StatusCode::NO_CONTENT.into_response()
+}
+
+pub(super) fn looks_like_uuid(s: &str) -> bool {
+    let hex: Vec<char> = s.chars().filter(|c| *c != '-').collect();
+    hex.len() == 32 && hex.iter().all(char::is_ascii_hexdigit)
+}

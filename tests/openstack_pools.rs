@@ -1,0 +1,376 @@
+//! Warm pools on the simulated OpenStack over loopback HTTP, the whole loop (plan and
+//! act) against the simulated API server. Nova boots a server at create and runs its
+//! user data then, so a pool server joins once, is stopped (`os-stop`) once its Node is
+//! Ready and its Node deleted; a scale-up `os-start`s it and its kubelet registers again.
+
+mod common;
+
+use std::time::{Duration, Instant, SystemTime};
+
+use common::cordon_patch;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, Patch, PatchParams};
+use nodewright::plan::{Action, Decision};
+use nodewright::reconcile::Reconciler;
+use nodewright::sim::cluster::SimPodTemplate;
+use nodewright::sim::env::{SimEnv, SimTimings};
+use nodewright::sim::openstack::SimServer;
+
+const GI: u64 = 1 << 30;
+
+fn config(flavor: &str, max: u32, size: u32, mode: &str) -> String {
+    format!(
+        r#"clusterName: prod
+freeMemoryTarget: 0 B
+scaleDown: {{mode: {mode}}}
+nodeGroups:
+  - name: os
+    provider: openstack
+    maxSize: {max}
+    warmPool: {{size: {size}}}
+    openstack: {{flavor: {flavor}, image: ubuntu-24.04, network: private}}
+    userData:
+      template: k3s-agent.cloud-init.yaml.j2
+      variables: {{k3s_url: "https://192.0.2.1:6443", k3s_token: "pool-secret-token"}}
+"#
+    )
+}
+
+async fn setup(text: &str) -> (SimEnv, Reconciler) {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("simulated environment starts");
+    let rec = reconciler(&env, text).await;
+    (env, rec)
+}
+
+async fn reconciler(env: &SimEnv, text: &str) -> Reconciler {
+    let (_, cfg) = env.write_config(text).expect("config loads");
+    env.reconciler(cfg).await.expect("reconciler builds")
+}
+
+/// Plans and acts until the decision matches `want` (acting on it too); the decisions
+/// acted on, that one last.
+async fn until(rec: &Reconciler, what: &str, want: impl Fn(&Action) -> bool) -> Vec<Decision> {
+    let start = Instant::now();
+    let mut acted = Vec::new();
+    loop {
+        let (snapshot, decision) = rec.plan(SystemTime::now()).await.expect("plan");
+        if decision.action != Action::None {
+            rec.act(&snapshot, &decision, SystemTime::now())
+                .await
+                .unwrap_or_else(|e| panic!("{} failed: {e}", decision.action));
+            let hit = want(&decision.action);
+            acted.push(decision);
+            if hit {
+                return acted;
+            }
+        }
+        let actions: Vec<String> = acted.iter().map(|d| d.action.to_string()).collect();
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no {what}; acted: {actions:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Plans and acts until pod `pod` runs on node `node` (nodewright lets it in by
+/// removing the startup taint); the decisions acted on.
+async fn until_placed(rec: &Reconciler, env: &SimEnv, pod: &str, node: &str) -> Vec<Decision> {
+    let start = Instant::now();
+    let mut acted = Vec::new();
+    loop {
+        let placed = env
+            .cluster
+            .pods_on(node)
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some(pod));
+        if placed {
+            return acted;
+        }
+        let (snapshot, decision) = rec.plan(SystemTime::now()).await.expect("plan");
+        if decision.action != Action::None {
+            rec.act(&snapshot, &decision, SystemTime::now())
+                .await
+                .unwrap_or_else(|e| panic!("{} failed: {e}", decision.action));
+            acted.push(decision);
+        }
+        let actions: Vec<String> = acted.iter().map(|d| d.action.to_string()).collect();
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "pod {pod} not on {node}; acted: {actions:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn warm_mark(s: &SimServer) -> Option<&str> {
+    s.metadata.get("nodewright-warm").map(String::as_str)
+}
+
+fn server(env: &SimEnv, name: &str) -> SimServer {
+    env.cloud
+        .servers()
+        .into_iter()
+        .find(|s| s.name == name)
+        .unwrap_or_else(|| panic!("server {name}"))
+}
+
+/// `POST /servers` calls so far: creates.
+fn creates(env: &SimEnv) -> usize {
+    env.cloud
+        .calls()
+        .iter()
+        .filter(|c| c.method == "POST" && c.path == "/compute/v2.1/servers")
+        .count()
+}
+
+/// Fills the pool of one and waits until its server is parked: the name.
+async fn filled_and_parked(env: &SimEnv, rec: &Reconciler) -> String {
+    until(rec, "pool fill", |a| {
+        matches!(a, Action::FillWarmPool { count: 1, .. })
+    })
+    .await;
+    let servers = env.cloud.servers();
+    assert_eq!(servers.len(), 1);
+    let name = servers[0].name.clone();
+    assert_eq!(warm_mark(&servers[0]), Some("filling"));
+    let acted = until(rec, "the fill parked", |a| {
+        matches!(a, Action::ParkWarm { .. })
+    })
+    .await;
+    let Some(Action::ParkWarm { servers }) = acted.last().map(|d| &d.action) else {
+        unreachable!("until returns on ParkWarm")
+    };
+    assert_eq!(servers.len(), 1);
+    assert_eq!(servers[0].name, name);
+    let s = server(env, &name);
+    assert_eq!(
+        (s.status.as_str(), warm_mark(&s)),
+        ("SHUTOFF", Some("parked"))
+    );
+    assert!(env.cluster.node(&name).is_none(), "its Node is deleted");
+    name
+}
+
+/// The stop reached the VM while its Node still existed: the VM went first.
+fn stopped_before_its_node_went(env: &SimEnv, name: &str) -> bool {
+    env.vm_log
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .any(|e| !e.booted && e.name == name && e.node_existed)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_scale_up_starts_a_parked_server_without_a_create_and_the_pool_refills() {
+    let (env, rec) = setup(&config("m1.large", 3, 1, "delete")).await;
+    let name = filled_and_parked(&env, &rec).await;
+    assert!(stopped_before_its_node_went(&env, &name));
+
+    env.cluster
+        .add_pod("default", "waits", SimPodTemplate::new("nginx:1.25", GI))
+        .expect("pod");
+    let before = creates(&env);
+    let acted = until(&rec, "start of the parked server", |a| {
+        matches!(a, Action::StartWarm { .. })
+    })
+    .await;
+    let Some(Action::StartWarm { servers, .. }) = acted.last().map(|d| &d.action) else {
+        unreachable!("until returns on StartWarm")
+    };
+    assert_eq!(servers.len(), 1);
+    assert_eq!(servers[0].name, name);
+    assert_eq!(creates(&env), before, "a warm start makes no create");
+    let started = server(&env, &name);
+    assert_eq!(warm_mark(&started), None, "out of the pool");
+    assert!(started.metadata.contains_key("nodewright-started"));
+    assert!(env
+        .cloud
+        .calls()
+        .iter()
+        .any(|c| c.method == "POST" && c.path.ends_with("/action")));
+
+    // Its kubelet registers again; the pod lands there; the pool refills.
+    until(&rec, "pool refill", |a| {
+        matches!(a, Action::FillWarmPool { count: 1, .. })
+    })
+    .await;
+    assert_eq!(creates(&env), before + 1);
+    until_placed(&rec, &env, "waits", &name).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_filling_server_is_never_capacity_and_never_started() {
+    let (env, rec) = setup(&config("m1.large", 3, 1, "delete")).await;
+    until(&rec, "pool fill", |a| {
+        matches!(a, Action::FillWarmPool { count: 1, .. })
+    })
+    .await;
+    let fill = env.cloud.servers()[0].name.clone();
+    env.cluster
+        .add_pod("default", "waits", SimPodTemplate::new("nginx:1.25", GI))
+        .expect("pod");
+    // The pod gets a server of its own: created, as the pool has no parked server yet.
+    let acted = until(&rec, "a scale-up", |a| {
+        matches!(a, Action::ScaleUp { .. } | Action::StartWarm { .. })
+    })
+    .await;
+    assert!(
+        matches!(
+            acted.last().map(|d| &d.action),
+            Some(Action::ScaleUp { .. })
+        ),
+        "{acted:#?}"
+    );
+    let other = env
+        .cloud
+        .servers()
+        .into_iter()
+        .find(|s| s.name != fill)
+        .expect("the new server")
+        .name;
+    let acted = until_placed(&rec, &env, "waits", &other).await;
+    assert!(
+        acted
+            .iter()
+            .all(|d| !matches!(&d.action, Action::StartWarm { .. })),
+        "{acted:#?}"
+    );
+    assert!(env.cluster.pods_on(&fill).is_empty(), "no pod on the fill");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scale_down_mode_stop_parks_the_server_of_a_removed_node() {
+    // maxSize 1: once the parked server runs, the pool has no room to refill.
+    let (env, rec) = setup(&config("m1.large", 1, 1, "stop")).await;
+    let name = filled_and_parked(&env, &rec).await;
+    env.cluster
+        .add_replicaset("default", "web", 1, SimPodTemplate::new("nginx:1.25", GI))
+        .expect("replicaset");
+    until(&rec, "start", |a| matches!(a, Action::StartWarm { .. })).await;
+    until(&rec, "startup taint removed", |a| {
+        matches!(a, Action::RemoveStartupTaint { .. })
+    })
+    .await;
+    env.cluster
+        .scale_replicaset("default", "web", 0)
+        .expect("scale");
+    common::wait_for("pods gone", Duration::from_secs(10), || {
+        env.cluster.pods_on(&name).is_empty()
+    })
+    .await;
+    let nodes: Api<Node> = Api::all(env.cluster.kube_client().await.expect("client"));
+    nodes
+        .patch(
+            &name,
+            &PatchParams::default(),
+            &Patch::Merge(cordon_patch(true)),
+        )
+        .await
+        .expect("cordon as nodewright does");
+    env.vm_log.lock().unwrap_or_else(|p| p.into_inner()).clear();
+
+    let acted = until(&rec, "removal", |a| matches!(a, Action::DeleteNodes { .. })).await;
+    let Some(Action::DeleteNodes { nodes: targets }) = acted.last().map(|d| &d.action) else {
+        unreachable!("until returns on DeleteNodes")
+    };
+    assert_eq!(targets.len(), 1);
+    assert!(targets[0].park, "{targets:?}");
+    assert!(env.cluster.node(&name).is_none(), "the Node is deleted");
+    let s = server(&env, &name);
+    assert_eq!(
+        (s.status.as_str(), warm_mark(&s)),
+        ("SHUTOFF", Some("parked"))
+    );
+    assert!(stopped_before_its_node_went(&env, &name));
+    assert!(!env
+        .cloud
+        .calls()
+        .iter()
+        .any(|c| c.method == "DELETE" && c.path == format!("/compute/v2.1/servers/{}", s.id)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drifted_parked_server_is_deleted_instead_of_reused() {
+    let (env, rec) = setup(&config("m1.large", 3, 1, "delete")).await;
+    let old = filled_and_parked(&env, &rec).await;
+    // New group settings (flavor): the parked server was made from the old ones.
+    let rec = reconciler(&env, &config("m1.medium", 3, 1, "delete")).await;
+    env.cluster
+        .add_pod("default", "waits", SimPodTemplate::new("nginx:1.25", GI))
+        .expect("pod");
+    let acted = until(&rec, "the stale server deleted", |a| {
+        matches!(a, Action::DeleteServers { .. })
+    })
+    .await;
+    let Some(Action::DeleteServers { servers, .. }) = acted.last().map(|d| &d.action) else {
+        unreachable!("until returns on DeleteServers")
+    };
+    assert_eq!(servers.len(), 1);
+    assert_eq!(servers[0].name, old);
+    assert!(acted.last().is_some_and(|d| d
+        .reasons
+        .iter()
+        .any(|r| r.message.contains("other settings"))));
+    common::wait_for("the stale server gone", Duration::from_secs(10), || {
+        env.cloud.servers().iter().all(|s| s.name != old)
+    })
+    .await;
+    let acted = until(&rec, "a scale-up", |a| {
+        matches!(a, Action::ScaleUp { .. } | Action::StartWarm { .. })
+    })
+    .await;
+    assert!(
+        acted.iter().all(|d| !matches!(&d.action, Action::StartWarm { servers, .. } if servers.iter().any(|s| s.name == old))),
+        "{acted:#?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nova_refuses_a_stop_of_a_stopped_server_with_409() {
+    let (env, rec) = setup(&config("m1.large", 3, 1, "delete")).await;
+    let name = filled_and_parked(&env, &rec).await;
+    let s = server(&env, &name);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let client = reqwest::Client::new();
+    let o = env.cloud.options();
+    let resp = client
+        .post(format!("{}/auth/tokens", env.cloud.auth_url()))
+        .json(&serde_json::json!({ "auth": {
+            "identity": { "methods": ["password"], "password": { "user": {
+                "name": o.username, "domain": { "name": o.domain }, "password": o.password } } },
+            "scope": { "project": { "name": o.project, "domain": { "id": "default" } } },
+        } }))
+        .send()
+        .await
+        .expect("token request");
+    assert_eq!(resp.status().as_u16(), 201);
+    let token = resp.headers()["x-subject-token"]
+        .to_str()
+        .expect("token header")
+        .to_string();
+    let url = format!(
+        "{}/servers/{}/action",
+        env.cloud
+            .auth_url()
+            .replace("/identity/v3", "/compute/v2.1"),
+        s.id
+    );
+    let resp = client
+        .post(&url)
+        .header("X-Auth-Token", &token)
+        .json(&serde_json::json!({ "os-stop": null }))
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(resp.status().as_u16(), 409);
+    let body: serde_json::Value = resp.json().await.expect("json");
+    assert!(
+        body["conflictingRequest"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("vm_state stopped")),
+        "{body}"
+    );
+}
