@@ -301,6 +301,49 @@ async fn a_stuck_clone_is_still_stopped_after_a_restart() {
     assert_clean(&s);
 }
 
+/// Regression for issue 12: a clone a process gone started that then failed was told in
+/// the log only. A fresh process's `observe` hands its exit status and log to the plan
+/// (and from there to an Event on the status ConfigMap), once.
+#[tokio::test]
+async fn a_clone_failing_after_a_restart_is_handed_to_the_plan_with_its_log() {
+    let s = sim().await;
+    let exit = "clone failed: storage 'ceph' does not have enough free space";
+    s.slow_next_clones(1, 6, Duration::from_millis(60));
+    s.fail_next_tasks("qmclone", 1, exit);
+    start_clone_and_kill(
+        &s,
+        provider(&s, 5_000, 2_000, 20_000),
+        "prod-workers-fails2",
+    )
+    .await;
+    let b = provider(&s, 5_000, 2_000, 20_000);
+    let groups = ["workers".to_string()];
+    let mut found = Vec::new();
+    for _ in 0..100 {
+        let o = b.observe("prod", &groups).await.expect("observe");
+        found.extend(o.failures);
+        let ended = s.task_logs("qmclone")[0]
+            .last()
+            .is_some_and(|l| l.starts_with("TASK "));
+        if ended && !found.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(40)).await;
+    }
+    assert_eq!(found.len(), 1, "told once: {found:?}");
+    assert!(
+        found[0].contains(&format!("exit status '{exit}'")),
+        "{found:?}"
+    );
+    assert!(
+        found[0].contains("transferred"),
+        "the log's last lines: {found:?}"
+    );
+    let again = b.observe("prod", &groups).await.expect("observe");
+    assert!(again.failures.is_empty(), "{:?}", again.failures);
+    assert_clean(&s);
+}
+
 #[tokio::test]
 async fn a_process_leaves_the_clone_it_follows_to_itself() {
     let s = sim().await;

@@ -73,6 +73,7 @@ impl Reconciler {
         let mut group_shapes = BTreeMap::new();
         let mut seen = BTreeSet::new();
         let mut unavailable = BTreeMap::new();
+        let mut cloud_failures = Vec::new();
         for ((provider, _), result) in providers.iter().zip(observed) {
             match result {
                 Ok(o) => {
@@ -82,6 +83,8 @@ impl Reconciler {
                         }
                     }
                     group_shapes.extend(o.shapes);
+                    let name = provider.name();
+                    cloud_failures.extend(o.failures.into_iter().map(|f| (name.to_string(), f)));
                 }
                 Err(e) => {
                     tracing::warn!(provider = provider.name(), error = %e, "reading the provider's VMs or group shapes failed; freezing this provider's groups for the cycle");
@@ -98,6 +101,7 @@ impl Reconciler {
             servers,
             group_shapes,
             unavailable_providers: unavailable,
+            cloud_failures,
             pdbs,
             volume_attachments,
             group_backoff: self.clouds.backoffs(),

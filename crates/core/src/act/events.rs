@@ -5,7 +5,7 @@ use std::collections::HashSet;
 
 use super::Outcome;
 use crate::cluster::events::EventSpec;
-use crate::plan::{Action, Bucket, Decision, ObjectRef, ReasonCode};
+use crate::plan::{Action, Bucket, Decision, ObjectRef, Reason, ReasonCode};
 
 /// Cluster Autoscaler's name for "this pod did not make nodes appear", which users and
 /// their alerts already know.
@@ -54,7 +54,8 @@ fn action_objects(action: &Action) -> Vec<ObjectRef> {
 /// `TriggeredScaleUp` (or `ActionFailed`). At most one Event per object and reason.
 ///
 /// `status` is the status ConfigMap, if there is one: what concerns no Kubernetes object
-/// (a VM that failed before it got a node, with its cloud's error text) is posted there,
+/// (a VM that failed before it got a node, with its cloud's error text; a provider that
+/// cannot be listed) is posted there,
 /// as Cluster Autoscaler posts on its own status ConfigMap, so `kubectl describe` of it
 /// shows why a scale-up never arrived.
 pub fn events_for(
@@ -65,7 +66,7 @@ pub fn events_for(
     let mut seen = HashSet::new();
     let mut out = all_events(decision, result);
     if let Some(status) = status {
-        out.extend(nodeless_failures(decision, status));
+        out.extend(status_events(decision, status));
     }
     out.retain(|e| {
         seen.insert((
@@ -256,34 +257,51 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
     out
 }
 
-/// One Warning on the status ConfigMap naming every VM the decision removes for failing
-/// before it had a node (the per-node Events cover the others). One Event, not one per
-/// VM: Events are deduplicated by object and reason, so separate ones would hide all but
-/// the first.
-fn nodeless_failures(decision: &Decision, status: &ObjectRef) -> Option<EventSpec> {
-    if !matches!(decision.action, Action::DeleteServers { .. }) {
-        return None;
-    }
-    let messages: Vec<&str> = decision
+/// Warnings on the status ConfigMap for what concerns no Kubernetes object: VMs the
+/// decision removes for failing before they had a node, and provisioning failures a
+/// provider found that no server carries (`ProvisioningFailed`), and providers that could
+/// not be listed (`ProviderUnavailable`). One Event per reason, the messages joined:
+/// Events are deduplicated by object and reason, so separate ones would hide all but the
+/// first.
+fn status_events(decision: &Decision, status: &ObjectRef) -> Vec<EventSpec> {
+    let nodeless = |r: &&Reason| r.objects.is_empty();
+    let removed = decision
         .reasons
         .iter()
+        .filter(|_| matches!(decision.action, Action::DeleteServers { .. }))
+        .filter(nodeless)
         .filter(|r| {
             matches!(
                 r.code,
                 ReasonCode::ServerError | ReasonCode::ProvisionTimeout
-            ) && r.objects.is_empty()
+            )
+        });
+    let found = decision
+        .notes
+        .iter()
+        .filter(nodeless)
+        .filter(|r| r.code == ReasonCode::ServerError);
+    let unavailable = decision
+        .notes
+        .iter()
+        .filter(nodeless)
+        .filter(|r| r.code == ReasonCode::ProviderUnavailable);
+    let joined = |rs: Vec<&Reason>| -> Option<String> {
+        (!rs.is_empty()).then(|| {
+            rs.iter()
+                .map(|r| r.message.as_str())
+                .collect::<Vec<_>>()
+                .join("; ")
         })
-        .map(|r| r.message.as_str())
-        .collect();
-    if messages.is_empty() {
-        return None;
+    };
+    let mut out = Vec::new();
+    if let Some(m) = joined(removed.chain(found).collect()) {
+        out.push(ev(status.clone(), "ProvisioningFailed", m, true));
     }
-    Some(ev(
-        status.clone(),
-        "ProvisioningFailed",
-        messages.join("; "),
-        true,
-    ))
+    if let Some(m) = joined(unavailable.collect()) {
+        out.push(ev(status.clone(), "ProviderUnavailable", m, true));
+    }
+    out
 }
 
 #[cfg(test)]
@@ -455,5 +473,43 @@ mod tests {
         // Without a status ConfigMap there is nowhere to put it.
         let events = events_for(&decision, Ok(&Outcome::default()), None);
         assert!(events.iter().all(|e| e.object.kind == "Node"), "{events:?}");
+    }
+
+    /// Regression: a clone a process gone started, failing or stopped at its deadline,
+    /// and a provider that could not be listed, were told in the log only.
+    #[test]
+    fn provider_findings_and_an_unlisted_provider_are_reported_on_the_status_configmap() {
+        let decision = Decision {
+            action: Action::None,
+            reasons: vec![],
+            notes: vec![
+                Reason::new(
+                    ReasonCode::ServerError,
+                    "provider proxmox: clone UPID:pve1:1 failed: exit status 'no space'",
+                ),
+                Reason::new(
+                    ReasonCode::ServerError,
+                    "provider proxmox: clone UPID:pve2:2 stuck; stopped it",
+                ),
+                Reason::new(
+                    ReasonCode::ProviderUnavailable,
+                    "provider kamatera could not be listed",
+                ),
+            ],
+            pending: vec![],
+        };
+        let events = events_for(&decision, Ok(&Outcome::default()), Some(&status_cm()));
+        let reasons: Vec<(&str, bool)> = events
+            .iter()
+            .filter(|e| e.object == status_cm())
+            .map(|e| (e.reason.as_str(), e.warning))
+            .collect();
+        assert_eq!(
+            reasons,
+            [("ProvisioningFailed", true), ("ProviderUnavailable", true)],
+            "{events:?}"
+        );
+        assert!(events[0].message.contains("no space") && events[0].message.contains("stopped it"));
+        assert!(events[1].message.contains("kamatera"));
     }
 }

@@ -97,6 +97,11 @@ pub struct GroupShape {
 pub struct Observed {
     pub servers: Vec<Server>,
     pub shapes: BTreeMap<String, GroupShape>,
+    /// Provisioning failures found this cycle that no listed server carries, in the
+    /// cloud's words (a Proxmox clone a process gone started, stopped at its deadline or
+    /// failed, with the last lines of its log): they reach the plan's notes and an Event,
+    /// not only the log.
+    pub failures: Vec<String>,
 }
 
 /// Everything needed to create one VM of a group.
@@ -222,7 +227,11 @@ pub trait CloudProvider: Send + Sync {
         for g in groups {
             shapes.insert(g.clone(), self.group_shape(g).await?);
         }
-        Ok(Observed { servers, shapes })
+        Ok(Observed {
+            servers,
+            shapes,
+            failures: Vec::new(),
+        })
     }
     /// Verifies credentials and that everything the groups refer to exists (`nodewright
     /// check`): one line per thing verified, in the provider's own terms.

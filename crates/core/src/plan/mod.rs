@@ -602,6 +602,12 @@ pub fn plan(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Decision {
             ),
         ));
     }
+    for (provider, said) in &snapshot.cloud_failures {
+        notes.push(Reason::new(
+            ReasonCode::ServerError,
+            format!("provider {provider}: {said}"),
+        ));
+    }
     for (_, step) in STEPS {
         if let Some((action, reasons)) = step(&view, &mut notes) {
             // Whatever asked for nodes, a group's warm VMs are started before any create.

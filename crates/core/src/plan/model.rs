@@ -27,6 +27,9 @@ pub struct Snapshot {
     /// Providers whose VMs could not be listed this cycle, with the error: their groups
     /// are frozen (nothing is decided from missing data) while the others carry on.
     pub unavailable_providers: BTreeMap<String, String>,
+    /// Provisioning failures a provider found that no server carries, as (provider,
+    /// what it said): noted in the plan and posted as an Event.
+    pub cloud_failures: Vec<(String, String)>,
     pub pdbs: Vec<PdbInfo>,
     /// Attached volumes as (VolumeAttachment name, node name).
     pub volume_attachments: Vec<(String, String)>,

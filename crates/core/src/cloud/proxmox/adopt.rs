@@ -55,7 +55,8 @@ impl Adopted {
 }
 
 /// Looks at the clone tasks running under this process's Proxmox user that nothing here
-/// follows, and stops those past their deadline. Best effort: a host whose task list
+/// follows, and stops those past their deadline; returns what was stopped or has failed,
+/// with the task's words, for the plan and an Event. Best effort: a host whose task list
 /// cannot be read is looked at again next cycle. Costs no call unless some VM is locked
 /// for a clone; then one task-list read per host that holds such a VM or a template.
 pub(super) async fn judge_clones(
@@ -64,7 +65,8 @@ pub(super) async fn judge_clones(
     adopted: &Adopted,
     deadline: TaskDeadline,
     vms: &[VmResource],
-) {
+) -> Vec<String> {
+    let mut found = Vec::new();
     let cloning = vms.iter().any(|v| v.lock.as_deref() == Some("clone"));
     let mut running = HashSet::new();
     if cloning {
@@ -93,17 +95,23 @@ pub(super) async fn judge_clones(
                     continue;
                 }
                 running.insert(t.upid.raw.clone());
-                judge_one(api, adopted, deadline, t).await;
+                found.extend(judge_one(api, adopted, deadline, t).await);
             }
         }
     }
     for w in adopted.ended(&running) {
-        report_end(api, &w).await;
+        found.extend(report_end(api, &w).await);
     }
+    found
 }
 
-/// Reads the log of one clone and stops it when its deadline has passed.
-async fn judge_one(api: &Api, adopted: &Adopted, deadline: TaskDeadline, task: ListedTask) {
+/// Reads the log of one clone and stops it when its deadline has passed (saying so).
+async fn judge_one(
+    api: &Api,
+    adopted: &Adopted,
+    deadline: TaskDeadline,
+    task: ListedTask,
+) -> Option<String> {
     let now = Instant::now();
     let mut w = adopted.take(&task.upid.raw).unwrap_or_else(|| {
         tracing::info!(task = %task.upid, "following a clone another process started");
@@ -128,38 +136,42 @@ async fn judge_one(api: &Api, adopted: &Adopted, deadline: TaskDeadline, task: L
     if deadline.expired(elapsed, w.progressed.elapsed()) {
         let why = deadline.why_given_up(elapsed);
         stop_task(api, &w.task.upid).await;
-        tracing::warn!(
-            "proxmox: {} (started by an earlier process) {why}; stopped it{}",
+        let said = format!(
+            "clone {} (started by an earlier process) {why}; stopped it{}",
             w.task.upid,
             w.log.tail_text()
         );
-        return;
+        tracing::warn!("proxmox: {said}");
+        return Some(said);
     }
     adopted.put(w);
+    None
 }
 
-/// A clone watched here that is no longer running: a failure is logged with its exit
+/// A clone watched here that is no longer running: a failure is told with its exit
 /// status and the last lines of its log.
-async fn report_end(api: &Api, w: &Watched) {
+async fn report_end(api: &Api, w: &Watched) -> Option<String> {
     let upid = &w.task.upid;
     let path = format!("/nodes/{}/tasks/{}/status", seg(&upid.node), seg(&upid.raw));
     let exit = match api.get(&path, &[]).await {
         Ok(s) => s["exitstatus"].as_str().unwrap_or_default().to_string(),
         Err(e) => {
             tracing::debug!(task = %upid, error = %e, "could not read how a clone ended");
-            return;
+            return None;
         }
     };
     if exit == "OK" || exit.is_empty() || exit.starts_with("WARNINGS") {
         tracing::info!(task = %upid, "a clone another process started has finished");
-        return;
+        return None;
     }
     let mut log = LogSeen::default();
     if let Err(e) = log.read_more(api, upid).await {
         tracing::debug!(task = %upid, error = %e, "could not read the log of a failed clone");
     }
-    tracing::warn!(
-        "proxmox: {upid} (started by an earlier process) failed: exit status '{exit}'{}",
+    let said = format!(
+        "clone {upid} (started by an earlier process) failed: exit status '{exit}'{}",
         log.tail_text()
     );
+    tracing::warn!("proxmox: {said}");
+    Some(said)
 }

@@ -91,6 +91,9 @@ struct Inner {
     /// Clone tasks this process follows now, and those it judges for a process gone.
     following: Following,
     adopted: Adopted,
+    /// What judging those found (stopped or failed clones), until the next `observe`
+    /// hands it to the plan: a listing in between must not swallow it.
+    found: StdMutex<Vec<String>>,
 }
 
 /// Proxmox VE as a [`CloudProvider`]: one cluster (API endpoint), one or more node groups.
@@ -180,6 +183,7 @@ impl ProxmoxProvider {
                 hosts: HostCache::default(),
                 following: Following::default(),
                 adopted: Adopted::default(),
+                found: StdMutex::new(Vec::new()),
             }),
         })
     }
@@ -242,10 +246,10 @@ impl ProxmoxProvider {
     }
 
     /// Stops the clones a process gone left running past their deadline (see
-    /// [`super::adopt`]).
+    /// [`super::adopt`]); what it finds waits for the next `observe`.
     async fn judge_clones(&self, vms: &[VmResource]) {
         let inner = &self.inner;
-        judge_clones(
+        let found = judge_clones(
             &inner.api,
             &inner.following,
             &inner.adopted,
@@ -253,6 +257,13 @@ impl ProxmoxProvider {
             vms,
         )
         .await;
+        if !found.is_empty() {
+            inner
+                .found
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .extend(found);
+        }
     }
 
     async fn await_upid(&self, call: &str, data: &Value) -> Result<(), CloudError> {
@@ -512,9 +523,13 @@ impl CloudProvider for ProxmoxProvider {
             .await?;
             shapes.insert(g.clone(), shape);
         }
+        let servers = self.servers_in(&listing.vms, cluster).await?;
+        let failures =
+            std::mem::take(&mut *self.inner.found.lock().unwrap_or_else(|e| e.into_inner()));
         Ok(Observed {
-            servers: self.servers_in(&listing.vms, cluster).await?,
+            servers,
             shapes,
+            failures,
         })
     }
 

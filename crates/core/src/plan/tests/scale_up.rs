@@ -545,3 +545,36 @@ fn an_idle_on_prem_node_stays_while_cloud_nodes_run_pods() {
         "{d:#?}"
     );
 }
+
+/// What a provider found that no server carries (a clone a process gone started that
+/// failed) is a note of the plan, whatever the action, so `plan`, the status ConfigMap
+/// and an Event show it.
+#[test]
+fn a_providers_finding_is_a_note_of_any_decision() {
+    let c = mk_config_groups("", &group("workers", 5, "4", "16Gi", ""));
+    let mut s = Snapshot::default();
+    s.cloud_failures.push((
+        "proxmox".into(),
+        "clone UPID:pve1:1 failed: exit status 'no space left'".into(),
+    ));
+    let d = plan_it(&s, &c);
+    assert_eq!(d.action, Action::None, "{d:#?}");
+    let note = d
+        .notes
+        .iter()
+        .find(|n| n.code == ReasonCode::ServerError)
+        .expect("a ServerError note");
+    assert!(
+        note.message
+            .starts_with("provider proxmox: clone UPID:pve1:1"),
+        "{note:?}"
+    );
+    assert!(note.objects.is_empty(), "{note:?}");
+    s.pods.push(pending("p", 1000, GI).into());
+    let d = plan_it(&s, &c);
+    assert!(matches!(d.action, Action::ScaleUp { .. }), "{d:#?}");
+    assert!(
+        d.notes.iter().any(|n| n.message.contains("no space left")),
+        "{d:#?}"
+    );
+}
