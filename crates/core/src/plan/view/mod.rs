@@ -21,6 +21,8 @@ use crate::cloud::{Server, ServerStatus};
 use crate::config::{Config, NodeGroupConfig};
 use crate::{LABEL_CLUSTER, LABEL_GROUP, STARTUP_TAINT_KEY};
 
+mod pending;
+
 /// Where a VM of ours is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -417,118 +419,6 @@ impl<'a> View<'a> {
             m.add_slot(slot);
         }
         m
-    }
-
-    /// Sorts the unschedulable pods into the buckets of [`Pending`].
-    fn place_pending(&self, pods: Vec<&'a PodInfo>) -> Pending<'a> {
-        let mut out = Pending::default();
-        if pods.is_empty() {
-            return out;
-        }
-        let mut pods = pods;
-        sched::sort_for_packing(&mut pods, &self.reference_node());
-        let mut m = self.model();
-        let (placed, left) = sched::first_fit(&mut m, &pods, |_| true);
-        let grace = self.config.model_mismatch_grace;
-        let mut need = left;
-        let mut refused_again = Vec::new();
-        let newest_server = self.members.iter().map(|m| m.server.created).max();
-        for (pod, i) in placed {
-            let slot = &m.slots[i];
-            let name = slot.name.to_string();
-            match slot.kind {
-                SlotKind::Node => {
-                    let since = pod.unschedulable_since.unwrap_or(pod.created);
-                    if self.age(since) <= grace {
-                        out.on_nodes.push((pod, name));
-                    } else if newest_server.is_some_and(|t| t > since + grace) {
-                        // One node per mismatch, never a node per cycle: once a VM was
-                        // created after the grace ran out, the pod waits for a person.
-                        refused_again.push((pod, name));
-                    } else {
-                        out.mismatched.push((pod, name));
-                        need.push(pod);
-                    }
-                }
-                _ => out.on_provisioning.push((pod, name)),
-            }
-        }
-        for (pod, node) in refused_again {
-            out.unhostable.push((
-                pod,
-                vec![(
-                    String::new(),
-                    format!(
-                        "the scheduler refuses it though nodewright's model places it on {node}, and a node was already added for it; something the model does not see (volume topology, CSI limits, a namespaceSelector) keeps it out: check `kubectl describe pod`"
-                    ),
-                )],
-            ));
-        }
-        for pod in need {
-            let mut why = Vec::new();
-            let mut hostable = false;
-            for g in &self.config.node_groups {
-                let info = &self.groups[g.name.as_str()];
-                // Its provider could not be read: its shape is unknown, not too small.
-                if self.frozen.contains_key(g.name.as_str())
-                    && !info.learned
-                    && info.allocatable.memory == 0
-                {
-                    hostable = true;
-                    break;
-                }
-                match sched::why_not(pod, &info.template, &info.overhead) {
-                    None => {
-                        hostable = true;
-                        break;
-                    }
-                    Some(reason) => why.push((g.name.clone(), self.explain(pod, g, info, reason))),
-                }
-            }
-            if hostable {
-                out.needing_nodes.push(pod);
-            } else {
-                out.unhostable.push((pod, why));
-            }
-        }
-        out
-    }
-
-    /// "group web: needs cpu 12, a node has 8" and the like.
-    fn explain(&self, pod: &PodInfo, g: &NodeGroupConfig, info: &GroupInfo, why: Unfit) -> String {
-        match why {
-            Unfit::Insufficient(names) => {
-                let usable = info.usable();
-                let parts: Vec<String> = names
-                    .iter()
-                    .map(|n| match *n {
-                        "cpu" => format!(
-                            "needs cpu {}, a node has {}",
-                            sched::fmt_cpu(pod.requests.cpu),
-                            sched::fmt_cpu(usable.cpu)
-                        ),
-                        "memory" => format!(
-                            "needs memory {}, a node has {}",
-                            super::units::fmt_u(pod.requests.memory),
-                            super::units::fmt_u(usable.memory)
-                        ),
-                        "extended" => {
-                            let missing: Vec<String> = pod
-                                .requests
-                                .scalar
-                                .iter()
-                                .filter(|(k, v)| usable.get(k) < **v)
-                                .map(|(k, v)| format!("{k} {v} (a node has {})", usable.get(k)))
-                                .collect();
-                            format!("needs {}", missing.join(", "))
-                        }
-                        other => format!("needs more {other} than a node has"),
-                    })
-                    .collect();
-                format!("group {}: {}", g.name, parts.join("; "))
-            }
-            other => format!("group {}: {other}", g.name),
-        }
     }
 
     /// The node shape pod sizes are compared with for packing order: the largest group.
