@@ -5,15 +5,15 @@
 
 mod common;
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
-use common::cordon_patch;
+use common::{act_until, act_until_placed, cordon_patch, env_with_config, reconciler_for};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
-use nodewright::plan::{Action, Decision};
+use nodewright::plan::Action;
 use nodewright::reconcile::Reconciler;
 use nodewright::sim::cluster::SimPodTemplate;
-use nodewright::sim::env::{SimEnv, SimTimings};
+use nodewright::sim::env::SimEnv;
 use nodewright::sim::openstack::SimServer;
 
 const GI: u64 = 1 << 30;
@@ -34,75 +34,6 @@ nodeGroups:
       variables: {{k3s_url: "https://192.0.2.1:6443", k3s_token: "pool-secret-token"}}
 "#
     )
-}
-
-async fn setup(text: &str) -> (SimEnv, Reconciler) {
-    let env = SimEnv::start(None, SimTimings::default())
-        .await
-        .expect("simulated environment starts");
-    let rec = reconciler(&env, text).await;
-    (env, rec)
-}
-
-async fn reconciler(env: &SimEnv, text: &str) -> Reconciler {
-    let (_, cfg) = env.write_config(text).expect("config loads");
-    env.reconciler(cfg).await.expect("reconciler builds")
-}
-
-/// Plans and acts until the decision matches `want` (acting on it too); the decisions
-/// acted on, that one last.
-async fn until(rec: &Reconciler, what: &str, want: impl Fn(&Action) -> bool) -> Vec<Decision> {
-    let start = Instant::now();
-    let mut acted = Vec::new();
-    loop {
-        let (snapshot, decision) = rec.plan(SystemTime::now()).await.expect("plan");
-        if decision.action != Action::None {
-            rec.act(&snapshot, &decision, SystemTime::now())
-                .await
-                .unwrap_or_else(|e| panic!("{} failed: {e}", decision.action));
-            let hit = want(&decision.action);
-            acted.push(decision);
-            if hit {
-                return acted;
-            }
-        }
-        let actions: Vec<String> = acted.iter().map(|d| d.action.to_string()).collect();
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no {what}; acted: {actions:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// Plans and acts until pod `pod` runs on node `node` (nodewright lets it in by
-/// removing the startup taint); the decisions acted on.
-async fn until_placed(rec: &Reconciler, env: &SimEnv, pod: &str, node: &str) -> Vec<Decision> {
-    let start = Instant::now();
-    let mut acted = Vec::new();
-    loop {
-        let placed = env
-            .cluster
-            .pods_on(node)
-            .iter()
-            .any(|p| p.metadata.name.as_deref() == Some(pod));
-        if placed {
-            return acted;
-        }
-        let (snapshot, decision) = rec.plan(SystemTime::now()).await.expect("plan");
-        if decision.action != Action::None {
-            rec.act(&snapshot, &decision, SystemTime::now())
-                .await
-                .unwrap_or_else(|e| panic!("{} failed: {e}", decision.action));
-            acted.push(decision);
-        }
-        let actions: Vec<String> = acted.iter().map(|d| d.action.to_string()).collect();
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "pod {pod} not on {node}; acted: {actions:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 fn warm_mark(s: &SimServer) -> Option<&str> {
@@ -128,7 +59,7 @@ fn creates(env: &SimEnv) -> usize {
 
 /// Fills the pool of one and waits until its server is parked: the name.
 async fn filled_and_parked(env: &SimEnv, rec: &Reconciler) -> String {
-    until(rec, "pool fill", |a| {
+    act_until(rec, "pool fill", |a| {
         matches!(a, Action::FillWarmPool { count: 1, .. })
     })
     .await;
@@ -136,7 +67,7 @@ async fn filled_and_parked(env: &SimEnv, rec: &Reconciler) -> String {
     assert_eq!(servers.len(), 1);
     let name = servers[0].name.clone();
     assert_eq!(warm_mark(&servers[0]), Some("filling"));
-    let acted = until(rec, "the fill parked", |a| {
+    let acted = act_until(rec, "the fill parked", |a| {
         matches!(a, Action::ParkWarm { .. })
     })
     .await;
@@ -165,7 +96,7 @@ fn stopped_before_its_node_went(env: &SimEnv, name: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scale_up_starts_a_parked_server_without_a_create_and_the_pool_refills() {
-    let (env, rec) = setup(&config("m1.large", 3, 1, "delete")).await;
+    let (env, rec) = env_with_config(&config("m1.large", 3, 1, "delete")).await;
     let name = filled_and_parked(&env, &rec).await;
     assert!(stopped_before_its_node_went(&env, &name));
 
@@ -173,7 +104,7 @@ async fn a_scale_up_starts_a_parked_server_without_a_create_and_the_pool_refills
         .add_pod("default", "waits", SimPodTemplate::new("nginx:1.25", GI))
         .expect("pod");
     let before = creates(&env);
-    let acted = until(&rec, "start of the parked server", |a| {
+    let acted = act_until(&rec, "start of the parked server", |a| {
         matches!(a, Action::StartWarm { .. })
     })
     .await;
@@ -193,18 +124,18 @@ async fn a_scale_up_starts_a_parked_server_without_a_create_and_the_pool_refills
         .any(|c| c.method == "POST" && c.path.ends_with("/action")));
 
     // Its kubelet registers again; the pod lands there; the pool refills.
-    until(&rec, "pool refill", |a| {
+    act_until(&rec, "pool refill", |a| {
         matches!(a, Action::FillWarmPool { count: 1, .. })
     })
     .await;
     assert_eq!(creates(&env), before + 1);
-    until_placed(&rec, &env, "waits", &name).await;
+    act_until_placed(&rec, &env, "waits", &name).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_filling_server_is_never_capacity_and_never_started() {
-    let (env, rec) = setup(&config("m1.large", 3, 1, "delete")).await;
-    until(&rec, "pool fill", |a| {
+    let (env, rec) = env_with_config(&config("m1.large", 3, 1, "delete")).await;
+    act_until(&rec, "pool fill", |a| {
         matches!(a, Action::FillWarmPool { count: 1, .. })
     })
     .await;
@@ -213,7 +144,7 @@ async fn a_filling_server_is_never_capacity_and_never_started() {
         .add_pod("default", "waits", SimPodTemplate::new("nginx:1.25", GI))
         .expect("pod");
     // The pod gets a server of its own: created, as the pool has no parked server yet.
-    let acted = until(&rec, "a scale-up", |a| {
+    let acted = act_until(&rec, "a scale-up", |a| {
         matches!(a, Action::ScaleUp { .. } | Action::StartWarm { .. })
     })
     .await;
@@ -231,7 +162,7 @@ async fn a_filling_server_is_never_capacity_and_never_started() {
         .find(|s| s.name != fill)
         .expect("the new server")
         .name;
-    let acted = until_placed(&rec, &env, "waits", &other).await;
+    let acted = act_until_placed(&rec, &env, "waits", &other).await;
     assert!(
         acted
             .iter()
@@ -244,13 +175,13 @@ async fn a_filling_server_is_never_capacity_and_never_started() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_down_mode_stop_parks_the_server_of_a_removed_node() {
     // maxSize 1: once the parked server runs, the pool has no room to refill.
-    let (env, rec) = setup(&config("m1.large", 1, 1, "stop")).await;
+    let (env, rec) = env_with_config(&config("m1.large", 1, 1, "stop")).await;
     let name = filled_and_parked(&env, &rec).await;
     env.cluster
         .add_replicaset("default", "web", 1, SimPodTemplate::new("nginx:1.25", GI))
         .expect("replicaset");
-    until(&rec, "start", |a| matches!(a, Action::StartWarm { .. })).await;
-    until(&rec, "startup taint removed", |a| {
+    act_until(&rec, "start", |a| matches!(a, Action::StartWarm { .. })).await;
+    act_until(&rec, "startup taint removed", |a| {
         matches!(a, Action::RemoveStartupTaint { .. })
     })
     .await;
@@ -272,7 +203,7 @@ async fn scale_down_mode_stop_parks_the_server_of_a_removed_node() {
         .expect("cordon as nodewright does");
     env.vm_log.lock().unwrap_or_else(|p| p.into_inner()).clear();
 
-    let acted = until(&rec, "removal", |a| matches!(a, Action::DeleteNodes { .. })).await;
+    let acted = act_until(&rec, "removal", |a| matches!(a, Action::DeleteNodes { .. })).await;
     let Some(Action::DeleteNodes { nodes: targets }) = acted.last().map(|d| &d.action) else {
         unreachable!("until returns on DeleteNodes")
     };
@@ -294,14 +225,14 @@ async fn scale_down_mode_stop_parks_the_server_of_a_removed_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drifted_parked_server_is_deleted_instead_of_reused() {
-    let (env, rec) = setup(&config("m1.large", 3, 1, "delete")).await;
+    let (env, rec) = env_with_config(&config("m1.large", 3, 1, "delete")).await;
     let old = filled_and_parked(&env, &rec).await;
     // New group settings (flavor): the parked server was made from the old ones.
-    let rec = reconciler(&env, &config("m1.medium", 3, 1, "delete")).await;
+    let rec = reconciler_for(&env, &config("m1.medium", 3, 1, "delete")).await;
     env.cluster
         .add_pod("default", "waits", SimPodTemplate::new("nginx:1.25", GI))
         .expect("pod");
-    let acted = until(&rec, "the stale server deleted", |a| {
+    let acted = act_until(&rec, "the stale server deleted", |a| {
         matches!(a, Action::DeleteServers { .. })
     })
     .await;
@@ -318,7 +249,7 @@ async fn a_drifted_parked_server_is_deleted_instead_of_reused() {
         env.cloud.servers().iter().all(|s| s.name != old)
     })
     .await;
-    let acted = until(&rec, "a scale-up", |a| {
+    let acted = act_until(&rec, "a scale-up", |a| {
         matches!(a, Action::ScaleUp { .. } | Action::StartWarm { .. })
     })
     .await;
@@ -330,7 +261,7 @@ async fn a_drifted_parked_server_is_deleted_instead_of_reused() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn nova_refuses_a_stop_of_a_stopped_server_with_409() {
-    let (env, rec) = setup(&config("m1.large", 3, 1, "delete")).await;
+    let (env, rec) = env_with_config(&config("m1.large", 3, 1, "delete")).await;
     let name = filled_and_parked(&env, &rec).await;
     let s = server(&env, &name);
     let _ = rustls::crypto::ring::default_provider().install_default();

@@ -4,15 +4,14 @@
 
 mod common;
 
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
-use common::cordon_patch;
+use common::{act_until, cordon_patch, env_with_config, reconciler_for};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
-use nodewright::plan::{Action, Decision};
-use nodewright::reconcile::Reconciler;
+use nodewright::plan::Action;
 use nodewright::sim::cluster::SimPodTemplate;
-use nodewright::sim::env::{SimEnv, SimTimings};
+use nodewright::sim::env::SimEnv;
 use nodewright::sim::proxmox::SimVm;
 
 const GI: u64 = 1 << 30;
@@ -33,45 +32,6 @@ nodeGroups:
       variables: {{k3s_url: "https://192.0.2.1:6443", k3s_token: "pool-secret-token"}}
 "#
     )
-}
-
-async fn setup(text: &str) -> (SimEnv, Reconciler) {
-    let env = SimEnv::start(None, SimTimings::default())
-        .await
-        .expect("simulated environment starts");
-    let rec = reconciler(&env, text).await;
-    (env, rec)
-}
-
-async fn reconciler(env: &SimEnv, text: &str) -> Reconciler {
-    let (_, cfg) = env.write_config(text).expect("config loads");
-    env.reconciler(cfg).await.expect("reconciler builds")
-}
-
-/// Plans and acts until the decision matches `want` (acting on it too); the decisions
-/// acted on, that one last.
-async fn until(rec: &Reconciler, what: &str, want: impl Fn(&Action) -> bool) -> Vec<Decision> {
-    let start = Instant::now();
-    let mut acted = Vec::new();
-    loop {
-        let (snapshot, decision) = rec.plan(SystemTime::now()).await.expect("plan");
-        if decision.action != Action::None {
-            rec.act(&snapshot, &decision, SystemTime::now())
-                .await
-                .unwrap_or_else(|e| panic!("{} failed: {e}", decision.action));
-            let hit = want(&decision.action);
-            acted.push(decision);
-            if hit {
-                return acted;
-            }
-        }
-        let actions: Vec<String> = acted.iter().map(|d| d.action.to_string()).collect();
-        assert!(
-            start.elapsed() < Duration::from_secs(30),
-            "no {what}; acted: {actions:#?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 fn is_warm(vm: &SimVm) -> bool {
@@ -95,8 +55,8 @@ fn assert_clean(env: &SimEnv) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_scale_up_starts_a_warm_vm_without_a_create_and_the_pool_refills() {
-    let (env, rec) = setup(&config(2, 3, 1, "delete")).await;
-    until(&rec, "pool fill", |a| {
+    let (env, rec) = env_with_config(&config(2, 3, 1, "delete")).await;
+    act_until(&rec, "pool fill", |a| {
         matches!(a, Action::FillWarmPool { count: 1, .. })
     })
     .await;
@@ -112,7 +72,7 @@ async fn a_scale_up_starts_a_warm_vm_without_a_create_and_the_pool_refills() {
         .add_pod("default", "waits", SimPodTemplate::new("nginx:1.25", GI))
         .expect("pod");
     let before = clones(&env);
-    let acted = until(&rec, "start of the warm VM", |a| {
+    let acted = act_until(&rec, "start of the warm VM", |a| {
         matches!(a, Action::StartWarm { .. })
     })
     .await;
@@ -132,7 +92,7 @@ async fn a_scale_up_starts_a_warm_vm_without_a_create_and_the_pool_refills() {
     assert!(!is_warm(&started));
 
     // The pool refills with a new stopped VM while the started one joins.
-    until(&rec, "pool refill", |a| {
+    act_until(&rec, "pool refill", |a| {
         matches!(a, Action::FillWarmPool { count: 1, .. })
     })
     .await;
@@ -150,17 +110,17 @@ async fn a_scale_up_starts_a_warm_vm_without_a_create_and_the_pool_refills() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scale_down_mode_stop_parks_the_vm_of_a_removed_node() {
     // maxSize 1: once the warm VM runs, the pool has no room to refill.
-    let (env, rec) = setup(&config(2, 1, 1, "stop")).await;
-    until(&rec, "pool fill", |a| {
+    let (env, rec) = env_with_config(&config(2, 1, 1, "stop")).await;
+    act_until(&rec, "pool fill", |a| {
         matches!(a, Action::FillWarmPool { .. })
     })
     .await;
     env.cluster
         .add_replicaset("default", "web", 1, SimPodTemplate::new("nginx:1.25", GI))
         .expect("replicaset");
-    until(&rec, "start", |a| matches!(a, Action::StartWarm { .. })).await;
+    act_until(&rec, "start", |a| matches!(a, Action::StartWarm { .. })).await;
     let name = env.proxmox.guests()[0].name.clone();
-    until(&rec, "startup taint removed", |a| {
+    act_until(&rec, "startup taint removed", |a| {
         matches!(a, Action::RemoveStartupTaint { .. })
     })
     .await;
@@ -181,7 +141,7 @@ async fn scale_down_mode_stop_parks_the_vm_of_a_removed_node() {
         .await
         .expect("cordon as nodewright does");
 
-    let acted = until(&rec, "removal", |a| matches!(a, Action::DeleteNodes { .. })).await;
+    let acted = act_until(&rec, "removal", |a| matches!(a, Action::DeleteNodes { .. })).await;
     let Some(Action::DeleteNodes { nodes: targets }) = acted.last().map(|d| &d.action) else {
         unreachable!("until returns on DeleteNodes")
     };
@@ -207,18 +167,18 @@ async fn scale_down_mode_stop_parks_the_vm_of_a_removed_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drifted_warm_vm_is_deleted_instead_of_reused() {
-    let (env, rec) = setup(&config(2, 3, 1, "delete")).await;
-    until(&rec, "pool fill", |a| {
+    let (env, rec) = env_with_config(&config(2, 3, 1, "delete")).await;
+    act_until(&rec, "pool fill", |a| {
         matches!(a, Action::FillWarmPool { .. })
     })
     .await;
     let old = env.proxmox.guests()[0].name.clone();
     // New group settings (cores): the parked VM was made from the old ones.
-    let rec = reconciler(&env, &config(4, 3, 1, "delete")).await;
+    let rec = reconciler_for(&env, &config(4, 3, 1, "delete")).await;
     env.cluster
         .add_pod("default", "waits", SimPodTemplate::new("nginx:1.25", GI))
         .expect("pod");
-    let acted = until(&rec, "the stale VM deleted", |a| {
+    let acted = act_until(&rec, "the stale VM deleted", |a| {
         matches!(a, Action::DeleteServers { .. })
     })
     .await;
@@ -236,7 +196,7 @@ async fn a_drifted_warm_vm_is_deleted_instead_of_reused() {
     })
     .await;
     // The pod gets a new VM of the current settings, never the stale one.
-    let acted = until(&rec, "a scale-up", |a| {
+    let acted = act_until(&rec, "a scale-up", |a| {
         matches!(a, Action::ScaleUp { .. } | Action::StartWarm { .. })
     })
     .await;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use nodewright::plan::{Action, Decision};
 use nodewright::reconcile::Reconciler;
-use nodewright::sim::env::SimEnv;
+use nodewright::sim::env::{SimEnv, SimTimings};
 use nodewright::sim::{VmEvent, VmHook};
 use nodewright::STARTUP_TAINT_KEY;
 
@@ -239,4 +239,84 @@ pub fn config_case_failures(
         }
     }
     failures
+}
+
+/// A simulated environment and a reconciler for the config `text`.
+pub async fn env_with_config(text: &str) -> (SimEnv, Reconciler) {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("simulated environment starts");
+    let rec = reconciler_for(&env, text).await;
+    (env, rec)
+}
+
+/// A reconciler on `env` for the config `text`.
+pub async fn reconciler_for(env: &SimEnv, text: &str) -> Reconciler {
+    let (_, cfg) = env.write_config(text).expect("config loads");
+    env.reconciler(cfg).await.expect("reconciler builds")
+}
+
+/// Plans and acts until the decision matches `want` (acting on it too); the decisions
+/// acted on, that one last.
+pub async fn act_until(
+    rec: &Reconciler,
+    what: &str,
+    want: impl Fn(&Action) -> bool,
+) -> Vec<Decision> {
+    let start = Instant::now();
+    let mut acted = Vec::new();
+    loop {
+        let (snapshot, decision) = rec.plan(SystemTime::now()).await.expect("plan");
+        if decision.action != Action::None {
+            rec.act(&snapshot, &decision, SystemTime::now())
+                .await
+                .unwrap_or_else(|e| panic!("{} failed: {e}", decision.action));
+            let hit = want(&decision.action);
+            acted.push(decision);
+            if hit {
+                return acted;
+            }
+        }
+        let actions: Vec<String> = acted.iter().map(|d| d.action.to_string()).collect();
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "no {what}; acted: {actions:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Plans and acts until pod `pod` runs on node `node` (nodewright lets it in by
+/// removing the startup taint); the decisions acted on.
+pub async fn act_until_placed(
+    rec: &Reconciler,
+    env: &SimEnv,
+    pod: &str,
+    node: &str,
+) -> Vec<Decision> {
+    let start = Instant::now();
+    let mut acted = Vec::new();
+    loop {
+        let placed = env
+            .cluster
+            .pods_on(node)
+            .iter()
+            .any(|p| p.metadata.name.as_deref() == Some(pod));
+        if placed {
+            return acted;
+        }
+        let (snapshot, decision) = rec.plan(SystemTime::now()).await.expect("plan");
+        if decision.action != Action::None {
+            rec.act(&snapshot, &decision, SystemTime::now())
+                .await
+                .unwrap_or_else(|e| panic!("{} failed: {e}", decision.action));
+            acted.push(decision);
+        }
+        let actions: Vec<String> = acted.iter().map(|d| d.action.to_string()).collect();
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "pod {pod} not on {node}; acted: {actions:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
