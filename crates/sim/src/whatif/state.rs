@@ -561,25 +561,8 @@ impl State {
     /// A new VM of `group`, booting; named `<cluster>-<group>-<n>` in creation order so
     /// that a replay is the same every time.
     pub fn create_vm(&mut self, group: &str, provider: &str) -> Option<Server> {
-        let spec = self.groups.get(group)?;
-        let boot_at = self.now + spec.boot_delay;
-        let memory = spec.shape.memory;
-        self.next_vm += 1;
-        let n = self.next_vm;
-        let server = Server {
-            id: format!("{provider}-{n}"),
-            name: format!("{}-{group}-{n:05}", self.cluster_name),
-            cluster: Some(self.cluster_name.clone()),
-            group: Some(group.to_string()),
-            status: ServerStatus::Building,
-            created: at(self.now),
-            memory_bytes: memory,
-            provider: provider.to_string(),
-            settings_hash: None,
-            fault: None,
-            warm: false,
-            filling: false,
-        };
+        let boot_at = self.now + self.groups.get(group)?.boot_delay;
+        let server = self.new_server(group, provider, false, None)?;
         self.vm_stats.push(VmStat {
             group: group.to_string(),
             created: self.now,
@@ -595,6 +578,39 @@ impl State {
         );
         self.push(boot_at, Event::Boot(server.id.clone()));
         Some(server)
+    }
+
+    /// The next VM of `group` as the cloud lists it, made now; named
+    /// `<cluster>-<group>-<n>` in creation order so that a replay is the same every time.
+    /// A warm one is made stopped, any other booting.
+    pub(super) fn new_server(
+        &mut self,
+        group: &str,
+        provider: &str,
+        warm: bool,
+        settings_hash: Option<&str>,
+    ) -> Option<Server> {
+        let memory = self.groups.get(group)?.shape.memory;
+        self.next_vm += 1;
+        let n = self.next_vm;
+        Some(Server {
+            id: format!("{provider}-{n}"),
+            name: format!("{}-{group}-{n:05}", self.cluster_name),
+            cluster: Some(self.cluster_name.clone()),
+            group: Some(group.to_string()),
+            warm,
+            status: if warm {
+                ServerStatus::Stopped
+            } else {
+                ServerStatus::Building
+            },
+            created: at(self.now),
+            memory_bytes: memory,
+            provider: provider.to_string(),
+            settings_hash: settings_hash.filter(|h| !h.is_empty()).map(str::to_string),
+            fault: None,
+            filling: false,
+        })
     }
 
     /// Deletes VM `id`; its node, if still there, stops reporting.

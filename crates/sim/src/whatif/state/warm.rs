@@ -16,24 +16,7 @@ impl State {
         provider: &str,
         settings_hash: &str,
     ) -> Option<Server> {
-        let spec = self.groups.get(group)?;
-        let memory = spec.shape.memory;
-        self.next_vm += 1;
-        let n = self.next_vm;
-        let server = Server {
-            id: format!("{provider}-{n}"),
-            name: format!("{}-{group}-{n:05}", self.cluster_name),
-            cluster: Some(self.cluster_name.clone()),
-            group: Some(group.to_string()),
-            status: ServerStatus::Stopped,
-            created: at(self.now),
-            memory_bytes: memory,
-            provider: provider.to_string(),
-            settings_hash: Some(settings_hash.to_string()).filter(|h| !h.is_empty()),
-            fault: None,
-            warm: true,
-            filling: false,
-        };
+        let server = self.new_server(group, provider, true, Some(settings_hash))?;
         self.vms.insert(
             server.id.clone(),
             Vm {
