@@ -147,7 +147,11 @@ impl<V: Cached> Shared<V> {
     /// The cached objects, once the first complete list is in.
     pub async fn values(&self, timeout: Duration) -> Result<Vec<V>, ClusterError> {
         self.wait_synced(timeout).await?;
-        Ok(self.lock().values())
+        let mut store = self.lock();
+        // A pin that has outlived its time yields to the watch even when no event for
+        // its object has come since: a finished pod's last event may be the one held.
+        store.expire(Instant::now());
+        Ok(store.values())
     }
 
     /// Waits for the first complete list (without copying anything).

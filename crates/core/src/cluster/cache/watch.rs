@@ -44,6 +44,7 @@ pub(super) async fn run<K, V>(
                         Event::Init => Change::Init,
                         Event::InitApply(o) => Change::InitItem {
                             key: key_of(&o),
+                            version: o.resource_version().unwrap_or_default(),
                             value: convert(&o),
                         },
                         Event::InitDone => {

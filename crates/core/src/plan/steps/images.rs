@@ -22,9 +22,6 @@ fn ignored_image(v: &View<'_>, raw: &str, normalized: &str) -> bool {
         .any(|p| raw.starts_with(p.as_str()) || normalized.starts_with(p.as_str()))
 }
 
-/// A puller pod this nodewright started: in `imagePuller.namespace`, labelled as an image
-/// puller and with this cluster's name (see `create_image_puller`). Anyone may put the
-/// image-puller label on a pod; only these are ever waited for or deleted.
 /// Pull images that pods in the cluster use onto managed nodes that lack them.
 pub fn warm_images(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     if !v.config.image_puller.enabled {
