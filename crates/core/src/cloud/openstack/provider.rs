@@ -14,11 +14,12 @@ use super::auth::{authenticate, Session};
 use super::credentials::OpenStackCredentials;
 use super::http::{api_error, build_client, transport};
 use super::nova::{
-    next_query, ownership_tags, CreatedEnvelope, Flavor, FlavorList, ServerEnvelope,
+    next_query, ownership_tags, CreatedEnvelope, Flavor, FlavorList, NovaServer, ServerEnvelope,
     ServerGroupList, ServerList, COMPUTE_MICROVERSION, MAX_USER_DATA_BASE64,
 };
 use super::{OpenStackSettings, PROVIDER};
 
+mod poll;
 mod resolve;
 mod warm;
 use crate::cloud::http::RetryAfterGate;
@@ -26,6 +27,7 @@ use crate::cloud::{
     check_owned, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
     CLUSTER_TAG, GROUP_TAG, SETTINGS_HASH_TAG,
 };
+use poll::Look;
 
 /// Tunables of [`OpenStackProvider`]; the defaults suit real clouds.
 #[derive(Debug, Clone)]
@@ -344,48 +346,31 @@ impl OpenStackProvider {
     /// shows the server DELETED, with a short first pause that doubles up to
     /// [`MAX_DELETE_POLL`], for at most [`ProviderOptions::delete_timeout`].
     async fn wait_deleted(&self, id: &str) -> Result<(), CloudError> {
-        let call = "GET /servers/{id}";
-        let start = Instant::now();
-        let deadline = self.options.delete_timeout;
-        let mut pause = self.options.delete_poll_interval.min(MAX_DELETE_POLL);
-        loop {
-            let resp = self
-                .send(call, |s| {
-                    Ok(self.nova(self.http.get(format!("{}/servers/{}", s.compute, seg(id)))))
-                })
-                .await?;
-            if resp.status() == reqwest::StatusCode::NOT_FOUND {
-                tracing::debug!(id, after = ?start.elapsed(), "deleted server is gone");
-                return Ok(());
-            }
-            let server = read_json::<ServerEnvelope>(call, ensure_success(call, resp).await?)
-                .await?
-                .server;
-            if server.status.eq_ignore_ascii_case("DELETED") {
-                return Ok(());
-            }
+        let judge = |server: Option<&NovaServer>| {
+            match server {
+            None => Look::Done,
+            Some(s) if s.status.eq_ignore_ascii_case("DELETED") => Look::Done,
             // Nova marks the server `deleting` before it answers 204; without that task
             // the delete was lost (or undone) and waiting longer cannot help: the next
             // cycle deletes it again.
-            if server.task_state.as_deref() != Some("deleting") {
-                return Err(other(format!(
-                    "the delete of server '{}' ({id}) was accepted but Nova is not deleting it (status {}, no task in progress); it is deleted again next cycle",
-                    server.name, server.status
-                )));
-            }
-            let elapsed = start.elapsed();
-            if elapsed >= deadline {
-                return Err(other(format!(
-                    "server '{}' ({id}) still exists {:.1}s after its delete was accepted (status {}, task state {})",
-                    server.name,
-                    deadline.as_secs_f64(),
-                    server.status,
-                    server.task_state.as_deref().unwrap_or("none")
-                )));
-            }
-            tokio::time::sleep(pause.min(deadline.saturating_sub(elapsed))).await;
-            pause = (pause * 2).min(MAX_DELETE_POLL);
+            Some(s) if s.task_state.as_deref() != Some("deleting") => Look::Failed(format!(
+                "the delete of server '{}' ({id}) was accepted but Nova is not deleting it (status {}, no task in progress); it is deleted again next cycle",
+                s.name, s.status
+            )),
+            Some(_) => Look::Waiting,
         }
+        };
+        let deadline = self.options.delete_timeout;
+        let late = |s: &NovaServer| {
+            format!(
+                "server '{}' ({id}) still exists {:.1}s after its delete was accepted (status {}, task state {})",
+                s.name,
+                deadline.as_secs_f64(),
+                s.status,
+                s.task_state.as_deref().unwrap_or("none")
+            )
+        };
+        self.poll_server(id, deadline, judge, late).await
     }
 
     fn settings(&self, group: &str) -> Result<&OpenStackSettings, CloudError> {

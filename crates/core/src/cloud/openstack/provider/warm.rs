@@ -141,34 +141,22 @@ impl OpenStackProvider {
     /// Polls `GET /servers/{id}` until Nova shows it SHUTOFF with no task in progress,
     /// for at most [`STOP_TIMEOUT`].
     async fn wait_stopped(&self, id: &str) -> Result<(), CloudError> {
-        let call = "GET /servers/{id}";
-        let start = Instant::now();
-        let deadline = STOP_TIMEOUT;
-        let mut pause = self.options.delete_poll_interval.min(MAX_DELETE_POLL);
-        loop {
-            let resp = self
-                .send(call, |s| {
-                    Ok(self.nova(self.http.get(format!("{}/servers/{}", s.compute, seg(id)))))
-                })
-                .await?;
-            let server = read_json::<ServerEnvelope>(call, ensure_success(call, resp).await?)
-                .await?
-                .server;
-            if server.status.eq_ignore_ascii_case("SHUTOFF") && server.task_state.is_none() {
-                return Ok(());
+        let judge = |server: Option<&NovaServer>| match server {
+            None => Look::Failed(format!("server {id} went away while it was being stopped")),
+            Some(s) if s.status.eq_ignore_ascii_case("SHUTOFF") && s.task_state.is_none() => {
+                Look::Done
             }
-            let elapsed = start.elapsed();
-            if elapsed >= deadline {
-                return Err(other(format!(
-                    "server '{}' ({id}) is not SHUTOFF {:.1}s after os-stop (status {}, task state {})",
-                    server.name,
-                    deadline.as_secs_f64(),
-                    server.status,
-                    server.task_state.as_deref().unwrap_or("none")
-                )));
-            }
-            tokio::time::sleep(pause.min(deadline.saturating_sub(elapsed))).await;
-            pause = (pause * 2).min(MAX_DELETE_POLL);
-        }
+            Some(_) => Look::Waiting,
+        };
+        let late = |s: &NovaServer| {
+            format!(
+                "server '{}' ({id}) is not SHUTOFF {:.1}s after os-stop (status {}, task state {})",
+                s.name,
+                STOP_TIMEOUT.as_secs_f64(),
+                s.status,
+                s.task_state.as_deref().unwrap_or("none")
+            )
+        };
+        self.poll_server(id, STOP_TIMEOUT, judge, late).await
     }
 }
