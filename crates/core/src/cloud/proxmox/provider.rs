@@ -86,6 +86,8 @@ struct Inner {
     joins: StdMutex<HashMap<u32, JoinState>>,
     /// VMs this process is between cloning and configuring: half-made, but not left so.
     creating: StdMutex<HashSet<u32>>,
+    /// VMs whose clone this process saw fail: never finished (see `finish`).
+    failed_clones: StdMutex<HashSet<u32>>,
     tasks: StdMutex<Vec<tokio::task::JoinHandle<()>>>,
     hosts: HostCache,
     /// Clone tasks this process follows now, and those it judges for a process gone.
@@ -179,6 +181,7 @@ impl ProxmoxProvider {
                 create_lock: Mutex::new(()),
                 joins: StdMutex::new(HashMap::new()),
                 creating: StdMutex::new(HashSet::new()),
+                failed_clones: StdMutex::new(HashSet::new()),
                 tasks: StdMutex::new(Vec::new()),
                 hosts: HostCache::default(),
                 following: Following::default(),
@@ -347,6 +350,7 @@ impl ProxmoxProvider {
                 deadline: self.clone_deadline(),
                 poll: inner.options.poll_interval,
                 following: &inner.following,
+                failed: &inner.failed_clones,
             },
         )
         .await?;
@@ -565,6 +569,11 @@ impl CloudProvider for ProxmoxProvider {
         self.destroy(&vm.node, vmid, vm.status == "running").await?;
         self.inner
             .joins
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&vmid);
+        self.inner
+            .failed_clones
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&vmid);

@@ -108,10 +108,17 @@ impl ProxmoxProvider {
 
     /// Whether a half-made VM of `group` can be finished here: its group is configured in
     /// this process and joins by the template's own cloud-init (a guest-agent join needs
-    /// the join script of a scale-up this process never saw), and it is stopped.
+    /// the join script of a scale-up this process never saw), it is stopped, and its clone
+    /// is not one this process saw fail.
     pub(super) fn can_finish(&self, v: &VmResource, group: &str) -> bool {
         v.lock.is_none()
             && v.status == "stopped"
+            && !self
+                .inner
+                .failed_clones
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains(&v.vmid)
             && self
                 .inner
                 .groups
