@@ -54,6 +54,17 @@ fn creds(s: &SimProxmox, password: bool) -> ProxmoxCredentials {
 /// `password`, logged in as the user `nodewright@pve` instead of its API token, which
 /// Proxmox takes for another user.
 fn provider(s: &SimProxmox, password: bool, nominal: u64, stall: u64) -> ProxmoxProvider {
+    provider_of(s, password, nominal, stall, &["workers"])
+}
+
+/// As [`provider`], with `groups` all cloning `k3s-shared`.
+fn provider_of(
+    s: &SimProxmox,
+    password: bool,
+    nominal: u64,
+    stall: u64,
+    groups: &[&str],
+) -> ProxmoxProvider {
     let settings: ProxmoxSettings =
         nodewright::yaml::from_str("template: k3s-shared\n").expect("settings parse");
     let ms = Duration::from_millis;
@@ -67,12 +78,11 @@ fn provider(s: &SimProxmox, password: bool, nominal: u64, stall: u64) -> Proxmox
         }),
         ..ProviderOptions::default()
     };
-    ProxmoxProvider::with_options(
-        creds(s, password),
-        BTreeMap::from([("workers".to_string(), settings)]),
-        options,
-    )
-    .expect("provider builds")
+    let groups = groups
+        .iter()
+        .map(|g| (g.to_string(), settings.clone()))
+        .collect::<BTreeMap<_, _>>();
+    ProxmoxProvider::with_options(creds(s, password), groups, options).expect("provider builds")
 }
 
 fn req(name: &str) -> CreateRequest {
@@ -362,5 +372,46 @@ async fn a_clone_in_flight_by_another_user_is_left_alone() {
         .await
         .expect_err("not destroyed");
     assert_eq!(s.guests().len(), 1);
+    assert_clean(&s);
+}
+
+/// Two groups clone the same template: the nameless clone of a process gone cannot be told
+/// apart, so it counts as building for both (neither makes a VM too many for it); once its
+/// name shows, only its own group has it.
+#[tokio::test]
+async fn a_nameless_clone_of_a_template_two_groups_use_counts_for_both() {
+    let s = sim().await;
+    cloud_init_after_the_disk(&s, SHARED_TEMPLATE);
+    s.slow_next_clones(1, 8, Duration::from_millis(100));
+    let groups = ["batch", "workers"];
+    start_clone_and_kill(
+        &s,
+        provider_of(&s, false, 60_000, 60_000, &groups),
+        "prod-workers-shared",
+    )
+    .await;
+    let fresh = provider_of(&s, false, 60_000, 60_000, &groups);
+    let listed = fresh.list_servers("prod").await.expect("list");
+    let mut counted: Vec<(&str, &str)> = listed
+        .iter()
+        .map(|v| (v.id.as_str(), v.group.as_deref().unwrap_or_default()))
+        .collect();
+    counted.sort();
+    let id = s.guests()[0].vmid.to_string();
+    assert_eq!(
+        counted,
+        vec![(id.as_str(), "batch"), (id.as_str(), "workers")]
+    );
+    assert!(listed.iter().all(|v| v.status == ServerStatus::Building));
+    for _ in 0..250 {
+        if !clone_running(&s) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let listed = fresh.list_servers("prod").await.expect("list");
+    assert_eq!(listed.len(), 1, "{listed:?}");
+    assert_eq!(listed[0].group.as_deref(), Some("workers"));
+    fresh.wait_for_joins().await;
     assert_clean(&s);
 }
