@@ -18,11 +18,20 @@ impl ProxmoxProvider {
     /// VM `v` as a [`Server`] with ownership `o` (from its tags, or the description of a
     /// `half_made` VM).
     pub(super) async fn vm_server(&self, v: &VmResource, o: Ownership, half_made: bool) -> Server {
+        let in_creation = self
+            .inner
+            .creating
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&v.vmid);
         let created = match o.created {
-            // Still copying: its provisioning clock starts when the clone is done, and
-            // the clone's own deadline is its task's (see `judge_clones`), not the
-            // planner's `provisionTimeout` from the clone's start.
-            _ if half_made && v.lock.as_deref() == Some("clone") => SystemTime::now(),
+            // Still copying, or being configured: its provisioning clock starts when
+            // its tags are written after the copy, and the clone's own deadline is its
+            // task's (see `judge_clones`), not the planner's `provisionTimeout` from the
+            // clone's start.
+            _ if half_made && (v.lock.as_deref() == Some("clone") || in_creation) => {
+                SystemTime::now()
+            }
             Some(t) => t,
             None => match vm_config(&self.inner.api, &v.node, v.vmid)
                 .await
@@ -46,12 +55,6 @@ impl ProxmoxProvider {
             .unwrap_or_else(|e| e.into_inner())
             .get(&v.vmid)
             .cloned();
-        let in_creation = self
-            .inner
-            .creating
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&v.vmid);
         let status = match (v.lock.as_deref(), v.status.as_str(), join) {
             // Cloned, unlocked, untagged and nobody here configuring it: left half-made.
             (None, _, _) if half_made && !in_creation => ServerStatus::Incomplete,
