@@ -14,10 +14,14 @@ pub(super) fn resources(shared: &Shared, kind: Option<&str>) -> Value {
         for vm in st.vms.values() {
             let mut v = json!({
                 "id": format!("qemu/{}", vm.vmid), "type": "qemu", "vmid": vm.vmid, "node": vm.node,
-                "name": vm.name, "status": vm.status, "template": u8::from(vm.template),
+                "status": vm.status, "template": u8::from(vm.template),
                 "maxmem": vm.memory_mib() * MIB, "mem": if vm.status == "running" { vm.memory_mib() * MIB / 2 } else { 0 },
                 "maxcpu": vm.cpus(), "cpu": 0.01, "maxdisk": 8 * GIB, "disk": 0, "uptime": 0,
             });
+            // A clone's temporary config has no name; Proxmox then lists none.
+            if !vm.name.is_empty() {
+                v["name"] = json!(vm.name);
+            }
             if !vm.tags().is_empty() {
                 v["tags"] = json!(vm.tags());
             }

@@ -11,9 +11,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Value};
 
+use super::clone::clone;
 use super::hosts::{cluster_status, ha_status, resources};
 use super::schema::{self, percent_decode};
-use super::tasks::{agent_exec, clone, list as list_tasks, new_task, stop_task};
+use super::tasks::{agent_exec, list as list_tasks, new_task, stop_task};
 use super::{next_free, now_secs, Shared, SimAuth, SimCall, Ticket};
 
 pub(super) fn data(v: Value) -> Response {
@@ -460,6 +461,9 @@ async fn respond(
                     _ => json!(v),
                 };
                 cfg.insert(k.clone(), val);
+            }
+            if let Some(l) = &vm.lock {
+                cfg.insert("lock".into(), json!(l));
             }
             cfg.insert(
                 "digest".into(),

@@ -28,10 +28,12 @@
 //! - `answer`: the simulator's answers checked against the schema's `returns`.
 //! - `http`: parsing, authentication and each endpoint's answer.
 //! - `hosts`: what the hosts report: resources, HA (maintenance) and cluster status.
+//! - `clone`: the clone call, and the new VM as Proxmox shows it while the disks copy.
 //! - `tasks`: tasks (clone, config, start, stop, destroy), boot and the guest agent.
 //! - `tls`: the HTTPS listener.
 
 mod answer;
+mod clone;
 mod hosts;
 mod http;
 pub mod schema;
@@ -211,6 +213,7 @@ impl Default for SimProxmoxOptions {
 pub struct SimVm {
     pub vmid: u32,
     pub node: String,
+    /// Empty while a clone has written only its temporary config (no `name`).
     pub name: String,
     pub template: bool,
     /// The VM configuration (`GET .../config`), values as strings.
@@ -312,6 +315,8 @@ struct St {
     fail_tasks: Vec<(String, String)>,
     /// How the next clones progress (a clone with none left takes `clone_delay`).
     clone_paces: Vec<tasks::ClonePace>,
+    /// What each clone under way makes once its disks are copied, by new VM id.
+    clones: HashMap<u32, SimVm>,
     fail_deletes: usize,
     never_ready: Vec<String>,
     vmid_races: usize,
@@ -422,6 +427,7 @@ impl SimProxmox {
                 tickets_issued: 0,
                 fail_tasks: Vec::new(),
                 clone_paces: Vec::new(),
+                clones: HashMap::new(),
                 fail_deletes: 0,
                 never_ready: Vec::new(),
                 vmid_races: 0,
@@ -590,6 +596,14 @@ impl SimProxmox {
     pub fn set_config(&self, vmid: u32, key: &str, value: &str) {
         if let Some(vm) = self.shared.lock().vms.get_mut(&vmid) {
             vm.config.insert(key.to_string(), value.to_string());
+        }
+    }
+
+    /// Removes one configuration value of VM `vmid` directly (e.g. to move a template's
+    /// cloud-init drive); does nothing when there is no such VM.
+    pub fn unset_config(&self, vmid: u32, key: &str) {
+        if let Some(vm) = self.shared.lock().vms.get_mut(&vmid) {
+            vm.config.remove(key);
         }
     }
 

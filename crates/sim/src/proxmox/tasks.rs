@@ -1,7 +1,6 @@
 //! Tasks and what they do when they end: clone, config, start, stop, destroy; the
 //! guest's boot and its agent's `exec`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -10,147 +9,10 @@ use axum::response::Response;
 use serde_json::json;
 
 use super::http::{data, fail};
-use super::{now_secs, Exec, Shared, SimVm, Task, MIB};
+use super::{now_secs, Exec, Shared, Task, MIB};
 use crate::cloud::proxmox::tags;
 use crate::faults::HalfDone;
 use crate::VmEvent;
-
-pub(super) fn clone(
-    shared: &Arc<Shared>,
-    node: &str,
-    vmid: u32,
-    get: &dyn Fn(&str) -> Option<String>,
-    user: &str,
-) -> Response {
-    let o = &shared.opts;
-    let newid: u32 = get("newid").and_then(|v| v.parse().ok()).unwrap_or(0);
-    let target = get("target").unwrap_or_else(|| node.to_string());
-    let full = get("full").is_some_and(|f| f == "1" || f == "true");
-    {
-        let mut st = shared.lock();
-        let Some(tpl) = st.vms.get(&vmid).cloned() else {
-            return fail(StatusCode::INTERNAL_SERVER_ERROR, "gone");
-        };
-        if st.vmid_races > 0 {
-            st.vmid_races -= 1;
-            // Someone else grabbed the id between our nextid and this clone.
-            let racer = SimVm {
-                vmid: newid,
-                node: node.to_string(),
-                name: format!("someone-else-{newid}"),
-                template: false,
-                config: BTreeMap::from([("name".to_string(), format!("someone-else-{newid}"))]),
-                status: "stopped".into(),
-                lock: None,
-                cloud_init_join: false,
-                booted: false,
-                joined: false,
-                files: BTreeMap::new(),
-            };
-            st.vms.entry(newid).or_insert(racer);
-        }
-        if st.vms.contains_key(&newid) {
-            return fail(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("unable to create VM {newid}: config file already exists"),
-            );
-        }
-        if !o.hosts.iter().any(|h| h.name == target && h.online) {
-            return fail(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("target node '{target}' is not online"),
-            );
-        }
-        let storages: Vec<String> = tpl
-            .config
-            .iter()
-            .filter(|(k, _)| k.starts_with("scsi") && *k != "scsihw" || k.starts_with("ide"))
-            .filter_map(|(_, v)| v.split(':').next().map(str::to_string))
-            .collect();
-        let shared_storage = storages
-            .iter()
-            .all(|s| o.storages.iter().any(|x| &x.name == s && x.shared));
-        if target != node && !shared_storage {
-            return fail(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                &format!("can't clone VM to node '{target}' (VM uses local storage)"),
-            );
-        }
-        if !full && get("storage").is_some() {
-            return fail(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "storage migration is only possible with a full clone",
-            );
-        }
-        if !full && !tpl.template {
-            return fail(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "linked clone feature is not supported for a VM that is not a template",
-            );
-        }
-        if let Some(s) = get("storage") {
-            if !o.storages.iter().any(|x| x.name == s) {
-                return fail(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    &format!("storage '{s}' does not exist"),
-                );
-            }
-        }
-        let mut config = tpl.config.clone();
-        config.remove("template");
-        let name = get("name").unwrap_or_else(|| format!("Copy-of-VM-{}", tpl.name));
-        config.insert("name".into(), name.clone());
-        config.remove("description");
-        if let Some(d) = get("description") {
-            config.insert("description".into(), d);
-        }
-        config.insert(
-            "meta".into(),
-            format!("creation-qemu=9.2.0,ctime={}", now_secs()),
-        );
-        st.mac_counter += 1;
-        let mac = format!(
-            "BC:24:11:{:02X}:{:02X}:{:02X}",
-            (st.mac_counter >> 16) & 0xff,
-            (st.mac_counter >> 8) & 0xff,
-            st.mac_counter & 0xff
-        );
-        if let Some(net0) = config.get("net0").cloned() {
-            let rest: Vec<&str> = net0.split(',').skip(1).collect();
-            let mut n = format!("virtio={mac}");
-            for r in rest {
-                n.push(',');
-                n.push_str(r);
-            }
-            config.insert("net0".into(), n);
-        }
-        st.vms.insert(
-            newid,
-            SimVm {
-                vmid: newid,
-                node: target.clone(),
-                name,
-                template: false,
-                config,
-                status: "stopped".into(),
-                lock: Some("clone".into()),
-                cloud_init_join: tpl.cloud_init_join,
-                booted: false,
-                joined: false,
-                files: BTreeMap::new(),
-            },
-        );
-    }
-    data(json!(new_task(
-        shared,
-        node,
-        "qmclone",
-        vmid,
-        newid,
-        user,
-        o.clone_delay
-    )))
-}
 
 /// `GET /nodes/{node}/tasks`: the node's tasks, newest first, as Proxmox filters them:
 /// `typefilter` and `vmid` (the UPID's id) exactly, `userfilter` as a case-insensitive
@@ -224,7 +86,8 @@ pub(super) enum ClonePace {
 /// The first log line of a task of `kind`, as Proxmox writes it.
 fn first_line(kind: &str, target: u32) -> String {
     match kind {
-        "qmclone" => format!("create full clone of drive scsi0 (local-lvm:vm-{target}-disk-0)"),
+        // Proxmox names the source volume: the template's disk.
+        "qmclone" => format!("create full clone of drive scsi0 (local-lvm:base-{target}-disk-0)"),
         "qmstart" => format!("starting VM {target}"),
         "qmstop" => format!("stopping VM {target}"),
         "qmshutdown" => format!("shutting down VM {target}"),
@@ -330,7 +193,10 @@ pub(super) fn new_task(
                 endtime: None,
                 pid,
                 target,
-                log: vec![first_line(kind, target)],
+                log: vec![first_line(
+                    kind,
+                    if kind == "qmclone" { vmid } else { target },
+                )],
             },
         );
         (upid, fail_with, pace)
@@ -380,20 +246,24 @@ fn finish_task(
         }
         let exit = match (kind, &fail_with) {
             ("qmclone", Some(e)) if keep_vm => {
-                if let Some(vm) = st.vms.get_mut(&vmid) {
-                    vm.lock = None;
+                // Left behind as if its config was written in full, unlocked.
+                if let Some(vm) = st.clones.remove(&vmid) {
+                    st.vms.insert(vmid, vm);
                 }
                 e.clone()
             }
             ("qmclone", Some(e)) => {
-                // A failed clone leaves nothing behind.
+                // A failed (or stopped) clone leaves nothing behind: Proxmox unlinks
+                // the config file.
                 st.vms.remove(&vmid);
+                st.clones.remove(&vmid);
                 e.clone()
             }
             (_, Some(e)) => e.clone(),
             ("qmclone", None) => {
-                if let Some(vm) = st.vms.get_mut(&vmid) {
-                    vm.lock = None;
+                // The lock goes, then the config file moves to the target host.
+                if let Some(vm) = st.clones.remove(&vmid) {
+                    st.vms.insert(vmid, vm);
                 }
                 "OK".into()
             }

@@ -54,9 +54,18 @@ impl Adopted {
     }
 }
 
+/// What judging the clones of processes gone found.
+#[derive(Default)]
+pub(super) struct Judged {
+    /// Stopped or failed clones, with the task's words, for the plan and an Event.
+    pub found: Vec<String>,
+    /// Those still running (not stopped now): each is a VM in provisioning (see
+    /// `ProxmoxProvider::clones_in_flight`).
+    pub running: Vec<ListedTask>,
+}
+
 /// Looks at the clone tasks running under this process's Proxmox user that nothing here
-/// follows, and stops those past their deadline; returns what was stopped or has failed,
-/// with the task's words, for the plan and an Event. Best effort: a host whose task list
+/// follows, and stops those past their deadline. Best effort: a host whose task list
 /// cannot be read is looked at again next cycle. Costs no call unless some VM is locked
 /// for a clone; then one task-list read per host that holds such a VM or a template.
 pub(super) async fn judge_clones(
@@ -65,8 +74,9 @@ pub(super) async fn judge_clones(
     adopted: &Adopted,
     deadline: TaskDeadline,
     vms: &[VmResource],
-) -> Vec<String> {
+) -> Judged {
     let mut found = Vec::new();
+    let mut still = Vec::new();
     let cloning = vms.iter().any(|v| v.lock.as_deref() == Some("clone"));
     let mut running = HashSet::new();
     if cloning {
@@ -95,14 +105,20 @@ pub(super) async fn judge_clones(
                     continue;
                 }
                 running.insert(t.upid.raw.clone());
-                found.extend(judge_one(api, adopted, deadline, t).await);
+                match judge_one(api, adopted, deadline, t.clone()).await {
+                    Some(said) => found.push(said),
+                    None => still.push(t),
+                }
             }
         }
     }
     for w in adopted.ended(&running) {
         found.extend(report_end(api, &w).await);
     }
-    found
+    Judged {
+        found,
+        running: still,
+    }
 }
 
 /// Reads the log of one clone and stops it when its deadline has passed (saying so).

@@ -1,6 +1,7 @@
 //! Listings, template disks, VM id allocation and the clone (placement: [`super::hosts`]).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Mutex as StdMutex;
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -227,6 +228,9 @@ pub struct CloneSpec<'a> {
     pub poll: Duration,
     /// Where the clone's UPID is marked as followed while this call follows it.
     pub following: &'a Following,
+    /// Where the new VM id goes when its clone task fails or is given up: whatever such
+    /// a clone leaves is never finished, only removed as half-made.
+    pub failed: &'a StdMutex<HashSet<u32>>,
 }
 
 /// Allocates a VM id and clones the template into it. `/cluster/nextid` reserves
@@ -272,7 +276,14 @@ pub async fn clone_vm(api: &Api, spec: &CloneSpec<'_>) -> Result<u32, CloudError
             Ok(data) => {
                 let upid = upid_of(&format!("POST {path}"), &data)?;
                 let _followed = spec.following.hold(&upid);
-                follow_task(api, &upid, spec.deadline, spec.poll).await
+                let done = follow_task(api, &upid, spec.deadline, spec.poll).await;
+                if done.as_ref().is_err_and(|e| !already_exists(e)) {
+                    spec.failed
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(id);
+                }
+                done
             }
             Err(e) => Err(e),
         };

@@ -2,6 +2,7 @@
 //! killed; on real Proxmox a full clone takes minutes, so the window is wide). It has no
 //! ownership tags yet, only the name and the description the clone call set; both must
 //! name this cluster and group for it to count as ours, so the next cycle finds it and
+//! finishes it (configures and starts it, see `provider/finish.rs`) or, when it cannot,
 //! removes it.
 
 use std::collections::HashSet;

@@ -7,24 +7,24 @@ use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
 
+mod finish;
 mod listing;
 mod warm;
+use finish::NewVm;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
-use super::adopt::{judge_clones, Adopted};
+use super::adopt::{judge_clones, Adopted, Judged};
 use super::agent::{run_join_script, JoinTimings, MAX_SCRIPT_LEN};
 use super::allocate::{clone_vm, list_vms, vm_config, vm_path, CloneSpec, VmResource};
-use super::client::{params, Api, Params};
+use super::client::{params, Api};
 use super::credentials::ProxmoxCredentials;
 use super::halfmade::{half_made, is_gone, Creating};
 use super::hosts::{list_all, maintenance, place, shape, HostCache};
 use super::ippool::{address_of, Pool};
 use super::tags::{self, ownership};
-use super::tasks::{upid_of, wait_task, Following, TaskDeadline};
-use super::{
-    other, pve_urlencode, validate_settings, IpConfig, JoinMode, ProxmoxSettings, PROVIDER,
-};
+use super::tasks::{upid_of, wait_task, Following, ListedTask, TaskDeadline};
+use super::{other, validate_settings, IpConfig, JoinMode, ProxmoxSettings, PROVIDER};
 use crate::cloud::{
     refused, CloudError, CloudProvider, CreateRequest, GroupShape, Observed, Server, ServerStatus,
 };
@@ -86,6 +86,8 @@ struct Inner {
     joins: StdMutex<HashMap<u32, JoinState>>,
     /// VMs this process is between cloning and configuring: half-made, but not left so.
     creating: StdMutex<HashSet<u32>>,
+    /// VMs whose clone this process saw fail: never finished (see `finish`).
+    failed_clones: StdMutex<HashSet<u32>>,
     tasks: StdMutex<Vec<tokio::task::JoinHandle<()>>>,
     hosts: HostCache,
     /// Clone tasks this process follows now, and those it judges for a process gone.
@@ -179,6 +181,7 @@ impl ProxmoxProvider {
                 create_lock: Mutex::new(()),
                 joins: StdMutex::new(HashMap::new()),
                 creating: StdMutex::new(HashSet::new()),
+                failed_clones: StdMutex::new(HashSet::new()),
                 tasks: StdMutex::new(Vec::new()),
                 hosts: HostCache::default(),
                 following: Following::default(),
@@ -246,10 +249,11 @@ impl ProxmoxProvider {
     }
 
     /// Stops the clones a process gone left running past their deadline (see
-    /// [`super::adopt`]); what it finds waits for the next `observe`.
-    async fn judge_clones(&self, vms: &[VmResource]) {
+    /// [`super::adopt`]); what it finds waits for the next `observe`. Returns those of
+    /// them still running.
+    async fn judge_clones(&self, vms: &[VmResource]) -> Vec<ListedTask> {
         let inner = &self.inner;
-        let found = judge_clones(
+        let Judged { found, running } = judge_clones(
             &inner.api,
             &inner.following,
             &inner.adopted,
@@ -264,6 +268,7 @@ impl ProxmoxProvider {
                 .unwrap_or_else(|e| e.into_inner())
                 .extend(found);
         }
+        running
     }
 
     async fn await_upid(&self, call: &str, data: &Value) -> Result<(), CloudError> {
@@ -345,6 +350,7 @@ impl ProxmoxProvider {
                 deadline: self.clone_deadline(),
                 poll: inner.options.poll_interval,
                 following: &inner.following,
+                failed: &inner.failed_clones,
             },
         )
         .await?;
@@ -353,70 +359,21 @@ impl ProxmoxProvider {
 
         let created = SystemTime::now();
         let memory_mib = settings.memory.map(|m| m.as_u64() / (1024 * 1024));
-        let result = async {
-            let tag_value = tags::for_new_vm(&req.cluster, &req.group, &req.settings_hash, created);
-            let mut p: Params = params([("tags", tags::rewrite(&tag_value, warm, None))]);
-            if let Some(c) = settings.cores {
-                p.push(("cores".into(), c.to_string()));
-            }
-            if let Some(m) = memory_mib {
-                p.push(("memory".into(), m.to_string()));
-            }
-            if let Some(u) = &settings.ciuser {
-                p.push(("ciuser".into(), u.clone()));
-            }
-            if !settings.ssh_keys.is_empty() {
-                p.push((
-                    "sshkeys".into(),
-                    pve_urlencode(&settings.ssh_keys.join("\n")),
-                ));
-            }
-            match &address {
-                Some((pool, addr)) => {
-                    p.push(("ipconfig0".into(), pool.ipconfig(*addr)));
-                    if let Some(ns) = pool.nameserver() {
-                        p.push(("nameserver".into(), ns));
-                    }
-                }
-                None => p.push(("ipconfig0".into(), "ip=dhcp".into())),
-            }
-            if let Some(bridge) = &settings.bridge {
-                let net0 = tconf.get("net0").cloned().ok_or_else(|| {
-                    other(format!(
-                        "template {} has no net0 to set bridge {bridge} on",
-                        template.vmid
-                    ))
-                })?;
-                // The clone has its own MAC: read it back rather than the template's.
-                let own = vm_config(api, &target, vmid).await?;
-                p.push((
-                    "net0".into(),
-                    with_bridge(own.get("net0").unwrap_or(&net0), bridge),
-                ));
-            }
-            if settings.join == JoinMode::GuestAgent {
-                p.push(("agent".into(), "1".into()));
-            }
-            let call = format!("{}/config", vm_path(&target, vmid));
-            let data = api.post(&call, &p).await?;
-            self.await_upid(&format!("POST {call}"), &data).await?;
-            if warm {
-                return Ok(());
-            }
-            let call = format!("{}/status/start", vm_path(&target, vmid));
-            let data = api.post(&call, &[]).await?;
-            self.await_upid(&format!("POST {call}"), &data).await
-        }
-        .await;
-        if let Err(e) = result {
-            tracing::warn!(vm = %req.name, vmid, error = %e, "configuring or starting the new VM failed; destroying it");
-            if let Err(e2) = self.destroy(&target, vmid, true).await {
-                if let Err(e3) = self.destroy(&target, vmid, false).await {
-                    tracing::warn!(vmid, error = %e2, again = %e3, "could not destroy the half-created VM; it will be cleaned up by its tags once it fails to join");
-                }
-            }
-            return Err(e);
-        }
+        let new_vm = NewVm {
+            cluster: &req.cluster,
+            group: &req.group,
+            name: &req.name,
+            settings,
+            settings_hash: &req.settings_hash,
+            node: &target,
+            vmid,
+            template_net0: tconf.get("net0").map(String::as_str),
+            template: template.vmid,
+            address,
+            created,
+            warm,
+        };
+        self.configure_new(&new_vm).await?;
         if warm {
             tracing::info!(vm = %req.name, vmid, host = %target, "Proxmox VM made for the warm pool, left stopped");
         } else {
@@ -492,8 +449,8 @@ impl CloudProvider for ProxmoxProvider {
     /// VMs tagged for `cluster`, and VMs half-made for it (see [`half_made`]).
     async fn list_servers(&self, cluster: &str) -> Result<Vec<Server>, CloudError> {
         let vms = list_vms(&self.inner.api).await?;
-        self.judge_clones(&vms).await;
-        self.servers_in(&vms, cluster).await
+        let in_flight = self.judge_clones(&vms).await;
+        self.servers_in(&vms, cluster, &in_flight).await
     }
 
     /// One `/cluster/resources` listing answers the servers, the hosts and every group's
@@ -504,7 +461,7 @@ impl CloudProvider for ProxmoxProvider {
     async fn observe(&self, cluster: &str, groups: &[String]) -> Result<Observed, CloudError> {
         let api = &self.inner.api;
         let listing = list_all(api).await?;
-        self.judge_clones(&listing.vms).await;
+        let in_flight = self.judge_clones(&listing.vms).await;
         let maint = maintenance(api).await;
         let region = self.inner.hosts.region(api).await;
         let mut shapes = BTreeMap::new();
@@ -523,7 +480,7 @@ impl CloudProvider for ProxmoxProvider {
             .await?;
             shapes.insert(g.clone(), shape);
         }
-        let servers = self.servers_in(&listing.vms, cluster).await?;
+        let servers = self.servers_in(&listing.vms, cluster, &in_flight).await?;
         let failures =
             std::mem::take(&mut *self.inner.found.lock().unwrap_or_else(|e| e.into_inner()));
         Ok(Observed {
@@ -584,6 +541,10 @@ impl CloudProvider for ProxmoxProvider {
         if vm.template {
             return Err(refused(PROVIDER, &name, id, "it is a template".into()));
         }
+        if vm.lock.as_deref() == Some("clone") {
+            let reason = "a clone is still copying it (lock: clone); a clone past its deadline is stopped, which removes it".into();
+            return Err(refused(PROVIDER, &name, id, reason));
+        }
         let owner = ownership(vm.tags()).cluster;
         let half = if owner.is_none() {
             half_made(&self.inner.api, vm, cluster).await?.is_some()
@@ -608,6 +569,11 @@ impl CloudProvider for ProxmoxProvider {
         self.destroy(&vm.node, vmid, vm.status == "running").await?;
         self.inner
             .joins
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&vmid);
+        self.inner
+            .failed_clones
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&vmid);

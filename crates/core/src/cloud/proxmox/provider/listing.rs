@@ -1,12 +1,16 @@
 //! Reading VMs back as [`Server`]s: ownership from the tags (or a half-made VM's
-//! description), state from the lock, the power state and this process's joins.
+//! description, or for a clone still nameless the clone task's template), state from the
+//! lock, the power state and this process's joins.
 
+use std::collections::BTreeSet;
 use std::time::SystemTime;
 
 use super::{meta_ctime, JoinState, ProxmoxProvider};
 use crate::cloud::proxmox::allocate::{vm_config, VmResource};
 use crate::cloud::proxmox::halfmade::half_made;
+use crate::cloud::proxmox::hosts::template_copies;
 use crate::cloud::proxmox::tags::{ownership, Ownership};
+use crate::cloud::proxmox::tasks::ListedTask;
 use crate::cloud::proxmox::PROVIDER;
 use crate::cloud::{CloudError, Server, ServerStatus};
 
@@ -14,11 +18,20 @@ impl ProxmoxProvider {
     /// VM `v` as a [`Server`] with ownership `o` (from its tags, or the description of a
     /// `half_made` VM).
     pub(super) async fn vm_server(&self, v: &VmResource, o: Ownership, half_made: bool) -> Server {
+        let in_creation = self
+            .inner
+            .creating
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains(&v.vmid);
         let created = match o.created {
-            // Still copying: its provisioning clock starts when the clone is done, and
-            // the clone's own deadline is its task's (see `judge_clones`), not the
-            // planner's `provisionTimeout` from the clone's start.
-            _ if half_made && v.lock.as_deref() == Some("clone") => SystemTime::now(),
+            // Still copying, or being configured: its provisioning clock starts when
+            // its tags are written after the copy, and the clone's own deadline is its
+            // task's (see `judge_clones`), not the planner's `provisionTimeout` from the
+            // clone's start.
+            _ if half_made && (v.lock.as_deref() == Some("clone") || in_creation) => {
+                SystemTime::now()
+            }
             Some(t) => t,
             None => match vm_config(&self.inner.api, &v.node, v.vmid)
                 .await
@@ -42,12 +55,6 @@ impl ProxmoxProvider {
             .unwrap_or_else(|e| e.into_inner())
             .get(&v.vmid)
             .cloned();
-        let in_creation = self
-            .inner
-            .creating
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .contains(&v.vmid);
         let status = match (v.lock.as_deref(), v.status.as_str(), join) {
             // Cloned, unlocked, untagged and nobody here configuring it: left half-made.
             (None, _, _) if half_made && !in_creation => ServerStatus::Incomplete,
@@ -76,21 +83,116 @@ impl ProxmoxProvider {
         }
     }
 
-    /// The VMs of `vms` that are `cluster`'s, as servers.
+    /// The VMs of `vms` that are `cluster`'s, as servers: by their tags; half-made (a
+    /// half-made VM whose clone is done is finished here, see [`Self::spawn_finish`]);
+    /// and clones still copying that show no name yet (see [`Self::clones_in_flight`]).
     pub(super) async fn servers_in(
         &self,
         vms: &[VmResource],
         cluster: &str,
+        in_flight: &[ListedTask],
     ) -> Result<Vec<Server>, CloudError> {
         let mut out = Vec::new();
+        let mut named_cloning = Vec::new();
         for v in vms.iter().filter(|v| !v.template) {
             let o = ownership(v.tags());
             if o.cluster.as_deref() == Some(cluster) {
                 out.push(self.vm_server(v, o, false).await);
             } else if let Some(o) = half_made(&self.inner.api, v, cluster).await? {
+                if let Some(g) = o.group.as_deref() {
+                    if v.lock.as_deref() == Some("clone") {
+                        named_cloning.push((v.node.as_str(), g.to_string()));
+                    } else if self.can_finish(v, g) {
+                        self.spawn_finish(v, cluster, g);
+                    }
+                }
                 out.push(self.vm_server(v, o, true).await);
             }
         }
+        out.extend(self.clones_in_flight(vms, cluster, in_flight, &named_cloning));
         Ok(out)
+    }
+
+    /// Clones of processes gone that still copy their first disk: Proxmox shows such a VM
+    /// with its temporary config only (`lock: clone`, no name, no description), on the
+    /// host the clone runs on. It is tied to a running clone task of this process's user
+    /// (`in_flight`) on that host, whose id is the template's VM id, and so to the groups
+    /// cloning that template; it counts as building for them, so no second VM is made for
+    /// the same scale-up. Tasks and nameless VMs of a host are paired in order: only the
+    /// count matters, as nothing is ever done to a VM locked by a clone. A clone of a
+    /// template that several groups use counts for each of them (a scale-up may wait for
+    /// it; none is made twice); one of a template no group uses counts for none. Clones
+    /// already named are half-made VMs of a group and take their task out of the pairing.
+    fn clones_in_flight(
+        &self,
+        vms: &[VmResource],
+        cluster: &str,
+        in_flight: &[ListedTask],
+        named_cloning: &[(&str, String)],
+    ) -> Vec<Server> {
+        let groups_of = |t: &ListedTask| -> Vec<String> {
+            let Ok(id) = t.upid.id.parse::<u32>() else {
+                return Vec::new();
+            };
+            self.inner
+                .groups
+                .iter()
+                .filter(|(_, s)| {
+                    template_copies(vms, &s.template).is_ok_and(|c| c.iter().any(|v| v.vmid == id))
+                })
+                .map(|(g, _)| g.clone())
+                .collect()
+        };
+        let mut tasks: Vec<(&ListedTask, Vec<String>)> =
+            in_flight.iter().map(|t| (t, groups_of(t))).collect();
+        tasks.sort_by_key(|(t, _)| (t.starttime, t.upid.raw.clone()));
+        for (node, group) in named_cloning {
+            if let Some(i) = tasks
+                .iter()
+                .position(|(t, g)| t.upid.node == *node && g.contains(group))
+            {
+                tasks.remove(i);
+            }
+        }
+        let nameless = |v: &&VmResource| {
+            !v.template
+                && !v.is_nodewright()
+                && v.lock.as_deref() == Some("clone")
+                && v.name
+                    .as_deref()
+                    .is_none_or(|n| n == format!("VM {}", v.vmid))
+        };
+        let mut out = Vec::new();
+        let nodes: BTreeSet<&str> = tasks.iter().map(|(t, _)| t.upid.node.as_str()).collect();
+        for node in nodes {
+            let mut copying: Vec<&VmResource> = vms
+                .iter()
+                .filter(nameless)
+                .filter(|v| v.node == node)
+                .collect();
+            copying.sort_by_key(|v| v.vmid);
+            let on_node = tasks.iter().filter(|(t, _)| t.upid.node == node);
+            for ((t, groups), v) in on_node.zip(copying) {
+                for g in groups {
+                    tracing::debug!(vmid = v.vmid, group = %g, task = %t.upid, "a clone an earlier process started counts as building");
+                    out.push(Server {
+                        id: v.vmid.to_string(),
+                        name: format!("VM {}", v.vmid),
+                        cluster: Some(cluster.to_string()),
+                        group: Some(g.clone()),
+                        status: ServerStatus::Building,
+                        // Its provisioning clock starts when the copy is done.
+                        created: SystemTime::now(),
+                        memory_bytes: v.maxmem,
+                        provider: PROVIDER.into(),
+                        warm: false,
+                        filling: false,
+                        settings_hash: None,
+                        fault: None,
+                    });
+                }
+            }
+        }
+        out
     }
 }
