@@ -245,6 +245,7 @@ async fn proxmox_clone_without_its_config_step_is_finished_by_the_next_process()
     let create = tokio::spawn(async move {
         let mut r = req("e2e-workers-dying", "workers", "");
         r.cluster = "e2e".into();
+        r.settings_hash = "c786192ec36e".into();
         dying.create_server(&r).await
     });
     // The template's cloud-init drive (ide2) sorts before its disk (scsi0): Proxmox
@@ -300,6 +301,9 @@ async fn proxmox_clone_without_its_config_step_is_finished_by_the_next_process()
         .expect("kept");
     assert!(vm.tags().contains("nw-c-e2e"), "{vm:?}");
     assert!(vm.tags().contains("nw-g-workers"), "{vm:?}");
+    // The settings hash the dying process cloned for, read back from the description:
+    // drift is judged for a finished clone as for any other.
+    assert!(vm.tags().contains("nw-h-c786192ec36e"), "{vm:?}");
     assert_eq!(vm.status, "running");
     let read = next
         .get_server("e2e", &id)

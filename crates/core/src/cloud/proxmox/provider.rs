@@ -337,7 +337,13 @@ impl ProxmoxProvider {
             None => None,
         };
         // Recognisable as ours from the clone on, before the config call sets the tags.
-        let description = tags::description_for_new_vm(&req.cluster, &req.group, SystemTime::now());
+        let description = tags::description_for_new_vm(&tags::NewVmMarks {
+            cluster: &req.cluster,
+            group: &req.group,
+            settings_hash: &req.settings_hash,
+            warm,
+            created: SystemTime::now(),
+        });
         let vmid = clone_vm(
             api,
             &CloneSpec {

@@ -118,18 +118,39 @@ pub fn cluster_tags(tags: &str) -> Vec<String> {
 /// ours from the moment it exists (see [`description_for_new_vm`]).
 pub const DESCRIPTION_MARK: &str = "nodewright:";
 
+/// What the clone call records of a new VM, so that a process that did not clone it can
+/// configure it as the one that did would have (see `provider::finish`).
+pub struct NewVmMarks<'a> {
+    pub cluster: &'a str,
+    pub group: &'a str,
+    /// The group's settings hash (empty: none).
+    pub settings_hash: &'a str,
+    /// Made for the warm pool.
+    pub warm: bool,
+    pub created: SystemTime,
+}
+
 /// The description set in the clone call: `nodewright: cluster=<c> group=<g>
-/// created=<unix seconds>` (values encoded as in tags), then a line for people.
-pub fn description_for_new_vm(cluster: &str, group: &str, created: SystemTime) -> String {
-    let secs = created
+/// created=<unix seconds>`, then `hash=<h>` and `warm=1` when they apply (values encoded
+/// as in tags), then a line for people.
+pub fn description_for_new_vm(m: &NewVmMarks<'_>) -> String {
+    let secs = m
+        .created
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    format!(
-        "{DESCRIPTION_MARK} cluster={} group={} created={secs}\nCreated by nodewright; its ownership tags are set when it is configured.",
-        encode(cluster),
-        encode(group)
-    )
+    let mut first = format!(
+        "{DESCRIPTION_MARK} cluster={} group={} created={secs}",
+        encode(m.cluster),
+        encode(m.group)
+    );
+    if !m.settings_hash.is_empty() {
+        first.push_str(&format!(" hash={}", encode(m.settings_hash)));
+    }
+    if m.warm {
+        first.push_str(" warm=1");
+    }
+    format!("{first}\nCreated by nodewright; its ownership tags are set when it is configured.")
 }
 
 /// Ownership as the first line of a description written by [`description_for_new_vm`]
@@ -147,6 +168,8 @@ pub fn ownership_from_description(description: &str) -> Ownership {
         match kv.split_once('=') {
             Some(("cluster", v)) => o.cluster = decode(v),
             Some(("group", v)) => o.group = decode(v),
+            Some(("hash", v)) => o.settings_hash = decode(v),
+            Some(("warm", "1")) => o.warm = true,
             Some(("created", v)) => {
                 o.created = v
                     .parse::<u64>()
@@ -258,7 +281,14 @@ mod tests {
     #[test]
     fn description_marks_round_trip() {
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        let d = description_for_new_vm("prod", "big_workers", t);
+        let marks = NewVmMarks {
+            cluster: "prod",
+            group: "big_workers",
+            settings_hash: "",
+            warm: false,
+            created: t,
+        };
+        let d = description_for_new_vm(&marks);
         assert!(
             d.starts_with("nodewright: cluster=prod group=big_5fworkers created=1700000000\n"),
             "{d}"
@@ -267,6 +297,17 @@ mod tests {
         assert_eq!(o.cluster.as_deref(), Some("prod"));
         assert_eq!(o.group.as_deref(), Some("big_workers"));
         assert_eq!(o.created, Some(t));
+        assert_eq!((o.settings_hash, o.warm), (None, false));
+        // The settings hash and the warm mark, for whoever finishes the clone.
+        let d = description_for_new_vm(&NewVmMarks {
+            settings_hash: "c786192ec36e",
+            warm: true,
+            ..marks
+        });
+        let o = ownership_from_description(&d);
+        assert_eq!(o.settings_hash.as_deref(), Some("c786192ec36e"));
+        assert!(o.warm);
+        assert_eq!(o.group.as_deref(), Some("big_workers"));
         // Anything else says nothing, even with the words further down.
         for other in ["", "my VM", "notes\nnodewright: cluster=prod group=g"] {
             assert_eq!(ownership_from_description(other), Ownership::default());

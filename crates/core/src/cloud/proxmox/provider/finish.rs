@@ -20,7 +20,8 @@ pub(super) struct NewVm<'a> {
     pub group: &'a str,
     pub name: &'a str,
     pub settings: &'a ProxmoxSettings,
-    /// Empty when unknown (a clone of a process gone): no `nw-h-` tag, so no drift.
+    /// Empty when unknown (a clone made before the description recorded it): no `nw-h-`
+    /// tag, so no drift.
     pub settings_hash: &'a str,
     pub node: &'a str,
     pub vmid: u32,
@@ -168,10 +169,10 @@ impl ProxmoxProvider {
         let Some(v) = vms.iter().find(|v| v.vmid == vmid && !v.template) else {
             return Ok(());
         };
-        let still = half_made(api, v, cluster).await?;
-        if still.as_ref().and_then(|o| o.group.as_deref()) != Some(group)
-            || !self.can_finish(v, group)
-        {
+        let Some(marks) = half_made(api, v, cluster).await? else {
+            return Ok(());
+        };
+        if marks.group.as_deref() != Some(group) || !self.can_finish(v, group) {
             return Ok(());
         }
         let settings = self.settings(group)?;
@@ -195,17 +196,22 @@ impl ProxmoxProvider {
             group,
             name: &name,
             settings,
-            settings_hash: "",
+            // As the clone call recorded them in the description (none before they were).
+            settings_hash: marks.settings_hash.as_deref().unwrap_or_default(),
             node: &v.node,
             vmid,
             template_net0: None,
             template: 0,
             address,
             created: SystemTime::now(),
-            warm: false,
+            warm: marks.warm,
         })
         .await?;
-        tracing::info!(vm = %name, vmid, host = %v.node, "Proxmox VM started");
+        if marks.warm {
+            tracing::info!(vm = %name, vmid, host = %v.node, "Proxmox VM finished for the warm pool, left stopped");
+        } else {
+            tracing::info!(vm = %name, vmid, host = %v.node, "Proxmox VM started");
+        }
         Ok(())
     }
 }
