@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use clap::{Args, Parser, Subcommand};
 
 use crate::act::render_user_data;
-use crate::cloud::build::build_clouds;
+use crate::cloud::build::{build_clouds, build_clouds_read_only};
 use crate::cloud::CloudError;
 use crate::cluster::{client_from_env, KubeCluster};
 use crate::config::{Config, ConfigError, ENV_CONFIG_FILE};
@@ -467,7 +467,12 @@ fn plan_json(d: &Decision) -> Result<String, serde_json::Error> {
 
 async fn reconciler(config_path: &Path, dry_run: bool) -> Result<Reconciler, CliError> {
     let config = Config::load(config_path)?;
-    let clouds = build_clouds(&config).map_err(|e| CliError::Usage(e.to_string()))?;
+    let clouds = if dry_run {
+        build_clouds_read_only(&config)
+    } else {
+        build_clouds(&config)
+    }
+    .map_err(|e| CliError::Usage(e.to_string()))?;
     let client = client_from_env().await.map_err(anyhow::Error::from)?;
     Ok(Reconciler {
         config: Arc::new(config),

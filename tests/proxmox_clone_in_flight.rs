@@ -65,6 +65,18 @@ fn provider_of(
     stall: u64,
     groups: &[&str],
 ) -> ProxmoxProvider {
+    provider_with(s, password, nominal, stall, groups, false)
+}
+
+/// As [`provider_of`]; `read_only` as for `plan` and `run --dry-run`.
+fn provider_with(
+    s: &SimProxmox,
+    password: bool,
+    nominal: u64,
+    stall: u64,
+    groups: &[&str],
+    read_only: bool,
+) -> ProxmoxProvider {
     let settings: ProxmoxSettings =
         nodewright::yaml::from_str("template: k3s-shared\n").expect("settings parse");
     let ms = Duration::from_millis;
@@ -76,6 +88,7 @@ fn provider_of(
             max: ms(60_000),
             stall: ms(stall),
         }),
+        read_only,
         ..ProviderOptions::default()
     };
     let groups = groups
@@ -413,5 +426,71 @@ async fn a_nameless_clone_of_a_template_two_groups_use_counts_for_both() {
     assert_eq!(listed.len(), 1, "{listed:?}");
     assert_eq!(listed[0].group.as_deref(), Some("workers"));
     fresh.wait_for_joins().await;
+    assert_clean(&s);
+}
+
+/// `plan` and `run --dry-run` read the cloud through the same provider: a stuck clone an
+/// earlier process left is counted but not stopped past its deadline, and a clone left
+/// half-made is not finished; a process that acts does both afterwards.
+#[tokio::test]
+async fn a_read_only_process_neither_stops_a_stuck_clone_nor_finishes_a_left_one() {
+    let s = sim().await;
+    cloud_init_after_the_disk(&s, SHARED_TEMPLATE);
+    s.stick_next_clones(1);
+    start_clone_and_kill(&s, provider(&s, false, 400, 300), "prod-workers-stuck").await;
+    let reader = provider_with(&s, false, 50, 50, &["workers"], true);
+    for _ in 0..5 {
+        let listed = reader.list_servers("prod").await.expect("list");
+        assert_eq!(listed.len(), 1, "still counted: {listed:?}");
+        assert_eq!(listed[0].status, ServerStatus::Building);
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    assert!(clone_running(&s), "past the deadline, not stopped");
+    // A process that acts stops it.
+    let acting = provider(&s, false, 50, 50);
+    for _ in 0..250 {
+        acting.list_servers("prod").await.expect("list");
+        if !clone_running(&s) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(!clone_running(&s), "stopped by the acting process");
+
+    // A clone whose copy ends after its process died: half-made, left so by a reader.
+    s.slow_next_clones(1, 3, Duration::from_millis(50));
+    start_clone_and_kill(&s, provider(&s, false, 60_000, 60_000), "prod-workers-left").await;
+    common::wait_for("the copy to end", Duration::from_secs(10), || {
+        s.guests()
+            .iter()
+            .any(|v| v.name == "prod-workers-left" && v.lock.is_none())
+    })
+    .await;
+    let reader = provider_with(&s, false, 60_000, 60_000, &["workers"], true);
+    for _ in 0..3 {
+        let listed = reader.list_servers("prod").await.expect("list");
+        assert_eq!(listed.len(), 1, "{listed:?}");
+        assert_eq!(listed[0].status, ServerStatus::Incomplete, "{listed:?}");
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    reader.wait_for_joins().await;
+    let left = s
+        .guests()
+        .into_iter()
+        .find(|v| v.name == "prod-workers-left");
+    let left = left.expect("kept");
+    assert!(left.tags().is_empty(), "not configured: {left:?}");
+    assert_eq!(left.status, "stopped");
+    // An acting process finishes it.
+    let acting = provider(&s, false, 60_000, 60_000);
+    acting.list_servers("prod").await.expect("list");
+    acting.wait_for_joins().await;
+    let done = s
+        .guests()
+        .into_iter()
+        .find(|v| v.name == "prod-workers-left");
+    let done = done.expect("kept");
+    assert!(done.tags().contains("nw-g-workers"), "finished: {done:?}");
+    assert_eq!(done.status, "running");
     assert_clean(&s);
 }

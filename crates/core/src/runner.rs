@@ -14,7 +14,7 @@ use tokio::sync::watch;
 
 use crate::act::events::events_for;
 use crate::act::Clouds;
-use crate::cloud::build::build_clouds;
+use crate::cloud::build::{build_clouds, build_clouds_read_only};
 use crate::cluster::events::EventRecorder;
 use crate::cluster::leader::{LeaderElector, LeaseSettings};
 use crate::cluster::status::write_status;
@@ -214,8 +214,14 @@ async fn stopped(stop: &mut watch::Receiver<bool>) {
     }
 }
 
-fn clouds_for(config: &Config, metrics: &Arc<Metrics>) -> anyhow::Result<Clouds> {
-    Ok(build_clouds(config)?.instrumented(metrics))
+/// The providers; a dry run's only read (see `build_clouds_read_only`).
+fn clouds_for(config: &Config, metrics: &Arc<Metrics>, dry_run: bool) -> anyhow::Result<Clouds> {
+    let clouds = if dry_run {
+        build_clouds_read_only(config)?
+    } else {
+        build_clouds(config)?
+    };
+    Ok(clouds.instrumented(metrics))
 }
 
 /// Runs until `stop` is set.
@@ -244,7 +250,7 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
     let mut wakeups = cluster.wakeups();
     let mut synced_once = false;
     let mut reconciler = Reconciler {
-        clouds: clouds_for(&config, &metrics)?,
+        clouds: clouds_for(&config, &metrics, opts.dry_run)?,
         config: Arc::new(config),
         cluster: Arc::new(cluster.clone()),
         dry_run: opts.dry_run,
@@ -309,7 +315,7 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
         health.set_leading(true);
         metrics.leader.set(1);
         if let Some(new) = watch_cfg.poll() {
-            match clouds_for(&new, &metrics) {
+            match clouds_for(&new, &metrics, opts.dry_run) {
                 Ok(clouds) => {
                     reconciler.clouds = clouds;
                     reconciler.config = Arc::new(new);

@@ -30,15 +30,31 @@ pub enum BuildError {
 /// One provider per account, shared by the groups that use it; credential files come
 /// from the environment variables [`ProviderKind::credentials_env`] names.
 pub fn build_clouds(config: &Config) -> Result<Clouds, BuildError> {
-    build_clouds_with(config, |kind| {
-        std::env::var_os(kind.credentials_env()).map(PathBuf::from)
-    })
+    build_clouds_with(config, from_env)
+}
+
+/// As [`build_clouds`], for a process that only reads (`plan`, `run --dry-run`): reading a
+/// cloud then never changes it (see the Proxmox provider's `read_only`).
+pub fn build_clouds_read_only(config: &Config) -> Result<Clouds, BuildError> {
+    build(config, from_env, true)
+}
+
+fn from_env(kind: ProviderKind) -> Option<PathBuf> {
+    std::env::var_os(kind.credentials_env()).map(PathBuf::from)
 }
 
 /// As [`build_clouds`], with the credential file of each provider given by `credentials`.
 pub fn build_clouds_with(
     config: &Config,
     credentials: impl Fn(ProviderKind) -> Option<PathBuf>,
+) -> Result<Clouds, BuildError> {
+    build(config, credentials, false)
+}
+
+fn build(
+    config: &Config,
+    credentials: impl Fn(ProviderKind) -> Option<PathBuf>,
+    read_only: bool,
 ) -> Result<Clouds, BuildError> {
     let mut clouds = Clouds::new();
     for kind in [
@@ -63,7 +79,7 @@ pub fn build_clouds_with(
                 .join(", "),
             env: kind.credentials_env(),
         })?;
-        let provider = build_provider(config, kind, &path, &groups)?;
+        let provider = build_provider(config, kind, &path, &groups, read_only)?;
         for g in groups {
             clouds.add_group(&g.name, provider.clone());
         }
@@ -97,6 +113,7 @@ fn build_provider(
     kind: ProviderKind,
     path: &Path,
     groups: &[&NodeGroupConfig],
+    read_only: bool,
 ) -> Result<Arc<dyn CloudProvider>, BuildError> {
     let creds_err = |e: &dyn std::fmt::Display| BuildError::Credentials(e.to_string());
     Ok(match kind {
@@ -114,6 +131,7 @@ fn build_provider(
                 settings(groups, |g| g.proxmox.as_ref()),
                 ProxmoxOptions {
                     clone_deadline: Some(clone_deadline(config)),
+                    read_only,
                     ..ProxmoxOptions::default()
                 },
             )?)

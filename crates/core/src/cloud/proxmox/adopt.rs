@@ -74,6 +74,7 @@ pub(super) async fn judge_clones(
     adopted: &Adopted,
     deadline: TaskDeadline,
     vms: &[VmResource],
+    read_only: bool,
 ) -> Judged {
     let mut found = Vec::new();
     let mut still = Vec::new();
@@ -105,7 +106,7 @@ pub(super) async fn judge_clones(
                     continue;
                 }
                 running.insert(t.upid.raw.clone());
-                match judge_one(api, adopted, deadline, t.clone()).await {
+                match judge_one(api, adopted, deadline, t.clone(), read_only).await {
                     Some(said) => found.push(said),
                     None => still.push(t),
                 }
@@ -121,12 +122,14 @@ pub(super) async fn judge_clones(
     }
 }
 
-/// Reads the log of one clone and stops it when its deadline has passed (saying so).
+/// Reads the log of one clone and stops it when its deadline has passed (saying so);
+/// `read_only`, only logs that it would.
 async fn judge_one(
     api: &Api,
     adopted: &Adopted,
     deadline: TaskDeadline,
     task: ListedTask,
+    read_only: bool,
 ) -> Option<String> {
     let now = Instant::now();
     let mut w = adopted.take(&task.upid.raw).unwrap_or_else(|| {
@@ -149,7 +152,10 @@ async fn judge_one(
     let elapsed = SystemTime::now()
         .duration_since(started)
         .unwrap_or_default();
-    if deadline.expired(elapsed, w.progressed.elapsed()) {
+    if deadline.expired(elapsed, w.progressed.elapsed()) && read_only {
+        let why = deadline.why_given_up(elapsed);
+        tracing::info!(task = %w.task.upid, "clone started by an earlier process {why}; read-only, so not stopped");
+    } else if deadline.expired(elapsed, w.progressed.elapsed()) {
         let why = deadline.why_given_up(elapsed);
         stop_task(api, &w.task.upid).await;
         let said = format!(

@@ -49,6 +49,9 @@ pub struct ProviderOptions {
     pub vmid_attempts: u32,
     /// Renew the login ticket after this long (Proxmox tickets live 2 h).
     pub ticket_renewal: Duration,
+    /// Reading never changes anything: a clone an earlier process left is neither stopped
+    /// at its deadline nor finished (`plan`, `run --dry-run`).
+    pub read_only: bool,
 }
 
 impl Default for ProviderOptions {
@@ -63,6 +66,7 @@ impl Default for ProviderOptions {
             exec_timeout: Duration::from_secs(900),
             vmid_attempts: 10,
             ticket_renewal: super::client::TICKET_RENEW_AFTER,
+            read_only: false,
         }
     }
 }
@@ -259,6 +263,7 @@ impl ProxmoxProvider {
             &inner.adopted,
             self.clone_deadline(),
             vms,
+            inner.options.read_only,
         )
         .await;
         if !found.is_empty() {

@@ -102,7 +102,7 @@ impl ProxmoxProvider {
                 if let Some(g) = o.group.as_deref() {
                     if v.lock.as_deref() == Some("clone") {
                         named_cloning.push((v.node.as_str(), g.to_string()));
-                    } else if self.can_finish(v, g) {
+                    } else if !self.inner.options.read_only && self.can_finish(v, g) {
                         self.spawn_finish(v, cluster, g);
                     }
                 }
