@@ -15,7 +15,6 @@ use nodewright::cloud::proxmox::{
 };
 use nodewright::cloud::{CloudProvider, CreateRequest, ServerStatus};
 use nodewright::plan::Action;
-use nodewright::sim::cluster::SimPodTemplate;
 use nodewright::sim::env::{SimEnv, SimTimings};
 use nodewright::sim::proxmox::{SimProxmox, SimProxmoxOptions};
 use serde_json::Value;
@@ -249,26 +248,7 @@ nodeGroups:
     // Twelve lines 150 ms apart: nearly two seconds of copying.
     env.proxmox
         .slow_next_clones(1, 12, Duration::from_millis(150));
-    env.cluster
-        .add_pod(
-            "default",
-            "waits",
-            SimPodTemplate::new("nginx:1.25", 1 << 30),
-        )
-        .expect("pod");
-    let mut planned = None;
-    for _ in 0..100 {
-        let (snapshot, decision) = first.plan(SystemTime::now()).await.expect("plan");
-        if matches!(&decision.action, Action::ScaleUp { group, .. } if group == "pve") {
-            planned = Some((snapshot, decision));
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let (snapshot, decision) = planned.expect("a scale-up of pve for the pending pod");
-    let act = tokio::spawn(async move {
-        let _ = first.act(&snapshot, &decision, SystemTime::now()).await;
-    });
+    let act = common::begin_scale_up(&env, first, "pve").await;
     common::wait_for("the clone to start", Duration::from_secs(10), || {
         clone_running(&env.proxmox)
     })

@@ -391,26 +391,7 @@ async fn a_fresh_runner_lets_a_slow_clone_run_past_provision_timeout() {
     // Twenty lines 150 ms apart: three seconds of copying.
     env.proxmox
         .slow_next_clones(1, 20, Duration::from_millis(150));
-    env.cluster
-        .add_pod(
-            "default",
-            "waits",
-            SimPodTemplate::new("nginx:1.25", 1 << 30),
-        )
-        .expect("pod");
-    let mut planned = None;
-    for _ in 0..100 {
-        let (snapshot, decision) = first.plan(SystemTime::now()).await.expect("plan");
-        if matches!(&decision.action, Action::ScaleUp { group, .. } if group == "pve") {
-            planned = Some((snapshot, decision));
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let (snapshot, decision) = planned.expect("a scale-up of pve for the pending pod");
-    let act = tokio::spawn(async move {
-        let _ = first.act(&snapshot, &decision, SystemTime::now()).await;
-    });
+    let act = common::begin_scale_up(&env, first, "pve").await;
     let running = |env: &SimEnv| {
         let logs = env.proxmox.task_logs("qmclone");
         logs.len() == 1 && logs[0].last().is_some_and(|l| !l.starts_with("TASK "))

@@ -320,3 +320,32 @@ pub async fn act_until_placed(
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Adds a pending pod `waits` (1 GiB), plans with `rec` until it scales `group` up, and
+/// acts on that decision in the background (a process to kill mid-create by aborting it).
+pub async fn begin_scale_up(
+    env: &SimEnv,
+    rec: Reconciler,
+    group: &str,
+) -> tokio::task::JoinHandle<()> {
+    env.cluster
+        .add_pod(
+            "default",
+            "waits",
+            nodewright::sim::cluster::SimPodTemplate::new("nginx:1.25", 1 << 30),
+        )
+        .expect("pod");
+    let mut planned = None;
+    for _ in 0..100 {
+        let (snapshot, decision) = rec.plan(SystemTime::now()).await.expect("plan");
+        if matches!(&decision.action, Action::ScaleUp { group: g, .. } if g == group) {
+            planned = Some((snapshot, decision));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (snapshot, decision) = planned.expect("a scale-up for the pending pod");
+    tokio::spawn(async move {
+        let _ = rec.act(&snapshot, &decision, SystemTime::now()).await;
+    })
+}

@@ -361,15 +361,7 @@ impl OpenStackProvider {
         }
         };
         let deadline = self.options.delete_timeout;
-        let late = |s: &NovaServer| {
-            format!(
-                "server '{}' ({id}) still exists {:.1}s after its delete was accepted (status {}, task state {})",
-                s.name,
-                deadline.as_secs_f64(),
-                s.status,
-                s.task_state.as_deref().unwrap_or("none")
-            )
-        };
+        let late = ("still exists", "its delete was accepted");
         self.poll_server(id, deadline, judge, late).await
     }
 

@@ -14,13 +14,14 @@ pub(super) enum Look {
 
 impl OpenStackProvider {
     /// Polls server `id` until `judge` settles, for at most `deadline`; past it, the
-    /// error is `late` of the last server seen.
+    /// error says the server `still` ("still exists") that long `after` ("os-stop"), with
+    /// its status and task state.
     pub(super) async fn poll_server(
         &self,
         id: &str,
         deadline: Duration,
         judge: impl Fn(Option<&NovaServer>) -> Look,
-        late: impl Fn(&NovaServer) -> String,
+        (still, after): (&str, &str),
     ) -> Result<(), CloudError> {
         let call = "GET /servers/{id}";
         let start = Instant::now();
@@ -47,9 +48,15 @@ impl OpenStackProvider {
             }
             let elapsed = start.elapsed();
             if elapsed >= deadline {
+                let secs = deadline.as_secs_f64();
                 return Err(other(match &server {
-                    Some(s) => late(s),
-                    None => format!("server {id} is still not as expected after {deadline:?}"),
+                    Some(s) => format!(
+                        "server '{}' ({id}) {still} {secs:.1}s after {after} (status {}, task state {})",
+                        s.name,
+                        s.status,
+                        s.task_state.as_deref().unwrap_or("none")
+                    ),
+                    None => format!("server {id} {still} {secs:.1}s after {after}"),
                 }));
             }
             tokio::time::sleep(pause.min(deadline.saturating_sub(elapsed))).await;

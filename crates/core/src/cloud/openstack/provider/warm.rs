@@ -148,15 +148,7 @@ impl OpenStackProvider {
             }
             Some(_) => Look::Waiting,
         };
-        let late = |s: &NovaServer| {
-            format!(
-                "server '{}' ({id}) is not SHUTOFF {:.1}s after os-stop (status {}, task state {})",
-                s.name,
-                STOP_TIMEOUT.as_secs_f64(),
-                s.status,
-                s.task_state.as_deref().unwrap_or("none")
-            )
-        };
+        let late = ("is not SHUTOFF", "os-stop");
         self.poll_server(id, STOP_TIMEOUT, judge, late).await
     }
 }
