@@ -229,21 +229,11 @@ async fn restart_during_a_slow_nameless_clone_creates_no_extra_vm_and_the_clone_
         .await
         .expect("simulated environment starts");
     cloud_init_after_the_disk(&env.proxmox, SHARED_TEMPLATE);
-    let config = r#"clusterName: prod
-freeMemoryTarget: 0 B
-provisionTimeout: 30s
-provisionTimeoutMax: 60s
-provisionProgressWindow: 1s
-nodeGroups:
-  - name: pve
-    provider: proxmox
-    maxSize: 3
-    proxmox: {template: k3s-shared, memory: 4 GiB, cores: 2}
-    userData:
-      template: k3s-agent.cloud-init.yaml.j2
-      variables: {k3s_url: "https://192.0.2.1:6443", k3s_token: "task-secret-token"}
-"#;
-    let (_, cfg) = env.write_config(config).expect("config loads");
+    let config = common::pve::LOOP_CONFIG.replace(
+        "provisionTimeout: 2m\nprovisionTimeoutMax: 10m",
+        "provisionTimeout: 30s\nprovisionTimeoutMax: 60s\nprovisionProgressWindow: 1s",
+    );
+    let (_, cfg) = env.write_config(&config).expect("config loads");
     let first = env.reconciler(cfg).await.expect("reconciler builds");
     // Twelve lines 150 ms apart: nearly two seconds of copying.
     env.proxmox
@@ -262,7 +252,7 @@ nodeGroups:
         "nameless while copying: {copying:?}"
     );
 
-    let (_, cfg) = env.write_config(config).expect("config loads");
+    let (_, cfg) = env.write_config(&config).expect("config loads");
     let fresh = env.reconciler(cfg).await.expect("reconciler builds");
     let mut joined = false;
     for _ in 0..150 {

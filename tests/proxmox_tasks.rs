@@ -6,6 +6,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use common::pve::LOOP_CONFIG as CONFIG;
 use nodewright::act::events::events_for;
 use nodewright::cloud::proxmox::client::Api;
 use nodewright::cloud::proxmox::{
@@ -152,20 +153,6 @@ async fn a_failed_clone_reports_its_exit_status_and_the_last_lines_of_its_log() 
     );
     assert_clean(&s);
 }
-
-const CONFIG: &str = r#"clusterName: prod
-freeMemoryTarget: 0 B
-provisionTimeout: 2m
-provisionTimeoutMax: 10m
-nodeGroups:
-  - name: pve
-    provider: proxmox
-    maxSize: 3
-    proxmox: {template: k3s-shared, memory: 4 GiB, cores: 2}
-    userData:
-      template: k3s-agent.cloud-init.yaml.j2
-      variables: {k3s_url: "https://192.0.2.1:6443", k3s_token: "task-secret-token"}
-"#;
 
 /// Regression for issue 12: the Event of a failed scale-up carries the Proxmox task's
 /// exit status and the last lines of its log.

@@ -188,3 +188,19 @@ pub async fn cordon(env: &Env, name: &str) {
         .await
         .expect("cordon");
 }
+
+/// One Proxmox group `pve` (maxSize 3, template `k3s-shared`) for tests through the loop;
+/// `provisionTimeout: 2m`, `provisionTimeoutMax: 10m`, for tests to replace.
+pub const LOOP_CONFIG: &str = r#"clusterName: prod
+freeMemoryTarget: 0 B
+provisionTimeout: 2m
+provisionTimeoutMax: 10m
+nodeGroups:
+  - name: pve
+    provider: proxmox
+    maxSize: 3
+    proxmox: {template: k3s-shared, memory: 4 GiB, cores: 2}
+    userData:
+      template: k3s-agent.cloud-init.yaml.j2
+      variables: {k3s_url: "https://192.0.2.1:6443", k3s_token: "task-secret-token"}
+"#;
