@@ -382,3 +382,54 @@ async fn a_refused_delete_of_a_listed_server_stays_an_error() {
     p.delete_server("c1", &s.id).await.expect("delete");
     assert!(sim.servers().is_empty());
 }
+
+/// Kamatera tags were read once per server for the life of the process: a person who took
+/// a server away from nodewright (removed its cluster tag) was not heard until a restart.
+/// Listings now read them again after ten minutes (`ProviderOptions::tag_ttl`).
+#[tokio::test]
+async fn a_tag_a_person_removed_is_seen_once_the_cached_tags_expire() {
+    let (sim, _) = start_sim().await;
+    let groups = [("workers", settings(""))];
+    let p = provider(&sim, &groups);
+    let made = p
+        .create_server(&req("c1-workers-taken", "workers"))
+        .await
+        .expect("create");
+    let expiring = KamateraProvider::with_options(
+        creds(&sim),
+        groups
+            .iter()
+            .map(|(n, s)| (n.to_string(), s.clone()))
+            .collect(),
+        ProviderOptions {
+            tag_ttl: Duration::ZERO,
+            ..fast()
+        },
+    )
+    .expect("provider builds");
+    for q in [&p, &expiring] {
+        assert_eq!(q.list_servers("c1").await.expect("list").len(), 1);
+    }
+    let (status, body) = raw(
+        &sim,
+        reqwest::Method::POST,
+        "/server/tags",
+        Some(serde_json::json!({ "id": made.id, "remove": "nodewright-c1" })),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        expiring.list_servers("c1").await.expect("list").is_empty(),
+        "tags read again: no longer ours"
+    );
+    assert_eq!(
+        p.list_servers("c1").await.expect("list").len(),
+        1,
+        "within the default ten minutes the cached tags still serve the listing"
+    );
+    // A call that changes the server reads them afresh, whatever the cache holds.
+    p.delete_server("c1", &made.id)
+        .await
+        .expect_err("not ours any more: refused");
+    assert_eq!(sim.servers().len(), 1);
+}

@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
-use std::time::{Duration, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use async_trait::async_trait;
 use serde::de::DeserializeOwned;
@@ -42,6 +42,10 @@ pub struct ProviderOptions {
     /// Deadline of commands not tied to a group (power, terminate); groups have their own
     /// `commandTimeout` for creates.
     pub command_timeout: Duration,
+    /// How long a server's tags are reused by listings before they are read again: a
+    /// person may change them (take a server out of the pool, or away from nodewright).
+    /// Every call that changes a server reads its tags afresh whatever this says.
+    pub tag_ttl: Duration,
 }
 
 impl Default for ProviderOptions {
@@ -52,6 +56,7 @@ impl Default for ProviderOptions {
             poll_initial: Duration::from_millis(250),
             poll_max: Duration::from_secs(10),
             command_timeout: Duration::from_secs(30 * 60),
+            tag_ttl: Duration::from_secs(10 * 60),
         }
     }
 }
@@ -62,8 +67,8 @@ pub struct KamateraProvider {
     pub(super) groups: BTreeMap<String, KamateraSettings>,
     http: reqwest::Client,
     pub(super) options: ProviderOptions,
-    /// Tags by server id; tags nodewright sets never change, so they are read once.
-    tags: Mutex<HashMap<String, Vec<String>>>,
+    /// Tags by server id and when they were read (see [`ProviderOptions::tag_ttl`]).
+    tags: Mutex<HashMap<String, (Vec<String>, Instant)>>,
     /// Last resort for the creation time of a server without a creation-time tag
     /// (`<tagPrefix>-t<unix seconds>`, set on every create since that tag exists): when
     /// this process first listed it. The API has no creation date anywhere (not in
@@ -261,17 +266,23 @@ impl KamateraProvider {
         .await
     }
 
-    /// Tags of a server (`POST /server/tags`), cached per server id. The rows are read in
-    /// the current shape `{"id", "tagName"}` and the older `{"tag name"}` (see [`TagRow`]).
+    /// Tags of a server (`POST /server/tags`), cached per server id for
+    /// [`ProviderOptions::tag_ttl`]. The rows are read in the current shape
+    /// `{"id", "tagName"}` and the older `{"tag name"}` (see [`TagRow`]).
     pub async fn server_tags(&self, id: &str) -> Result<Vec<String>, CloudError> {
-        if let Some(t) = self.lock_tags().get(id) {
+        if let Some((t, _)) = self
+            .lock_tags()
+            .get(id)
+            .filter(|(_, at)| at.elapsed() < self.options.tag_ttl)
+        {
             return Ok(t.clone());
         }
         let rows: Vec<TagRow> = self
             .post("POST /server/tags", "/server/tags", &json!({ "id": id }))
             .await?;
         let tags: Vec<String> = rows.into_iter().map(TagRow::into_name).collect();
-        self.lock_tags().insert(id.to_string(), tags.clone());
+        self.lock_tags()
+            .insert(id.to_string(), (tags.clone(), Instant::now()));
         Ok(tags)
     }
 
@@ -369,7 +380,7 @@ impl KamateraProvider {
         }
     }
 
-    fn lock_tags(&self) -> std::sync::MutexGuard<'_, HashMap<String, Vec<String>>> {
+    fn lock_tags(&self) -> std::sync::MutexGuard<'_, HashMap<String, (Vec<String>, Instant)>> {
         self.tags.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -551,8 +562,8 @@ impl CloudProvider for KamateraProvider {
             .retain(|id, _| listed.contains(id.as_str()));
         let name_lead = format!("{cluster}-");
         let mut out = Vec::new();
-        // Only servers named like ours have their tags read (one call each, then cached);
-        // the tags decide.
+        // Only servers named like ours have their tags read (one call each, then cached
+        // for `tag_ttl`); the tags decide.
         for s in all.iter().filter(|s| s.name.starts_with(&name_lead)) {
             let tags = self.server_tags(&s.id).await?;
             if let Ok(prefix) = self.owner_prefix(s, &tags, cluster) {
