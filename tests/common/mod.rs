@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod faulty;
+pub mod pools;
 pub mod proxy;
 pub mod pve;
 
