@@ -112,13 +112,7 @@ fn finish_power(shared: &Shared, id: &str, stop: bool) {
             }
         } else {
             s.status = "ACTIVE".into();
-            let flavor = shared.opts.flavors.iter().find(|f| f.id == s.flavor_id);
-            VmEvent::Booted {
-                name: s.name.clone(),
-                user_data: s.user_data.clone().unwrap_or_default(),
-                memory_bytes: flavor.map(|f| f.ram_mib * 1024 * 1024).unwrap_or(0),
-                cpus: flavor.map(|f| f.vcpus).unwrap_or(0),
-            }
+            super::servers::booted(shared, s)
         }
     };
     shared.fire(event);

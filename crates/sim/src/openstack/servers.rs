@@ -428,15 +428,21 @@ pub(super) fn finish_boot(shared: &Shared, id: &str) {
         }
         s.status = "ACTIVE".into();
         s.task_state = None;
-        let flavor = shared.opts.flavors.iter().find(|f| f.id == s.flavor_id);
-        VmEvent::Booted {
-            name: s.name.clone(),
-            user_data: s.user_data.clone().unwrap_or_default(),
-            memory_bytes: flavor.map(|f| f.ram_mib * 1024 * 1024).unwrap_or(0),
-            cpus: flavor.map(|f| f.vcpus).unwrap_or(0),
-        }
+        booted(shared, s)
     };
     shared.fire(event);
+}
+
+/// The event of server `s` booting (at create, or started again): its user data and the
+/// size of its flavor, for the simulated kubelet.
+pub(super) fn booted(shared: &Shared, s: &SimServer) -> VmEvent {
+    let flavor = shared.opts.flavors.iter().find(|f| f.id == s.flavor_id);
+    VmEvent::Booted {
+        name: s.name.clone(),
+        user_data: s.user_data.clone().unwrap_or_default(),
+        memory_bytes: flavor.map(|f| f.ram_mib * 1024 * 1024).unwrap_or(0),
+        cpus: flavor.map(|f| f.vcpus).unwrap_or(0),
+    }
 }
 
 pub(super) fn remove_server(shared: &Shared, id: &str) {
