@@ -5,6 +5,7 @@ mod buffers;
 mod disruption;
 mod error;
 mod pools;
+pub mod reload;
 mod schedule;
 mod scheduling;
 mod validate;
