@@ -437,3 +437,61 @@ async fn a_dripping_kubernetes_answer_fails_at_the_call_deadline_instead_of_hold
     // The next call is answered as usual.
     assert!(cluster.node("control-plane").await.expect("GET").is_some());
 }
+
+/// One hung cloud (a Nova listing that drips its answer) and one rate-limited cloud
+/// (Kamatera's listing answering 429 with a Retry-After of 60 s) stalled every group for
+/// minutes. Each provider's listing now has a deadline: the two are frozen for the cycle,
+/// and the Proxmox group still scales up in the first cycles, each cycle within about the
+/// deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_and_a_rate_limited_cloud_freeze_their_own_groups_not_the_others() {
+    let spec = FaultSpec {
+        drip: Duration::from_secs(1),
+        retry_after: Duration::from_secs(60),
+        ..FaultSpec::rate(0.0)
+    };
+    let (env, mut rec, _) = start(&spec).await;
+    let deadline = Duration::from_secs(2);
+    rec.clouds = rec.clouds.clone().with_observe_deadline(deadline);
+    env.faults
+        .openstack
+        .force(FaultKind::Drip, "GET /compute/v2.1/servers/detail", 1000);
+    env.faults
+        .kamatera
+        .force(FaultKind::TooManyRequests, "/service/servers", 1000);
+    add_app(&env, "batch", 1);
+    let mut scaled = false;
+    for cycle in 0..4 {
+        let started = Instant::now();
+        let c = rec.cycle_detailed(SystemTime::now()).await.expect("cycle");
+        let took = started.elapsed();
+        assert!(
+            took < deadline + Duration::from_secs(4),
+            "cycle {cycle} took {took:?} with a hung and a rate-limited cloud"
+        );
+        let frozen: Vec<&String> = c.snapshot.unavailable_providers.keys().collect();
+        assert_eq!(
+            frozen.len(),
+            2,
+            "both broken providers are frozen: {frozen:?}"
+        );
+        if let nodewright::plan::Action::ScaleUp { group, .. } = &c.decision.action {
+            assert_eq!(group, "batch");
+            c.result.expect("the Proxmox create works");
+            scaled = true;
+            break;
+        }
+    }
+    assert!(
+        scaled,
+        "the Proxmox group scaled up while the others were frozen"
+    );
+    assert_eq!(
+        env.proxmox
+            .guests()
+            .iter()
+            .filter(|v| v.name.starts_with(CLUSTER))
+            .count(),
+        1
+    );
+}
