@@ -392,11 +392,29 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                 tracing::info!("shutting down");
                 stop_tx.send_replace(true);
             });
-            crate::runner::run(opts, stop_rx).await?;
+            let mut stopping = stop_rx.clone();
+            let run = crate::runner::run(opts, stop_rx);
+            tokio::pin!(run);
+            // A stop abandons the cycle at once; what is left (releasing the lease) gets
+            // SHUTDOWN_GRACE, so a hung API server cannot outlast the pod's own grace.
+            let grace = async {
+                let _ = stopping.wait_for(|s| *s).await;
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            };
+            tokio::select! {
+                r = &mut run => r?,
+                _ = grace => tracing::warn!(
+                    "shutdown took longer than {SHUTDOWN_GRACE:?}; exiting without waiting for the last calls (the leader lease expires on its own)"
+                ),
+            }
             Ok(())
         }
     }
 }
+
+/// How long `run` may take to stop after SIGTERM or Ctrl-C: well within Kubernetes'
+/// default `terminationGracePeriodSeconds` (30 s).
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Pending pods `plan` lists per bucket; `plan --json` has every one.
 const PLAN_PODS_SHOWN: usize = 10;
