@@ -6,6 +6,7 @@ mod common;
 
 mod buffers;
 mod disruption;
+mod checks;
 mod proxmox;
 
 use std::path::Path;
