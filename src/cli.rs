@@ -520,10 +520,9 @@ async fn check(config_path: &Path, offline: bool) -> Result<(), CliError> {
             Err(e) => failures.push(e.to_string()),
         }
     }
-    for line in crate::cloud::build::check_credentials(
-        &config,
-        crate::cloud::build::credentials_from_env,
-    ) {
+    for line in
+        crate::cloud::build::check_credentials(&config, crate::cloud::build::credentials_from_env)
+    {
         match line {
             Ok(line) => println!("{line}"),
             Err(problem) => failures.push(problem),

@@ -267,7 +267,10 @@ fn shipped_examples_set_no_label_a_kubelet_refuses() {
         );
     }
     // The scan reaches the configs, the chart values and the Kustomize copy at least.
-    assert!(groups_seen >= 5, "only {groups_seen} places with group labels found");
+    assert!(
+        groups_seen >= 5,
+        "only {groups_seen} places with group labels found"
+    );
     assert!(
         refused.is_empty(),
         "labels a kubelet refuses (NodeRestriction), so the node would never join:\n{}",

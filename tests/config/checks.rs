@@ -137,7 +137,10 @@ fn static_pool_gateway_outside_cidr_fails_offline_check() {
             "gateway outside the cidr",
             on_proxmox(&STATIC.replace("gateway: 10.0.0.1", "gateway: 10.0.1.1")),
             at,
-            &["gateway 10.0.1.1 lies outside the cidr", "10.0.0.1 to 10.0.0.254"],
+            &[
+                "gateway 10.0.1.1 lies outside the cidr",
+                "10.0.0.1 to 10.0.0.254",
+            ],
         ),
         (
             "range outside the cidr",
@@ -153,8 +156,11 @@ fn static_pool_gateway_outside_cidr_fails_offline_check() {
         ),
         (
             "fewer addresses than maxSize",
-            on_proxmox(&STATIC.replace("last: 10.0.0.20", "last: 10.0.0.11"))
-                .replacen("maxSize: 3", "maxSize: 5", 1),
+            on_proxmox(&STATIC.replace("last: 10.0.0.20", "last: 10.0.0.11")).replacen(
+                "maxSize: 3",
+                "maxSize: 5",
+                1,
+            ),
             at,
             &["holds 2 addresses", "fewer than maxSize 5"],
         ),
@@ -166,7 +172,11 @@ fn static_pool_gateway_outside_cidr_fails_offline_check() {
                     .replace("last: 10.0.0.20", "last: 10.0.0.3"),
             ),
             at,
-            &["holds 2 addresses", "without the gateway", "fewer than maxSize 3"],
+            &[
+                "holds 2 addresses",
+                "without the gateway",
+                "fewer than maxSize 3",
+            ],
         ),
     ];
     let f = failures(&cases);
@@ -177,7 +187,10 @@ fn static_pool_gateway_outside_cidr_fails_offline_check() {
     ));
     let (code, out) = check_offline(&file, &[]);
     assert_eq!(code, Some(2), "{out}");
-    assert!(out.contains(at) && out.contains("gateway 10.0.1.1"), "{out}");
+    assert!(
+        out.contains(at) && out.contains("gateway 10.0.1.1"),
+        "{out}"
+    );
 }
 
 #[test]
@@ -261,13 +274,11 @@ fn a_guest_agent_group_with_a_cloud_config_template_fails_offline_check() {
         "{out}"
     );
     // With the join script it passes.
-    let (_dir, file) = write_config(
-        &on_proxmox("{template: 9000, join: guestAgent}").replacen(
-            "template: k3s-agent.cloud-init.yaml.j2",
-            "template: k3s-agent.join.sh.j2",
-            1,
-        ),
-    );
+    let (_dir, file) = write_config(&on_proxmox("{template: 9000, join: guestAgent}").replacen(
+        "template: k3s-agent.cloud-init.yaml.j2",
+        "template: k3s-agent.join.sh.j2",
+        1,
+    ));
     let (code, out) = check_offline(&file, &[]);
     assert_eq!(code, Some(0), "{out}");
 }

@@ -5,8 +5,8 @@
 mod common;
 
 mod buffers;
-mod disruption;
 mod checks;
+mod disruption;
 mod proxmox;
 
 use std::path::Path;

@@ -698,7 +698,9 @@ async fn simulated_nova_answers_key_pair_zone_and_server_group_look_ups() {
     assert_eq!(r.status(), 200);
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["keypair"]["name"], "ops");
-    let r = get("/compute/v2.1/os-keypairs/nobody".into()).await.unwrap();
+    let r = get("/compute/v2.1/os-keypairs/nobody".into())
+        .await
+        .unwrap();
     assert_eq!(r.status(), 404);
     let v: serde_json::Value = r.json().await.unwrap();
     assert_eq!(v["itemNotFound"]["code"], 404);

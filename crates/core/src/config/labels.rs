@@ -109,7 +109,12 @@ mod tests {
     fn refusal_names_group_key_and_a_fix() {
         let m = refusal("workers", "node-role.kubernetes.io/worker", "true");
         assert!(m.contains("group `workers`"), "{m}");
-        assert!(m.contains("`node-role.kubernetes.io/worker` cannot be set by a kubelet (NodeRestriction"), "{m}");
+        assert!(
+            m.contains(
+                "`node-role.kubernetes.io/worker` cannot be set by a kubelet (NodeRestriction"
+            ),
+            "{m}"
+        );
         assert!(m.contains("`example.com/role: worker`"), "{m}");
         assert!(m.contains("by another means"), "{m}");
     }

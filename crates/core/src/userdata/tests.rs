@@ -277,5 +277,8 @@ fn a_missing_variable_is_named_without_debug_info() {
         ("k3s_url".to_string(), serde_json::json!("u")),
         ("group".to_string(), serde_json::json!("g")),
     ]);
-    assert_eq!(missing_variables(&t, &context).as_deref(), Some("k3s_token"));
+    assert_eq!(
+        missing_variables(&t, &context).as_deref(),
+        Some("k3s_token")
+    );
 }

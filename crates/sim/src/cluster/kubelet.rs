@@ -124,9 +124,7 @@ fn refuses_to_start(inner: &Inner, name: &str, user_data: &str) -> bool {
         return false;
     };
     tracing::warn!(node = %name, error = %why, "simulated kubelet refuses to start");
-    lock(&inner.kubelet)
-        .refused
-        .insert(name.to_string(), why);
+    lock(&inner.kubelet).refused.insert(name.to_string(), why);
     true
 }
 

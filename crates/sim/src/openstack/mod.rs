@@ -483,9 +483,15 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/compute/v2.1/flavors/detail", get(list_flavors))
         .route("/compute/v2.1/flavors/{id}", get(show_flavor))
         .route("/compute/v2.1/os-server-groups", get(list_server_groups))
-        .route("/compute/v2.1/os-server-groups/{id}", get(show_server_group))
+        .route(
+            "/compute/v2.1/os-server-groups/{id}",
+            get(show_server_group),
+        )
         .route("/compute/v2.1/os-keypairs/{name}", get(show_key_pair))
-        .route("/compute/v2.1/os-availability-zone", get(list_availability_zones))
+        .route(
+            "/compute/v2.1/os-availability-zone",
+            get(list_availability_zones),
+        )
         .route("/compute/v2.1/servers", post(create_server))
         .route("/compute/v2.1/servers/detail", get(list_servers))
         .route(

@@ -139,7 +139,8 @@ mod tests {
         assert!(e.to_string().contains("client_secret"), "{e}");
         let e = KamateraCredentials::from_yaml_str("clientID: a\nsecret: b\n").unwrap_err();
         assert!(
-            e.to_string().contains("unknown key `clientID`; did you mean `clientId`?"),
+            e.to_string()
+                .contains("unknown key `clientID`; did you mean `clientId`?"),
             "{e}"
         );
         let e = KamateraCredentials::from_yaml_str("clientId: a\nsecret: b\nurl: ftp://x\n")

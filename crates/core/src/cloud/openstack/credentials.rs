@@ -202,9 +202,7 @@ impl OpenStackCredentials {
                     .iter()
                     .find(|k| strsim::levenshtein(k, &key) <= 2)
                 {
-                    return Err(err(format!(
-                        "unknown key '{key}'; did you mean '{meant}'?"
-                    )));
+                    return Err(err(format!("unknown key '{key}'; did you mean '{meant}'?")));
                 }
                 tracing::warn!(key = %key, file = %source_name, "ignoring unknown OpenStack credentials key");
             }

@@ -86,7 +86,12 @@ impl OpenStackProvider {
             if list.security_groups.iter().any(|g| g.id == *name) {
                 continue;
             }
-            match list.security_groups.iter().filter(|g| g.name == *name).count() {
+            match list
+                .security_groups
+                .iter()
+                .filter(|g| g.name == *name)
+                .count()
+            {
                 1 => {}
                 0 => return Err(not_found(Kind::SecurityGroup, name)),
                 n => {
