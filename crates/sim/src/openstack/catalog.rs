@@ -136,7 +136,7 @@ pub(super) async fn show_key_pair(
         return r;
     }
     let user_id = "0123456789abcdef0123456789abcdef";
-    if !shared.opts.key_pairs.iter().any(|k| *k == name) {
+    if !shared.opts.key_pairs.contains(&name) {
         return nova_error(
             StatusCode::NOT_FOUND,
             "itemNotFound",
