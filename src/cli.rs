@@ -515,19 +515,45 @@ async fn check(config_path: &Path, offline: bool) -> Result<(), CliError> {
     for g in &config.node_groups {
         let name = format!("{}-{}-check0", config.cluster_name, g.name);
         match render_user_data(&config, g, &name) {
-            Ok(r) => println!(
-                "group {}: template {} renders ({:?}, {} bytes)",
-                g.name,
-                g.user_data.template,
-                r.format,
-                r.content.len()
-            ),
+            Ok(r) => match g.runs_user_data_as_script() {
+                Some(runner) if !r.content.starts_with("#!") => failures.push(format!(
+                    "group {}: template `{}` renders {} (it starts `{}`), but {runner}; use a template that renders a `#!` script, such as `k3s-agent.join.sh.j2`",
+                    g.name,
+                    g.user_data.template,
+                    if r.content.starts_with("#cloud-config") {
+                        "cloud-config".to_string()
+                    } else {
+                        r.format.to_string()
+                    },
+                    r.content.lines().next().unwrap_or_default().chars().take(40).collect::<String>()
+                )),
+                _ => println!(
+                    "group {}: template {} renders ({:?}, {} bytes)",
+                    g.name,
+                    g.user_data.template,
+                    r.format,
+                    r.content.len()
+                ),
+            },
             Err(e) => failures.push(e.to_string()),
+        }
+    }
+    for line in
+        crate::cloud::build::check_credentials(&config, crate::cloud::build::credentials_from_env)
+    {
+        match line {
+            Ok(line) => println!("{line}"),
+            Err(problem) => failures.push(problem),
         }
     }
     let mut unreachable = Vec::new();
     if !offline {
-        let clouds = build_clouds(&config).map_err(|e| CliError::Usage(e.to_string()))?;
+        let clouds = match build_clouds(&config) {
+            Ok(clouds) => clouds,
+            // A credentials problem is listed above already.
+            Err(_) if !failures.is_empty() => return Err(CliError::Usage(failures.join("\n"))),
+            Err(e) => return Err(CliError::Usage(e.to_string())),
+        };
         for provider in clouds.distinct() {
             match provider.verify().await {
                 Ok(lines) => {
