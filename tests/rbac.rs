@@ -462,7 +462,13 @@ fn image_puller_rbac_is_confined_to_its_own_namespace_and_grants_nothing_in_kube
         }
     }
     assert!(ok(&call("create", "", "pods", Some("nodewright"), None)));
-    assert!(ok(&call("delete", "", "pods", Some("nodewright"), Some("p"))));
+    assert!(ok(&call(
+        "delete",
+        "",
+        "pods",
+        Some("nodewright"),
+        Some("p")
+    )));
     // Nothing else on pods there (the cluster-wide list and watch aside): no get, exec or
     // changing someone else's pod.
     for verb in ["get", "update", "patch"] {
@@ -471,7 +477,13 @@ fn image_puller_rbac_is_confined_to_its_own_namespace_and_grants_nothing_in_kube
             "{verb} pods in nodewright is granted"
         );
     }
-    assert!(!ok(&call("create", "", "pods/exec", Some("nodewright"), Some("p"))));
+    assert!(!ok(&call(
+        "create",
+        "",
+        "pods/exec",
+        Some("nodewright"),
+        Some("p")
+    )));
     // The config's default follows the Deployment's namespace (POD_NAMESPACE).
     let shipped = nodewright::config::Config::load(
         &repo().join("deploy/kustomize/base/files/config/autoscaler.yaml"),

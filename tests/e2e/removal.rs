@@ -268,7 +268,11 @@ async fn plan_names_the_node_the_pod_and_the_reason_an_underused_node_is_kept() 
         .output()
         .expect("plan runs");
     let text = String::from_utf8_lossy(&plan.stdout).to_string();
-    assert!(plan.status.success(), "{text}{}", String::from_utf8_lossy(&plan.stderr));
+    assert!(
+        plan.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&plan.stderr)
+    );
     let line = text
         .lines()
         .find(|l| l.contains(held))
@@ -352,10 +356,14 @@ async fn plan_names_the_node_the_pod_and_the_reason_an_underused_node_is_kept() 
     })
     .await;
     let doc: serde_json::Value = serde_yaml::from_str(&status).expect("status is YAML");
-    assert_eq!(doc["unremovable"]["counts"]["blocked-by-pod"], 1, "{status}");
-    let named = doc["unremovable"]["nodes"]
-        .as_array()
-        .is_some_and(|l| l.iter().any(|u| u["node"] == held && u["podReason"] == "do-not-disrupt"));
+    assert_eq!(
+        doc["unremovable"]["counts"]["blocked-by-pod"], 1,
+        "{status}"
+    );
+    let named = doc["unremovable"]["nodes"].as_array().is_some_and(|l| {
+        l.iter()
+            .any(|u| u["node"] == held && u["podReason"] == "do-not-disrupt")
+    });
     assert!(named, "{status}");
     run.kill();
 }

@@ -7,8 +7,8 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::cluster::{SimPodTemplate, ANNOTATION_RUN_FOR};
 use super::env::{SimEnv, SimTimings};
-use super::proxmox::SchemaCheck;
 use super::faults::FaultSpec;
+use super::proxmox::SchemaCheck;
 use crate::plan::Action;
 
 const GI: u64 = 1 << 30;

@@ -484,7 +484,11 @@ mod puller_tests {
         for c in containers {
             let sc = &c["securityContext"];
             assert_eq!(sc["allowPrivilegeEscalation"], false, "{c}");
-            assert_eq!(sc["capabilities"]["drop"], serde_json::json!(["ALL"]), "{c}");
+            assert_eq!(
+                sc["capabilities"]["drop"],
+                serde_json::json!(["ALL"]),
+                "{c}"
+            );
             assert!(c.get("ports").is_none() && c.get("volumeMounts").is_none());
         }
         // It parses as a Pod.

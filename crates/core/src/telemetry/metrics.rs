@@ -362,7 +362,10 @@ mod tests {
     fn unremovable_nodes_has_every_reason_and_goes_back_to_zero() {
         let m = Metrics::new();
         for r in KeptReason::ALL {
-            let line = format!("nodewright_unremovable_nodes{{reason=\"{}\"}} 0", r.as_str());
+            let line = format!(
+                "nodewright_unremovable_nodes{{reason=\"{}\"}} 0",
+                r.as_str()
+            );
             assert!(m.encode().contains(&line), "{line}");
         }
         m.set_unremovable(&BTreeMap::from([(KeptReason::BlockedByPod, 2)]));

@@ -118,14 +118,13 @@ impl Schema {
                         path.display()
                     )
                 })?;
-                let v: Value = serde_json::from_str(&text)
-                    .map_err(|e| {
-                        format!(
-                            "the Proxmox API schema {} is not JSON: {e} (PVE_API_SCHEMA sets \
+                let v: Value = serde_json::from_str(&text).map_err(|e| {
+                    format!(
+                        "the Proxmox API schema {} is not JSON: {e} (PVE_API_SCHEMA sets \
                              the file)",
-                            path.display()
-                        )
-                    })?;
+                        path.display()
+                    )
+                })?;
                 Ok(Arc::new(Schema::from_value(&v)))
             })
             .clone()
@@ -762,7 +761,10 @@ mod tests {
             .map(|(m, t)| (m.to_string(), t.to_string()))
             .collect();
         routes.sort();
-        assert_eq!(routes, dispatched, "schema::ROUTES must list what http.rs answers");
+        assert_eq!(
+            routes, dispatched,
+            "schema::ROUTES must list what http.rs answers"
+        );
 
         let s = Schema::load().expect(
             "the Proxmox API schema (../shared/proxmox/pve-api-schema.json or PVE_API_SCHEMA)",
@@ -779,8 +781,15 @@ mod tests {
 
         let r = Schema::routes_only();
         assert!(!r.is_checked());
-        let (m, e) = r.validate("POST", "/nodes/pve1/qemu/9000/clone", &[("x".into(), "y".into())]);
-        assert_eq!(m.map(|m| m.template).as_deref(), Some("/nodes/{node}/qemu/{vmid}/clone"));
+        let (m, e) = r.validate(
+            "POST",
+            "/nodes/pve1/qemu/9000/clone",
+            &[("x".into(), "y".into())],
+        );
+        assert_eq!(
+            m.map(|m| m.template).as_deref(),
+            Some("/nodes/{node}/qemu/{vmid}/clone")
+        );
         assert!(e.is_empty(), "{e:?}");
         let (_, e) = r.validate("GET", "/nodes/pve1/qemu/9000/clone", &[]);
         assert_eq!(e.len(), 1, "{e:?}");

@@ -15,8 +15,8 @@ use crate::plan::model::{NodeInfo, PodInfo};
 use crate::plan::policy;
 use crate::plan::sched::{self, Model, SlotKind};
 use crate::plan::units::{fmt_bytes, fmt_u};
-use crate::plan::view::{Member, ServerState, View};
 use crate::plan::unremovable::{KeptReason, Screened, Unremovable};
+use crate::plan::view::{Member, ServerState, View};
 use crate::plan::{Action, ObjectRef, Reason, ReasonCode};
 use crate::ANNOTATION_UNNEEDED_SINCE;
 
@@ -388,7 +388,8 @@ fn screen_unneeded(v: &View<'_>) -> Screened {
     let mut out = Screened::default();
     let index = |m: &Member<'_>| v.members.iter().position(|x| std::ptr::eq(x, m));
     let keep = |out: &mut Screened, m: &Member<'_>, n: &NodeInfo, r: KeptReason, d: String| {
-        out.kept.push(Unremovable::new(&n.name, &m.group.name, r, d));
+        out.kept
+            .push(Unremovable::new(&n.name, &m.group.name, r, d));
     };
     if !sd.enabled {
         for (m, n) in in_service(v) {
@@ -410,7 +411,13 @@ fn screen_unneeded(v: &View<'_>) -> Screened {
     let mut screened = Vec::new();
     for (m, n) in in_service(v) {
         if !m.schedulable() {
-            keep(&mut out, m, n, KeptReason::NotReady, format!("{} is not Ready", n.name));
+            keep(
+                &mut out,
+                m,
+                n,
+                KeptReason::NotReady,
+                format!("{} is not Ready", n.name),
+            );
             continue;
         }
         if policy::opted_out(n) {
@@ -481,7 +488,13 @@ fn screen_unneeded(v: &View<'_>) -> Screened {
             continue;
         }
         if let Err(t) = targets_hold(v, &[n]) {
-            keep(&mut out, m, n, KeptReason::FreeCapacityTarget, format!("without {}: {t}", n.name));
+            keep(
+                &mut out,
+                m,
+                n,
+                KeptReason::FreeCapacityTarget,
+                format!("without {}: {t}", n.name),
+            );
             continue;
         }
         let model = model.get_or_insert_with(|| v.model());
@@ -565,7 +578,9 @@ fn consolidation_held(v: &View<'_>) -> Option<(KeptReason, String)> {
     if placing > 0 {
         return Some((
             KeptReason::ScaleUpInProgress,
-            format!("{placing} pending pod(s) are about to take room a removal would count as free"),
+            format!(
+                "{placing} pending pod(s) are about to take room a removal would count as free"
+            ),
         ));
     }
     if super::drain::draining(v) {
@@ -786,11 +801,8 @@ pub fn unremovable(v: &View<'_>, action: &Action) -> Vec<Unremovable> {
         )),
         None => consolidation_held(v),
     };
-    let ripe_ones: Vec<Unneeded<'_, '_>> = unneeded
-        .iter()
-        .filter(|u| ripe(v, u))
-        .copied()
-        .collect();
+    let ripe_ones: Vec<Unneeded<'_, '_>> =
+        unneeded.iter().filter(|u| ripe(v, u)).copied().collect();
     let empty = choose_empty(v, &ripe_ones);
     let under_room = policy::budget_room(v, DisruptionReason::Underutilized, v.now);
     for u in &unneeded {

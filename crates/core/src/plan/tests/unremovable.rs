@@ -75,7 +75,10 @@ fn a_pdb_protected_pod_holding_an_underused_node_is_named_with_its_budget() {
         })
     );
     assert_eq!(k.pod_reason.as_deref(), Some("pdb"));
-    assert!(k.detail.contains("PodDisruptionBudget default/small"), "{k:?}");
+    assert!(
+        k.detail.contains("PodDisruptionBudget default/small"),
+        "{k:?}"
+    );
     // As data in the JSON too, with stable codes.
     let json = serde_json::to_value(&d).expect("json");
     let entry = json["unremovable"]
@@ -95,7 +98,10 @@ fn every_pod_that_blocks_a_drain_is_named_with_why() {
     let cases: Vec<(&str, Change)> = vec![
         ("no-controller", Box::new(|p| p.controller_kind = None)),
         ("local-storage", Box::new(|p| p.local_storage = true)),
-        ("kube-system", Box::new(|p| p.namespace = "kube-system".into())),
+        (
+            "kube-system",
+            Box::new(|p| p.namespace = "kube-system".into()),
+        ),
         (
             "not-safe-to-evict",
             Box::new(|p| {
@@ -305,5 +311,9 @@ fn too_many_unready_nodes_keep_the_ready_ones_and_say_so() {
     unneeded_since(&mut s, 3600);
     let d = plan_it(&s, &c);
     assert_eq!(reason_of(&d, B), KeptReason::TooManyUnready, "{d:#?}");
-    assert_eq!(reason_of(&d, "dev-workers-c"), KeptReason::NotReady, "{d:#?}");
+    assert_eq!(
+        reason_of(&d, "dev-workers-c"),
+        KeptReason::NotReady,
+        "{d:#?}"
+    );
 }
