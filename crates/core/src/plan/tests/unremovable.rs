@@ -317,3 +317,45 @@ fn too_many_unready_nodes_keep_the_ready_ones_and_say_so() {
         "{d:#?}"
     );
 }
+
+#[test]
+fn an_idle_node_of_a_preferred_group_stays_while_a_less_preferred_one_runs_pods() {
+    use super::scale_up::{group, mk_config_groups};
+    let groups = format!(
+        "{}{}",
+        group("onprem", 5, "4", "8Gi", ""),
+        group("cloud", 5, "4", "8Gi", "")
+    );
+    let c = mk_config_groups(
+        "expander: {type: priority, priorities: [onprem, cloud]}\nscaleDown: {delayAfterAdd: 1m}",
+        &groups,
+    );
+    let mut s = Snapshot::default();
+    for (name, g) in [("dev-onprem-a", "onprem"), ("dev-cloud-a", "cloud")] {
+        let mut server = mk_server(name, ago(3600));
+        server.group = Some(g.into());
+        s.servers.push(server);
+        let mut node = mk_node(name, ago(3500));
+        node.labels.insert(crate::LABEL_GROUP.into(), g.into());
+        s.nodes.push(node);
+    }
+    s.pods.push(mk_pod("web", Some("dev-cloud-a"), GI).into());
+    unneeded_since(&mut s, 3600);
+    let d = plan_it(&s, &c);
+    // The cloud node goes first; the idle on-prem node is kept for it.
+    assert_eq!(
+        match &d.action {
+            Action::Cordon { nodes, .. } => nodes.clone(),
+            _ => Vec::new(),
+        },
+        vec!["dev-cloud-a".to_string()],
+        "{d:#?}"
+    );
+    let k = kept(&d, "dev-onprem-a");
+    assert_eq!(k.reason, KeptReason::PreferredGroup, "{d:#?}");
+    assert!(
+        k.detail
+            .contains("group onprem is preferred over group cloud"),
+        "{k:?}"
+    );
+}
