@@ -214,10 +214,17 @@ impl SimEnv {
                     .taint("node-role.kubernetes.io/control-plane", None, "NoSchedule"),
             )
             .map_err(|e| anyhow::anyhow!("adding the control-plane node: {e:?}"))?;
-        // nodewright's own namespace, as the shipped manifests create it: the lease,
-        // the status ConfigMap and the image-puller pods live there.
+        // nodewright's own namespace, as the shipped manifests create it (enforcing the
+        // restricted Pod Security Standard): the lease, the status ConfigMap and the
+        // image-puller pods live there.
         cluster
-            .add_namespace(crate::config::DEFAULT_NAMESPACE)
+            .add_namespace_labelled(
+                crate::config::DEFAULT_NAMESPACE,
+                &[
+                    ("pod-security.kubernetes.io/enforce", "restricted"),
+                    ("pod-security.kubernetes.io/enforce-version", "latest"),
+                ],
+            )
             .map_err(|e| anyhow::anyhow!("adding the nodewright namespace: {e:?}"))?;
         let vm_log: Arc<Mutex<Vec<VmLogEntry>>> = Arc::default();
         let hook: VmHook = {
