@@ -36,7 +36,7 @@ pub enum KeptReason {
     CapacityBuffer,
     /// Too many managed nodes are unready to take any away.
     TooManyUnready,
-    /// VMs are provisioning or pending pods are about to take room.
+    /// VMs are provisioning, pending pods are about to take room, or this cycle scales up.
     ScaleUpInProgress,
     /// Another node is being drained.
     DrainInProgress,
@@ -133,6 +133,9 @@ impl Unremovable {
 pub(in crate::plan) struct Screened {
     pub unneeded: Vec<(usize, bool, f64)>,
     pub kept: Vec<Unremovable>,
+    /// Member indices that passed the checks without the scheduling model, when the
+    /// screening skipped it.
+    pub unchecked: Vec<usize>,
 }
 
 /// A bounded view for the status ConfigMap: counts per reason and the first nodes.

@@ -378,12 +378,14 @@ fn unneeded<'v, 'a>(v: &'v View<'a>) -> Vec<Unneeded<'v, 'a>> {
 /// The screening of every node in service, done once per plan: both the disrupt and
 /// the mark-unneeded steps read it, and the report of kept nodes.
 pub(super) fn screened<'v>(v: &'v View<'_>) -> &'v Screened {
-    v.unneeded.get_or_init(|| screen_unneeded(v))
+    v.unneeded.get_or_init(|| screen_unneeded(v, true))
 }
 
 /// The screening behind [`unneeded`]: the unneeded nodes, and every other node in
-/// service with why it is needed.
-fn screen_unneeded(v: &View<'_>) -> Screened {
+/// service with why it is needed. Without `full`, the checks that need the scheduling
+/// model (where the pods would go, minimums, buffers) are skipped: the nodes that pass
+/// the others are listed in `unchecked`.
+fn screen_unneeded(v: &View<'_>, full: bool) -> Screened {
     let sd = &v.config.scale_down;
     let mut out = Screened::default();
     let index = |m: &Member<'_>| v.members.iter().position(|x| std::ptr::eq(x, m));
@@ -495,6 +497,10 @@ fn screen_unneeded(v: &View<'_>) -> Screened {
                 KeptReason::FreeCapacityTarget,
                 format!("without {}: {t}", n.name),
             );
+            continue;
+        }
+        if !full {
+            out.unchecked.extend(index(m));
             continue;
         }
         let model = model.get_or_insert_with(|| v.model());
@@ -785,8 +791,11 @@ fn consolidate(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
 /// screening found needed, and the unneeded ones `action` does not remove. Sorted by
 /// reason, then node.
 pub fn unremovable(v: &View<'_>, action: &Action) -> Vec<Unremovable> {
+    let Some(screened) = v.unneeded.get() else {
+        return unremovable_unscreened(v, action);
+    };
     let sd = &v.config.scale_down;
-    let mut out = screened(v).kept.clone();
+    let mut out = screened.kept.clone();
     let removed: Vec<&str> = match action {
         Action::Cordon { nodes, .. } => nodes.iter().map(String::as_str).collect(),
         _ => Vec::new(),
@@ -839,6 +848,47 @@ pub fn unremovable(v: &View<'_>, action: &Action) -> Vec<Unremovable> {
             )
         };
         out.push(Unremovable::new(name, &u.member.group.name, reason, detail));
+    }
+    out.sort_by(|a, b| a.reason.cmp(&b.reason).then(a.node.cmp(&b.node)));
+    out
+}
+
+/// The kept nodes of a cycle an earlier step claimed before scale-down looked (a
+/// scale-up, a drain, provisioning): the checks without the scheduling model, which
+/// would cost a model run per candidate for nothing, and for the nodes that pass them
+/// what holds scale-down this cycle.
+fn unremovable_unscreened(v: &View<'_>, action: &Action) -> Vec<Unremovable> {
+    let cheap = screen_unneeded(v, false);
+    let mut out = cheap.kept;
+    let held = match policy::unready_guard(v) {
+        Some((unready, total)) => (
+            KeptReason::TooManyUnready,
+            format!(
+                "{unready} of {total} managed nodes are unready; no node is taken away until they recover"
+            ),
+        ),
+        None => consolidation_held(v).unwrap_or_else(|| {
+            let kind = if action.scale_up().is_some() {
+                KeptReason::ScaleUpInProgress
+            } else {
+                KeptReason::OtherActionFirst
+            };
+            (
+                kind,
+                format!("scale-down did not run: this cycle does: {action}"),
+            )
+        }),
+    };
+    for i in cheap.unchecked {
+        let Some((m, n)) = v.members.get(i).and_then(|m| m.node.map(|n| (m, n))) else {
+            continue;
+        };
+        out.push(Unremovable::new(
+            &n.name,
+            &m.group.name,
+            held.0,
+            held.1.clone(),
+        ));
     }
     out.sort_by(|a, b| a.reason.cmp(&b.reason).then(a.node.cmp(&b.node)));
     out

@@ -359,3 +359,35 @@ fn an_idle_node_of_a_preferred_group_stays_while_a_less_preferred_one_runs_pods(
         "{k:?}"
     );
 }
+
+#[test]
+fn during_a_scale_up_kept_nodes_say_scale_down_waits_for_it() {
+    let c = config("");
+    let mut s = two_nodes(|_| {});
+    unneeded_since(&mut s, 3600);
+    // Pods that fit no node: this cycle scales up, scale-down does not look.
+    for i in 0..3 {
+        s.pods
+            .push(mk_pod(&format!("wait-{i}"), None, 7 * GI + GI / 2).into());
+    }
+    let d = plan_it(&s, &c);
+    assert!(matches!(d.action, Action::ScaleUp { .. }), "{d:#?}");
+    let k = kept(&d, B);
+    assert_eq!(k.reason, KeptReason::ScaleUpInProgress, "{d:#?}");
+    assert!(
+        k.detail
+            .contains("scale-down did not run: this cycle does: add 3 node(s)"),
+        "{k:?}"
+    );
+    // The checks without the model still apply.
+    let mut s2 = s.clone();
+    s2.nodes[1]
+        .annotations
+        .insert(CA_SCALE_DOWN_DISABLED.into(), "true".into());
+    let d = plan_it(&s2, &c);
+    assert_eq!(
+        reason_of(&d, B),
+        KeptReason::ScaleDownDisabledAnnotation,
+        "{d:#?}"
+    );
+}
