@@ -14,7 +14,7 @@ use crate::cloud::build::{build_clouds, build_clouds_read_only};
 use crate::cloud::CloudError;
 use crate::cluster::{client_from_env, KubeCluster};
 use crate::config::{Config, ConfigError, ENV_CONFIG_FILE};
-use crate::plan::{Bucket, Decision};
+use crate::plan::{unremovable, Bucket, Decision, Unremovable};
 use crate::reconcile::Reconciler;
 use crate::runner::{LeaderOptions, RunOptions};
 use crate::telemetry::{init_logging, LogFormat};
@@ -432,6 +432,7 @@ fn plan_text(d: &Decision) -> String {
     for n in &d.notes {
         let _ = writeln!(out, "  note: {n}");
     }
+    unremovable_text(&mut out, &d.unremovable);
     let counts = d.bucket_counts();
     if d.pending.is_empty() {
         let _ = writeln!(out, "pending pods: none");
@@ -464,12 +465,55 @@ fn plan_text(d: &Decision) -> String {
     out
 }
 
+/// The nodes scale-down keeps, each with its reason (the first [`PLAN_PODS_SHOWN`]),
+/// after a line counting them per reason.
+fn unremovable_text(out: &mut String, kept: &[Unremovable]) {
+    use std::fmt::Write;
+    if kept.is_empty() {
+        return;
+    }
+    let per_reason: Vec<String> = unremovable::counts(kept)
+        .into_iter()
+        .filter(|(_, n)| *n > 0)
+        .map(|(r, n)| format!("{} {n}", r.as_str()))
+        .collect();
+    let _ = writeln!(
+        out,
+        "kept by scale-down: {} node(s) ({})",
+        kept.len(),
+        per_reason.join(", ")
+    );
+    for u in kept.iter().take(PLAN_PODS_SHOWN) {
+        let pod = match (&u.pod, &u.pod_reason) {
+            (Some(p), Some(r)) => format!(" [pod {p}: {r}]"),
+            (Some(p), None) => format!(" [pod {p}]"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            out,
+            "  {} (group {}) {}: {}{pod}",
+            u.node,
+            u.group,
+            u.reason.as_str(),
+            u.detail
+        );
+    }
+    if kept.len() > PLAN_PODS_SHOWN {
+        let _ = writeln!(
+            out,
+            "  ... and {} more (plan --json lists every node)",
+            kept.len() - PLAN_PODS_SHOWN
+        );
+    }
+}
+
 /// `plan --json`: the decision, with `pending` always present and `buckets` counting
 /// the pending pods in each of the four buckets.
 fn plan_json(d: &Decision) -> Result<String, serde_json::Error> {
     let mut v = serde_json::to_value(d)?;
     if let Some(obj) = v.as_object_mut() {
         obj.insert("pending".into(), serde_json::to_value(&d.pending)?);
+        obj.insert("unremovable".into(), serde_json::to_value(&d.unremovable)?);
         let counts = d.bucket_counts();
         let buckets: serde_json::Map<String, serde_json::Value> = Bucket::ALL
             .iter()
@@ -611,6 +655,7 @@ mod tests {
             reasons: vec![],
             notes: vec![],
             pending,
+            unremovable: Vec::new(),
         }
     }
 

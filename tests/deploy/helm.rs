@@ -31,9 +31,10 @@ fn chart_rbac_default() -> Vec<Value> {
         (Some(a), Some(b)) => format!("{}{}", &text[..a], &text[b + "*/ -}}".len()..]),
         _ => text,
     };
+    // The release namespace unless the config names one.
     let puller_ns = values["config"]["imagePuller"]["namespace"]
         .as_str()
-        .unwrap_or("kube-system")
+        .unwrap_or("nodewright")
         .to_string();
     let subs: Vec<(&str, String)> = vec![
         ("{{ .Release.Name }}", "nodewright".into()),
@@ -50,7 +51,7 @@ fn chart_rbac_default() -> Vec<Value> {
             format!("{:?}", values_str(&values, &["statusConfigMap"])),
         ),
         (
-            r#"{{ dig "imagePuller" "namespace" "kube-system" .Values.config }}"#,
+            r#"{{ dig "imagePuller" "namespace" .Release.Namespace .Values.config }}"#,
             puller_ns,
         ),
     ];

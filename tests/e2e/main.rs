@@ -330,6 +330,7 @@ async fn missing_images_are_pulled_but_ignored_prefixes_are_not() {
         )
         .expect("rs");
     let mut puller_images = BTreeSet::new();
+    let mut puller_namespaces = BTreeSet::new();
     let images_of = |n: &Node| -> BTreeSet<String> {
         n.status
             .as_ref()
@@ -353,6 +354,7 @@ async fn missing_images_are_pulled_but_ignored_prefixes_are_not() {
                     .as_ref()
                     .is_some_and(|l| l.contains_key(LABEL_IMAGE_PULLER));
                 if puller {
+                    puller_namespaces.insert(p.metadata.namespace.clone().unwrap_or_default());
                     for c in p.spec.map(|s| s.containers).unwrap_or_default() {
                         puller_images.insert(c.image.unwrap_or_default());
                     }
@@ -381,6 +383,13 @@ async fn missing_images_are_pulled_but_ignored_prefixes_are_not() {
     assert!(
         puller_images.iter().any(|i| i.contains("nginx:1.25")),
         "{puller_images:?}"
+    );
+    // In nodewright's own namespace, which enforces the restricted Pod Security Standard
+    // (the simulated API server admits pods there as the real one does).
+    assert_eq!(
+        puller_namespaces,
+        BTreeSet::from(["nodewright".to_string()]),
+        "image pullers outside nodewright's namespace"
     );
     assert!(
         !puller_images.iter().any(|i| i.contains("busybox")),

@@ -192,3 +192,178 @@ async fn an_empty_node_is_deleted_only_after_its_volumes_detach() {
     )
     .await;
 }
+
+/// Issue 18: with a `do-not-disrupt` pod holding an underused node, `plan` said only
+/// "nothing to replace, remove or warm". Now `plan` names the node, the pod and the
+/// reason, `plan --json` has it as data, and a running `nodewright` exports it as
+/// `nodewright_unremovable_nodes{reason}` and in its status ConfigMap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn plan_names_the_node_the_pod_and_the_reason_an_underused_node_is_kept() {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use std::collections::BTreeMap;
+
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("simulated environment starts");
+    let (config_path, _) = env
+        .write_config(&config(
+            "freeMemoryTarget: 0 B\nscaleDown: {delayAfterAdd: 0s}\nimagePuller: {enabled: false}",
+        ))
+        .expect("config");
+    let (busy, held) = ("e2e-workers-busy", "e2e-workers-held");
+    for name in [busy, held] {
+        env.cloud.insert_server(
+            name,
+            BTreeMap::from([
+                ("nodewright-cluster".to_string(), "e2e".to_string()),
+                ("nodewright-group".to_string(), "workers".to_string()),
+            ]),
+        );
+        env.cluster
+            .add_node(
+                SimNodeSpec::new(name, 8 * GI)
+                    .label(LABEL_CLUSTER, "e2e")
+                    .label(LABEL_GROUP, "workers"),
+            )
+            .expect("node");
+    }
+    let on = |node: &str, t: SimPodTemplate| SimPodTemplate {
+        node_name: Some(node.to_string()),
+        ..t
+    };
+    env.cluster
+        .add_replicaset(
+            "default",
+            "busy",
+            1,
+            on(busy, SimPodTemplate::new("nginx:1.25", 6 * GI)),
+        )
+        .expect("rs");
+    env.cluster
+        .add_replicaset(
+            "default",
+            "keeper",
+            1,
+            on(
+                held,
+                SimPodTemplate::new("nginx:1.25", GI)
+                    .annotation("karpenter.sh/do-not-disrupt", "true"),
+            ),
+        )
+        .expect("rs");
+    common::wait_for("both pods running", Duration::from_secs(20), || {
+        ["busy", "keeper"]
+            .iter()
+            .all(|app| app_pods(&env, app).iter().any(|p| phase(p) == "Running"))
+    })
+    .await;
+    let keeper = app_pods(&env, "keeper")[0]
+        .metadata
+        .name
+        .clone()
+        .unwrap_or_default();
+
+    let plan = nodewright_for(&env, &config_path)
+        .arg("plan")
+        .output()
+        .expect("plan runs");
+    let text = String::from_utf8_lossy(&plan.stdout).to_string();
+    assert!(
+        plan.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&plan.stderr)
+    );
+    let line = text
+        .lines()
+        .find(|l| l.contains(held))
+        .unwrap_or_else(|| panic!("plan does not name {held}:\n{text}"));
+    assert!(line.contains("blocked-by-pod"), "{line}");
+    assert!(line.contains(&format!("default/{keeper}")), "{line}");
+    assert!(line.contains("karpenter.sh/do-not-disrupt"), "{line}");
+    assert!(text.contains("kept by scale-down: 2 node(s)"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains(busy) && l.contains("not-underutilized")),
+        "{text}"
+    );
+
+    let json = nodewright_for(&env, &config_path)
+        .args(["plan", "--json"])
+        .output()
+        .expect("plan --json runs");
+    assert!(json.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&json.stdout).expect("JSON");
+    let entry = v["unremovable"]
+        .as_array()
+        .and_then(|l| l.iter().find(|u| u["node"] == held))
+        .cloned()
+        .unwrap_or_else(|| panic!("{held} not in plan --json: {v:#}"));
+    assert_eq!(entry["reason"], "blocked-by-pod");
+    assert_eq!(entry["podReason"], "do-not-disrupt");
+    assert_eq!(entry["pod"]["name"], keeper.as_str());
+    assert_eq!(entry["group"], "workers");
+
+    // The metric and the status ConfigMap, from a running process.
+    let port = common::free_port();
+    let mut run = Killed(
+        nodewright_for(&env, &config_path)
+            .args([
+                "run",
+                "--metrics-addr",
+                &format!("127.0.0.1:{port}"),
+                "--lease-namespace",
+                "nodewright",
+                "--status-configmap",
+                "nodewright-status",
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("run starts"),
+    );
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let want = "nodewright_unremovable_nodes{reason=\"blocked-by-pod\"} 1";
+    let started = Instant::now();
+    let metrics = loop {
+        let body = match reqwest::get(&url).await {
+            Ok(r) => r.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        if body.contains(want) || started.elapsed() > Duration::from_secs(30) {
+            break body;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(metrics.contains(want), "{metrics}");
+    assert!(
+        metrics.contains("nodewright_unremovable_nodes{reason=\"not-underutilized\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("nodewright_unremovable_nodes{reason=\"group-at-min-size\"} 0"),
+        "{metrics}"
+    );
+    let mut status = String::new();
+    common::wait_for("the status ConfigMap", Duration::from_secs(10), || {
+        status = env
+            .cluster
+            .get::<ConfigMap>("nodewright", "nodewright-status")
+            .and_then(|cm| cm.data)
+            .and_then(|d| d.get("status").cloned())
+            .unwrap_or_default();
+        status.contains("blocked-by-pod")
+    })
+    .await;
+    let doc: serde_json::Value = serde_yaml::from_str(&status).expect("status is YAML");
+    assert_eq!(
+        doc["unremovable"]["counts"]["blocked-by-pod"], 1,
+        "{status}"
+    );
+    let named = doc["unremovable"]["nodes"].as_array().is_some_and(|l| {
+        l.iter()
+            .any(|u| u["node"] == held && u["podReason"] == "do-not-disrupt")
+    });
+    assert!(named, "{status}");
+    run.kill();
+}

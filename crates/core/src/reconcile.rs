@@ -343,6 +343,7 @@ mod tests {
                 .map(|n| Reason::new(ReasonCode::NoGroupFits, n.to_string()))
                 .collect(),
             pending: Vec::new(),
+            unremovable: Vec::new(),
         }
     }
 

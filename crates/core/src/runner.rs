@@ -22,6 +22,7 @@ use crate::cluster::{client_from_env, CacheOptions, KubeCluster};
 use crate::config::reload::{ConfigWatch, Reload};
 use crate::config::Config;
 use crate::plan::summary::{summarize, Summary, NODE_STATES};
+use crate::plan::unremovable::UnremovableSummary;
 use crate::plan::{Action, Decision, ObjectRef};
 use crate::reconcile::{log_report, Cycle, CycleReport, NoteLog, Reconciler};
 use crate::telemetry::http::{self, Health};
@@ -73,8 +74,13 @@ struct StatusDoc<'a> {
     health: &'a str,
     dry_run: bool,
     summary: &'a Summary,
+    /// Nodes scale-down keeps: counts per reason and the first few (bounded).
+    unremovable: UnremovableSummary,
     last_action: LastAction<'a>,
 }
+
+/// Nodes of the unremovable list the status ConfigMap names; the counts cover all.
+const STATUS_UNREMOVABLE_SHOWN: usize = 20;
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -103,6 +109,9 @@ fn record_metrics(m: &Metrics, summary: &Summary, cycle: &Cycle) {
     }
     m.unschedulable_pods.set(summary.unschedulable_pods as i64);
     m.set_pending(&cycle.decision.bucket_counts());
+    m.set_unremovable(&crate::plan::unremovable::counts(
+        &cycle.decision.unremovable,
+    ));
     m.free_memory.set(summary.free_memory_bytes);
     m.free_memory_target
         .set(i64::try_from(summary.free_memory_target_bytes).unwrap_or(i64::MAX));
@@ -377,6 +386,12 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
                     recorder.record(&events).await;
                 }
                 if let Some((ns, name)) = &opts.status_configmap {
+                    // The full list stays out of the ConfigMap (it grows with the
+                    // cluster); `unremovable` holds its bounded summary.
+                    let decision = Decision {
+                        unremovable: Vec::new(),
+                        ..cycle.decision.clone()
+                    };
                     let doc = StatusDoc {
                         time: k8s_openapi::jiff::Timestamp::now().to_string(),
                         leader: &me,
@@ -387,10 +402,14 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
                         },
                         dry_run: opts.dry_run,
                         summary: &summary,
+                        unremovable: crate::plan::unremovable::summary(
+                            &cycle.decision.unremovable,
+                            STATUS_UNREMOVABLE_SHOWN,
+                        ),
                         last_action: LastAction {
                             kind: cycle.decision.action.kind(),
                             description: cycle.decision.action.to_string(),
-                            decision: &cycle.decision,
+                            decision: &decision,
                             done: &outcome.done,
                             deferred: &outcome.deferred,
                             error,

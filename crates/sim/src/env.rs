@@ -12,7 +12,7 @@ use super::cluster::{SimCluster, SimClusterOptions, SimNodeSpec};
 use super::faults::{FaultCounts, FaultSpec, Faults};
 use super::kamatera::{SimKamatera, SimKamateraOptions};
 use super::openstack::{SimOpenStack, SimOpenStackOptions};
-use super::proxmox::{SimProxmox, SimProxmoxOptions};
+use super::proxmox::{SchemaCheck, SimProxmox, SimProxmoxOptions};
 use super::{VmEvent, VmHook};
 use crate::cloud::build::build_clouds_with;
 use crate::config::{Config, ProviderKind};
@@ -173,10 +173,25 @@ impl SimEnv {
         timings: SimTimings,
         faults: Option<&FaultSpec>,
     ) -> anyhow::Result<SimEnv> {
+        Self::start_with(dir, timings, faults, SchemaCheck::Required).await
+    }
+
+    /// As [`SimEnv::start_with_faults`]; `schema` says whether the simulated Proxmox VE
+    /// may run without its API schema file (`simulate` may; tests may not).
+    pub async fn start_with(
+        dir: Option<PathBuf>,
+        timings: SimTimings,
+        faults: Option<&FaultSpec>,
+        schema: SchemaCheck,
+    ) -> anyhow::Result<SimEnv> {
         let faults = faults.map(SimFaults::new).unwrap_or_default();
         let (dir, tmp) = match dir {
             Some(d) => {
                 std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+                // Absolute, so the files written here name each other from any directory
+                // (the config's `templatesDir` is read relative to the config file).
+                let d = std::path::absolute(&d)
+                    .with_context(|| format!("resolving {}", d.display()))?;
                 (d, None)
             }
             None => {
@@ -199,6 +214,18 @@ impl SimEnv {
                     .taint("node-role.kubernetes.io/control-plane", None, "NoSchedule"),
             )
             .map_err(|e| anyhow::anyhow!("adding the control-plane node: {e:?}"))?;
+        // nodewright's own namespace, as the shipped manifests create it (enforcing the
+        // restricted Pod Security Standard): the lease, the status ConfigMap and the
+        // image-puller pods live there.
+        cluster
+            .add_namespace_labelled(
+                crate::config::DEFAULT_NAMESPACE,
+                &[
+                    ("pod-security.kubernetes.io/enforce", "restricted"),
+                    ("pod-security.kubernetes.io/enforce-version", "latest"),
+                ],
+            )
+            .map_err(|e| anyhow::anyhow!("adding the nodewright namespace: {e:?}"))?;
         let vm_log: Arc<Mutex<Vec<VmLogEntry>>> = Arc::default();
         let hook: VmHook = {
             let (cluster, log, kubelet) = (cluster.clone(), vm_log.clone(), cluster.vm_hook());
@@ -227,6 +254,7 @@ impl SimEnv {
         .await
         .context("starting the simulated OpenStack")?;
         let proxmox = SimProxmox::start(SimProxmoxOptions {
+            schema,
             boot_delay: timings.boot_delay,
             hook: Some(hook.clone()),
             faults: faults.proxmox.clone(),

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use super::cluster::{SimPodTemplate, ANNOTATION_RUN_FOR};
 use super::env::{SimEnv, SimTimings};
 use super::faults::FaultSpec;
+use super::proxmox::SchemaCheck;
 use crate::plan::Action;
 
 const GI: u64 = 1 << 30;
@@ -93,7 +94,16 @@ pub async fn simulate(
     serve_only: bool,
     faults: Option<FaultSpec>,
 ) -> anyhow::Result<()> {
-    let env = SimEnv::start_with_faults(dir, SimTimings::default(), faults.as_ref()).await?;
+    let env = SimEnv::start_with(
+        dir,
+        SimTimings::default(),
+        faults.as_ref(),
+        SchemaCheck::IfAvailable,
+    )
+    .await?;
+    if let Some(why) = env.proxmox.schema_unchecked() {
+        println!("simulated Proxmox VE: request checking against the API schema is off: {why}");
+    }
     let (config_path, config) = env.write_config(&demo_config())?;
     if let Some(f) = &faults {
         println!(

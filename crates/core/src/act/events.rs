@@ -363,6 +363,7 @@ mod tests {
                 pending("coming", Bucket::CapacityComing, "fits web-x, still provisioning"),
                 pending("soon", Bucket::WillSchedule, "fits n1"),
             ],
+            unremovable: Vec::new(),
         };
         let events = events_for(&decision, Ok(&Outcome::default()), None);
 
@@ -408,6 +409,7 @@ mod tests {
                 pending("a", Bucket::ScalingUp, "new node of group web"),
                 pending("b", Bucket::NoCapacity, "group gpu is at maxSize 1"),
             ],
+            unremovable: Vec::new(),
         };
         let events = events_for(&decision, Err("quota exceeded"), None);
         assert_eq!(on(&events, "a")[0].reason, "ActionFailed");
@@ -454,6 +456,7 @@ mod tests {
             ],
             notes: vec![],
             pending: vec![],
+            unremovable: Vec::new(),
         };
         let events = events_for(&decision, Ok(&Outcome::default()), Some(&status_cm()));
         let on_cm: Vec<&EventSpec> = events.iter().filter(|e| e.object == status_cm()).collect();
@@ -497,6 +500,7 @@ mod tests {
                 ),
             ],
             pending: vec![],
+            unremovable: Vec::new(),
         };
         let events = events_for(&decision, Ok(&Outcome::default()), Some(&status_cm()));
         let reasons: Vec<(&str, bool)> = events

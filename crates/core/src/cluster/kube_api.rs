@@ -397,6 +397,10 @@ impl ClusterApi for KubeCluster {
     }
 }
 
+/// The user the puller containers run as (`nobody`): an image that would run as root
+/// still starts, and an image is pulled before its user matters.
+const PULLER_UID: i64 = 65534;
+
 /// A pod pinned to `node` with one container per image. Each container exits at once
 /// (or fails to start when the image has no shell); either way the image is now cached.
 /// Labelled with [`LABEL_IMAGE_PULLER`] and `cluster` under [`LABEL_CLUSTER`]: the
@@ -414,6 +418,11 @@ fn puller_pod(cluster: &str, node: &str, images: &[String]) -> serde_json::Value
                 "resources": {
                     "requests": {"cpu": "1m", "memory": "4Mi"},
                     "limits": {"cpu": "50m", "memory": "32Mi"}
+                },
+                "securityContext": {
+                    "allowPrivilegeEscalation": false,
+                    "readOnlyRootFilesystem": true,
+                    "capabilities": {"drop": ["ALL"]}
                 }
             })
         })
@@ -433,9 +442,56 @@ fn puller_pod(cluster: &str, node: &str, images: &[String]) -> serde_json::Value
             "nodeName": node,
             "restartPolicy": "Never",
             "terminationGracePeriodSeconds": 0,
+            // No API access from the pod, no service links, no root: it passes the
+            // `restricted` Pod Security Standard of nodewright's namespace.
             "automountServiceAccountToken": false,
+            "enableServiceLinks": false,
+            "securityContext": {
+                "runAsNonRoot": true,
+                "runAsUser": PULLER_UID,
+                "runAsGroup": PULLER_UID,
+                "seccompProfile": {"type": "RuntimeDefault"}
+            },
             "tolerations": [{"operator": "Exists"}],
             "containers": containers
         }
     })
+}
+
+#[cfg(test)]
+mod puller_tests {
+    use super::*;
+
+    /// The puller runs in nodewright's namespace, which enforces the `restricted` Pod
+    /// Security Standard: the pod must meet it, and get no API token.
+    #[test]
+    fn the_image_puller_pod_meets_the_restricted_pod_security_standard() {
+        let pod = puller_pod("c", "n1", &["nginx:1.25".into(), "redis:7".into()]);
+        let spec = &pod["spec"];
+        assert_eq!(spec["automountServiceAccountToken"], false);
+        assert_eq!(spec["enableServiceLinks"], false);
+        assert_eq!(spec["securityContext"]["runAsNonRoot"], true);
+        assert!(spec["securityContext"]["runAsUser"].as_i64() > Some(0));
+        assert_eq!(
+            spec["securityContext"]["seccompProfile"]["type"],
+            "RuntimeDefault"
+        );
+        assert!(spec.get("serviceAccountName").is_none());
+        assert!(spec.get("volumes").is_none());
+        assert!(spec.get("hostNetwork").is_none() && spec.get("hostPID").is_none());
+        let containers = spec["containers"].as_array().expect("containers");
+        assert_eq!(containers.len(), 2);
+        for c in containers {
+            let sc = &c["securityContext"];
+            assert_eq!(sc["allowPrivilegeEscalation"], false, "{c}");
+            assert_eq!(
+                sc["capabilities"]["drop"],
+                serde_json::json!(["ALL"]),
+                "{c}"
+            );
+            assert!(c.get("ports").is_none() && c.get("volumeMounts").is_none());
+        }
+        // It parses as a Pod.
+        let _: Pod = serde_json::from_value(pod).expect("a Pod");
+    }
 }

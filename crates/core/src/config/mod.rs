@@ -219,7 +219,9 @@ pub struct ImagePullerConfig {
     /// Image prefixes never pulled ahead of time (e.g. `docker.io/library/busybox`).
     #[serde(default)]
     pub ignore: Vec<String>,
-    /// Namespace for the short-lived puller pods.
+    /// Namespace for the short-lived puller pods: by default nodewright's own
+    /// (`POD_NAMESPACE`, set by the Deployment from the downward API; else `nodewright`),
+    /// where its Role allows pod create and delete and nothing else.
     #[serde(default = "default_puller_namespace")]
     pub namespace: String,
 }
@@ -450,8 +452,16 @@ fn default_batch_max() -> Duration {
 fn default_templates_dir() -> PathBuf {
     PathBuf::from("templates")
 }
+/// The environment variable the Deployment sets to the pod's namespace.
+pub const ENV_POD_NAMESPACE: &str = "POD_NAMESPACE";
+/// The puller namespace when `POD_NAMESPACE` is not set (the shipped namespace).
+pub const DEFAULT_NAMESPACE: &str = "nodewright";
+
 fn default_puller_namespace() -> String {
-    "kube-system".to_string()
+    std::env::var(ENV_POD_NAMESPACE)
+        .ok()
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_NAMESPACE.to_string())
 }
 fn default_true() -> bool {
     true

@@ -11,6 +11,7 @@ pub mod sched;
 mod steps;
 pub mod summary;
 mod units;
+pub mod unremovable;
 mod view;
 
 #[cfg(test)]
@@ -26,6 +27,7 @@ use crate::config::{Config, DisruptionReason};
 pub use model::{
     normalize_image, shared, NodeInfo, PdbInfo, PodInfo, PodPhase, Snapshot, Taint, Toleration,
 };
+pub use unremovable::{KeptReason, Unremovable};
 pub use view::ServerState;
 
 /// Identifies a VM across providers.
@@ -398,6 +400,9 @@ pub struct Decision {
     /// Every pod the scheduler could not place, in its bucket.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub pending: Vec<PendingPod>,
+    /// Every node in service that scale-down keeps, with why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unremovable: Vec<Unremovable>,
 }
 
 impl Decision {
@@ -614,18 +619,25 @@ pub fn plan(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Decision {
             let (action, reasons) = steps::from_warm_pool(&view, action, reasons);
             let notes = dedup_notes(notes);
             let pending = buckets(&view, &action, &reasons, &notes);
+            let unremovable = steps::unremovable(&view, &action);
             return Decision {
                 action,
                 reasons,
                 notes,
                 pending,
+                unremovable,
             };
         }
     }
+    let unremovable = steps::unremovable(&view, &Action::None);
+    let kept = match unremovable.len() {
+        0 => String::new(),
+        n => format!(" ({n} node(s) kept, each with its reason under unremovable)"),
+    };
     let reasons = vec![Reason::new(
         ReasonCode::CapacitySufficient,
         format!(
-            "free memory {} meets target {}; nothing to replace, remove or warm",
+            "free memory {} meets target {}; nothing to replace, remove or warm{kept}",
             units::fmt_bytes(view.free_total().0),
             bytesize::ByteSize(config.free_memory_target.as_u64())
                 .display()
@@ -639,6 +651,7 @@ pub fn plan(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Decision {
         reasons,
         notes,
         pending,
+        unremovable,
     }
 }
 

@@ -52,6 +52,21 @@ impl fmt::Display for Blocker {
     }
 }
 
+impl Blocker {
+    /// A stable short code for reports (`podReason` of an unremovable node).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Blocker::NoController => "no-controller",
+            Blocker::LocalStorage => "local-storage",
+            Blocker::KubeSystem => "kube-system",
+            Blocker::NotSafeToEvict => "not-safe-to-evict",
+            Blocker::DoNotDisrupt => "do-not-disrupt",
+            Blocker::Budget(_) => "pdb",
+            Blocker::SeveralBudgets(_) => "several-pdbs",
+        }
+    }
+}
+
 fn annotation_is(p: &PodInfo, key: &str, value: &str) -> bool {
     p.annotations.get(key).is_some_and(|v| v == value)
 }

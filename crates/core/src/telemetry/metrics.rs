@@ -12,7 +12,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use crate::plan::Bucket;
+use crate::plan::{Bucket, KeptReason};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ActionLabels {
@@ -50,6 +50,12 @@ pub struct ResultLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BucketLabels {
     pub bucket: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KeptLabels {
+    /// See [`KeptReason::as_str`].
+    pub reason: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -154,6 +160,7 @@ pub struct Metrics {
     pub nodes: Family<NodeStateLabels, Gauge>,
     pub unschedulable_pods: Gauge,
     pub pending_pods: Family<BucketLabels, Gauge>,
+    pub unremovable_nodes: Family<KeptLabels, Gauge>,
     pub free_memory: Gauge,
     pub free_memory_target: Gauge,
     pub scale_ups: Family<GroupLabels, Counter>,
@@ -181,6 +188,7 @@ impl Metrics {
             nodes: Family::default(),
             unschedulable_pods: Gauge::default(),
             pending_pods: Family::default(),
+            unremovable_nodes: Family::default(),
             free_memory: Gauge::default(),
             free_memory_target: Gauge::default(),
             scale_ups: Family::default(),
@@ -222,6 +230,11 @@ impl Metrics {
             "nodewright_pending_pods",
             "Pods the scheduler could not place, by where they stand: will-schedule, capacity-coming, scaling-up or no-capacity",
             m.pending_pods.clone(),
+        );
+        r.register(
+            "nodewright_unremovable_nodes",
+            "Managed nodes scale-down keeps, by reason (e.g. blocked-by-pod, not-underutilized, unneeded-too-short; see docs)",
+            m.unremovable_nodes.clone(),
         );
         r.register(
             "nodewright_free_memory_bytes",
@@ -280,7 +293,21 @@ impl Metrics {
         );
         // Every bucket is present from the start, so a dashboard never sees a gap.
         m.set_pending(&BTreeMap::new());
+        m.set_unremovable(&BTreeMap::new());
         Metrics { registry, ..m }
+    }
+
+    /// Sets `nodewright_unremovable_nodes` for every reason; reasons missing from
+    /// `counts` are zero, so a node no longer kept leaves no stale count behind.
+    pub fn set_unremovable(&self, counts: &BTreeMap<KeptReason, usize>) {
+        for r in KeptReason::ALL {
+            let n = counts.get(&r).copied().unwrap_or(0);
+            self.unremovable_nodes
+                .get_or_create(&KeptLabels {
+                    reason: r.as_str().to_string(),
+                })
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+        }
     }
 
     /// Sets `nodewright_pending_pods` for every bucket; buckets missing from `counts`
@@ -330,6 +357,26 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unremovable_nodes_has_every_reason_and_goes_back_to_zero() {
+        let m = Metrics::new();
+        for r in KeptReason::ALL {
+            let line = format!(
+                "nodewright_unremovable_nodes{{reason=\"{}\"}} 0",
+                r.as_str()
+            );
+            assert!(m.encode().contains(&line), "{line}");
+        }
+        m.set_unremovable(&BTreeMap::from([(KeptReason::BlockedByPod, 2)]));
+        assert!(m
+            .encode()
+            .contains("nodewright_unremovable_nodes{reason=\"blocked-by-pod\"} 2"));
+        m.set_unremovable(&BTreeMap::new());
+        assert!(m
+            .encode()
+            .contains("nodewright_unremovable_nodes{reason=\"blocked-by-pod\"} 0"));
+    }
 
     #[test]
     fn pending_pods_has_every_bucket_zero_when_empty() {

@@ -116,8 +116,23 @@ impl SimCluster {
     }
 
     pub fn add_namespace(&self, name: &str) -> Result<(), ApiError> {
+        self.add_namespace_labelled(name, &[])
+    }
+
+    /// A namespace with `labels`, e.g. `pod-security.kubernetes.io/enforce: restricted`
+    /// (pods created through the API there are then admitted as the real server does).
+    pub fn add_namespace_labelled(
+        &self,
+        name: &str,
+        labels: &[(&str, &str)],
+    ) -> Result<(), ApiError> {
+        let mut l = serde_json::Map::new();
+        l.insert("kubernetes.io/metadata.name".into(), json!(name));
+        for (k, v) in labels {
+            l.insert((*k).to_string(), json!(v));
+        }
         let obj = json!({"apiVersion": "v1", "kind": "Namespace",
-            "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
+            "metadata": {"name": name, "labels": l},
             "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
         self.create(&NAMESPACES, obj).map(|_| ())
     }

@@ -29,6 +29,7 @@ mod meta;
 mod objects;
 mod openapi;
 mod patch;
+mod podsecurity;
 mod query;
 mod render;
 mod resources;

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use super::meta;
 use super::objects;
 use super::patch;
+use super::podsecurity;
 use super::query::ListOptions;
 use super::render::{self, Render};
 use super::resources::{self, ResourceDef, NAMESPACES, PODS};
@@ -135,6 +136,11 @@ pub fn create(req: &Request<'_>) -> Answer {
     let mut txn = req.state.store.lock();
     if res.namespaced && txn.get(&NAMESPACES, "", req.ns()).is_none() {
         return Err(ApiError::not_found(&NAMESPACES, req.ns()));
+    }
+    if std::ptr::eq(res, &PODS) {
+        if let Some(ns) = txn.get(&NAMESPACES, "", req.ns()) {
+            podsecurity::admit(ns, &obj)?;
+        }
     }
     if req.q("dryRun").is_some() {
         return Ok((StatusCode::CREATED, obj));

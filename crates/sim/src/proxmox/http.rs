@@ -101,10 +101,7 @@ pub(super) async fn handle(
         _ if is_json => parse_json_body(&body),
         _ => parse_form(&String::from_utf8_lossy(&body)),
     };
-    let schema = match &shared.schema {
-        Ok(s) => s.clone(),
-        Err(e) => return fail(StatusCode::INTERNAL_SERVER_ERROR, e),
-    };
+    let schema = shared.schema.clone();
     let (matched, errors) = schema.validate(method.as_str(), &path, &params);
 
     // Authentication.

@@ -7,6 +7,9 @@
 //! [`SimProxmox::violations`], so tests can assert that there were none.
 //! The simulator's own successful answers are checked against the schema's `returns` too
 //! (types of documented fields, required fields) and recorded there when they depart.
+//! Started with [`SchemaCheck::IfAvailable`] (as `simulate` does) and without the schema
+//! file, it routes by its own [`schema::ROUTES`] and checks nothing; the answers are the
+//! same.
 //!
 //! Behaviour: responses are wrapped in `{"data": ..}`; clone, config, start, stop and
 //! destroy return UPIDs (`UPID:node:pid:pstart:starttime:type:id:user:`) of tasks that
@@ -115,9 +118,22 @@ pub struct SimTls {
     pub key_pem: String,
 }
 
+/// Whether the simulator may start without the official API schema file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum SchemaCheck {
+    /// Refuse to start without it, so that every request is checked (tests).
+    #[default]
+    Required,
+    /// Without it, serve anyway with request and answer checking off (`simulate`): the
+    /// answers are the same, only nothing is compared with the schema.
+    IfAvailable,
+}
+
 /// Options of [`SimProxmox::start`].
 #[derive(Clone)]
 pub struct SimProxmoxOptions {
+    /// Whether the API schema must be present (see [`SchemaCheck`]).
+    pub schema: SchemaCheck,
     pub hosts: Vec<SimHost>,
     /// The cluster's name (`GET /cluster/status`); `None`: a single host, no cluster.
     pub cluster_name: Option<String>,
@@ -169,6 +185,7 @@ impl Default for SimProxmoxOptions {
             cloud_init_join,
         };
         SimProxmoxOptions {
+            schema: SchemaCheck::Required,
             hosts: vec![
                 host("pve1", 64 * GIB, 8 * GIB),
                 host("pve2", 64 * GIB, 16 * GIB),
@@ -330,7 +347,9 @@ struct Shared {
     opts: SimProxmoxOptions,
     addr: SocketAddr,
     state: Mutex<St>,
-    schema: Result<Arc<Schema>, String>,
+    schema: Arc<Schema>,
+    /// Why requests are not checked (the schema file could not be read), if so.
+    unchecked: Option<String>,
 }
 
 impl Shared {
@@ -352,6 +371,19 @@ pub struct SimProxmox {
     _guard: Arc<ServerGuard>,
 }
 
+/// The schema to serve with, and why nothing is checked if so: a missing schema is an
+/// error when `mode` requires it (naming the file and `PVE_API_SCHEMA`).
+fn choose_schema(
+    loaded: Result<Arc<Schema>, String>,
+    mode: SchemaCheck,
+) -> std::io::Result<(Arc<Schema>, Option<String>)> {
+    match (loaded, mode) {
+        (Ok(s), _) => Ok((s, None)),
+        (Err(e), SchemaCheck::Required) => Err(std::io::Error::other(e)),
+        (Err(e), SchemaCheck::IfAvailable) => Ok((Arc::new(Schema::routes_only()), Some(e))),
+    }
+}
+
 fn now_secs() -> u64 {
     SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -361,12 +393,10 @@ fn now_secs() -> u64 {
 
 impl SimProxmox {
     /// Starts the simulator on 127.0.0.1 with an ephemeral port. Fails when the API
-    /// schema cannot be read (see [`schema::schema_path`]).
+    /// schema cannot be read (see [`schema::schema_path`]) unless `opts.schema` is
+    /// [`SchemaCheck::IfAvailable`].
     pub async fn start(opts: SimProxmoxOptions) -> std::io::Result<SimProxmox> {
-        let schema = Schema::load();
-        if let Err(e) = &schema {
-            return Err(std::io::Error::other(e.clone()));
-        }
+        let (schema, unchecked) = choose_schema(Schema::load(), opts.schema)?;
         let (listener, addr) = serve::bind_local().await?;
         let mut vms = BTreeMap::new();
         for t in &opts.templates {
@@ -439,6 +469,7 @@ impl SimProxmox {
             opts,
             addr,
             schema,
+            unchecked,
         });
         let app = Router::new()
             .fallback(http::handle)
@@ -475,6 +506,12 @@ impl SimProxmox {
 
     pub fn options(&self) -> &SimProxmoxOptions {
         &self.shared.opts
+    }
+
+    /// Why requests are not checked against the API schema (it could not be read, and
+    /// the simulator was started with [`SchemaCheck::IfAvailable`]); `None` when they are.
+    pub fn schema_unchecked(&self) -> Option<&str> {
+        self.shared.unchecked.as_deref()
     }
 
     /// Writes a credentials file for API-token authentication.
@@ -652,4 +689,24 @@ fn next_free(st: &St, from: u32) -> u32 {
         id += 1;
     }
     id
+}
+
+#[cfg(test)]
+mod schema_mode_tests {
+    use super::*;
+
+    /// Tests start the simulator with the default mode: without the schema it refuses to
+    /// start, so checking can never be silently off in a test.
+    #[test]
+    fn a_missing_schema_fails_loudly_unless_the_simulator_may_run_unchecked() {
+        assert_eq!(SimProxmoxOptions::default().schema, SchemaCheck::Required);
+        let missing = || Err("cannot read the Proxmox API schema /x (set PVE_API_SCHEMA)".into());
+        let err = choose_schema(missing(), SchemaCheck::Required)
+            .err()
+            .expect("refused");
+        assert!(err.to_string().contains("PVE_API_SCHEMA"), "{err}");
+        let (schema, why) = choose_schema(missing(), SchemaCheck::IfAvailable).expect("serves");
+        assert!(!schema.is_checked());
+        assert!(why.is_some_and(|w| w.contains("/x")));
+    }
 }

@@ -344,6 +344,15 @@ fn scale_down_keeps_an_active_buffer_schedulable() {
     // A buffer of two 2-CPU pods needs the room of both nodes: keep them.
     let d = plan(&s, &config(&buffer("warm", 2, ""), ""), now());
     assert_eq!(d.action, Action::None, "{d:#?}");
+    // Each is reported as kept for the buffer.
+    for n in ["dev-workers-a", "dev-workers-b"] {
+        let kept = d.unremovable.iter().find(|u| u.node == n);
+        assert_eq!(
+            kept.map(|u| u.reason),
+            Some(crate::plan::KeptReason::CapacityBuffer),
+            "{n}: {d:#?}"
+        );
+    }
     // A buffer of one pod still leaves one node unneeded.
     let d = plan(&s, &config(&buffer("warm", 1, ""), ""), now());
     assert!(wants_removal(&d), "{d:#?}");

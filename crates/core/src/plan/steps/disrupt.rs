@@ -15,6 +15,7 @@ use crate::plan::model::{NodeInfo, PodInfo};
 use crate::plan::policy;
 use crate::plan::sched::{self, Model, SlotKind};
 use crate::plan::units::{fmt_bytes, fmt_u};
+use crate::plan::unremovable::{KeptReason, Screened, Unremovable};
 use crate::plan::view::{Member, ServerState, View};
 use crate::plan::{Action, ObjectRef, Reason, ReasonCode};
 use crate::ANNOTATION_UNNEEDED_SINCE;
@@ -44,11 +45,20 @@ fn movable<'a>(v: &View<'a>, n: &NodeInfo) -> Vec<&'a PodInfo> {
 /// The first pod that keeps `n` from a voluntary removal, with why. Job pods are waited
 /// for by the drain, so they do not block a replacement; they do block consolidation.
 fn first_blocker(v: &View<'_>, pods: &[&PodInfo], jobs_block: bool) -> Option<String> {
+    first_blocking(v, pods, jobs_block).map(|(_, _, why)| why)
+}
+
+/// As [`first_blocker`], with the pod and a stable code for why it blocks.
+fn first_blocking<'a>(
+    v: &View<'_>,
+    pods: &[&'a PodInfo],
+    jobs_block: bool,
+) -> Option<(&'a PodInfo, &'static str, String)> {
     pods.iter().find_map(|p| {
         if jobs_block && policy::is_job(p) {
-            return Some(format!("{} is a running Job pod", p.key()));
+            return Some((*p, "job", format!("{} is a running Job pod", p.key())));
         }
-        policy::blocker(v, p).map(|b| format!("{} {b}", p.key()))
+        policy::blocker(v, p).map(|b| (*p, b.code(), format!("{} {b}", p.key())))
     })
 }
 
@@ -319,6 +329,7 @@ fn replacement_group(v: &View<'_>, m: &Member<'_>, pods: &[&PodInfo]) -> Option<
 }
 
 /// A node that could go now but for its unneeded clock.
+#[derive(Clone, Copy)]
 struct Unneeded<'v, 'a> {
     member: &'v Member<'a>,
     node: &'a NodeInfo,
@@ -349,16 +360,8 @@ fn group_rank(v: &View<'_>, group: &str) -> i64 {
 /// blocks a drain, everything they run fits on the other nodes, targets and buffers
 /// hold without them, their group stays at or above minSize. Sorted in removal order.
 fn unneeded<'v, 'a>(v: &'v View<'a>) -> Vec<Unneeded<'v, 'a>> {
-    v.unneeded
-        .get_or_init(|| {
-            screen_unneeded(v)
-                .iter()
-                .filter_map(|u| {
-                    let i = v.members.iter().position(|m| std::ptr::eq(m, u.member))?;
-                    Some((i, u.empty, u.utilization))
-                })
-                .collect()
-        })
+    screened(v)
+        .unneeded
         .iter()
         .filter_map(|&(i, empty, utilization)| {
             let member = v.members.get(i)?;
@@ -372,31 +375,101 @@ fn unneeded<'v, 'a>(v: &'v View<'a>) -> Vec<Unneeded<'v, 'a>> {
         .collect()
 }
 
-/// The screening behind [`unneeded`], done once per plan.
-fn screen_unneeded<'v, 'a>(v: &'v View<'a>) -> Vec<Unneeded<'v, 'a>> {
+/// The screening of every node in service, done once per plan: both the disrupt and
+/// the mark-unneeded steps read it, and the report of kept nodes.
+pub(super) fn screened<'v>(v: &'v View<'_>) -> &'v Screened {
+    v.unneeded.get_or_init(|| screen_unneeded(v, true))
+}
+
+/// The screening behind [`unneeded`]: the unneeded nodes, and every other node in
+/// service with why it is needed. Without `full`, the checks that need the scheduling
+/// model (where the pods would go, minimums, buffers) are skipped: the nodes that pass
+/// the others are listed in `unchecked`.
+fn screen_unneeded(v: &View<'_>, full: bool) -> Screened {
     let sd = &v.config.scale_down;
+    let mut out = Screened::default();
+    let index = |m: &Member<'_>| v.members.iter().position(|x| std::ptr::eq(x, m));
+    let keep = |out: &mut Screened, m: &Member<'_>, n: &NodeInfo, r: KeptReason, d: String| {
+        out.kept
+            .push(Unremovable::new(&n.name, &m.group.name, r, d));
+    };
     if !sd.enabled {
-        return Vec::new();
+        for (m, n) in in_service(v) {
+            keep(
+                &mut out,
+                m,
+                n,
+                KeptReason::ScaleDownDisabled,
+                "scaleDown.enabled is false".into(),
+            );
+        }
+        return out;
     }
-    let mut candidates: Vec<Unneeded<'v, 'a>> = Vec::new();
     let buffer_pods = buffers::active_pods(v.config, v.now);
     let buffer: Vec<&PodInfo> = buffer_pods.iter().collect();
     let mut model: Option<Model<'_>> = None;
     let mut buffer_baseline = None;
     let reference = v.reference_node();
-    let mut screened: Vec<(&Member<'a>, &'a NodeInfo, Vec<&'a PodInfo>, f64)> = in_service(v)
-        .filter(|(m, n)| m.schedulable() && !policy::opted_out(n))
-        .filter(|(m, _)| v.active_size(&m.group.name) > m.group.min_size)
-        .filter_map(|(m, n)| {
-            let pods = movable(v, n);
-            let mut requested = sched::Resources::default();
-            for p in &pods {
-                requested.add(&p.requests);
-            }
-            let u = requested.dominant_share(&n.allocatable);
-            (u < sd.utilization_threshold).then_some((m, n, pods, u))
-        })
-        .collect();
+    let mut screened = Vec::new();
+    for (m, n) in in_service(v) {
+        if !m.schedulable() {
+            keep(
+                &mut out,
+                m,
+                n,
+                KeptReason::NotReady,
+                format!("{} is not Ready", n.name),
+            );
+            continue;
+        }
+        if policy::opted_out(n) {
+            keep(
+                &mut out,
+                m,
+                n,
+                KeptReason::ScaleDownDisabledAnnotation,
+                format!("{} opted out of removal by annotation", n.name),
+            );
+            continue;
+        }
+        if v.active_size(&m.group.name) <= m.group.min_size {
+            keep(
+                &mut out,
+                m,
+                n,
+                KeptReason::GroupAtMinSize,
+                format!(
+                    "group {} has {} node(s), its minSize is {}",
+                    m.group.name,
+                    v.active_size(&m.group.name),
+                    m.group.min_size
+                ),
+            );
+            continue;
+        }
+        let pods = movable(v, n);
+        let mut requested = sched::Resources::default();
+        for p in &pods {
+            requested.add(&p.requests);
+        }
+        let u = requested.dominant_share(&n.allocatable);
+        if u >= sd.utilization_threshold {
+            keep(
+                &mut out,
+                m,
+                n,
+                KeptReason::NotUnderutilized,
+                format!(
+                    "{} requests {:.0}% of its capacity, not below scaleDown.utilizationThreshold {:.0}%",
+                    n.name,
+                    u * 100.0,
+                    sd.utilization_threshold * 100.0
+                ),
+            );
+            continue;
+        }
+        screened.push((m, n, pods, u));
+    }
     screened.sort_by(|a, b| {
         group_rank(v, &b.0.group.name)
             .cmp(&group_rank(v, &a.0.group.name))
@@ -404,12 +477,59 @@ fn screen_unneeded<'v, 'a>(v: &'v View<'a>) -> Vec<Unneeded<'v, 'a>> {
             .then(a.1.name.cmp(&b.1.name))
     });
     for (m, n, pods, u) in screened {
-        if first_blocker(v, &pods, true).is_some() || targets_hold(v, &[n]).is_err() {
+        if let Some((pod, code, why)) = first_blocking(v, &pods, true) {
+            let mut k = Unremovable::new(
+                &n.name,
+                &m.group.name,
+                KeptReason::BlockedByPod,
+                format!("{} is underused but cannot be drained: {why}", n.name),
+            );
+            k.pod = Some(super::pod_ref(pod));
+            k.pod_reason = Some(code.to_string());
+            out.kept.push(k);
+            continue;
+        }
+        if let Err(t) = targets_hold(v, &[n]) {
+            keep(
+                &mut out,
+                m,
+                n,
+                KeptReason::FreeCapacityTarget,
+                format!("without {}: {t}", n.name),
+            );
+            continue;
+        }
+        if !full {
+            out.unchecked.extend(index(m));
             continue;
         }
         let model = model.get_or_insert_with(|| v.model());
         let (left, keeps_minimum) = evict_in_model(v, model, &n.name, &pods);
-        if !left.is_empty() || !keeps_minimum {
+        if !left.is_empty() {
+            keep(
+                &mut out,
+                m,
+                n,
+                KeptReason::NoPlaceToMovePods,
+                format!(
+                    "{} of its pods fit on no other node: {}",
+                    left.len(),
+                    list_pods(&left)
+                ),
+            );
+            continue;
+        }
+        if !keeps_minimum {
+            keep(
+                &mut out,
+                m,
+                n,
+                KeptReason::MinimumFreeNode,
+                format!(
+                    "without {}, no other node keeps minimumFreeNodeMemory / minimumFreeNodeCpu free",
+                    n.name
+                ),
+            );
             continue;
         }
         if !buffers::removal_keeps(
@@ -420,16 +540,20 @@ fn screen_unneeded<'v, 'a>(v: &'v View<'a>) -> Vec<Unneeded<'v, 'a>> {
             &reference,
             &mut buffer_baseline,
         ) {
+            keep(
+                &mut out,
+                m,
+                n,
+                KeptReason::CapacityBuffer,
+                format!("an active capacity buffer needs the room of {}", n.name),
+            );
             continue;
         }
-        candidates.push(Unneeded {
-            member: m,
-            node: n,
-            empty: pods.is_empty(),
-            utilization: u,
-        });
+        if let Some(i) = index(m) {
+            out.unneeded.push((i, pods.is_empty(), u));
+        }
     }
-    candidates
+    out
 }
 
 /// Since when `n` has been unneeded, from its annotation.
@@ -439,74 +563,155 @@ fn unneeded_since(n: &NodeInfo) -> Option<SystemTime> {
         .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
 }
 
-/// Scale-down: empty nodes (several at once) then one underutilized node, once each
-/// has been unneeded for `unneededTime`, outside the delays after adds, deletes and
-/// failures, while no scale-up is under way.
-fn consolidate(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
+/// A duration to whole seconds, for messages.
+fn whole(d: Duration) -> humantime::FormattedDuration {
+    humantime::format_duration(Duration::from_secs(d.as_secs()))
+}
+
+/// Why no node may be consolidated this cycle, if so. Pending pods the scheduler is about
+/// to place (or that wait for a VM on its way) will take room the model counts as free:
+/// no scale-down until they have. Pods no scale-up can help (groups full or frozen) do
+/// not hold it back: a frozen provider must not stop the others from scaling down.
+fn consolidation_held(v: &View<'_>) -> Option<(KeptReason, String)> {
     let sd = &v.config.scale_down;
-    // Pending pods the scheduler is about to place (or that wait for a VM on its way)
-    // will take room the model counts as free: no scale-down until they have. Pods no
-    // scale-up can help (groups full or frozen) do not hold it back: a frozen provider
-    // must not stop the others from scaling down.
-    if !sd.enabled
-        || v.provisioning().next().is_some()
-        || !v.pending.on_nodes.is_empty()
-        || !v.pending.on_provisioning.is_empty()
-        || super::drain::draining(v)
-    {
-        return None;
+    if let Some(p) = v.provisioning().next() {
+        return Some((
+            KeptReason::ScaleUpInProgress,
+            format!("VM {} is still provisioning", p.server.name),
+        ));
+    }
+    let placing = v.pending.on_nodes.len() + v.pending.on_provisioning.len();
+    if placing > 0 {
+        return Some((
+            KeptReason::ScaleUpInProgress,
+            format!(
+                "{placing} pending pod(s) are about to take room a removal would count as free"
+            ),
+        ));
+    }
+    if super::drain::draining(v) {
+        return Some((
+            KeptReason::DrainInProgress,
+            "another node is being drained; one voluntary removal at a time".into(),
+        ));
     }
     let newest = v
         .members
         .iter()
         .filter_map(|m| m.node.map(|n| v.age(n.created)))
-        .min()?;
-    if newest < sd.delay_after_add {
-        return None;
+        .min();
+    if let Some(age) = newest.filter(|a| *a < sd.delay_after_add) {
+        return Some((
+            KeptReason::ScaleDownDelay,
+            format!(
+                "the newest node is {} old, within scaleDown.delayAfterAdd {}",
+                whole(age),
+                whole(sd.delay_after_add)
+            ),
+        ));
     }
-    let recent = |t: Option<SystemTime>, d: Duration| t.is_some_and(|t| v.age(t) < d);
-    if recent(v.last_node_deleted, sd.delay_after_delete)
-        || recent(v.last_disruption_failure, sd.delay_after_failure)
-    {
-        return None;
+    for (at, delay, what, setting) in [
+        (
+            v.last_node_deleted,
+            sd.delay_after_delete,
+            "a node was deleted",
+            "delayAfterDelete",
+        ),
+        (
+            v.last_disruption_failure,
+            sd.delay_after_failure,
+            "a drain was abandoned",
+            "delayAfterFailure",
+        ),
+    ] {
+        if let Some(age) = at.map(|t| v.age(t)).filter(|a| *a < delay) {
+            return Some((
+                KeptReason::ScaleDownDelay,
+                format!(
+                    "{what} {} ago, within scaleDown.{setting} {}",
+                    whole(age),
+                    whole(delay)
+                ),
+            ));
+        }
     }
-    let ripe: Vec<Unneeded<'_, '_>> = unneeded(v)
-        .into_iter()
-        .filter(|u| unneeded_since(u.node).is_some_and(|t| v.age(t) >= sd.unneeded_time))
-        .collect();
-    if ripe.is_empty() {
-        return None;
-    }
-    // Empty nodes first, as many as the budget, minSize and the targets allow.
+    None
+}
+
+/// Whether `u` has been unneeded for `scaleDown.unneededTime`.
+fn ripe(v: &View<'_>, u: &Unneeded<'_, '_>) -> bool {
+    unneeded_since(u.node).is_some_and(|t| v.age(t) >= v.config.scale_down.unneeded_time)
+}
+
+/// The empty nodes to remove together, why, and why each other ripe empty node stays.
+struct EmptyChoice<'a> {
+    taken: Vec<&'a NodeInfo>,
+    why: Vec<Reason>,
+    kept: Vec<(&'a str, KeptReason, String)>,
+}
+
+/// Empty nodes, as many as the budget, minSize and the targets allow.
+fn choose_empty<'a>(v: &View<'a>, ripe: &[Unneeded<'_, 'a>]) -> EmptyChoice<'a> {
+    let sd = &v.config.scale_down;
     let empty_room = policy::budget_room(v, DisruptionReason::Empty, v.now);
-    let mut taken: Vec<&NodeInfo> = Vec::new();
+    let mut c = EmptyChoice {
+        taken: Vec::new(),
+        why: Vec::new(),
+        kept: Vec::new(),
+    };
     let mut per_group: BTreeMap<&str, u32> = BTreeMap::new();
-    let mut why = Vec::new();
     for u in ripe.iter().filter(|u| u.empty) {
-        if taken.len() as u32 >= empty_room {
-            break;
+        let name = u.node.name.as_str();
+        if c.taken.len() as u32 >= empty_room {
+            c.kept.push((
+                name,
+                KeptReason::DisruptionBudget,
+                "the disruption budget for `empty` allows no more now".into(),
+            ));
+            continue;
         }
         let g = u.member.group;
         // With priorities (or prices), an idle node of a preferred group stays while a
         // less preferred group's nodes still run pods: on-prem outlives the cloud.
         let rank = group_rank(v, &g.name);
-        let busier_elsewhere = in_service(v)
-            .any(|(m, n)| group_rank(v, &m.group.name) > rank && !movable(v, n).is_empty());
-        if busier_elsewhere {
+        let busier = in_service(v)
+            .find(|(m, n)| group_rank(v, &m.group.name) > rank && !movable(v, n).is_empty());
+        if let Some((m, _)) = busier {
+            c.kept.push((
+                name,
+                KeptReason::PreferredGroup,
+                format!(
+                    "group {} is preferred over group {}, whose nodes still run pods",
+                    g.name, m.group.name
+                ),
+            ));
             continue;
         }
         let gone = per_group.get(g.name.as_str()).copied().unwrap_or(0);
         if v.active_size(&g.name).saturating_sub(gone + 1) < g.min_size {
+            c.kept.push((
+                name,
+                KeptReason::GroupAtMinSize,
+                format!(
+                    "with the other removals group {} would fall below minSize {}",
+                    g.name, g.min_size
+                ),
+            ));
             continue;
         }
-        let mut with = taken.clone();
+        let mut with = c.taken.clone();
         with.push(u.node);
-        if targets_hold(v, &with).is_err() {
+        if let Err(t) = targets_hold(v, &with) {
+            c.kept.push((
+                name,
+                KeptReason::FreeCapacityTarget,
+                format!("with the other removals, {t}"),
+            ));
             continue;
         }
-        taken = with;
+        c.taken = with;
         *per_group.entry(g.name.as_str()).or_insert(0) += 1;
-        why.push(
+        c.why.push(
             Reason::new(
                 ReasonCode::NodeEmpty,
                 format!(
@@ -518,11 +723,37 @@ fn consolidate(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             .about([ObjectRef::node(&u.node.name)]),
         );
     }
-    if !taken.is_empty() {
-        let nodes = taken.iter().map(|n| n.name.clone()).collect();
-        return cordon(nodes, v, DisruptionReason::Empty, "scale-down: empty", why);
+    c
+}
+
+/// Scale-down: empty nodes (several at once) then one underutilized node, once each
+/// has been unneeded for `unneededTime`, outside the delays after adds, deletes and
+/// failures, while no scale-up is under way.
+fn consolidate(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
+    let sd = &v.config.scale_down;
+    if !sd.enabled || consolidation_held(v).is_some() {
+        return None;
     }
-    if ripe.iter().any(|u| u.empty) && empty_room == 0 {
+    let ripe: Vec<Unneeded<'_, '_>> = unneeded(v).into_iter().filter(|u| ripe(v, u)).collect();
+    if ripe.is_empty() {
+        return None;
+    }
+    let empty = choose_empty(v, &ripe);
+    if !empty.taken.is_empty() {
+        let nodes = empty.taken.iter().map(|n| n.name.clone()).collect();
+        return cordon(
+            nodes,
+            v,
+            DisruptionReason::Empty,
+            "scale-down: empty",
+            empty.why,
+        );
+    }
+    if empty
+        .kept
+        .iter()
+        .any(|(_, r, _)| *r == KeptReason::DisruptionBudget)
+    {
         notes.push(Reason::new(
             ReasonCode::DisruptionBudgetExhausted,
             "empty nodes wait: the disruption budget for `empty` allows no more now",
@@ -554,6 +785,113 @@ fn consolidate(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         "scale-down: not needed",
         vec![reason],
     )
+}
+
+/// Every node in service that scale-down keeps this cycle, with why: those the
+/// screening found needed, and the unneeded ones `action` does not remove. Sorted by
+/// reason, then node.
+pub fn unremovable(v: &View<'_>, action: &Action) -> Vec<Unremovable> {
+    let Some(screened) = v.unneeded.get() else {
+        return unremovable_unscreened(v, action);
+    };
+    let sd = &v.config.scale_down;
+    let mut out = screened.kept.clone();
+    let removed: Vec<&str> = match action {
+        Action::Cordon { nodes, .. } => nodes.iter().map(String::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let unneeded = unneeded(v);
+    let held = match policy::unready_guard(v) {
+        Some((unready, total)) => Some((
+            KeptReason::TooManyUnready,
+            format!(
+                "{unready} of {total} managed nodes are unready; no node is taken away until they recover"
+            ),
+        )),
+        None => consolidation_held(v),
+    };
+    let ripe_ones: Vec<Unneeded<'_, '_>> =
+        unneeded.iter().filter(|u| ripe(v, u)).copied().collect();
+    let empty = choose_empty(v, &ripe_ones);
+    let under_room = policy::budget_room(v, DisruptionReason::Underutilized, v.now);
+    for u in &unneeded {
+        let name = u.node.name.as_str();
+        if removed.contains(&name) {
+            continue;
+        }
+        let (reason, detail) = if let Some(h) = &held {
+            h.clone()
+        } else if !ripe(v, u) {
+            let detail = match unneeded_since(u.node) {
+                Some(t) => format!(
+                    "{name} is unneeded for {}, less than scaleDown.unneededTime {}",
+                    whole(v.age(t)),
+                    whole(sd.unneeded_time)
+                ),
+                None => format!(
+                    "{name} became unneeded this cycle; removal after scaleDown.unneededTime {}",
+                    whole(sd.unneeded_time)
+                ),
+            };
+            (KeptReason::UnneededTooShort, detail)
+        } else if let Some((_, r, d)) = empty.kept.iter().find(|(n, _, _)| *n == name) {
+            (*r, d.clone())
+        } else if !u.empty && under_room == 0 {
+            (
+                KeptReason::DisruptionBudget,
+                "the disruption budget for `underutilized` allows no more now".into(),
+            )
+        } else {
+            (
+                KeptReason::OtherActionFirst,
+                format!("{name} is unneeded; this cycle does: {action} (one action per cycle)"),
+            )
+        };
+        out.push(Unremovable::new(name, &u.member.group.name, reason, detail));
+    }
+    out.sort_by(|a, b| a.reason.cmp(&b.reason).then(a.node.cmp(&b.node)));
+    out
+}
+
+/// The kept nodes of a cycle an earlier step claimed before scale-down looked (a
+/// scale-up, a drain, provisioning): the checks without the scheduling model, which
+/// would cost a model run per candidate for nothing, and for the nodes that pass them
+/// what holds scale-down this cycle.
+fn unremovable_unscreened(v: &View<'_>, action: &Action) -> Vec<Unremovable> {
+    let cheap = screen_unneeded(v, false);
+    let mut out = cheap.kept;
+    let held = match policy::unready_guard(v) {
+        Some((unready, total)) => (
+            KeptReason::TooManyUnready,
+            format!(
+                "{unready} of {total} managed nodes are unready; no node is taken away until they recover"
+            ),
+        ),
+        None => consolidation_held(v).unwrap_or_else(|| {
+            let kind = if action.scale_up().is_some() {
+                KeptReason::ScaleUpInProgress
+            } else {
+                KeptReason::OtherActionFirst
+            };
+            (
+                kind,
+                format!("scale-down did not run: this cycle does: {action}"),
+            )
+        }),
+    };
+    for i in cheap.unchecked {
+        let Some((m, n)) = v.members.get(i).and_then(|m| m.node.map(|n| (m, n))) else {
+            continue;
+        };
+        out.push(Unremovable::new(
+            &n.name,
+            &m.group.name,
+            held.0,
+            held.1.clone(),
+        ));
+    }
+    out.sort_by(|a, b| a.reason.cmp(&b.reason).then(a.node.cmp(&b.node)));
+    out
 }
 
 /// Starts the unneeded clock on nodes that became unneeded and stops it on those that

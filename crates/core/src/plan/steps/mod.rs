@@ -11,7 +11,7 @@ mod reasons;
 mod remove;
 mod scale_up;
 
-pub use disrupt::{disrupt, mark_unneeded};
+pub use disrupt::{disrupt, mark_unneeded, unremovable};
 pub use drain::{drain, forget_stale_cordons};
 pub use images::warm_images;
 pub use pools::{drop_stale_warm, fill_warm_pools, from_warm_pool, park_warm};

@@ -672,3 +672,4 @@ mod pools;
 mod props;
 mod replay;
 mod scale_up;
+mod unremovable;

@@ -154,9 +154,9 @@ pub struct View<'a> {
     active_sizes: OnceCell<BTreeMap<String, u32>>,
     /// [`Self::free_total`], summed on first use (steps ask it once per candidate node).
     free_totals: OnceCell<(i64, i64)>,
-    /// Scale-down's unneeded nodes as (member index, empty, utilization), screened once
-    /// per plan: both the disrupt and the mark-unneeded steps read them.
-    pub(in crate::plan) unneeded: OnceCell<Vec<(usize, bool, f64)>>,
+    /// Scale-down's screening, once per plan: the disrupt and mark-unneeded steps and
+    /// the report of kept nodes read it.
+    pub(in crate::plan) unneeded: OnceCell<crate::plan::unremovable::Screened>,
 }
 
 impl<'a> View<'a> {

@@ -1,0 +1,210 @@
+//! Why scale-down keeps a node: every managed node in service that scale-down looked at
+//! and did not take gets one reason with a stable code, as Cluster Autoscaler reports its
+//! unremovable nodes. Computed by the planner (pure), shown by `plan`, `plan --json`, the
+//! status ConfigMap and `nodewright_unremovable_nodes{reason}`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::PodRef;
+
+/// The reason a node is kept, as a stable code (the metric's `reason` label).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KeptReason {
+    /// `scaleDown.enabled: false`.
+    ScaleDownDisabled,
+    /// The node carries a scale-down-disabled or do-not-disrupt annotation.
+    ScaleDownDisabledAnnotation,
+    /// Not Ready: the health checks, not scale-down, deal with it.
+    NotReady,
+    /// Its group would fall below `minSize`.
+    GroupAtMinSize,
+    /// Its pods request at least `scaleDown.utilizationThreshold` of it.
+    NotUnderutilized,
+    /// A pod cannot be evicted (PodDisruptionBudget, annotation, no controller, local
+    /// storage, kube-system, running Job): see the pod and its reason.
+    BlockedByPod,
+    /// Without it, free memory or CPU would fall below `freeMemoryTarget` / `freeCpuTarget`.
+    FreeCapacityTarget,
+    /// Some of its pods fit on no other node.
+    NoPlaceToMovePods,
+    /// No other node would keep `minimumFreeNodeMemory` / `minimumFreeNodeCpu` free.
+    MinimumFreeNode,
+    /// An active capacity buffer needs its room.
+    CapacityBuffer,
+    /// Too many managed nodes are unready to take any away.
+    TooManyUnready,
+    /// VMs are provisioning, pending pods are about to take room, or this cycle scales up.
+    ScaleUpInProgress,
+    /// Another node is being drained.
+    DrainInProgress,
+    /// Inside `scaleDown.delayAfterAdd`, `delayAfterDelete` or `delayAfterFailure`.
+    ScaleDownDelay,
+    /// Unneeded for less than `scaleDown.unneededTime`.
+    UnneededTooShort,
+    /// The disruption budget allows no more removals now.
+    DisruptionBudget,
+    /// With priorities (or prices), a less preferred group's nodes still run pods.
+    PreferredGroup,
+    /// The cycle's one action is something else (one removal at a time).
+    OtherActionFirst,
+}
+
+impl KeptReason {
+    pub const ALL: [KeptReason; 18] = [
+        KeptReason::ScaleDownDisabled,
+        KeptReason::ScaleDownDisabledAnnotation,
+        KeptReason::NotReady,
+        KeptReason::GroupAtMinSize,
+        KeptReason::NotUnderutilized,
+        KeptReason::BlockedByPod,
+        KeptReason::FreeCapacityTarget,
+        KeptReason::NoPlaceToMovePods,
+        KeptReason::MinimumFreeNode,
+        KeptReason::CapacityBuffer,
+        KeptReason::TooManyUnready,
+        KeptReason::ScaleUpInProgress,
+        KeptReason::DrainInProgress,
+        KeptReason::ScaleDownDelay,
+        KeptReason::UnneededTooShort,
+        KeptReason::DisruptionBudget,
+        KeptReason::PreferredGroup,
+        KeptReason::OtherActionFirst,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeptReason::ScaleDownDisabled => "scale-down-disabled",
+            KeptReason::ScaleDownDisabledAnnotation => "scale-down-disabled-annotation",
+            KeptReason::NotReady => "not-ready",
+            KeptReason::GroupAtMinSize => "group-at-min-size",
+            KeptReason::NotUnderutilized => "not-underutilized",
+            KeptReason::BlockedByPod => "blocked-by-pod",
+            KeptReason::FreeCapacityTarget => "free-capacity-target",
+            KeptReason::NoPlaceToMovePods => "no-place-to-move-pods",
+            KeptReason::MinimumFreeNode => "minimum-free-node",
+            KeptReason::CapacityBuffer => "capacity-buffer",
+            KeptReason::TooManyUnready => "too-many-unready",
+            KeptReason::ScaleUpInProgress => "scale-up-in-progress",
+            KeptReason::DrainInProgress => "drain-in-progress",
+            KeptReason::ScaleDownDelay => "scale-down-delay",
+            KeptReason::UnneededTooShort => "unneeded-too-short",
+            KeptReason::DisruptionBudget => "disruption-budget",
+            KeptReason::PreferredGroup => "preferred-group",
+            KeptReason::OtherActionFirst => "other-action-first",
+        }
+    }
+}
+
+/// A node scale-down keeps, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Unremovable {
+    pub node: String,
+    pub group: String,
+    pub reason: KeptReason,
+    /// The reason in words, with the figures and settings behind it.
+    pub detail: String,
+    /// The pod that blocks it ([`KeptReason::BlockedByPod`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pod: Option<PodRef>,
+    /// Why that pod cannot be evicted, as a stable code (`pdb`, `do-not-disrupt`, ...).
+    #[serde(rename = "podReason", skip_serializing_if = "Option::is_none")]
+    pub pod_reason: Option<String>,
+}
+
+impl Unremovable {
+    pub fn new(node: &str, group: &str, reason: KeptReason, detail: impl Into<String>) -> Self {
+        Unremovable {
+            node: node.to_string(),
+            group: group.to_string(),
+            reason,
+            detail: detail.into(),
+            pod: None,
+            pod_reason: None,
+        }
+    }
+}
+
+/// Scale-down's screening of the nodes in service, once per plan: the unneeded ones as
+/// (member index, empty, utilization), in removal order, and every other one with why.
+#[derive(Debug, Default)]
+pub(in crate::plan) struct Screened {
+    pub unneeded: Vec<(usize, bool, f64)>,
+    pub kept: Vec<Unremovable>,
+    /// Member indices that passed the checks without the scheduling model, when the
+    /// screening skipped it.
+    pub unchecked: Vec<usize>,
+}
+
+/// A bounded view for the status ConfigMap: counts per reason and the first nodes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UnremovableSummary {
+    /// How many nodes are kept for each reason (only reasons with nodes).
+    pub counts: BTreeMap<KeptReason, usize>,
+    /// The first nodes, in the planner's order.
+    pub nodes: Vec<Unremovable>,
+    /// How many more were left out of `nodes`.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub more: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+/// Counts per reason, every reason present (zero where none), for the metric.
+pub fn counts(list: &[Unremovable]) -> BTreeMap<KeptReason, usize> {
+    let mut out: BTreeMap<KeptReason, usize> = KeptReason::ALL.iter().map(|r| (*r, 0)).collect();
+    for u in list {
+        *out.entry(u.reason).or_insert(0) += 1;
+    }
+    out
+}
+
+/// The counts and the first `shown` nodes of `list`.
+pub fn summary(list: &[Unremovable], shown: usize) -> UnremovableSummary {
+    UnremovableSummary {
+        counts: counts(list).into_iter().filter(|(_, n)| *n > 0).collect(),
+        nodes: list.iter().take(shown).cloned().collect(),
+        more: list.len().saturating_sub(shown),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_unique_and_every_reason_is_listed() {
+        let codes: std::collections::BTreeSet<&str> =
+            KeptReason::ALL.iter().map(|r| r.as_str()).collect();
+        assert_eq!(codes.len(), KeptReason::ALL.len());
+        for r in KeptReason::ALL {
+            let json = serde_json::to_value(r).expect("serializes");
+            assert_eq!(json, serde_json::json!(r.as_str()));
+        }
+    }
+
+    #[test]
+    fn the_summary_counts_every_node_and_lists_the_first_ones() {
+        let list: Vec<Unremovable> = (0..5)
+            .map(|i| {
+                let reason = if i < 3 {
+                    KeptReason::NotUnderutilized
+                } else {
+                    KeptReason::GroupAtMinSize
+                };
+                Unremovable::new(&format!("n{i}"), "g", reason, "x")
+            })
+            .collect();
+        let s = summary(&list, 2);
+        assert_eq!(s.counts.get(&KeptReason::NotUnderutilized), Some(&3));
+        assert_eq!(s.counts.get(&KeptReason::GroupAtMinSize), Some(&2));
+        assert_eq!(s.counts.len(), 2);
+        assert_eq!(s.nodes.len(), 2);
+        assert_eq!(s.more, 3);
+        assert_eq!(counts(&list).len(), KeptReason::ALL.len());
+    }
+}
