@@ -366,6 +366,7 @@ mod tests {
             fault: None,
             warm: false,
             filling: false,
+            joined: None,
         }
     }
 
