@@ -116,3 +116,53 @@ async fn api_server_listing_no_nodes_deletes_no_vm() {
     assert!(pods.iter().all(|p| phase(p) == "Running"), "{pods:?}");
     blind.shutdown();
 }
+
+/// Regression: `kubectl delete node` on a running managed node had its VM destroyed about
+/// a second later. Its kubelet registers the Node again; meanwhile the VM is waited on
+/// (and reported), then let in again, never deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleted_node_object_gets_its_vm_a_grace_and_comes_back() {
+    let (env, rec, _) = two_joined_nodes("").await;
+    let vm = env.cloud.servers()[0].clone();
+    let nodes: Api<Node> = Api::all(env.cluster.kube_client().await.expect("client"));
+    nodes
+        .delete(&vm.name, &Default::default())
+        .await
+        .expect("kubectl delete node");
+    let mut vanished_noted = false;
+    let mut gone_seen = false;
+    let start = Instant::now();
+    loop {
+        let report = rec.cycle(SystemTime::now()).await.expect("cycle");
+        vanished_noted |= report
+            .decision
+            .notes
+            .iter()
+            .any(|n| n.code == ReasonCode::NodeVanished && n.message.contains(&vm.name));
+        assert!(
+            env.cloud.servers().iter().any(|s| s.id == vm.id),
+            "VM {} deleted after its Node object was: {:?}",
+            vm.name,
+            report.decision
+        );
+        let node = env.cluster.node(&vm.name);
+        gone_seen |= node.is_none();
+        if gone_seen && node.is_some_and(|n| ready(&n) && !has_startup_taint(&n)) {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(40),
+            "node {} did not come back",
+            vm.name
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(gone_seen);
+    assert!(vanished_noted, "the vanished node was never reported");
+    assert!(!env
+        .vm_log
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .any(|e| !e.booted && e.name == vm.name));
+}
