@@ -72,6 +72,15 @@ pub(crate) fn stale(v: &View<'_>, g: &NodeGroupConfig, s: &Server) -> Option<Str
     }
 }
 
+/// How many warm VMs of `g` a scale-up can start now.
+pub(super) fn startable(v: &View<'_>, g: &NodeGroupConfig) -> u32 {
+    let n = warm_of(v, g)
+        .into_iter()
+        .filter(|(s, _)| usable(v, g, s))
+        .count();
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
 /// Whether warm VM `s` can be started now: current, parked, and stopped.
 fn usable(v: &View<'_>, g: &NodeGroupConfig, s: &Server) -> bool {
     s.status == ServerStatus::Stopped && !s.filling && stale(v, g, s).is_none()
@@ -221,7 +230,8 @@ pub fn fill_warm_pools(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
             continue;
         }
         let warm = u32::try_from(warm_of(v, g).len()).unwrap_or(u32::MAX);
-        let held = v.group_size(&g.name).saturating_add(warm);
+        // Running and warm VMs together.
+        let held = v.group_size(&g.name);
         let count = size
             .saturating_sub(warm)
             .min(g.max_size.saturating_sub(held));

@@ -548,12 +548,27 @@ impl<'a> View<'a> {
         (mem, cpu)
     }
 
-    /// All VMs of a group that count against `maxSize`.
+    /// All VMs of a group that count against `maxSize`: running, provisioning and warm
+    /// (parked or filling) alike; only those the cloud is already deleting are left out.
     pub fn group_size(&self, group: &str) -> u32 {
-        self.members
+        let members = self
+            .members
             .iter()
             .filter(|m| m.group.name == group && m.state != ServerState::Deleting)
-            .count() as u32
+            .count();
+        let warm = self
+            .warm_in(group)
+            .filter(|s| s.status != ServerStatus::Deleting)
+            .count();
+        (members + warm) as u32
+    }
+
+    /// The warm VMs of `group` (parked or filling).
+    pub fn warm_in<'s>(&'s self, group: &'s str) -> impl Iterator<Item = &'a Server> + 's {
+        self.warm
+            .iter()
+            .copied()
+            .filter(move |s| s.group.as_deref() == Some(group))
     }
 
     /// VMs of a group that count toward `minSize`: not failed and not cordoned for removal.
