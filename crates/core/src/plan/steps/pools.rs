@@ -23,7 +23,12 @@ fn server_ref(s: &Server, group: &str) -> ServerRef {
 /// Why warm VM `s` of `g` must not be reused, if so: made from other settings, older
 /// than `oldNodeAgeLimit`, or not stopped (in error, or started behind our back).
 pub(crate) fn stale(v: &View<'_>, g: &NodeGroupConfig, s: &Server) -> Option<String> {
-    if !g.settings_hash.is_empty() && s.settings_hash.as_deref() != Some(g.settings_hash.as_str()) {
+    if !g.settings_hash.is_empty()
+        && !s
+            .settings_hash
+            .as_deref()
+            .is_some_and(|h| g.hash_is_current(h))
+    {
         return Some(format!(
             "warm VM {} was made from other settings ({}) than group {}'s current ones ({})",
             s.name,
