@@ -35,12 +35,12 @@ fn secs(s: u64) -> SystemTime {
     SystemTime::UNIX_EPOCH + Duration::from_secs(s)
 }
 
-/// Marks `id` twice and checks what a fresh provider (`again`, as a restarted process
+/// Marks `id` twice and checks what a fresh provider (`fresh`, as a restarted process
 /// builds it) reads back: the latest time, counting as joined; a mark for another
-/// cluster is refused.
+/// cluster is refused; the mark taken off is gone.
 async fn marks_and_reads_back(
     p: &dyn CloudProvider,
-    again: &dyn CloudProvider,
+    fresh: &dyn Fn() -> Box<dyn CloudProvider>,
     cluster: &str,
     id: &str,
 ) {
@@ -52,22 +52,30 @@ async fn marks_and_reads_back(
         .created;
     let first = created + Duration::from_secs(60);
     let second = created + Duration::from_secs(120);
-    p.mark_joined(cluster, id, first).await.expect("mark");
-    p.mark_joined(cluster, id, second)
+    p.mark_joined(cluster, id, Some(first)).await.expect("mark");
+    p.mark_joined(cluster, id, Some(second))
         .await
         .expect("mark again");
-    p.mark_joined(cluster, id, second)
+    p.mark_joined(cluster, id, Some(second))
         .await
         .expect("same mark again");
-    let listed = again.list_servers(cluster).await.expect("list");
+    let listed = fresh().list_servers(cluster).await.expect("list");
     let s = listed.iter().find(|s| s.id == id).expect("listed");
     let want = secs(nodewright::cloud::unix_secs(second));
     assert_eq!(s.joined, Some(want), "{s:?}");
     assert!(s.ever_joined(), "{s:?}");
-    match p.mark_joined("someone-else", id, second).await {
+    match p.mark_joined("someone-else", id, Some(second)).await {
         Err(CloudError::Refused { .. }) => {}
         other => panic!("a mark for another cluster: {other:?}"),
     }
+    // Taken off (before nodewright deletes the VM's Node itself), twice: no mark left.
+    p.mark_joined(cluster, id, None).await.expect("unmark");
+    p.mark_joined(cluster, id, None)
+        .await
+        .expect("unmark again");
+    let listed = fresh().list_servers(cluster).await.expect("list");
+    let s = listed.iter().find(|s| s.id == id).expect("listed");
+    assert_eq!(s.joined, None, "{s:?}");
 }
 
 #[tokio::test]
@@ -95,14 +103,19 @@ async fn openstack_records_the_joined_mark_in_server_metadata() {
         )
         .expect("provider builds")
     };
-    let (p, again) = (build(), build());
+    let p = build();
     let made = p
         .create_server(&req("c1-workers-j", "c1"))
         .await
         .expect("create");
-    marks_and_reads_back(&p, &again, "c1", &made.id).await;
+    marks_and_reads_back(&p, &|| Box::new(build()), "c1", &made.id).await;
     let vm = &sim.servers()[0];
-    assert!(vm.metadata.contains_key(JOINED_TAG), "{:?}", vm.metadata);
+    // The metadata key was written, then deleted.
+    assert!(!vm.metadata.contains_key(JOINED_TAG), "{:?}", vm.metadata);
+    assert!(sim
+        .calls()
+        .iter()
+        .any(|c| c.method == "DELETE" && c.path.ends_with(&format!("/metadata/{JOINED_TAG}"))));
 }
 
 #[tokio::test]
@@ -127,14 +140,14 @@ async fn proxmox_records_the_joined_mark_as_a_tag() {
         )
         .expect("provider builds")
     };
-    let (p, again) = (build(), build());
+    let p = build();
     let made = p
         .create_server(&req("prod-workers-jjjjj", "prod"))
         .await
         .expect("create");
-    marks_and_reads_back(&p, &again, "prod", &made.id).await;
-    // One mark, the latest, next to the ownership tags.
-    let last_tags = sim
+    marks_and_reads_back(&p, &|| Box::new(build()), "prod", &made.id).await;
+    // At most one mark at a time, next to the ownership tags, which stay.
+    let written: Vec<String> = sim
         .calls()
         .into_iter()
         .filter_map(|c| {
@@ -143,14 +156,14 @@ async fn proxmox_records_the_joined_mark_as_a_tag() {
                 .find(|(k, _)| k == "tags")
                 .map(|(_, v)| v)
         })
-        .last()
-        .expect("tags written");
-    let marks: Vec<&str> = last_tags
-        .split(';')
-        .filter(|t| t.starts_with("nw-j-"))
         .collect();
-    assert_eq!(marks.len(), 1, "{last_tags}");
-    assert!(last_tags.contains("nw-c-prod"), "{last_tags}");
+    for tags in &written {
+        assert!(
+            tags.split(';').filter(|t| t.starts_with("nw-j-")).count() <= 1,
+            "{tags}"
+        );
+        assert!(tags.contains("nw-c-prod"), "{tags}");
+    }
     assert!(
         sim.violations().is_empty(),
         "schema violations: {:#?}",
@@ -184,19 +197,20 @@ async fn kamatera_records_the_joined_mark_as_a_tag() {
         )
         .expect("provider builds")
     };
-    let (p, again) = (build(), build());
+    let p = build();
     let made = p
         .create_server(&req("c1-workers-jjjjj", "c1"))
         .await
         .expect("create");
-    marks_and_reads_back(&p, &again, "c1", &made.id).await;
+    marks_and_reads_back(&p, &|| Box::new(build()), "c1", &made.id).await;
     let tag = joined_tag("abcdefghijk", secs(1_900_000_000));
     assert_eq!(tag.len(), 23, "{tag}");
-    // The older mark was taken off: one left.
-    let tags = again.fresh_tags(&made.id).await.expect("tags");
-    let marks: Vec<&String> = tags
-        .iter()
-        .filter(|t| parse_joined_tag("abcdefghijk", t).is_some())
-        .collect();
-    assert_eq!(marks.len(), 1, "{tags:?}");
+    // Every mark was taken off.
+    let tags = build().fresh_tags(&made.id).await.expect("tags");
+    assert!(
+        !tags
+            .iter()
+            .any(|t| parse_joined_tag("abcdefghijk", t).is_some()),
+        "{tags:?}"
+    );
 }

@@ -196,7 +196,7 @@ impl Reconciler {
                 continue;
             };
             let at = now.max(s.created);
-            if let Err(e) = provider.mark_joined(cluster, &s.id, at).await {
+            if let Err(e) = provider.mark_joined(cluster, &s.id, Some(at)).await {
                 tracing::warn!(vm = %s.name, id = %s.id, error = %e, "could not record that the VM joined; a later cycle tries again");
             }
         }

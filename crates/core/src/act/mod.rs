@@ -390,7 +390,7 @@ impl Actuator<'_> {
                 for s in servers {
                     let marked = match self.clouds.for_group(&s.group) {
                         Ok(p) => p
-                            .mark_joined(&self.config.cluster_name, &s.id, at)
+                            .mark_joined(&self.config.cluster_name, &s.id, Some(at))
                             .await
                             .map_err(ActError::from),
                         Err(e) => Err(e),

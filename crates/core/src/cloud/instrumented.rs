@@ -128,7 +128,7 @@ impl CloudProvider for Instrumented {
         &self,
         cluster: &str,
         id: &str,
-        at: std::time::SystemTime,
+        at: Option<std::time::SystemTime>,
     ) -> Result<(), CloudError> {
         let t = Instant::now();
         let r = self.inner.mark_joined(cluster, id, at).await;
@@ -206,7 +206,7 @@ mod tests {
             &self,
             _: &str,
             id: &str,
-            _: std::time::SystemTime,
+            _: Option<std::time::SystemTime>,
         ) -> Result<(), CloudError> {
             self.calls
                 .lock()
@@ -234,7 +234,7 @@ mod tests {
         wrapped.start_warm("c", "1", &req).await.expect("forwarded");
         wrapped.park("c", "1").await.expect("forwarded");
         wrapped
-            .mark_joined("c", "1", std::time::SystemTime::UNIX_EPOCH)
+            .mark_joined("c", "1", Some(std::time::SystemTime::UNIX_EPOCH))
             .await
             .expect("forwarded");
         let calls = inner

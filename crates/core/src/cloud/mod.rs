@@ -290,9 +290,16 @@ pub trait CloudProvider: Send + Sync {
         Err(no_warm_pools(self.name()))
     }
     /// Records on VM `id` that its node was Ready at `at` ([`JOINED_TAG`], read back as
-    /// [`Server::joined`]): read back first and refused unless it is `cluster`'s. Repeating
-    /// it only moves the time; a provider keeps one mark per VM.
-    async fn mark_joined(&self, cluster: &str, id: &str, at: SystemTime) -> Result<(), CloudError>;
+    /// [`Server::joined`]), or with `None` takes the mark off (before nodewright deletes
+    /// the VM's Node itself, so a VM whose delete did not follow is not waited on for
+    /// ever): read back first and refused unless it is `cluster`'s. Repeating it only
+    /// moves the time; a provider keeps one mark per VM.
+    async fn mark_joined(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: Option<SystemTime>,
+    ) -> Result<(), CloudError>;
 }
 
 /// The error of a warm-pool call to a provider without warm pools (config validation

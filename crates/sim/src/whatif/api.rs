@@ -266,14 +266,14 @@ impl CloudProvider for MemCloud {
         &self,
         cluster: &str,
         id: &str,
-        at: std::time::SystemTime,
+        at: Option<std::time::SystemTime>,
     ) -> Result<(), CloudError> {
         let mut s = self.world.lock();
         let server = s.vms.get(id).map(|v| v.server.clone());
         let server = server.ok_or_else(|| self.other(format!("no VM {id}")))?;
         check_owned(self.kind.as_str(), &server, cluster)?;
         if let Some(vm) = s.vms.get_mut(id) {
-            vm.server.joined = Some(at);
+            vm.server.joined = at;
         }
         Ok(())
     }

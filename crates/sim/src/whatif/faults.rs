@@ -568,7 +568,7 @@ impl CloudProvider for FaultyCloud {
         &self,
         cluster: &str,
         id: &str,
-        at: std::time::SystemTime,
+        at: Option<std::time::SystemTime>,
     ) -> Result<(), CloudError> {
         self.plain("mark VM joined")?;
         if self.injector.is_foreign_vm(id) {

@@ -627,7 +627,12 @@ impl CloudProvider for KamateraProvider {
         self.park_server(cluster, id).await
     }
 
-    async fn mark_joined(&self, cluster: &str, id: &str, at: SystemTime) -> Result<(), CloudError> {
+    async fn mark_joined(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: Option<SystemTime>,
+    ) -> Result<(), CloudError> {
         self.mark_server_joined(cluster, id, at).await
     }
 

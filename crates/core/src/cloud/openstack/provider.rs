@@ -550,7 +550,12 @@ impl CloudProvider for OpenStackProvider {
 
     /// Server metadata [`crate::cloud::JOINED_TAG`] = Unix seconds, merged into the
     /// server's metadata after it is read back and found `cluster`'s.
-    async fn mark_joined(&self, cluster: &str, id: &str, at: SystemTime) -> Result<(), CloudError> {
+    async fn mark_joined(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: Option<SystemTime>,
+    ) -> Result<(), CloudError> {
         self.mark_server_joined(cluster, id, at).await
     }
 

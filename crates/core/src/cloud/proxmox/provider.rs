@@ -540,7 +540,12 @@ impl CloudProvider for ProxmoxProvider {
         self.park_vm(cluster, id).await
     }
 
-    async fn mark_joined(&self, cluster: &str, id: &str, at: SystemTime) -> Result<(), CloudError> {
+    async fn mark_joined(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: Option<SystemTime>,
+    ) -> Result<(), CloudError> {
         self.mark_vm_joined(cluster, id, at).await
     }
 

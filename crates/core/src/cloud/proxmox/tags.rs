@@ -217,15 +217,17 @@ pub fn rewrite(tags: &str, warm: bool, created: Option<SystemTime>) -> String {
     out.join(";")
 }
 
-/// `tags` with the joined mark set to `at` (any earlier one replaced); every other tag is
-/// kept as it is.
-pub fn with_joined(tags: &str, at: SystemTime) -> String {
+/// `tags` with the joined mark set to `at` (any earlier one replaced), or none with
+/// `None`; every other tag is kept as it is.
+pub fn with_joined(tags: &str, at: Option<SystemTime>) -> String {
     let mut out: Vec<String> = split(tags)
         .into_iter()
         .filter(|t| !t.to_ascii_lowercase().starts_with(JOINED_PREFIX))
         .map(str::to_string)
         .collect();
-    out.push(format!("{JOINED_PREFIX}{}", crate::cloud::unix_secs(at)));
+    if let Some(at) = at {
+        out.push(format!("{JOINED_PREFIX}{}", crate::cloud::unix_secs(at)));
+    }
     out.join(";")
 }
 
@@ -254,8 +256,12 @@ mod tests {
     fn the_joined_mark_is_written_once_and_read_back() {
         let t = "nw-c-prod;nw-g-workers;nw-t-42;nw-warm";
         assert_eq!(ownership(t).joined, None);
-        let once = with_joined(t, SystemTime::UNIX_EPOCH + Duration::from_secs(100));
-        let twice = with_joined(&once, SystemTime::UNIX_EPOCH + Duration::from_secs(200));
+        let once = with_joined(t, Some(SystemTime::UNIX_EPOCH + Duration::from_secs(100)));
+        let twice = with_joined(
+            &once,
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(200)),
+        );
+        assert_eq!(with_joined(&twice, None), t);
         assert_eq!(twice, "nw-c-prod;nw-g-workers;nw-t-42;nw-warm;nw-j-200");
         let o = ownership(&twice);
         assert_eq!(

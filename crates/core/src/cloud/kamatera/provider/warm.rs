@@ -74,11 +74,11 @@ impl KamateraProvider {
         &self,
         cluster: &str,
         id: &str,
-        at: SystemTime,
+        at: Option<SystemTime>,
     ) -> Result<(), CloudError> {
         let (entry, tags, prefix) = self.owned_now(cluster, id).await?;
-        let mark = joined_tag(&prefix, at);
-        if !tags.contains(&mark) {
+        let mark = at.map(|at| joined_tag(&prefix, at)).unwrap_or_default();
+        if !mark.is_empty() && !tags.contains(&mark) {
             self.add_tag(id, &mark).await?;
         }
         for old in tags
@@ -87,7 +87,7 @@ impl KamateraProvider {
         {
             self.remove_tag(id, old).await?;
         }
-        tracing::info!(server = %entry.name, id, "Kamatera server marked as joined");
+        tracing::info!(server = %entry.name, id, joined = at.is_some(), "Kamatera joined mark written");
         Ok(())
     }
 

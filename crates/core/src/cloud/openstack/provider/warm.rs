@@ -123,9 +123,15 @@ impl OpenStackProvider {
         &self,
         cluster: &str,
         id: &str,
-        at: SystemTime,
+        at: Option<SystemTime>,
     ) -> Result<(), CloudError> {
         let server = self.owned(cluster, id, false).await?;
+        let Some(at) = at else {
+            if server.joined.is_some() {
+                self.delete_metadata(id, crate::cloud::JOINED_TAG).await?;
+            }
+            return Ok(());
+        };
         let secs = crate::cloud::unix_secs(at);
         if server.joined.map(crate::cloud::unix_secs) == Some(secs) {
             return Ok(());

@@ -9,12 +9,12 @@ use crate::cloud::CloudError;
 
 impl ProxmoxProvider {
     /// Reads VM `id` back (refused unless it is `cluster`'s) and writes its tags with the
-    /// joined mark at `at`; a VM already marked at that second is left as it is.
+    /// joined mark at `at` (none with `None`); a VM already so is left as it is.
     pub(super) async fn mark_vm_joined(
         &self,
         cluster: &str,
         id: &str,
-        at: SystemTime,
+        at: Option<SystemTime>,
     ) -> Result<(), CloudError> {
         let vm = self.owned_vm(cluster, id, false).await?;
         let value = tags::with_joined(vm.tags(), at);
@@ -22,7 +22,7 @@ impl ProxmoxProvider {
             return Ok(());
         }
         self.set_tags(&vm, value).await?;
-        tracing::info!(vmid = vm.vmid, host = %vm.node, "Proxmox VM marked as joined");
+        tracing::info!(vmid = vm.vmid, host = %vm.node, joined = at.is_some(), "Proxmox VM joined mark written");
         Ok(())
     }
 }
