@@ -292,6 +292,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
             fault: None,
             warm: false,
             filling: false,
+            joined: Some(created),
         });
         s.nodes.push(NodeInfo {
             name: name.clone(),

@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod joined;
 mod providers;
 mod removal;
 

@@ -190,11 +190,13 @@ async fn the_loop_scales_a_kamatera_group_up_and_down() {
     let vm = servers[0].clone();
     assert!(vm.name.starts_with("kt-workers-"));
     assert_eq!(vm.tags[..2], ["nodewright-kt", "nodewright-workers"]);
-    // Then the creation time and the settings hash the loop stamped.
+    // Then the creation time and the settings hash the loop stamped, and the mark
+    // that its node joined (issue 19).
     assert!(
-        vm.tags.len() == 4
+        vm.tags.len() == 5
             && vm.tags[2].starts_with("nodewright-t")
-            && vm.tags[3].starts_with("nodewright_h"),
+            && vm.tags[3].starts_with("nodewright_h")
+            && vm.tags[4].starts_with("nodewright_j"),
         "{:?}",
         vm.tags
     );

@@ -169,12 +169,42 @@ impl Reconciler {
             dry_run: self.dry_run,
         };
         let result = actuator.execute(&decision.action).await;
+        if let (plan::Action::RemoveStartupTaint { nodes }, Ok(_), false) =
+            (&decision.action, &result, self.dry_run)
+        {
+            self.mark_joined(snapshot, nodes, now).await;
+        }
         self.record_outcome(snapshot, decision, &result, now);
         if !self.dry_run {
             self.record_disruption(snapshot, decision, &result, now)
                 .await;
         }
         result
+    }
+
+    /// Records on the VMs of `nodes`, just let in, that they joined (see
+    /// [`crate::cloud::JOINED_TAG`]), so the mark is there from the first moment pods
+    /// can land. Best effort: a VM left unmarked is marked by a later plan
+    /// (`mark-joined`).
+    async fn mark_joined(&self, snapshot: &Snapshot, nodes: &[String], now: SystemTime) {
+        let cluster = &self.config.cluster_name;
+        for s in snapshot
+            .servers
+            .iter()
+            .filter(|s| nodes.contains(&s.name) && s.cluster.as_deref() == Some(cluster.as_str()))
+        {
+            let Some(provider) = s
+                .group
+                .as_deref()
+                .and_then(|g| self.clouds.for_group(g).ok())
+            else {
+                continue;
+            };
+            let at = now.max(s.created);
+            if let Err(e) = provider.mark_joined(cluster, &s.id, Some(at)).await {
+                tracing::warn!(vm = %s.name, id = %s.id, error = %e, "could not record that the VM joined; a later cycle tries again");
+            }
+        }
     }
 
     /// Node deletions and failed removals are written to the cluster per group, so the

@@ -38,7 +38,9 @@ fn action_objects(action: &Action) -> Vec<ObjectRef> {
             .chain(clear)
             .map(|n| ObjectRef::node(n))
             .collect(),
-        Action::ParkWarm { servers } => servers.iter().map(|s| ObjectRef::node(&s.name)).collect(),
+        Action::ParkWarm { servers } | Action::MarkJoined { servers, .. } => {
+            servers.iter().map(|s| ObjectRef::node(&s.name)).collect()
+        }
         Action::ScaleUp { .. }
         | Action::StartWarm { .. }
         | Action::FillWarmPool { .. }
@@ -252,7 +254,8 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
         Action::None
         | Action::DeletePods { .. }
         | Action::FillWarmPool { .. }
-        | Action::ParkWarm { .. } => {}
+        | Action::ParkWarm { .. }
+        | Action::MarkJoined { .. } => {}
     }
     out
 }

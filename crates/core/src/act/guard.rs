@@ -209,6 +209,12 @@ impl Actuator<'_> {
                 continue;
             }
             if let Some(node) = node {
+                // The VM stops counting as joined before its Node goes: should its
+                // delete not follow (a crash, a failed call), it is removed as a VM
+                // without a node, not waited on as one whose Node vanished.
+                if vm_now.as_ref().is_some_and(|v| v.joined.is_some()) {
+                    provider.mark_joined(cluster_name, &server.id, None).await?;
+                }
                 self.cluster.delete_node(node).await?;
                 out.done.push(format!("deleted node {node}"));
             }
@@ -366,6 +372,7 @@ mod tests {
             fault: None,
             warm: false,
             filling: false,
+            joined: None,
         }
     }
 

@@ -401,6 +401,32 @@ impl Actuator<'_> {
                     out.done.push(format!("uncordoned {node}"));
                 }
             }
+            Action::MarkJoined { servers, at } => {
+                let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(*at);
+                // Each VM on its own: one the cloud refuses does not keep the others
+                // unmarked; the first error is reported, and the next plan retries.
+                let mut first_err = None;
+                for s in servers {
+                    let marked = match self.clouds.for_group(&s.group) {
+                        Ok(p) => p
+                            .mark_joined(&self.config.cluster_name, &s.id, Some(at))
+                            .await
+                            .map_err(ActError::from),
+                        Err(e) => Err(e),
+                    };
+                    match marked {
+                        Ok(()) => out
+                            .done
+                            .push(format!("recorded that VM {} ({}) joined", s.name, s.id)),
+                        Err(e) => {
+                            first_err.get_or_insert(e);
+                        }
+                    }
+                }
+                if let Some(e) = first_err {
+                    return Err(e);
+                }
+            }
             Action::MarkUnneeded { mark, clear, at } => {
                 let since = rfc3339(*at);
                 for node in mark {

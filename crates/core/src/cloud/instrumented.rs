@@ -123,6 +123,18 @@ impl CloudProvider for Instrumented {
         self.record("park", t, &r);
         r
     }
+
+    async fn mark_joined(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: Option<std::time::SystemTime>,
+    ) -> Result<(), CloudError> {
+        let t = Instant::now();
+        let r = self.inner.mark_joined(cluster, id, at).await;
+        self.record("mark_joined", t, &r);
+        r
+    }
 }
 
 #[cfg(test)]
@@ -173,6 +185,7 @@ mod tests {
                 fault: None,
                 warm: true,
                 filling: false,
+                joined: None,
             })
         }
         async fn start_warm(&self, _: &str, id: &str, _: &CreateRequest) -> Result<(), CloudError> {
@@ -187,6 +200,18 @@ mod tests {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(format!("park {id}"));
+            Ok(())
+        }
+        async fn mark_joined(
+            &self,
+            _: &str,
+            id: &str,
+            _: Option<std::time::SystemTime>,
+        ) -> Result<(), CloudError> {
+            self.calls
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(format!("mark_joined {id}"));
             Ok(())
         }
     }
@@ -208,11 +233,23 @@ mod tests {
         assert!(wrapped.create_warm(&req).await.expect("forwarded").warm);
         wrapped.start_warm("c", "1", &req).await.expect("forwarded");
         wrapped.park("c", "1").await.expect("forwarded");
+        wrapped
+            .mark_joined("c", "1", Some(std::time::SystemTime::UNIX_EPOCH))
+            .await
+            .expect("forwarded");
         let calls = inner
             .calls
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        assert_eq!(calls, ["create_warm c-g-aaaaa", "start_warm 1", "park 1"]);
+        assert_eq!(
+            calls,
+            [
+                "create_warm c-g-aaaaa",
+                "start_warm 1",
+                "park 1",
+                "mark_joined 1"
+            ]
+        );
     }
 }

@@ -23,6 +23,10 @@ pub const GROUP_TAG: &str = "nodewright-group";
 /// same value as the node label [`crate::LABEL_SETTINGS_HASH`]: written in the create
 /// call, so drift is still seen on a node that lost (or never got) its label.
 pub const SETTINGS_HASH_TAG: &str = "nodewright-settings-hash";
+/// Cloud-side metadata key recording when the VM's node was first seen Ready (Unix
+/// seconds): a VM that ever joined is never taken for one that never did, by this process
+/// or the next (see [`Server::joined`]). Proxmox and Kamatera keep it as a tag.
+pub const JOINED_TAG: &str = "nodewright-joined";
 
 /// Lifecycle of a VM as the planner needs to know it; provider states map onto this.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -72,6 +76,30 @@ pub struct Server {
     /// started by a scale-up; removed if it does not join within `provisionTimeout`.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub filling: bool,
+    /// When its node was recorded Ready ([`JOINED_TAG`]), if ever: read back from the
+    /// cloud, so a restarted process behind an API server that lists no nodes still knows
+    /// the VM is a node that ran, not one that failed to join. A mark older than
+    /// [`Server::created`] (the provisioning clock, restarted when a warm VM is started)
+    /// is from an earlier life and does not count (see [`Server::ever_joined`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub joined: Option<SystemTime>,
+}
+
+impl Server {
+    /// Its node was recorded Ready since its provisioning clock last started.
+    pub fn ever_joined(&self) -> bool {
+        self.joined.is_some_and(|j| {
+            // Whole seconds on both sides: the marks keep no more.
+            unix_secs(j) >= unix_secs(self.created)
+        })
+    }
+}
+
+/// Whole seconds since the Unix epoch (0 before it).
+pub fn unix_secs(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
 }
 
 /// What the provider knows of one new VM of a group before it exists, to shape the
@@ -261,6 +289,17 @@ pub trait CloudProvider: Send + Sync {
     async fn park(&self, _cluster: &str, _id: &str) -> Result<(), CloudError> {
         Err(no_warm_pools(self.name()))
     }
+    /// Records on VM `id` that its node was Ready at `at` ([`JOINED_TAG`], read back as
+    /// [`Server::joined`]), or with `None` takes the mark off (before nodewright deletes
+    /// the VM's Node itself, so a VM whose delete did not follow is not waited on for
+    /// ever): read back first and refused unless it is `cluster`'s. Repeating it only
+    /// moves the time; a provider keeps one mark per VM.
+    async fn mark_joined(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: Option<SystemTime>,
+    ) -> Result<(), CloudError>;
 }
 
 /// The error of a warm-pool call to a provider without warm pools (config validation

@@ -5,6 +5,7 @@ mod buffers;
 mod bytes;
 mod disruption;
 pub(crate) mod error;
+pub mod hash;
 pub mod labels;
 mod pools;
 pub mod reload;
@@ -309,10 +310,13 @@ pub struct NodeGroupConfig {
     /// Extra node taints, rendered into user data.
     #[serde(default)]
     pub taints: Vec<TaintConfig>,
-    /// Hash of what a node of this group is made from (provider settings, user-data
-    /// template and variables, labels, taints, arch); computed when the config is read.
+    /// Hash of what a node of this group is made from (see [`hash`]); computed when the
+    /// config is read.
     #[serde(skip)]
     pub settings_hash: String,
+    /// The hash earlier releases gave the same settings (see [`Self::hash_is_current`]).
+    #[serde(skip)]
+    pub legacy_settings_hash: String,
 }
 
 impl NodeGroupConfig {
@@ -342,34 +346,22 @@ impl NodeGroupConfig {
         self.warm_pool.as_ref().map_or(0, |w| w.size)
     }
 
-    /// What a new node is made from, hashed: a node labelled with another hash has
-    /// drifted. Sizes, prices and limits are not part of it: changing them replaces
-    /// nothing. Secrets from `variableFiles` are left out, so rotating a token does not
-    /// replace every node.
-    fn compute_settings_hash(&self, templates_dir: &Path) -> String {
+    /// Whether `hash` (from a node's label or its VM) is the group's current one: the
+    /// settings hash, or the one the releases before it computed from the same settings
+    /// (see [`hash::legacy_settings_hash`]).
+    pub fn hash_is_current(&self, hash: &str) -> bool {
+        hash == self.settings_hash
+            || (!self.legacy_settings_hash.is_empty() && hash == self.legacy_settings_hash)
+    }
+
+    /// What a new node is made from, hashed (see [`hash`]): a node labelled with another
+    /// hash has drifted. Secrets from `variableFiles` are left out, so rotating a token
+    /// does not replace every node.
+    fn compute_settings_hashes(&mut self, templates_dir: &Path) {
         let template =
             std::fs::read(templates_dir.join(&self.user_data.template)).unwrap_or_default();
-        let material = format!(
-            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}",
-            self.provider,
-            self.openstack,
-            self.proxmox,
-            self.kamatera,
-            self.user_data.variables,
-            self.labels,
-            self.taints,
-            self.arch,
-        );
-        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
-        ctx.update(material.as_bytes());
-        ctx.update(&template);
-        let digest = ctx.finish();
-        digest
-            .as_ref()
-            .iter()
-            .take(6)
-            .map(|b| format!("{b:02x}"))
-            .collect()
+        self.settings_hash = hash::settings_hash(self, &template);
+        self.legacy_settings_hash = hash::legacy_settings_hash(self, &template);
     }
 }
 
@@ -497,7 +489,7 @@ impl Config {
         if problems.is_empty() {
             let dir = config.templates_dir.clone();
             for g in &mut config.node_groups {
-                g.settings_hash = g.compute_settings_hash(&dir);
+                g.compute_settings_hashes(&dir);
             }
             Ok(config)
         } else {

@@ -27,6 +27,7 @@ use crate::config::{Config, DisruptionReason};
 pub use model::{
     normalize_image, shared, NodeInfo, PdbInfo, PodInfo, PodPhase, Snapshot, Taint, Toleration,
 };
+pub use steps::MAX_NOT_JOINED_PER_ACTION;
 pub use unremovable::{KeptReason, Unremovable};
 pub use view::ServerState;
 
@@ -113,6 +114,9 @@ pub enum Action {
         clear: Vec<String>,
         at: u64,
     },
+    /// Record on each VM that its node was Ready (at `at`, Unix seconds), so no later
+    /// process takes it for a VM that never joined (see [`crate::cloud::JOINED_TAG`]).
+    MarkJoined { servers: Vec<ServerRef>, at: u64 },
     /// Pull images onto a node with a short-lived pod.
     PullImages { node: String, images: Vec<String> },
     /// Remove image puller pods that finished or got stuck.
@@ -136,6 +140,7 @@ impl Action {
             Action::Drain { .. } => "drain",
             Action::DeleteNodes { .. } => "delete-node",
             Action::MarkUnneeded { .. } => "mark-unneeded",
+            Action::MarkJoined { .. } => "mark-joined",
             Action::PullImages { .. } => "pull-images",
             Action::DeletePods { .. } => "delete-pods",
         }
@@ -228,6 +233,10 @@ impl fmt::Display for Action {
                 mark.len(),
                 clear.len()
             ),
+            Action::MarkJoined { servers, .. } => {
+                let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+                write!(f, "record that VMs {} joined", names.join(", "))
+            }
             Action::PullImages { node, images } => {
                 write!(f, "pull {} on {node}", images.join(", "))
             }
@@ -273,6 +282,12 @@ pub enum ReasonCode {
     NodeUnhealthy,
     NodeDrifted,
     NodeDisowned,
+    /// A VM that joined has no Node of ours now: waited on and reported, never removed
+    /// for it.
+    NodeVanished,
+    /// Every managed node is missing while VMs that joined exist: the cluster view looks
+    /// wrong, so nothing is removed for not joining.
+    ClusterViewSuspect,
     DisruptionBudgetExhausted,
     TooManyUnready,
     NodeEmpty,
@@ -591,6 +606,7 @@ pub const STEPS: &[(&str, Step)] = &[
     ("drain", steps::drain),
     ("disrupt", steps::disrupt),
     ("mark-unneeded", steps::mark_unneeded),
+    ("mark-joined", steps::mark_joined),
     ("fill-warm-pools", steps::fill_warm_pools),
     ("warm-images", steps::warm_images),
 ];

@@ -19,7 +19,8 @@ pub struct GroupSummary {
     pub max_size: u32,
     /// VMs counting against maxSize.
     pub size: u32,
-    /// Count per state in [`NODE_STATES`], plus `failed` and `disowned`.
+    /// Count per state in [`NODE_STATES`], plus `failed`, `disowned` and `vanished` (a VM
+    /// that joined whose Node is gone).
     pub states: BTreeMap<String, u32>,
     /// VMs still provisioning, by name.
     pub provisioning: Vec<String>,
@@ -46,7 +47,10 @@ pub fn summarize(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Summa
             size: view.group_size(&g.name),
             ..GroupSummary::default()
         };
-        for state in NODE_STATES.iter().chain(&["failed", "disowned"]) {
+        for state in NODE_STATES
+            .iter()
+            .chain(&["failed", "disowned", "vanished"])
+        {
             s.states.insert(state.to_string(), 0);
         }
         for m in view.members.iter().filter(|m| m.group.name == g.name) {
@@ -54,6 +58,7 @@ pub fn summarize(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Summa
                 ServerState::Deleting => "deleting",
                 ServerState::Failed => "failed",
                 ServerState::Disowned => "disowned",
+                ServerState::Vanished => "vanished",
                 ServerState::Provisioning => {
                     s.provisioning.push(m.server.name.clone());
                     "provisioning"

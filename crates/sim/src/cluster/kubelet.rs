@@ -36,6 +36,23 @@ pub struct KubeletState {
     next_ip: u32,
     /// VMs whose kubelet refused to start, with its error: they never register.
     refused: BTreeMap<String, String>,
+    /// Kubelets of running VMs, by node name: what each registers its Node with, so a
+    /// Node deleted under a running VM is registered again, as a real kubelet does.
+    running: HashMap<String, RunningKubelet>,
+}
+
+/// A kubelet on a running VM.
+#[derive(Debug, Clone)]
+struct RunningKubelet {
+    user_data: String,
+    memory: u64,
+    cpus: u32,
+    /// Its Node was registered once: a Node missing since is registered again.
+    registered: bool,
+    /// When it registers its Node again (the Node was seen missing).
+    register_at: Option<Instant>,
+    /// When the Node it registered again turns Ready.
+    ready_at: Option<Instant>,
 }
 
 impl KubeletState {
@@ -58,7 +75,21 @@ pub fn on_vm_event(inner: &Arc<Inner>, event: VmEvent) {
             memory_bytes,
             cpus,
         } => {
-            lock(&inner.kubelet).dead.remove(&name);
+            {
+                let mut k = lock(&inner.kubelet);
+                k.dead.remove(&name);
+                k.running.insert(
+                    name.clone(),
+                    RunningKubelet {
+                        user_data: user_data.clone(),
+                        memory: memory_bytes,
+                        cpus,
+                        registered: false,
+                        register_at: None,
+                        ready_at: None,
+                    },
+                );
+            }
             let weak = Arc::downgrade(inner);
             let register_delay = inner.opts.node_register_delay;
             inner.runtime.spawn(async move {
@@ -68,11 +99,16 @@ pub fn on_vm_event(inner: &Arc<Inner>, event: VmEvent) {
                     return;
                 }
                 if refuses_to_start(&inner, &name, &user_data) {
+                    // A kubelet that never starts registers nothing, now or later.
+                    lock(&inner.kubelet).running.remove(&name);
                     return;
                 }
                 if let Err(e) = register(&inner, &name, &user_data, memory_bytes, cpus) {
                     tracing::warn!(node = %name, error = %e, "simulated kubelet could not register");
                     return;
+                }
+                if let Some(k) = lock(&inner.kubelet).running.get_mut(&name) {
+                    k.registered = true;
                 }
                 let ready_delay = inner.opts.node_ready_delay;
                 drop(inner);
@@ -84,7 +120,11 @@ pub fn on_vm_event(inner: &Arc<Inner>, event: VmEvent) {
             });
         }
         VmEvent::Deleted { name } | VmEvent::Stopped { name } => {
-            lock(&inner.kubelet).dead.insert(name.clone());
+            {
+                let mut k = lock(&inner.kubelet);
+                k.dead.insert(name.clone());
+                k.running.remove(&name);
+            }
             let mut txn = inner.store.lock();
             let _ = txn.modify(&NODES, "", &name, |node| {
                 let conds: Vec<String> = meta::path(node, &["status", "conditions"])
@@ -135,8 +175,23 @@ fn register(
     memory: u64,
     cpus: u32,
 ) -> Result<(), super::ApiError> {
-    let reg = userdata::scan(user_data);
+    let address = lock(&inner.kubelet).next_address("10.77");
     let mut txn = inner.store.lock();
+    register_in(inner, &mut txn, name, user_data, memory, cpus, address)
+}
+
+/// Registers (or refreshes) Node `name` in `txn` as its kubelet does at start: the labels
+/// and taints of its user data, NotReady until its runtime is up.
+fn register_in(
+    inner: &Inner,
+    txn: &mut Txn<'_>,
+    name: &str,
+    user_data: &str,
+    memory: u64,
+    cpus: u32,
+    address: String,
+) -> Result<(), super::ApiError> {
+    let reg = userdata::scan(user_data);
     if txn.get(&NODES, "", name).is_some() {
         // Re-registration keeps the existing taints, as a real kubelet does.
         txn.modify(&NODES, "", name, |node| {
@@ -162,7 +217,6 @@ fn register(
         })?;
         return Ok(());
     }
-    let address = lock(&inner.kubelet).next_address("10.77");
     let node = objects::node_object(NodeBuild {
         name,
         labels: reg.labels,
@@ -352,6 +406,7 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) -> Option<Instant> {
     let now = Instant::now();
     let mut next: Option<Instant> = None;
     let mut due = |at: Instant| next = Some(next.map_or(at, |n: Instant| n.min(at)));
+    reregister(inner, &mut k, &mut txn, now, &mut due);
     let mut live = HashSet::new();
     let todo: Vec<(String, String)> = k.todo.iter().cloned().collect();
     for (ns, name) in todo {
@@ -437,6 +492,77 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) -> Option<Instant> {
     k.seen.retain(|uid, _| live.contains(uid));
     k.started.retain(|uid, _| live.contains(uid));
     next
+}
+
+/// Kubelets of running VMs whose Node is gone (`kubectl delete node`) register it again
+/// [`super::SimClusterOptions::node_reregister_delay`] after it went, as a real kubelet
+/// does on its next node-status update (every 10 s by default): with its configured
+/// labels and taints (the startup taint among them), NotReady, then Ready
+/// `node_ready_delay` later.
+fn reregister(
+    inner: &Inner,
+    k: &mut KubeletState,
+    txn: &mut Txn<'_>,
+    now: Instant,
+    due: &mut impl FnMut(Instant),
+) {
+    let names: Vec<String> = k.running.keys().cloned().collect();
+    for name in names {
+        if k.dead.contains(&name) {
+            continue;
+        }
+        let exists = txn.get_stored(&NODES, "", &name).is_some();
+        let Some(kl) = k.running.get_mut(&name) else {
+            continue;
+        };
+        if let Some(at) = kl.ready_at {
+            if !exists {
+                kl.ready_at = None;
+            } else if now >= at {
+                kl.ready_at = None;
+                let _ = set_ready(txn, &name, true);
+                continue;
+            } else {
+                due(at);
+                continue;
+            }
+        }
+        if !kl.registered || exists {
+            kl.register_at = None;
+            continue;
+        }
+        let at = *kl
+            .register_at
+            .get_or_insert(now + inner.opts.node_reregister_delay);
+        if now < at {
+            due(at);
+            continue;
+        }
+        let kl = kl.clone();
+        let address = k.next_address("10.77");
+        match register_in(
+            inner,
+            txn,
+            &name,
+            &kl.user_data,
+            kl.memory,
+            kl.cpus,
+            address,
+        ) {
+            Ok(()) => {
+                tracing::info!(node = %name, "simulated kubelet registered its deleted Node again");
+                let ready_at = now + inner.opts.node_ready_delay;
+                if let Some(kl) = k.running.get_mut(&name) {
+                    kl.register_at = None;
+                    kl.ready_at = Some(ready_at);
+                }
+                due(ready_at);
+            }
+            Err(e) => {
+                tracing::warn!(node = %name, error = %e, "simulated kubelet could not register its Node again");
+            }
+        }
+    }
 }
 
 /// A run-to-completion pod (restartPolicy `OnFailure` or `Never`).

@@ -78,6 +78,9 @@ pub struct SimClusterOptions {
     pub node_register_delay: Duration,
     /// From registration to the Node's Ready condition turning True.
     pub node_ready_delay: Duration,
+    /// From a running VM's Node being deleted to its kubelet registering it again (a
+    /// real kubelet does on its next node-status update, every 10 s by default).
+    pub node_reregister_delay: Duration,
     /// From a pod being bound to a Ready node to it Running (image pull + start).
     pub pod_start_delay: Duration,
     /// Memory held back from allocatable on VM-booted nodes (bytes).
@@ -103,6 +106,7 @@ impl Default for SimClusterOptions {
             controller_interval: Duration::from_millis(50),
             node_register_delay: Duration::ZERO,
             node_ready_delay: Duration::from_millis(200),
+            node_reregister_delay: Duration::from_secs(10),
             pod_start_delay: Duration::from_millis(100),
             memory_reserve: 256 << 20,
             server_version: "v1.35.0".into(),

@@ -261,6 +261,23 @@ impl CloudProvider for MemCloud {
         Ok(())
     }
 
+    /// The mark lives on the VM, as a cloud tag does.
+    async fn mark_joined(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: Option<std::time::SystemTime>,
+    ) -> Result<(), CloudError> {
+        let mut s = self.world.lock();
+        let server = s.vms.get(id).map(|v| v.server.clone());
+        let server = server.ok_or_else(|| self.other(format!("no VM {id}")))?;
+        check_owned(self.kind.as_str(), &server, cluster)?;
+        if let Some(vm) = s.vms.get_mut(id) {
+            vm.server.joined = at;
+        }
+        Ok(())
+    }
+
     async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {
         let s = self.world.lock();
         s.groups

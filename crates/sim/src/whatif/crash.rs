@@ -252,6 +252,7 @@ pub(super) fn seed_foreign(world: &World) -> Foreign {
         fault: None,
         warm: false,
         filling: false,
+        joined: None,
     };
     let vms = [
         server("foreign-1", "other-w-1", Some("other"), "openstack"),

@@ -563,6 +563,20 @@ impl CloudProvider for FaultyCloud {
         }
         self.inner.park(cluster, id).await
     }
+
+    async fn mark_joined(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: Option<std::time::SystemTime>,
+    ) -> Result<(), CloudError> {
+        self.plain("mark VM joined")?;
+        if self.injector.is_foreign_vm(id) {
+            self.injector
+                .violation(format!("mark of VM {id}, which is not this cluster's"));
+        }
+        self.inner.mark_joined(cluster, id, at).await
+    }
 }
 
 /// The world's cluster and one provider per provider kind of the config, every call

@@ -610,6 +610,7 @@ impl State {
             settings_hash: settings_hash.filter(|h| !h.is_empty()).map(str::to_string),
             fault: None,
             filling: false,
+            joined: None,
         })
     }
 

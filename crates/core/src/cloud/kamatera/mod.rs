@@ -255,6 +255,21 @@ pub fn parse_started_tag(prefix: &str, tag: &str) -> Option<SystemTime> {
     SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(digits.parse().ok()?))
 }
 
+/// `<prefix>_j<unix seconds>`: when the server's node was recorded Ready (see
+/// [`crate::cloud::JOINED_TAG`]); as long as the start tag, so it fits wherever that does.
+pub fn joined_tag(prefix: &str, at: SystemTime) -> String {
+    format!("{prefix}_j{}", crate::cloud::unix_secs(at))
+}
+
+/// The time in a tag written by [`joined_tag`] with `prefix`.
+pub fn parse_joined_tag(prefix: &str, tag: &str) -> Option<SystemTime> {
+    let digits = tag.strip_prefix(prefix)?.strip_prefix("_j")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(digits.parse().ok()?))
+}
+
 /// `t` followed by decimal digits only: the part of a time tag after `<prefix>-`. A cluster
 /// or group named like this would be mistaken for a creation time.
 pub fn is_time_tag_suffix(rest: &str) -> bool {

@@ -14,9 +14,9 @@ use super::api::{
 };
 use super::credentials::KamateraCredentials;
 use super::{
-    cluster_tag, group_tag, hash_tag, is_time_tag_suffix, parse_hash_tag, parse_started_tag,
-    parse_time_tag, time_tag, warm_tag, KamateraSettings, UserDataField, DEFAULT_TAG_PREFIX,
-    PROVIDER,
+    cluster_tag, group_tag, hash_tag, is_time_tag_suffix, parse_hash_tag, parse_joined_tag,
+    parse_started_tag, parse_time_tag, time_tag, warm_tag, KamateraSettings, UserDataField,
+    DEFAULT_TAG_PREFIX, PROVIDER,
 };
 use crate::cloud::{
     http, refused, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
@@ -360,6 +360,10 @@ impl KamateraProvider {
         let created = started.map_or(created, |s| s.max(created));
         let filling = tags.contains(&warm_tag(prefix, true));
         let warm = filling || tags.contains(&warm_tag(prefix, false));
+        let joined = tags
+            .iter()
+            .filter_map(|t| parse_joined_tag(prefix, t))
+            .max();
         let memory_bytes = group
             .as_deref()
             .and_then(|g| self.groups.get(g))
@@ -377,6 +381,7 @@ impl KamateraProvider {
             fault: None,
             warm,
             filling,
+            joined,
         }
     }
 
@@ -543,6 +548,7 @@ impl KamateraProvider {
             fault: None,
             warm,
             filling: warm,
+            joined: None,
         })
     }
 }
@@ -595,6 +601,7 @@ impl CloudProvider for KamateraProvider {
                 fault: None,
                 warm: false,
                 filling: false,
+                joined: None,
             },
         }))
     }
@@ -618,6 +625,15 @@ impl CloudProvider for KamateraProvider {
 
     async fn park(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         self.park_server(cluster, id).await
+    }
+
+    async fn mark_joined(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: Option<SystemTime>,
+    ) -> Result<(), CloudError> {
+        self.mark_server_joined(cluster, id, at).await
     }
 
     /// Terminates server `id` only when it is `cluster`'s by its name and its tags, both

@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::time::parse_timestamp;
 use super::PROVIDER;
-use crate::cloud::{Server, ServerStatus, CLUSTER_TAG, GROUP_TAG, SETTINGS_HASH_TAG};
+use crate::cloud::{Server, ServerStatus, CLUSTER_TAG, GROUP_TAG, JOINED_TAG, SETTINGS_HASH_TAG};
 
 /// Server metadata key of the warm mark: [`WARM_FILLING`] or [`WARM_PARKED`]; read back
 /// every cycle, so a fresh process knows the pool.
@@ -256,6 +256,13 @@ impl NovaServer {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(|secs| SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs));
         let created = started.map_or(created, |s| s.max(created));
+        let joined = self
+            .metadata
+            .get(JOINED_TAG)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .and_then(|secs| {
+                SystemTime::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(secs))
+            });
         let mark = self.metadata.get(WARM_KEY).map(String::as_str);
         Server {
             id: self.id.clone(),
@@ -278,6 +285,7 @@ impl NovaServer {
                 .filter(|m| !m.is_empty()),
             warm: matches!(mark, Some(WARM_FILLING | WARM_PARKED)),
             filling: mark == Some(WARM_FILLING),
+            joined,
         }
     }
 }

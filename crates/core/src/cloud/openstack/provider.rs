@@ -489,6 +489,7 @@ impl OpenStackProvider {
             fault: None,
             warm,
             filling: warm,
+            joined: None,
         })
     }
 }
@@ -567,6 +568,17 @@ impl CloudProvider for OpenStackProvider {
 
     async fn park(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         self.park_server(cluster, id).await
+    }
+
+    /// Server metadata [`crate::cloud::JOINED_TAG`] = Unix seconds, merged into the
+    /// server's metadata after it is read back and found `cluster`'s.
+    async fn mark_joined(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: Option<SystemTime>,
+    ) -> Result<(), CloudError> {
+        self.mark_server_joined(cluster, id, at).await
     }
 
     async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {

@@ -8,6 +8,7 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 
 mod finish;
+mod joined;
 mod listing;
 mod warm;
 use finish::NewVm;
@@ -410,6 +411,7 @@ impl ProxmoxProvider {
             fault: None,
             warm,
             filling: false,
+            joined: None,
         })
     }
 
@@ -536,6 +538,15 @@ impl CloudProvider for ProxmoxProvider {
 
     async fn park(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         self.park_vm(cluster, id).await
+    }
+
+    async fn mark_joined(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: Option<SystemTime>,
+    ) -> Result<(), CloudError> {
+        self.mark_vm_joined(cluster, id, at).await
     }
 
     /// Destroys VM `id` only when its tags, read back just before, name `cluster` (and

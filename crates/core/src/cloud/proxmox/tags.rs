@@ -7,6 +7,7 @@
 //! - `nw-t-<unix seconds>`: creation time
 //! - `nw-h-<hash>`: [`crate::cloud::SETTINGS_HASH_TAG`], the group settings it was made from
 //! - `nw-warm`: parked in its group's warm pool ([`crate::cloud::Server::warm`])
+//! - `nw-j-<unix seconds>`: when its node was recorded Ready ([`crate::cloud::JOINED_TAG`])
 
 use std::time::{Duration, SystemTime};
 
@@ -15,6 +16,7 @@ pub const GROUP_PREFIX: &str = "nw-g-";
 pub const CREATED_PREFIX: &str = "nw-t-";
 pub const HASH_PREFIX: &str = "nw-h-";
 pub const WARM_TAG: &str = "nw-warm";
+pub const JOINED_PREFIX: &str = "nw-j-";
 
 pub fn encode(value: &str) -> String {
     let mut out = String::new();
@@ -62,6 +64,8 @@ pub struct Ownership {
     pub settings_hash: Option<String>,
     /// Carries [`WARM_TAG`].
     pub warm: bool,
+    /// The latest [`JOINED_PREFIX`] time.
+    pub joined: Option<SystemTime>,
 }
 
 /// Ownership as the tags say it. Two different cluster (or group) tags on one VM make
@@ -84,6 +88,12 @@ pub fn ownership(tags: &str) -> Ownership {
                 .parse::<u64>()
                 .ok()
                 .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s));
+        } else if let Some(v) = lower.strip_prefix(JOINED_PREFIX) {
+            let at = v
+                .parse::<u64>()
+                .ok()
+                .and_then(|s| SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(s)));
+            o.joined = o.joined.max(at);
         }
     }
     o.cluster = only_one(clusters);
@@ -207,6 +217,20 @@ pub fn rewrite(tags: &str, warm: bool, created: Option<SystemTime>) -> String {
     out.join(";")
 }
 
+/// `tags` with the joined mark set to `at` (any earlier one replaced), or none with
+/// `None`; every other tag is kept as it is.
+pub fn with_joined(tags: &str, at: Option<SystemTime>) -> String {
+    let mut out: Vec<String> = split(tags)
+        .into_iter()
+        .filter(|t| !t.to_ascii_lowercase().starts_with(JOINED_PREFIX))
+        .map(str::to_string)
+        .collect();
+    if let Some(at) = at {
+        out.push(format!("{JOINED_PREFIX}{}", crate::cloud::unix_secs(at)));
+    }
+    out.join(";")
+}
+
 /// The `tags` value for a new VM; an empty `settings_hash` writes no hash tag.
 pub fn for_new_vm(cluster: &str, group: &str, settings_hash: &str, created: SystemTime) -> String {
     let secs = created
@@ -227,6 +251,27 @@ pub fn for_new_vm(cluster: &str, group: &str, settings_hash: &str, created: Syst
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_joined_mark_is_written_once_and_read_back() {
+        let t = "nw-c-prod;nw-g-workers;nw-t-42;nw-warm";
+        assert_eq!(ownership(t).joined, None);
+        let once = with_joined(t, Some(SystemTime::UNIX_EPOCH + Duration::from_secs(100)));
+        let twice = with_joined(
+            &once,
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(200)),
+        );
+        assert_eq!(with_joined(&twice, None), t);
+        assert_eq!(twice, "nw-c-prod;nw-g-workers;nw-t-42;nw-warm;nw-j-200");
+        let o = ownership(&twice);
+        assert_eq!(
+            o.joined,
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(200))
+        );
+        assert_eq!(o.cluster.as_deref(), Some("prod"));
+        // Garbage after the prefix is no mark.
+        assert_eq!(ownership("nw-c-prod;nw-j-soon").joined, None);
+    }
 
     #[test]
     fn the_warm_mark_is_set_and_taken_off_and_the_clock_restamped() {

@@ -66,6 +66,7 @@ fn member(s: &mut Snapshot, name: &str, group: &str) {
         fault: None,
         warm: false,
         filling: false,
+        joined: Some(ago(3500)),
     });
     let mut labels = BTreeMap::new();
     labels.insert(LABEL_CLUSTER.to_string(), "dev".to_string());
@@ -103,6 +104,7 @@ fn booting(s: &mut Snapshot, name: &str) {
         fault: None,
         warm: false,
         filling: false,
+        joined: None,
     });
 }
 

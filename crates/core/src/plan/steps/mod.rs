@@ -15,7 +15,9 @@ pub use disrupt::{disrupt, mark_unneeded, unremovable};
 pub use drain::{drain, forget_stale_cordons};
 pub use images::warm_images;
 pub use pools::{drop_stale_warm, fill_warm_pools, from_warm_pool, park_warm};
-pub use provisioning::{clean_up_failed, finish_provisioning};
+pub use provisioning::{
+    clean_up_failed, finish_provisioning, mark_joined, MAX_NOT_JOINED_PER_ACTION,
+};
 pub use remove::remove_empty;
 pub use scale_up::scale_up;
 
@@ -43,14 +45,18 @@ fn list_pods(pods: &[&PodInfo]) -> String {
 }
 
 /// How many VMs `g` may get now: none while its provider is unavailable or it is backed
-/// off after failures; never past `maxSize` or the cluster-wide limits.
+/// off after failures; never past `maxSize` or the cluster-wide limits, which count every
+/// VM of a group, warm ones too. Starting a warm VM adds none, so the group's usable warm
+/// VMs are room on top.
 fn room(v: &View<'_>, g: &NodeGroupConfig) -> u32 {
     if v.frozen.contains_key(g.name.as_str()) || v.backed_off_until(&g.name).is_some() {
         return 0;
     }
+    let startable = pools::startable(v, g);
     g.max_size
         .saturating_sub(v.group_size(&g.name))
-        .min(scale_up::limit_room(v, g).0)
+        .saturating_add(startable)
+        .min(scale_up::limit_room(v, g).0.saturating_add(startable))
         .min(host_room(v, g).0)
 }
 

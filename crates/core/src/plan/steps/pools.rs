@@ -23,7 +23,12 @@ fn server_ref(s: &Server, group: &str) -> ServerRef {
 /// Why warm VM `s` of `g` must not be reused, if so: made from other settings, older
 /// than `oldNodeAgeLimit`, or not stopped (in error, or started behind our back).
 pub(crate) fn stale(v: &View<'_>, g: &NodeGroupConfig, s: &Server) -> Option<String> {
-    if !g.settings_hash.is_empty() && s.settings_hash.as_deref() != Some(g.settings_hash.as_str()) {
+    if !g.settings_hash.is_empty()
+        && !s
+            .settings_hash
+            .as_deref()
+            .is_some_and(|h| g.hash_is_current(h))
+    {
         return Some(format!(
             "warm VM {} was made from other settings ({}) than group {}'s current ones ({})",
             s.name,
@@ -70,6 +75,15 @@ pub(crate) fn stale(v: &View<'_>, g: &NodeGroupConfig, s: &Server) -> Option<Str
         | ServerStatus::Deleting
         | ServerStatus::Unknown => None,
     }
+}
+
+/// How many warm VMs of `g` a scale-up can start now.
+pub(super) fn startable(v: &View<'_>, g: &NodeGroupConfig) -> u32 {
+    let n = warm_of(v, g)
+        .into_iter()
+        .filter(|(s, _)| usable(v, g, s))
+        .count();
+    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 /// Whether warm VM `s` can be started now: current, parked, and stopped.
@@ -221,7 +235,8 @@ pub fn fill_warm_pools(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
             continue;
         }
         let warm = u32::try_from(warm_of(v, g).len()).unwrap_or(u32::MAX);
-        let held = v.group_size(&g.name).saturating_add(warm);
+        // Running and warm VMs together.
+        let held = v.group_size(&g.name);
         let count = size
             .saturating_sub(warm)
             .min(g.max_size.saturating_sub(held));

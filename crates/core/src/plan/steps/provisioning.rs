@@ -3,9 +3,20 @@
 use std::time::Duration;
 
 use super::StepResult;
+use crate::cloud::{unix_secs, ServerStatus};
 use crate::plan::view::{Member, ServerState, View};
 use crate::plan::{Action, ObjectRef, Reason, ReasonCode};
 use crate::STARTUP_TAINT_KEY;
+
+/// At most this many VMs are removed for not joining (no Ready node `provisionTimeout`
+/// after creation) in one action, oldest first; the rest wait for the next cycles. A view
+/// of the cluster that lost its nodes for a moment then costs a VM or two, not all of
+/// them, and a burst of VMs that really failed still goes within a few cycles. VMs the
+/// cloud itself reports in error are not counted: the cloud's word is not a blind spot.
+pub const MAX_NOT_JOINED_PER_ACTION: usize = 2;
+
+/// How many names a note about many VMs lists.
+const SHOWN: usize = 10;
 
 /// New nodes are Ready: take the startup taint off all of them at once, so pods can land.
 pub fn finish_provisioning(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
@@ -35,7 +46,10 @@ pub fn finish_provisioning(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult
     Some((Action::RemoveStartupTaint { nodes }, reasons))
 }
 
-/// VMs in error, or that never joined in time, are deleted with any node they left.
+/// VMs in error, or that never joined in time, are deleted with any node they left; at
+/// most [`MAX_NOT_JOINED_PER_ACTION`] for not joining, and none for that while the cluster
+/// lists no managed node although VMs that joined exist (the view looks wrong). VMs that
+/// joined once and lost their Node ([`ServerState::Vanished`]) are only reported.
 pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     for m in v
         .members
@@ -53,11 +67,46 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             .about([ObjectRef::node(&m.server.name)]),
         );
     }
+    let blind = report_vanished(v, notes);
     let failed: Vec<&Member<'_>> = v
         .members
         .iter()
         .filter(|m| m.state == ServerState::Failed)
         .collect();
+    let (cloud_says, mut not_joined): (Vec<&Member<'_>>, Vec<&Member<'_>>) =
+        failed.into_iter().partition(|m| {
+            matches!(
+                m.server.status,
+                ServerStatus::Error | ServerStatus::Incomplete
+            )
+        });
+    if blind && !not_joined.is_empty() {
+        notes.push(Reason::new(
+            ReasonCode::ClusterViewSuspect,
+            format!(
+                "{} VM(s) past provisionTimeout without a Ready node are kept this cycle: {}",
+                not_joined.len(),
+                names(&not_joined)
+            ),
+        ));
+        not_joined.clear();
+    }
+    // Oldest first; the name breaks ties so the choice is stable from cycle to cycle.
+    not_joined.sort_by(|a, b| {
+        (a.server.created, &a.server.name).cmp(&(b.server.created, &b.server.name))
+    });
+    if not_joined.len() > MAX_NOT_JOINED_PER_ACTION {
+        let later = not_joined.split_off(MAX_NOT_JOINED_PER_ACTION);
+        notes.push(Reason::new(
+            ReasonCode::ProvisionTimeout,
+            format!(
+                "{} more VM(s) past provisionTimeout without a Ready node wait for the next cycles (at most {MAX_NOT_JOINED_PER_ACTION} are removed for not joining at a time): {}",
+                later.len(),
+                names(&later)
+            ),
+        ));
+    }
+    let failed: Vec<&Member<'_>> = cloud_says.into_iter().chain(not_joined).collect();
     if failed.is_empty() {
         return None;
     }
@@ -68,7 +117,7 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             humantime::format_duration(Duration::from_secs(v.age(m.server.created).as_secs()));
         reasons.push(
             match m.server.status {
-                crate::cloud::ServerStatus::Error => Reason::new(
+                ServerStatus::Error => Reason::new(
                     ReasonCode::ServerError,
                     match &m.server.fault {
                         Some(fault) => {
@@ -77,7 +126,7 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
                         None => format!("VM {} reports an error state", m.server.name),
                     },
                 ),
-                crate::cloud::ServerStatus::Incomplete => Reason::new(
+                ServerStatus::Incomplete => Reason::new(
                     ReasonCode::ServerError,
                     format!(
                         "VM {} was left half-made: the process creating it stopped before configuring it",
@@ -110,4 +159,102 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         .collect();
     let servers = failed.iter().map(|m| m.server_ref()).collect();
     Some((Action::DeleteServers { servers, nodes }, reasons))
+}
+
+/// Notes for the VMs that joined once and have no Ready node of ours now; true when no
+/// managed node is in view at all while some of them have none: the cluster view looks
+/// wrong (a wrong kubeconfig, an etcd restore, an API server that lists no nodes), as
+/// when every node of a cluster would have vanished at once.
+fn report_vanished(v: &View<'_>, notes: &mut Vec<Reason>) -> bool {
+    let vanished: Vec<&Member<'_>> = v
+        .members
+        .iter()
+        .filter(|m| m.state == ServerState::Vanished)
+        .collect();
+    let nodeless: Vec<&Member<'_>> = vanished
+        .iter()
+        .copied()
+        .filter(|m| m.node.is_none())
+        .collect();
+    let blind = !nodeless.is_empty() && v.members.iter().all(|m| m.node.is_none());
+    if blind {
+        notes.push(Reason::new(
+            ReasonCode::ClusterViewSuspect,
+            format!(
+                "the cluster view looks wrong: {} joined VM(s) have no Node and the cluster lists no node of ours at all; nothing is removed for not joining until nodes are seen again (check the kubeconfig and that the API server lists the nodes): {}",
+                nodeless.len(),
+                names(&nodeless)
+            ),
+        ));
+        return true;
+    }
+    for m in vanished {
+        let what = match m.node {
+            None => "has no Node now",
+            Some(_) => "has a Node again that is not Ready and untainted yet",
+        };
+        notes.push(
+            Reason::new(
+                ReasonCode::NodeVanished,
+                format!(
+                    "VM {} of group {} joined as a node but {what}; it is waited on, never removed for it (a kubelet registers its Node again; if none comes back, look at the VM, or delete it yourself)",
+                    m.server.name, m.group.name
+                ),
+            )
+            .about([ObjectRef::node(&m.server.name)]),
+        );
+    }
+    false
+}
+
+/// Up to [`SHOWN`] VM names, and how many more.
+fn names(members: &[&Member<'_>]) -> String {
+    let mut out: Vec<String> = members
+        .iter()
+        .take(SHOWN)
+        .map(|m| m.server.name.clone())
+        .collect();
+    if members.len() > SHOWN {
+        out.push(format!("and {} more", members.len() - SHOWN));
+    }
+    out.join(", ")
+}
+
+/// Nodes of ours that are Ready on VMs without the joined mark: record it on the cloud
+/// (all at once), so a later process, whatever the cluster shows it, knows they ran. Low
+/// in priority: a provider that refuses the mark never holds back scale-up or removal.
+pub fn mark_joined(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
+    let due: Vec<&Member<'_>> = v
+        .members
+        .iter()
+        .filter(|m| {
+            m.state == ServerState::Joined
+                && !m.server.ever_joined()
+                && !v.frozen.contains_key(m.group.name.as_str())
+                && m.node.is_some_and(|n| n.ready)
+        })
+        .collect();
+    if due.is_empty() {
+        return None;
+    }
+    // Never before a VM's own clock, so the mark always counts as this life's.
+    let at = due
+        .iter()
+        .map(|m| unix_secs(m.server.created))
+        .fold(unix_secs(v.now), u64::max);
+    let reasons = due
+        .iter()
+        .map(|m| {
+            Reason::new(
+                ReasonCode::NodeReady,
+                format!(
+                    "node {} of group {} is Ready; its VM carries no joined mark yet",
+                    m.server.name, m.group.name
+                ),
+            )
+            .about([ObjectRef::node(&m.server.name)])
+        })
+        .collect();
+    let servers = due.iter().map(|m| m.server_ref()).collect();
+    Some((Action::MarkJoined { servers, at }, reasons))
 }

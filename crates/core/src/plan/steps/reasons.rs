@@ -65,7 +65,7 @@ pub fn replacement_reason(
                 .labels
                 .get(LABEL_SETTINGS_HASH)
                 .or(m.server.settings_hash.as_ref())?;
-            (v.config.disruption.drift && *hash != m.group.settings_hash).then(|| {
+            (v.config.disruption.drift && !m.group.hash_is_current(hash)).then(|| {
                 Reason::new(
                     ReasonCode::NodeDrifted,
                     format!(

@@ -21,6 +21,13 @@ pub(super) fn limit_room(v: &View<'_>, g: &NodeGroupConfig) -> (u32, Option<Stri
         .members
         .iter()
         .filter(|m| m.state != ServerState::Deleting);
+    // Warm VMs (parked or filling) count as the nodes they become.
+    let warm: Vec<&str> = v
+        .warm
+        .iter()
+        .filter(|s| s.status != crate::cloud::ServerStatus::Deleting)
+        .filter_map(|s| s.group.as_deref())
+        .collect();
     // A frozen provider's VMs are missing from the snapshot: each of its groups counts
     // as full (at maxSize), so the limits hold whatever it runs now.
     let frozen: Vec<&NodeGroupConfig> = v
@@ -31,7 +38,7 @@ pub(super) fn limit_room(v: &View<'_>, g: &NodeGroupConfig) -> (u32, Option<Stri
         .collect();
     let frozen_nodes: u32 = frozen.iter().map(|f| f.max_size).sum();
     if let Some(max) = limits.nodes {
-        let total = (active.clone().count() as u32).saturating_add(frozen_nodes);
+        let total = ((active.clone().count() + warm.len()) as u32).saturating_add(frozen_nodes);
         let r = max.saturating_sub(total);
         if r < room {
             room = r;
@@ -54,6 +61,12 @@ pub(super) fn limit_room(v: &View<'_>, g: &NodeGroupConfig) -> (u32, Option<Stri
         };
         cpu += a.cpu;
         mem += a.memory;
+    }
+    for group in &warm {
+        if let Some(i) = v.group(group) {
+            cpu += i.allocatable.cpu;
+            mem += i.allocatable.memory;
+        }
     }
     for f in &frozen {
         let a = v.group(&f.name).map(|i| &i.allocatable);

@@ -66,3 +66,69 @@ fn the_node_label_wins_over_the_vm_tag_and_no_hash_at_all_is_no_drift() {
         "{d:#?}"
     );
 }
+
+/// A Proxmox group whose `proxmox` settings are `template: k3s` plus `extra`.
+fn pve_config(extra: &str) -> Config {
+    // Writes the template file the group refers to.
+    let _ = mk_config("");
+    let extra = if extra.is_empty() {
+        String::new()
+    } else {
+        format!(", {extra}")
+    };
+    let text = format!(
+        r#"
+clusterName: dev
+freeMemoryTarget: 0 B
+provisionTimeout: 10m
+templatesDir: {dir}
+nodeGroups:
+- name: workers
+  provider: proxmox
+  minSize: 0
+  maxSize: 5
+  nodeMemory: 8 GiB
+  proxmox: {{template: k3s{extra}}}
+  userData: {{template: nodewright-plan-test.j2}}
+"#,
+        dir = std::env::temp_dir().display()
+    );
+    Config::parse(&text, Path::new("/")).expect("test config is valid")
+}
+
+/// Regression (issue 19, F): the hash was the `Debug` text of the settings, so adding a
+/// placement knob (`maxPerHost`) drifted every node of the group.
+#[test]
+fn placement_knob_does_not_drift_nodes() {
+    let before = pve_config("");
+    let after = pve_config("maxPerHost: 2, nodes: [pve1, pve2], overcommit: {cpu: 8}");
+    let (b, a) = (&before.node_groups[0], &after.node_groups[0]);
+    assert_eq!(b.settings_hash, a.settings_hash);
+    // A node made before the knob was added is not drifted.
+    let mut s = Snapshot::default();
+    for n in ["dev-workers-a", "dev-workers-b"] {
+        mk_member(&mut s, n, 3600);
+    }
+    for node in &mut s.nodes {
+        node.labels
+            .insert(LABEL_SETTINGS_HASH.into(), b.settings_hash.clone());
+    }
+    let d = plan_it(&s, &after);
+    assert!(!d.has_reason(ReasonCode::NodeDrifted), "{d:#?}");
+    // What a VM is made from still drifts it.
+    let image = pve_config("storage: fast");
+    assert_ne!(image.node_groups[0].settings_hash, b.settings_hash);
+    let d = plan_it(&s, &image);
+    assert!(d.has_reason(ReasonCode::NodeDrifted), "{d:#?}");
+}
+
+/// A node made by a release that hashed the `Debug` text of the same settings is as
+/// current as one carrying the new hash: upgrading replaces nothing.
+#[test]
+fn nodes_made_before_the_explicit_hash_do_not_drift_on_upgrade() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let g = &c.node_groups[0];
+    assert_ne!(g.legacy_settings_hash, g.settings_hash);
+    let d = plan_it(&unlabelled(Some(&g.legacy_settings_hash)), &c);
+    assert!(!d.has_reason(ReasonCode::NodeDrifted), "{d:#?}");
+}

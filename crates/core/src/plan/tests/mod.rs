@@ -65,6 +65,7 @@ fn mk_server(name: &str, created: SystemTime) -> Server {
         fault: None,
         warm: false,
         filling: false,
+        joined: None,
     }
 }
 
@@ -111,9 +112,12 @@ fn mk_pod(name: &str, node: Option<&str>, memory: u64) -> PodInfo {
     p
 }
 
-/// One managed node `n1` (server and node), created `age` seconds ago.
+/// One managed node `n1` (server and node), created `age` seconds ago; its VM carries
+/// the joined mark, as every VM whose node was seen Ready does.
 fn mk_member(s: &mut Snapshot, name: &str, age: u64) {
-    s.servers.push(mk_server(name, ago(age)));
+    let mut server = mk_server(name, ago(age));
+    server.joined = Some(ago(age.saturating_sub(30)));
+    s.servers.push(server);
     let mut node = mk_node(name, ago(age - 30));
     node.images.insert(normalize_image("nginx:1.25"));
     s.nodes.push(node);
@@ -668,6 +672,7 @@ mod drift;
 mod faults;
 mod hard_limit;
 mod hosts;
+mod joined;
 mod pools;
 mod props;
 mod replay;

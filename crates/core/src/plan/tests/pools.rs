@@ -338,3 +338,65 @@ fn a_warm_vms_node_is_never_room_for_pods() {
     assert!(!m.slots[i].usable);
     assert_eq!(v.free_total(), (0, 0));
 }
+
+/// Regression (issue 19, D): a warm VM did not count against `maxSize`, so with `maxSize: 1`
+/// and a pool of 1 a scale-up created a second server next to the warm one.
+#[test]
+fn warm_vms_count_against_max_size() {
+    let c = pool_config("freeMemoryTarget: 0 B", 1, 1);
+    let h = hash(&c);
+    let mut s = Snapshot::default();
+    // A pool VM on its one boot (OpenStack, Kamatera): warm, not startable yet.
+    let mut filling = warm("dev-workers-fill", 60, &h);
+    filling.filling = true;
+    filling.status = ServerStatus::Active;
+    s.servers.push(filling);
+    s.pods.push(mk_pod("pending", None, GI).into());
+    let d = plan_it(&s, &c);
+    assert!(
+        !matches!(
+            d.action,
+            Action::ScaleUp { .. } | Action::StartWarm { .. } | Action::FillWarmPool { .. }
+        ),
+        "{d:#?}"
+    );
+    assert!(d.has_reason(ReasonCode::GroupAtMaxSize), "{d:#?}");
+    // Parked, it is started instead: still one VM.
+    s.servers[0].filling = false;
+    s.servers[0].status = ServerStatus::Stopped;
+    let d = plan_it(&s, &c);
+    match &d.action {
+        Action::StartWarm { servers, .. } => assert_eq!(names(servers), ["dev-workers-fill"]),
+        other => panic!("expected StartWarm, got {other:?}"),
+    }
+}
+
+#[test]
+fn warm_vms_count_against_cluster_limits() {
+    let c = pool_config("freeMemoryTarget: 0 B\nlimits: {nodes: 2}", 1, 5);
+    let h = hash(&c);
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    s.servers[0].provider = "proxmox".into();
+    s.pods
+        .push(mk_pod("full", Some("dev-workers-a"), 7 * GI).into());
+    s.servers.push(warm("dev-workers-w", 60, &h));
+    for i in 0..3 {
+        s.pods.push(mk_pod(&format!("p{i}"), None, 6 * GI).into());
+    }
+    // Three nodes wanted; the running and the warm VM already make limits.nodes 2: the
+    // warm one is started, nothing is created.
+    let d = plan_it(&s, &c);
+    match &d.action {
+        Action::StartWarm { servers, .. } => assert_eq!(names(servers), ["dev-workers-w"]),
+        other => panic!("expected StartWarm, got {other:?}"),
+    }
+    // Without the warm VM's start, no create either: a filling one takes its place.
+    s.servers[1].filling = true;
+    s.servers[1].status = ServerStatus::Active;
+    let d = plan_it(&s, &c);
+    assert!(
+        !matches!(d.action, Action::ScaleUp { .. } | Action::StartWarm { .. }),
+        "{d:#?}"
+    );
+}

@@ -344,7 +344,7 @@ fn named(a: &Action, s: &Snapshot) -> (Vec<String>, Vec<String>) {
         | Action::ScaleUp { .. }
         | Action::FillWarmPool { .. }
         | Action::DeletePods { .. } => (vec![], vec![]),
-        Action::StartWarm { servers, .. } => {
+        Action::StartWarm { servers, .. } | Action::MarkJoined { servers, .. } => {
             (vec![], servers.iter().map(|v| v.name.clone()).collect())
         }
         Action::RemoveStartupTaint { nodes }

@@ -38,6 +38,12 @@ pub enum ServerState {
     /// A node of its name exists but no longer carries our labels: someone took it
     /// over. Never deleted, only reported.
     Disowned,
+    /// It joined once (the cloud carries its joined mark, [`Server::ever_joined`]) but
+    /// has no Ready, untainted Node of ours now: deleted with `kubectl delete node` (its
+    /// kubelet registers it again), or out of sight of an API server that lists no nodes.
+    /// Never removed for not joining; waited on and reported. Counts against `maxSize` and
+    /// toward `minSize`, never as capacity.
+    Vanished,
 }
 
 /// A VM of ours with the node it became, if any.
@@ -542,12 +548,27 @@ impl<'a> View<'a> {
         (mem, cpu)
     }
 
-    /// All VMs of a group that count against `maxSize`.
+    /// All VMs of a group that count against `maxSize`: running, provisioning and warm
+    /// (parked or filling) alike; only those the cloud is already deleting are left out.
     pub fn group_size(&self, group: &str) -> u32 {
-        self.members
+        let members = self
+            .members
             .iter()
             .filter(|m| m.group.name == group && m.state != ServerState::Deleting)
-            .count() as u32
+            .count();
+        let warm = self
+            .warm_in(group)
+            .filter(|s| s.status != ServerStatus::Deleting)
+            .count();
+        (members + warm) as u32
+    }
+
+    /// The warm VMs of `group` (parked or filling).
+    pub fn warm_in<'s>(&'s self, group: &'s str) -> impl Iterator<Item = &'a Server> + 's {
+        self.warm
+            .iter()
+            .copied()
+            .filter(move |s| s.group.as_deref() == Some(group))
     }
 
     /// VMs of a group that count toward `minSize`: not failed and not cordoned for removal.
@@ -557,7 +578,12 @@ impl<'a> View<'a> {
             for m in self
                 .members
                 .iter()
-                .filter(|m| matches!(m.state, ServerState::Provisioning | ServerState::Joined))
+                .filter(|m| {
+                    matches!(
+                        m.state,
+                        ServerState::Provisioning | ServerState::Joined | ServerState::Vanished
+                    )
+                })
                 .filter(|m| !m.cordoned())
             {
                 *sizes.entry(m.group.name.clone()).or_insert(0) += 1;
@@ -578,14 +604,28 @@ fn server_state(
     timeout: Duration,
     now: SystemTime,
 ) -> ServerState {
-    match server.status {
-        ServerStatus::Deleting => return ServerState::Deleting,
-        ServerStatus::Error | ServerStatus::Incomplete => return ServerState::Failed,
-        _ => {}
+    if server.status == ServerStatus::Deleting {
+        return ServerState::Deleting;
     }
     let joined = node.is_some_and(|n| !n.has_taint(STARTUP_TAINT_KEY) && !n.deleting);
-    if joined {
+    if joined
+        && !matches!(
+            server.status,
+            ServerStatus::Error | ServerStatus::Incomplete
+        )
+    {
         return ServerState::Joined;
+    }
+    // A VM that ran as a node is never taken for one that failed to join, whatever the
+    // cluster shows now (its Node deleted, re-registering, or not listed at all).
+    if server.ever_joined() && !joined {
+        return ServerState::Vanished;
+    }
+    if matches!(
+        server.status,
+        ServerStatus::Error | ServerStatus::Incomplete
+    ) {
+        return ServerState::Failed;
     }
     let age = now.duration_since(server.created).unwrap_or_default();
     if age > timeout {

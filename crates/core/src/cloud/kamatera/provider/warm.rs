@@ -6,7 +6,7 @@
 //! stamps `<prefix>_s<unix seconds>`, removes the park tag and powers it on; its kubelet
 //! registers the Node again.
 
-use super::super::{started_tag, warm_tag};
+use super::super::{joined_tag, parse_joined_tag, started_tag, warm_tag};
 use super::*;
 
 impl KamateraProvider {
@@ -65,6 +65,29 @@ impl KamateraProvider {
         self.remove_tag(id, &parked).await?;
         self.power_on(id).await?;
         tracing::info!(server = %req.name, id, "warm Kamatera server powered on");
+        Ok(())
+    }
+
+    /// Tags the server `<prefix>_j<unix seconds>` (the new mark first, then any older one
+    /// removed, so a crash in between leaves a mark); one already at that second is left.
+    pub(super) async fn mark_server_joined(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: Option<SystemTime>,
+    ) -> Result<(), CloudError> {
+        let (entry, tags, prefix) = self.owned_now(cluster, id).await?;
+        let mark = at.map(|at| joined_tag(&prefix, at)).unwrap_or_default();
+        if !mark.is_empty() && !tags.contains(&mark) {
+            self.add_tag(id, &mark).await?;
+        }
+        for old in tags
+            .iter()
+            .filter(|t| **t != mark && parse_joined_tag(&prefix, t).is_some())
+        {
+            self.remove_tag(id, old).await?;
+        }
+        tracing::info!(server = %entry.name, id, joined = at.is_some(), "Kamatera joined mark written");
         Ok(())
     }
 

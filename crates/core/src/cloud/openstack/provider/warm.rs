@@ -116,6 +116,32 @@ impl OpenStackProvider {
         Ok(())
     }
 
+    /// Records that the server's node was Ready at `at` (see
+    /// [`crate::cloud::CloudProvider::mark_joined`]); kept next to the warm marks, which
+    /// are written the same way.
+    pub(super) async fn mark_server_joined(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: Option<SystemTime>,
+    ) -> Result<(), CloudError> {
+        let server = self.owned(cluster, id, false).await?;
+        let Some(at) = at else {
+            if server.joined.is_some() {
+                self.delete_metadata(id, crate::cloud::JOINED_TAG).await?;
+            }
+            return Ok(());
+        };
+        let secs = crate::cloud::unix_secs(at);
+        if server.joined.map(crate::cloud::unix_secs) == Some(secs) {
+            return Ok(());
+        }
+        self.set_metadata(id, json!({ crate::cloud::JOINED_TAG: secs.to_string() }))
+            .await?;
+        tracing::info!(server = %server.name, id, "OpenStack server marked as joined");
+        Ok(())
+    }
+
     /// `os-stop` (unless already SHUTOFF), SHUTOFF awaited, then marked parked: a crash
     /// in between leaves a stopped server, parked again by the next cycle if still
     /// marked warm, else removed by `provisionTimeout` like any server with no Node.

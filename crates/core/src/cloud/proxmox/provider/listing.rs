@@ -80,6 +80,7 @@ impl ProxmoxProvider {
             filling: false,
             settings_hash: o.settings_hash,
             fault: None,
+            joined: o.joined,
         }
     }
 
@@ -189,6 +190,7 @@ impl ProxmoxProvider {
                         filling: false,
                         settings_hash: None,
                         fault: None,
+                        joined: None,
                     });
                 }
             }

@@ -13,7 +13,7 @@ use crate::cloud::{refused, CloudError, CreateRequest};
 impl ProxmoxProvider {
     /// VM `id` as listed now, refused unless its tags name `cluster` (and, with `warm`,
     /// unless it carries the warm mark).
-    async fn owned_vm(
+    pub(super) async fn owned_vm(
         &self,
         cluster: &str,
         id: &str,
@@ -42,7 +42,7 @@ impl ProxmoxProvider {
     }
 
     /// Writes `value` as the VM's tags, awaiting the config task.
-    async fn set_tags(&self, vm: &VmResource, value: String) -> Result<(), CloudError> {
+    pub(super) async fn set_tags(&self, vm: &VmResource, value: String) -> Result<(), CloudError> {
         let call = format!("{}/config", vm_path(&vm.node, vm.vmid));
         let data = self
             .inner

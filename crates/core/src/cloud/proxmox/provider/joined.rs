@@ -1,0 +1,28 @@
+//! The joined mark on Proxmox: the tag `nw-j-<unix seconds>`, written once a VM's node is
+//! Ready, so a later process knows the VM ran as a node (see [`crate::cloud::JOINED_TAG`]).
+
+use std::time::SystemTime;
+
+use super::ProxmoxProvider;
+use crate::cloud::proxmox::tags::{self, ownership};
+use crate::cloud::CloudError;
+
+impl ProxmoxProvider {
+    /// Reads VM `id` back (refused unless it is `cluster`'s) and writes its tags with the
+    /// joined mark at `at` (none with `None`); a VM already so is left as it is.
+    pub(super) async fn mark_vm_joined(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: Option<SystemTime>,
+    ) -> Result<(), CloudError> {
+        let vm = self.owned_vm(cluster, id, false).await?;
+        let value = tags::with_joined(vm.tags(), at);
+        if ownership(vm.tags()).joined == ownership(&value).joined {
+            return Ok(());
+        }
+        self.set_tags(&vm, value).await?;
+        tracing::info!(vmid = vm.vmid, host = %vm.node, joined = at.is_some(), "Proxmox VM joined mark written");
+        Ok(())
+    }
+}

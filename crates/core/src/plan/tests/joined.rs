@@ -1,0 +1,190 @@
+//! VMs that joined once are never taken for VMs that never joined: an API server that lists
+//! no nodes, or a `kubectl delete node`, costs no VM; VMs that really never joined go a few
+//! at a time.
+
+use super::*;
+use crate::plan::steps::MAX_NOT_JOINED_PER_ACTION;
+
+fn marked(name: &str, age: u64) -> Server {
+    let mut s = mk_server(name, ago(age));
+    s.joined = Some(ago(age - 60));
+    s
+}
+
+fn deleted(d: &Decision) -> Vec<String> {
+    match &d.action {
+        Action::DeleteServers { servers, .. } => servers.iter().map(|s| s.name.clone()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn startup_taint() -> Taint {
+    Taint {
+        key: STARTUP_TAINT_KEY.into(),
+        value: Some("true".into()),
+        effect: "NoSchedule".into(),
+    }
+}
+
+/// Regression: restarted behind an API server that listed no nodes, nodewright deleted
+/// every VM as "never joined" while pods ran on them.
+#[test]
+fn api_server_listing_no_nodes_deletes_no_vm() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    for i in 0..4 {
+        s.servers.push(marked(&format!("dev-workers-{i}"), 7200));
+    }
+    // One made before marks existed (or never marked): kept too while the view is blind.
+    s.servers.push(mk_server("dev-workers-old", ago(7200)));
+    let d = plan_it(&s, &c);
+    assert!(deleted(&d).is_empty(), "{d:#?}");
+    let why = d
+        .notes
+        .iter()
+        .find(|n| n.code == ReasonCode::ClusterViewSuspect)
+        .unwrap_or_else(|| panic!("the plan says why: {d:#?}"));
+    assert!(
+        why.message
+            .contains("the cluster view looks wrong: 4 joined VM(s) have no Node"),
+        "{why}"
+    );
+}
+
+#[test]
+fn a_vm_whose_node_vanished_is_waited_on_and_reported_not_deleted() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 7200);
+    s.servers.push(marked("dev-workers-gone", 7200));
+    let d = plan_it(&s, &c);
+    assert!(deleted(&d).is_empty(), "{d:#?}");
+    let note = d
+        .notes
+        .iter()
+        .find(|n| n.code == ReasonCode::NodeVanished)
+        .unwrap_or_else(|| panic!("reported: {d:#?}"));
+    assert!(note.message.contains("dev-workers-gone"), "{note}");
+    // It counts against maxSize and toward minSize, never as capacity.
+    let v = view::View::new(&s, &c, now());
+    assert_eq!(v.group_size("workers"), 2);
+    assert_eq!(v.active_size("workers"), 2);
+    assert_eq!(v.capacity_nodes().count(), 1);
+}
+
+/// Regression: `kubectl delete node` on a running node had its VM destroyed a second
+/// later; its kubelet registers the Node again (startup taint, NotReady at first), and
+/// the VM, joined once, is waited for and let in again.
+#[test]
+fn deleted_node_object_gets_its_vm_a_grace_and_comes_back() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 7200);
+    s.servers.push(marked("dev-workers-b", 7200));
+    // Registered again, not Ready yet.
+    let mut back = mk_node("dev-workers-b", ago(2));
+    back.ready = false;
+    back.taints.push(startup_taint());
+    s.nodes.push(back);
+    let d = plan_it(&s, &c);
+    assert!(deleted(&d).is_empty(), "{d:#?}");
+    // Ready: the startup taint goes, and it is a node like the others again.
+    s.nodes[1].ready = true;
+    let d = plan_it(&s, &c);
+    assert_eq!(
+        d.action,
+        Action::RemoveStartupTaint {
+            nodes: vec!["dev-workers-b".into()]
+        },
+        "{d:#?}"
+    );
+}
+
+#[test]
+fn vms_that_never_joined_go_at_most_a_few_at_a_time_oldest_first() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 7200);
+    for (i, age) in [(1, 900), (2, 3000), (3, 2000), (4, 1000)] {
+        s.servers
+            .push(mk_server(&format!("dev-workers-n{i}"), ago(age)));
+    }
+    let d = plan_it(&s, &c);
+    assert_eq!(MAX_NOT_JOINED_PER_ACTION, 2);
+    assert_eq!(deleted(&d), ["dev-workers-n2", "dev-workers-n3"], "{d:#?}");
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| n.code == ReasonCode::ProvisionTimeout
+                && n.message.contains("2 more VM(s)")
+                && n.message.contains("dev-workers-n4")),
+        "{d:#?}"
+    );
+}
+
+/// With no managed node in view and no VM marked, the view cannot be told from a group
+/// whose VMs all fail to join: they go, but only a few at a time.
+#[test]
+fn unmarked_vms_without_nodes_go_a_few_at_a_time() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    for i in 0..5 {
+        s.servers
+            .push(mk_server(&format!("dev-workers-n{i}"), ago(3600 + i)));
+    }
+    let d = plan_it(&s, &c);
+    assert_eq!(deleted(&d).len(), MAX_NOT_JOINED_PER_ACTION, "{d:#?}");
+}
+
+/// A mark older than the VM's provisioning clock is from before it was parked in a warm
+/// pool: the VM started again must join again.
+#[test]
+fn a_joined_mark_from_before_a_warm_start_does_not_count() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 7200);
+    let mut restarted = mk_server("dev-workers-w", ago(1200));
+    restarted.joined = Some(ago(5000));
+    s.servers.push(restarted);
+    let d = plan_it(&s, &c);
+    assert_eq!(deleted(&d), ["dev-workers-w"], "{d:#?}");
+}
+
+#[test]
+fn a_vm_in_error_that_joined_is_not_deleted_without_its_node() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 7200);
+    let mut broken = marked("dev-workers-e", 7200);
+    broken.status = ServerStatus::Error;
+    s.servers.push(broken);
+    let d = plan_it(&s, &c);
+    assert!(deleted(&d).is_empty(), "{d:#?}");
+}
+
+#[test]
+fn ready_nodes_get_their_vm_marked_joined_once() {
+    // Nothing more pressing to do: the mark is low in priority.
+    let c = mk_config("scaleDown: {enabled: false}");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 7200);
+    s.servers.push(mk_server("dev-workers-b", ago(3600)));
+    s.nodes.push(mk_node("dev-workers-b", ago(3500)));
+    // Still booting: registered, not Ready yet.
+    let mut not_ready = mk_node("dev-workers-c", ago(30));
+    not_ready.ready = false;
+    not_ready.taints.push(startup_taint());
+    s.servers.push(mk_server("dev-workers-c", ago(60)));
+    s.nodes.push(not_ready);
+    let d = plan_it(&s, &c);
+    let Action::MarkJoined { servers, at } = &d.action else {
+        panic!("expected MarkJoined: {d:#?}");
+    };
+    let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["dev-workers-b"]);
+    assert_eq!(*at, crate::cloud::unix_secs(now()));
+    // Marked: nothing more to do.
+    s.servers[1].joined = Some(now());
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::MarkJoined { .. }), "{d:#?}");
+}
