@@ -195,7 +195,7 @@ nodeGroups:
   provider: kamatera
   maxSize: 3
   arch: arm64
-  kamatera: {{datacenter: EU, image: ubuntu, cpu: 2B, ram: 4096, disks: [size=50]}}
+  kamatera: {{datacenter: EU, image: ubuntu, cpu: 2B, ram: 4 GiB, disks: [size=50]}}
   userData: {{template: join.j2}}
 "#,
             dir = dir.path().display()
@@ -235,7 +235,7 @@ nodeGroups:
             g.price = Some(0.5);
             g.max_size = 9;
             g.max_pods = 50;
-            g.node_memory = Some(bytesize::ByteSize::gib(16));
+            g.node_memory = Some(crate::config::Bytes(16 << 30));
             if let Some(o) = &mut g.openstack {
                 o.availability_zone = Some("az2".into());
                 o.server_group = Some("spread".into());
