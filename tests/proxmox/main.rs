@@ -6,6 +6,7 @@ mod common;
 
 mod auth;
 mod reconciler;
+mod seed;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
