@@ -357,6 +357,9 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                 node_name.unwrap_or_else(|| format!("{}-{}-example", config.cluster_name, g.name));
             let rendered = render_user_data(&config, g, &name).map_err(anyhow::Error::from)?;
             println!("{}", rendered.content);
+            if let Some(note) = g.proxmox.as_ref().map(render_note) {
+                eprintln!("{note}");
+            }
             Ok(())
         }
         Command::Plan { json } => {
@@ -395,6 +398,19 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             crate::runner::run(opts, stop_rx).await?;
             Ok(())
         }
+    }
+}
+
+/// What becomes of the rendered user data of a Proxmox group (on stderr, so the user data
+/// alone is on stdout): `render` must not show a template as used when it is not.
+fn render_note(s: &crate::cloud::proxmox::ProxmoxSettings) -> String {
+    use crate::cloud::proxmox::JoinMode;
+    match (&s.join, &s.cicustom) {
+        (JoinMode::GuestAgent, _) => "proxmox: run as a script through the QEMU guest agent (join: guestAgent)".into(),
+        (JoinMode::CloudInit, Some(c)) => format!(
+            "proxmox: NOT used: the group's VMs read your cicustom snippets `{c}` instead"
+        ),
+        (JoinMode::CloudInit, None) => "proxmox: delivered as `user-data` of a NoCloud seed ISO, unless the template sets cicustom (`nodewright check` says which)".into(),
     }
 }
 

@@ -319,3 +319,34 @@ async fn seeds_left_behind_are_swept_and_the_rest_kept() {
     p.delete_server("prod", &a.id).await.expect("delete");
     assert_clean(&s);
 }
+
+/// `check` says how each group's user data reaches its VMs instead of showing the template
+/// as if it were used: a seed on which storage, or the user's snippets.
+#[tokio::test]
+async fn check_says_how_the_user_data_is_delivered() {
+    let s = sim_with(SimProxmoxOptions::default()).await;
+    let snippet = format!("template: k3s-shared\ncicustom: user={SNIPPET}\n");
+    let p = provider(
+        &s,
+        &[("seeded", "template: k3s-shared\n"), ("snippet", &snippet)],
+    );
+    let lines = p.check().await.expect("check");
+    assert!(
+        lines.contains(&"group seeded: user data: rendered template as a NoCloud seed ISO (cidata) uploaded to storage local (hosts pve1, pve2, pve3), attached as a CD-ROM until the node joins; readable meanwhile by anyone with Datastore.Audit there".to_string()),
+        "{lines:#?}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("group snippet: user data: NOT the rendered template")
+            && l.contains(SNIPPET)),
+        "{lines:#?}"
+    );
+    // A seedStorage that takes no ISO images is named with the fix.
+    let p = provider(&s, &[("seeded", "template: k3s-shared\nseedStorage: ceph\n")]);
+    let e = p.check().await.expect_err("ceph takes no ISO images");
+    assert!(
+        e.to_string().contains("storage 'ceph' on host pve1 is not active or does not accept ISO images")
+            && e.to_string().contains("these do: local"),
+        "{e}"
+    );
+    assert_clean(&s);
+}

@@ -70,7 +70,7 @@ struct ContentEntry {
 
 /// The storages of `node` that accept ISO images (`GET /nodes/{node}/storage?content=iso`),
 /// as listed: (name, shared). Inactive ones are left out.
-pub(super) async fn iso_storages(
+pub(crate) async fn iso_storages(
     api: &crate::cloud::proxmox::client::Api,
     node: &str,
 ) -> Result<Vec<(String, bool)>, CloudError> {
@@ -96,7 +96,7 @@ pub(super) async fn iso_storages(
 
 /// The storage a seed for a VM on `node` goes to: the group's `seedStorage` when it
 /// accepts ISO images there, else the first that does.
-pub(super) async fn seed_storage(
+pub(crate) async fn seed_storage(
     api: &crate::cloud::proxmox::client::Api,
     node: &str,
     settings: &ProxmoxSettings,
