@@ -99,7 +99,8 @@ fn provider_with(
     ProxmoxProvider::with_options(creds(s, password), groups, options).expect("provider builds")
 }
 
-const CICUSTOM_SETTINGS: &str = "template: k3s-shared\ncicustom: user=local:snippets/k3s-join.yaml\n";
+const CICUSTOM_SETTINGS: &str =
+    "template: k3s-shared\ncicustom: user=local:snippets/k3s-join.yaml\n";
 
 fn req(name: &str) -> CreateRequest {
     CreateRequest {

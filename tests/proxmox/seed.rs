@@ -39,7 +39,13 @@ fn rendered_cloud_config() -> String {
         .expect("vars"),
         variable_files: Default::default(),
     };
-    let ctx = RenderContext::new("prod", "workers", "prod-workers-a1b2c", &BTreeMap::new(), vec![]);
+    let ctx = RenderContext::new(
+        "prod",
+        "workers",
+        "prod-workers-a1b2c",
+        &BTreeMap::new(),
+        vec![],
+    );
     userdata::render(&dir, &config, &ctx)
         .expect("renders")
         .content
@@ -85,10 +91,17 @@ fn the_seed_iso_is_read_by_xorriso_isoinfo_and_cloud_init_as_written() {
     ] {
         let want = want.expect("static pool: network-config present");
         for ext in ["-J", "-R"] {
-            let (ok, got, err) =
-                tool("isoinfo", &[ext, "-i", &f, "-x", &format!("/{name}")], "genisoimage");
+            let (ok, got, err) = tool(
+                "isoinfo",
+                &[ext, "-i", &f, "-x", &format!("/{name}")],
+                "genisoimage",
+            );
             assert!(ok, "{err}");
-            assert_eq!(String::from_utf8_lossy(&got), *want, "isoinfo {ext} /{name}");
+            assert_eq!(
+                String::from_utf8_lossy(&got),
+                *want,
+                "isoinfo {ext} /{name}"
+            );
         }
     }
     let (ok, out, err) = tool("xorriso", &["-indev", &f, "-ls", "/"], "xorriso");
@@ -102,12 +115,27 @@ fn the_seed_iso_is_read_by_xorriso_isoinfo_and_cloud_init_as_written() {
     let target = extracted.to_string_lossy().into_owned();
     let (ok, _, err) = tool(
         "xorriso",
-        &["-osirrox", "on", "-indev", &f, "-extract", "/user-data", &target],
+        &[
+            "-osirrox",
+            "on",
+            "-indev",
+            &f,
+            "-extract",
+            "/user-data",
+            &target,
+        ],
         "xorriso",
     );
     assert!(ok, "{err}");
-    assert_eq!(std::fs::read_to_string(&extracted).expect("extracted"), user_data);
-    let (ok, out, err) = tool("cloud-init", &["schema", "--config-file", &target], "cloud-init");
+    assert_eq!(
+        std::fs::read_to_string(&extracted).expect("extracted"),
+        user_data
+    );
+    let (ok, out, err) = tool(
+        "cloud-init",
+        &["schema", "--config-file", &target],
+        "cloud-init",
+    );
     let out = String::from_utf8_lossy(&out);
     assert!(ok && out.contains("Valid cloud-config"), "{out}{err}");
     // The simulator's guest reads the same.
@@ -124,10 +152,13 @@ async fn a_cloud_init_group_with_no_snippet_joins_through_its_seed_and_the_seed_
     let env = e2e::env().await;
     let rec = e2e::reconciler(&env, &e2e::group("ci", 1, "{template: k3s-shared}")).await;
     e2e::drive(&rec, Duration::from_secs(30), || {
-        env.cluster
-            .nodes()
-            .iter()
-            .any(|n| e2e::ready_joined(n) && n.metadata.name.as_deref().is_some_and(|m| m.starts_with("e2e-ci-")))
+        env.cluster.nodes().iter().any(|n| {
+            e2e::ready_joined(n)
+                && n.metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|m| m.starts_with("e2e-ci-"))
+        })
     })
     .await;
     let vm = env.pve.guests().into_iter().next().expect("one VM");
@@ -147,7 +178,10 @@ async fn a_cloud_init_group_with_no_snippet_joins_through_its_seed_and_the_seed_
         upload.params,
         vec![
             ("content".to_string(), "iso".to_string()),
-            ("filename".to_string(), format!("nw-e2e-{}-seed.iso", vm.vmid)),
+            (
+                "filename".to_string(),
+                format!("nw-e2e-{}-seed.iso", vm.vmid)
+            ),
         ]
     );
     // Gone after the join: ejected from the VM, deleted from the storage.
@@ -157,7 +191,11 @@ async fn a_cloud_init_group_with_no_snippet_joins_through_its_seed_and_the_seed_
         "{:?}",
         vm.config
     );
-    assert!(env.pve.all_volumes().is_empty(), "{:?}", env.pve.all_volumes());
+    assert!(
+        env.pve.all_volumes().is_empty(),
+        "{:?}",
+        env.pve.all_volumes()
+    );
     assert!(calls.iter().any(|c| c.method == "DELETE"
         && c.endpoint.as_deref() == Some("/nodes/{node}/storage/{storage}/content/{volume}")));
     assert_clean(&env.pve);
@@ -222,12 +260,16 @@ async fn with_no_iso_storage_the_scale_up_fails_naming_the_fix_and_nothing_joins
             && e.contains("cicustom")),
         "{errors:?}"
     );
-    assert!(env.pve.guests().iter().all(|v| !v.joined && v.status != "running"));
-    assert!(!env
-        .cluster
-        .nodes()
+    assert!(env
+        .pve
+        .guests()
         .iter()
-        .any(|n| n.metadata.name.as_deref().is_some_and(|m| m.starts_with("e2e-ci-"))));
+        .all(|v| !v.joined && v.status != "running"));
+    assert!(!env.cluster.nodes().iter().any(|n| n
+        .metadata
+        .name
+        .as_deref()
+        .is_some_and(|m| m.starts_with("e2e-ci-"))));
     assert_clean(&env.pve);
 }
 
@@ -257,7 +299,10 @@ async fn a_cicustom_group_builds_no_seed_and_joins_from_its_snippet() {
     .await;
     let vm = s.guests().into_iter().next().expect("vm");
     assert_eq!(vm.config.get("cicustom"), Some(&format!("user={SNIPPET}")));
-    assert!(vm.config.get("ide2").is_some_and(|d| d.contains("cloudinit")));
+    assert!(vm
+        .config
+        .get("ide2")
+        .is_some_and(|d| d.contains("cloudinit")));
     assert!(s.all_volumes().is_empty());
     assert!(!s
         .calls()
@@ -289,28 +334,60 @@ async fn seeds_left_behind_are_swept_and_the_rest_kept() {
     })
     .expect("iso");
     // Its VM gone (id 4242), old: swept. Fresh: kept. Another cluster's: kept.
-    s.put_volume("pve1", "local", &seed::file_name("prod", 4242), iso.clone(), old);
-    s.put_volume("pve2", "local", &seed::file_name("prod", 4243), iso.clone(), now);
-    s.put_volume("pve1", "local", &seed::file_name("staging", 4244), iso.clone(), old);
+    s.put_volume(
+        "pve1",
+        "local",
+        &seed::file_name("prod", 4242),
+        iso.clone(),
+        old,
+    );
+    s.put_volume(
+        "pve2",
+        "local",
+        &seed::file_name("prod", 4243),
+        iso.clone(),
+        now,
+    );
+    s.put_volume(
+        "pve1",
+        "local",
+        &seed::file_name("staging", 4244),
+        iso.clone(),
+        old,
+    );
     // Attached to a live VM, old: kept.
     let attached = format!("local:iso/{}", seed::file_name("prod", vm.vmid));
     let before = s.volumes(&vm.node, "local");
     assert_eq!(before.len(), 1, "{before:?}");
     assert_eq!(before[0].0, attached);
-    s.put_volume(&vm.node, "local", &seed::file_name("prod", vm.vmid), before[0].1.clone(), old);
+    s.put_volume(
+        &vm.node,
+        "local",
+        &seed::file_name("prod", vm.vmid),
+        before[0].1.clone(),
+        old,
+    );
 
-    p.observe("prod", &["workers".to_string()]).await.expect("observe");
+    p.observe("prod", &["workers".to_string()])
+        .await
+        .expect("observe");
     let left: Vec<(String, String)> = s.all_volumes();
     let names: Vec<&str> = left.iter().map(|(_, v)| v.as_str()).collect();
     assert!(!names.iter().any(|v| v.contains("-4242-")), "{names:?}");
     assert!(names.iter().any(|v| v.contains("-4243-")), "{names:?}");
-    assert!(names.iter().any(|v| v.contains("nw-staging-4244-")), "{names:?}");
+    assert!(
+        names.iter().any(|v| v.contains("nw-staging-4244-")),
+        "{names:?}"
+    );
     assert!(names.contains(&attached.as_str()), "{names:?}");
 
     // Ejected by a process that died before deleting it: swept at the next sweep.
     s.set_config(vm.vmid, "ide3", "none,media=cdrom");
     let fresh = provider(&s, &[("workers", "template: k3s-shared\n")]);
-    fresh.observe("prod", &["workers".to_string()]).await.expect("observe");
+    fresh
+        .observe("prod", &["workers".to_string()])
+        .await
+        .expect("observe");
     assert!(
         !s.all_volumes().iter().any(|(_, v)| *v == attached),
         "{:?}",
@@ -336,15 +413,21 @@ async fn check_says_how_the_user_data_is_delivered() {
         "{lines:#?}"
     );
     assert!(
-        lines.iter().any(|l| l.starts_with("group snippet: user data: NOT the rendered template")
-            && l.contains(SNIPPET)),
+        lines.iter().any(
+            |l| l.starts_with("group snippet: user data: NOT the rendered template")
+                && l.contains(SNIPPET)
+        ),
         "{lines:#?}"
     );
     // A seedStorage that takes no ISO images is named with the fix.
-    let p = provider(&s, &[("seeded", "template: k3s-shared\nseedStorage: ceph\n")]);
+    let p = provider(
+        &s,
+        &[("seeded", "template: k3s-shared\nseedStorage: ceph\n")],
+    );
     let e = p.check().await.expect_err("ceph takes no ISO images");
     assert!(
-        e.to_string().contains("storage 'ceph' on host pve1 is not active or does not accept ISO images")
+        e.to_string()
+            .contains("storage 'ceph' on host pve1 is not active or does not accept ISO images")
             && e.to_string().contains("these do: local"),
         "{e}"
     );

@@ -124,7 +124,10 @@ pub(super) async fn handle(
                     .lock()
                     .violations
                     .push(format!("{method} {path}: {e}"));
-                return fail(StatusCode::BAD_REQUEST, &format!("multipart parse error: {e}"));
+                return fail(
+                    StatusCode::BAD_REQUEST,
+                    &format!("multipart parse error: {e}"),
+                );
             }
         },
         _ if is_json => parse_json_body(&body),

@@ -128,7 +128,9 @@ pub fn read(bytes: &[u8]) -> Result<Image, String> {
     let (lba, len) = pvd_root.ok_or("no primary volume descriptor")?;
     let root = records(bytes, lba, len)?;
     // Rock Ridge is announced by the root's `.` entry (an `SP` entry first).
-    let rock_ridge = root.first().is_some_and(|r| r.system_use.starts_with(b"SP"));
+    let rock_ridge = root
+        .first()
+        .is_some_and(|r| r.system_use.starts_with(b"SP"));
     let named: Vec<(String, &Record<'_>)> = if rock_ridge {
         root.iter()
             .filter_map(|r| rock_ridge_name(r.system_use).map(|n| (n, r)))

@@ -14,7 +14,11 @@ pub struct Part {
 /// The boundary of a `multipart/form-data` content type, if it is one.
 pub fn boundary(content_type: &str) -> Option<String> {
     let mut it = content_type.split(';');
-    if !it.next()?.trim().eq_ignore_ascii_case("multipart/form-data") {
+    if !it
+        .next()?
+        .trim()
+        .eq_ignore_ascii_case("multipart/form-data")
+    {
         return None;
     }
     it.find_map(|p| {

@@ -577,9 +577,7 @@ fn check_format(schema: &Schema, f: &str, v: &str) -> Result<(), String> {
             Ok(())
         }
         // A volume (`local:iso/x.iso`), a path, or the CD-ROM specials `none` and `cdrom`.
-        "pve-volume-id-or-qm-path" if matches!(v, "none" | "cdrom") || v.starts_with('/') => {
-            Ok(())
-        }
+        "pve-volume-id-or-qm-path" if matches!(v, "none" | "cdrom") || v.starts_with('/') => Ok(()),
         "pve-volume-id-or-qm-path" => matches(r"^(?i:[a-z][a-z0-9\-_.]*[a-z0-9]):.+$", v),
         "pve-storage-id" => matches(r"^(?i:[a-z][a-z0-9\-_.]*[a-z0-9])$", v),
         "pve-bridge-id" => matches(r"^[-_.\w\d]+$", v),

@@ -188,14 +188,26 @@ pub(super) fn delete(
         format!("{storage}:{volume}")
     };
     if !volid.starts_with(&format!("{storage}:"))
-        || shared.lock().volumes.remove(&(loc, volid.clone())).is_none()
+        || shared
+            .lock()
+            .volumes
+            .remove(&(loc, volid.clone()))
+            .is_none()
     {
         return fail(
             StatusCode::INTERNAL_SERVER_ERROR,
             &format!("volume '{volid}' does not exist"),
         );
     }
-    data(json!(new_task(shared, node, "imgdel", 0, 0, user, o.task_delay)))
+    data(json!(new_task(
+        shared,
+        node,
+        "imgdel",
+        0,
+        0,
+        user,
+        o.task_delay
+    )))
 }
 
 /// The bytes of volume `volid` as VM on `node` would read it.

@@ -374,7 +374,11 @@ fn finish_boot(shared: &Arc<Shared>, vmid: u32) {
 /// What cloud-init in the guest of `vm` finds at its first boot, as NoCloud looks: a
 /// `cicustom` snippet the simulator knows (through Proxmox's own cloud-init drive), else
 /// a CD-ROM labelled `cidata` with a `user-data` file. `Err` says why nothing joins.
-fn cloud_init_user_data(shared: &Shared, st: &super::St, vm: &super::SimVm) -> Result<String, String> {
+fn cloud_init_user_data(
+    shared: &Shared,
+    st: &super::St,
+    vm: &super::SimVm,
+) -> Result<String, String> {
     let drives: Vec<&str> = vm
         .config
         .iter()
@@ -394,7 +398,9 @@ fn cloud_init_user_data(shared: &Shared, st: &super::St, vm: &super::SimVm) -> R
         return match (known, proxmox_drive) {
             (true, true) => Ok(cloud_init_join_line(&vm.name, vm.tags())),
             (false, _) => Err(format!("cicustom `{c}` names no snippet that joins")),
-            (true, false) => Err("cicustom is set but the VM has no cloud-init drive to carry it".into()),
+            (true, false) => {
+                Err("cicustom is set but the VM has no cloud-init drive to carry it".into())
+            }
         };
     }
     let mut seeds = Vec::new();
@@ -412,11 +418,16 @@ fn cloud_init_user_data(shared: &Shared, st: &super::St, vm: &super::SimVm) -> R
         return Err("two cidata drives (Proxmox's cloud-init drive and a seed): which one cloud-init reads is left to chance".into());
     }
     match seeds.as_slice() {
-        [] if proxmox_drive => Err("only Proxmox's own cloud-init drive (no user data to join with)".into()),
+        [] if proxmox_drive => {
+            Err("only Proxmox's own cloud-init drive (no user data to join with)".into())
+        }
         [] => Err("no cidata seed attached: cloud-init found no user data".into()),
         [(_, img)] => match (img.files.get("user-data"), img.files.get("meta-data")) {
             (Some(u), Some(_)) => Ok(String::from_utf8_lossy(u).into_owned()),
-            _ => Err("the cidata seed has no user-data and meta-data files (as named on a Linux mount)".into()),
+            _ => Err(
+                "the cidata seed has no user-data and meta-data files (as named on a Linux mount)"
+                    .into(),
+            ),
         },
         _ => Err("several cidata seeds attached".into()),
     }

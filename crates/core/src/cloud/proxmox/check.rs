@@ -155,10 +155,14 @@ async fn delivery_line(
                 .iter()
                 .map(|(st, hs)| format!("storage {st} (hosts {})", hs.join(", ")))
                 .collect();
-            format!(
+            let mut line = format!(
                 "user data: rendered template as a NoCloud seed ISO (cidata) uploaded to {}, attached as a CD-ROM until the node joins; readable meanwhile by anyone with Datastore.Audit there",
                 places.join(", ")
-            )
+            );
+            if let Some(u) = &s.ciuser {
+                line.push_str(&format!("; ciuser `{u}` is NOT applied (the seed replaces Proxmox's cloud-init drive): create users in the user data"));
+            }
+            line
         }
     })
 }

@@ -249,7 +249,8 @@ pub fn validate_settings(s: &ProxmoxSettings) -> Vec<(String, String)> {
     if s.seed_storage.is_some() && (s.cicustom.is_some() || s.join == JoinMode::GuestAgent) {
         p.push((
             "seedStorage".into(),
-            "a seed is only built for `join: cloudInit` without `cicustom`; remove seedStorage".into(),
+            "a seed is only built for `join: cloudInit` without `cicustom`; remove seedStorage"
+                .into(),
         ));
     }
     if let TemplateRef::Tag { tag } = &s.template {

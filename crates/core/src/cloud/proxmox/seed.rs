@@ -38,7 +38,10 @@ pub struct SeedFiles {
 impl std::fmt::Debug for SeedFiles {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SeedFiles")
-            .field("user_data", &format_args!("<{} bytes>", self.user_data.len()))
+            .field(
+                "user_data",
+                &format_args!("<{} bytes>", self.user_data.len()),
+            )
             .field("meta_data", &self.meta_data)
             .field("network_config", &self.network_config)
             .finish()
@@ -56,7 +59,10 @@ pub fn seed_files(
     config: &BTreeMap<String, String>,
 ) -> SeedFiles {
     let mut meta = serde_json::Map::new();
-    meta.insert("instance-id".into(), json!(format!("nodewright-{vmid}-{name}")));
+    meta.insert(
+        "instance-id".into(),
+        json!(format!("nodewright-{vmid}-{name}")),
+    );
     meta.insert("local-hostname".into(), json!(name));
     if !ssh_keys.is_empty() {
         meta.insert("public-keys".into(), json!(ssh_keys));
@@ -106,7 +112,9 @@ pub fn network_config(config: &BTreeMap<String, String>) -> Option<String> {
 fn mac_of(net0: &str) -> Option<String> {
     net0.split(',').find_map(|p| {
         let (_, v) = p.split_once('=')?;
-        let ok = v.len() == 17 && v.split(':').all(|o| o.len() == 2 && o.chars().all(|c| c.is_ascii_hexdigit()));
+        let ok = v.len() == 17
+            && v.split(':')
+                .all(|o| o.len() == 2 && o.chars().all(|c| c.is_ascii_hexdigit()));
         ok.then(|| v.to_ascii_lowercase())
     })
 }
@@ -206,9 +214,10 @@ pub fn attached(
 }
 
 fn is_drive(key: &str) -> bool {
-    ["ide", "sata", "scsi", "virtio"]
-        .iter()
-        .any(|p| key.strip_prefix(p).is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())))
+    ["ide", "sata", "scsi", "virtio"].iter().any(|p| {
+        key.strip_prefix(p)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    })
 }
 
 /// Proxmox's cloud-init drive (`<storage>:vm-<id>-cloudinit,media=cdrom`), if any.
@@ -225,7 +234,11 @@ pub fn free_slot(config: &BTreeMap<String, String>) -> Option<&'static str> {
     SLOTS
         .iter()
         .copied()
-        .find(|s| config.get(*s).is_some_and(|v| v.starts_with("none,") || v == "none"))
+        .find(|s| {
+            config
+                .get(*s)
+                .is_some_and(|v| v.starts_with("none,") || v == "none")
+        })
         .or_else(|| SLOTS.iter().copied().find(|s| !config.contains_key(*s)))
 }
 
@@ -245,7 +258,10 @@ mod tests {
         let f = file_name("Prod_EU", 123);
         assert_eq!(f, "nw-_50rod_5f_45_55-123-seed.iso");
         assert_eq!(vmid_of_file("Prod_EU", &f), Some(123));
-        assert_eq!(vmid_of_file("Prod_EU", &format!("local:iso/{f}")), Some(123));
+        assert_eq!(
+            vmid_of_file("Prod_EU", &format!("local:iso/{f}")),
+            Some(123)
+        );
         assert_eq!(vmid_of_file("prod", &f), None);
         assert_eq!(vmid_of_file("prod", "nw-prod-x-seed.iso"), None);
         assert_eq!(vmid_of_file("prod", "ubuntu.iso"), None);
@@ -292,7 +308,13 @@ mod tests {
 
     #[test]
     fn meta_data_names_the_vm_and_debug_hides_the_user_data() {
-        let s = seed_files("c1-g-abc", 101, "#cloud-config\ntoken: s3cret\n", &["ssh-ed25519 AAAA a@b".into()], &cfg(&[]));
+        let s = seed_files(
+            "c1-g-abc",
+            101,
+            "#cloud-config\ntoken: s3cret\n",
+            &["ssh-ed25519 AAAA a@b".into()],
+            &cfg(&[]),
+        );
         let m: serde_json::Value = serde_yaml::from_str(&s.meta_data).expect("yaml");
         assert_eq!(m["local-hostname"], "c1-g-abc");
         assert_eq!(m["instance-id"], "nodewright-101-c1-g-abc");

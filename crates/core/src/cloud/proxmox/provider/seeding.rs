@@ -241,7 +241,9 @@ impl ProxmoxProvider {
         let Some(volume) = volume else { return };
         match self.delete_volume(node, &volume).await {
             Ok(()) => tracing::info!(%volume, "cloud-init seed of a destroyed VM removed"),
-            Err(e) => tracing::warn!(%volume, error = %e, "could not remove the cloud-init seed of a destroyed VM; the sweep removes it later"),
+            Err(e) => {
+                tracing::warn!(%volume, error = %e, "could not remove the cloud-init seed of a destroyed VM; the sweep removes it later")
+            }
         }
     }
 
@@ -314,7 +316,11 @@ impl ProxmoxProvider {
                 if shared && !shared_seen.insert(storage.clone()) {
                     continue;
                 }
-                let call = format!("/nodes/{}/storage/{}/content", seg(&host.node), seg(&storage));
+                let call = format!(
+                    "/nodes/{}/storage/{}/content",
+                    seg(&host.node),
+                    seg(&storage)
+                );
                 let data = api.get(&call, &params([("content", "iso".into())])).await?;
                 let items: Vec<ContentEntry> = serde_json::from_value(data)
                     .map_err(|e| other(format!("GET {call}: unexpected answer: {e}")))?;
@@ -335,15 +341,22 @@ impl ProxmoxProvider {
                         .find(|v| v.vmid == vmid && !v.template)
                         .filter(|v| ownership(v.tags()).cluster.as_deref() == Some(cluster));
                     let in_use = match vm {
-                        Some(v) => self.seed_volume(&v.node, v.vmid, cluster).await.as_deref() == Some(item.volid.as_str()),
+                        Some(v) => {
+                            self.seed_volume(&v.node, v.vmid, cluster).await.as_deref()
+                                == Some(item.volid.as_str())
+                        }
                         None => false,
                     };
                     if in_use {
                         continue;
                     }
                     match self.delete_volume(&host.node, &item.volid).await {
-                        Ok(()) => tracing::info!(volume = %item.volid, vmid, "removed a cloud-init seed left behind"),
-                        Err(e) => tracing::warn!(volume = %item.volid, error = %e, "could not remove a cloud-init seed left behind"),
+                        Ok(()) => {
+                            tracing::info!(volume = %item.volid, vmid, "removed a cloud-init seed left behind")
+                        }
+                        Err(e) => {
+                            tracing::warn!(volume = %item.volid, error = %e, "could not remove a cloud-init seed left behind")
+                        }
                     }
                 }
             }
@@ -361,15 +374,22 @@ mod tests {
         let s: ProxmoxSettings = crate::yaml::from_str("template: 1\n").expect("parses");
         let none = BTreeMap::new();
         assert_eq!(delivery(&s, &none), Delivery::Seed);
-        let tpl: BTreeMap<String, String> =
-            [("cicustom".to_string(), "vendor=local:snippets/k3s.yaml".to_string())].into();
+        let tpl: BTreeMap<String, String> = [(
+            "cicustom".to_string(),
+            "vendor=local:snippets/k3s.yaml".to_string(),
+        )]
+        .into();
         assert_eq!(
             delivery(&s, &tpl),
             Delivery::Cicustom("vendor=local:snippets/k3s.yaml".into())
         );
         let s: ProxmoxSettings =
-            crate::yaml::from_str("template: 1\ncicustom: user=local:snippets/j.yaml\n").expect("parses");
-        assert_eq!(delivery(&s, &none), Delivery::Cicustom("user=local:snippets/j.yaml".into()));
+            crate::yaml::from_str("template: 1\ncicustom: user=local:snippets/j.yaml\n")
+                .expect("parses");
+        assert_eq!(
+            delivery(&s, &none),
+            Delivery::Cicustom("user=local:snippets/j.yaml".into())
+        );
         let s: ProxmoxSettings =
             crate::yaml::from_str("template: 1\njoin: guestAgent\n").expect("parses");
         assert_eq!(delivery(&s, &none), Delivery::GuestAgent);
