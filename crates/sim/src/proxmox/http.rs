@@ -542,13 +542,13 @@ async fn respond(
                         );
                     }
                     let volume = v.split(',').next().unwrap_or_default();
-                    if volume.contains(":iso/") {
-                        if storage::read(shared, &st, &vm_node, volume).is_none() {
-                            return fail(
-                                StatusCode::INTERNAL_SERVER_ERROR,
-                                &format!("volume '{volume}' does not exist"),
-                            );
-                        }
+                    if volume.contains(":iso/")
+                        && storage::read(shared, &st, &vm_node, volume).is_none()
+                    {
+                        return fail(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            &format!("volume '{volume}' does not exist"),
+                        );
                     }
                 }
                 let Some(vm) = st.vms.get_mut(&vmid) else {

@@ -58,7 +58,7 @@ fn records(bytes: &[u8], lba: usize, len: usize) -> Result<Vec<Record<'_>>, Stri
             .ok_or("directory record runs past the image")?;
         let name_len = *r.get(32).ok_or("short directory record")? as usize;
         let name = r.get(33..33 + name_len).ok_or("short directory record")?;
-        let su_start = 33 + name_len + usize::from(name_len % 2 == 0);
+        let su_start = 33 + name_len + usize::from(name_len.is_multiple_of(2));
         out.push(Record {
             name,
             system_use: r.get(su_start..).unwrap_or(&[]),
