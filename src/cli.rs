@@ -652,4 +652,20 @@ mod tests {
         assert_eq!(empty["pending"], serde_json::json!([]));
         assert_eq!(empty["buckets"]["scaling-up"], 0);
     }
+
+    /// `render` used to print a Proxmox group's template as if its VMs got it; with the
+    /// user's own cicustom snippets they do not, and it says so.
+    #[test]
+    fn render_says_what_becomes_of_a_proxmox_groups_user_data() {
+        let s = |y: &str| -> crate::cloud::proxmox::ProxmoxSettings {
+            crate::yaml::from_str(y).expect("settings")
+        };
+        assert!(render_note(&s("template: 1\n")).contains("NoCloud seed ISO"));
+        let n = render_note(&s("template: 1\ncicustom: user=local:snippets/j.yaml\n"));
+        assert!(
+            n.contains("NOT used") && n.contains("user=local:snippets/j.yaml"),
+            "{n}"
+        );
+        assert!(render_note(&s("template: 1\njoin: guestAgent\n")).contains("guest agent"));
+    }
 }

@@ -165,9 +165,27 @@ impl ProxmoxProvider {
             .await?;
         self.await_upid(&format!("POST {call}"), &data).await?;
         let volume = seed::volume_id(&storage, &file);
-        let slot = match attached(&config, cluster, vmid) {
+        let result = self.attach(node, vmid, cluster, &config, &volume).await;
+        if result.is_err() {
+            // Not attached: nothing would find it but the sweep, ten minutes on.
+            self.forget_seed(node, Some(volume)).await;
+        }
+        result
+    }
+
+    /// The config call attaching `volume` in place of Proxmox's cloud-init drive.
+    async fn attach(
+        &self,
+        node: &str,
+        vmid: u32,
+        cluster: &str,
+        config: &BTreeMap<String, String>,
+        volume: &str,
+    ) -> Result<(), CloudError> {
+        let api = &self.inner.api;
+        let slot = match attached(config, cluster, vmid) {
             Some((slot, _)) => slot,
-            None => free_slot(&config)
+            None => free_slot(config)
                 .ok_or_else(|| {
                     other(format!(
                         "VM {vmid} has no free IDE or SATA slot for the cloud-init seed CD-ROM"
@@ -175,8 +193,8 @@ impl ProxmoxProvider {
                 })?
                 .to_string(),
         };
-        let mut p = params([(slot.as_str(), drive_value(&volume))]);
-        if let Some(ci) = cloudinit_drive(&config) {
+        let mut p = params([(slot.as_str(), drive_value(volume))]);
+        if let Some(ci) = cloudinit_drive(config) {
             p.push(("delete".into(), ci));
         }
         let call = format!("{}/config", vm_path(node, vmid));
