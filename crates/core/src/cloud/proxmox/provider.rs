@@ -478,8 +478,9 @@ impl CloudProvider for ProxmoxProvider {
     /// One `/cluster/resources` listing answers the servers, the hosts and every group's
     /// template, and one HA status read the hosts in maintenance: a cycle costs two calls
     /// whatever the number of groups (plus, once, each template's disks and the cluster's
-    /// name; and while some VM is locked for a clone, the task lists of the hosts that
-    /// hold it or a template, see [`super::adopt`]).
+    /// name; while some VM is locked for a clone, the task lists of the hosts that
+    /// hold it or a template, see [`super::adopt`]; and at most every ten minutes the ISO
+    /// storages' content, for cloud-init seeds left behind, see `seeding`).
     async fn observe(&self, cluster: &str, groups: &[String]) -> Result<Observed, CloudError> {
         let api = &self.inner.api;
         let listing = list_all(api).await?;
@@ -552,7 +553,8 @@ impl CloudProvider for ProxmoxProvider {
 
     /// Destroys VM `id` only when its tags, read back just before, name `cluster` (and
     /// no other cluster), or, with no nodewright tag at all, when it is half-made for
-    /// `cluster` (name and description).
+    /// `cluster` (name and description). Its cloud-init seed, if still attached, is deleted
+    /// with it.
     async fn delete_server(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         let vmid = vmid_of(id)?;
         let vms = list_vms(&self.inner.api).await?;
