@@ -395,7 +395,21 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                 tracing::info!("shutting down");
                 stop_tx.send_replace(true);
             });
-            crate::runner::run(opts, stop_rx).await?;
+            let mut stopping = stop_rx.clone();
+            let run = crate::runner::run(opts, stop_rx);
+            tokio::pin!(run);
+            // A stop abandons the cycle at once; what is left (releasing the lease) gets
+            // SHUTDOWN_GRACE, so a hung API server cannot outlast the pod's own grace.
+            let grace = async {
+                let _ = stopping.wait_for(|s| *s).await;
+                tokio::time::sleep(SHUTDOWN_GRACE).await;
+            };
+            tokio::select! {
+                r = &mut run => r?,
+                _ = grace => tracing::warn!(
+                    "shutdown took longer than {SHUTDOWN_GRACE:?}; exiting without waiting for the last calls (the leader lease expires on its own)"
+                ),
+            }
             Ok(())
         }
     }
@@ -413,6 +427,10 @@ fn render_note(s: &crate::cloud::proxmox::ProxmoxSettings) -> String {
         (JoinMode::CloudInit, None) => "proxmox: delivered as `user-data` of a NoCloud seed ISO, unless the template sets cicustom (`nodewright check` says which)".into(),
     }
 }
+
+/// How long `run` may take to stop after SIGTERM or Ctrl-C: well within Kubernetes'
+/// default `terminationGracePeriodSeconds` (30 s).
+const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Pending pods `plan` lists per bucket; `plan --json` has every one.
 const PLAN_PODS_SHOWN: usize = 10;
@@ -513,19 +531,45 @@ async fn check(config_path: &Path, offline: bool) -> Result<(), CliError> {
     for g in &config.node_groups {
         let name = format!("{}-{}-check0", config.cluster_name, g.name);
         match render_user_data(&config, g, &name) {
-            Ok(r) => println!(
-                "group {}: template {} renders ({:?}, {} bytes)",
-                g.name,
-                g.user_data.template,
-                r.format,
-                r.content.len()
-            ),
+            Ok(r) => match g.runs_user_data_as_script() {
+                Some(runner) if !r.content.starts_with("#!") => failures.push(format!(
+                    "group {}: template `{}` renders {} (it starts `{}`), but {runner}; use a template that renders a `#!` script, such as `k3s-agent.join.sh.j2`",
+                    g.name,
+                    g.user_data.template,
+                    if r.content.starts_with("#cloud-config") {
+                        "cloud-config".to_string()
+                    } else {
+                        r.format.to_string()
+                    },
+                    r.content.lines().next().unwrap_or_default().chars().take(40).collect::<String>()
+                )),
+                _ => println!(
+                    "group {}: template {} renders ({:?}, {} bytes)",
+                    g.name,
+                    g.user_data.template,
+                    r.format,
+                    r.content.len()
+                ),
+            },
             Err(e) => failures.push(e.to_string()),
+        }
+    }
+    for line in
+        crate::cloud::build::check_credentials(&config, crate::cloud::build::credentials_from_env)
+    {
+        match line {
+            Ok(line) => println!("{line}"),
+            Err(problem) => failures.push(problem),
         }
     }
     let mut unreachable = Vec::new();
     if !offline {
-        let clouds = build_clouds(&config).map_err(|e| CliError::Usage(e.to_string()))?;
+        let clouds = match build_clouds(&config) {
+            Ok(clouds) => clouds,
+            // A credentials problem is listed above already.
+            Err(_) if !failures.is_empty() => return Err(CliError::Usage(failures.join("\n"))),
+            Err(e) => return Err(CliError::Usage(e.to_string())),
+        };
         for provider in clouds.distinct() {
             match provider.verify().await {
                 Ok(lines) => {

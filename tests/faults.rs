@@ -390,3 +390,108 @@ async fn a_proxmox_clone_task_failing_after_the_vm_exists_leaves_no_orphan() {
     );
     assert_eq!(env.proxmox.guests().len(), 1, "{:?}", env.proxmox.guests());
 }
+
+/// A proxy or API server that drips its answer a byte a second held one GET (and so the
+/// loop) for minutes: the client's read timeout restarts with every byte. Every call that
+/// is not a watch now fails at its deadline, answer body included, and the next call works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dripping_kubernetes_answer_fails_at_the_call_deadline_instead_of_holding_the_loop() {
+    use nodewright::cluster::{client_with_deadline, ClusterApi};
+    let spec = FaultSpec {
+        drip: Duration::from_millis(500),
+        ..FaultSpec::rate(0.0)
+    };
+    let env = SimEnv::start_with_faults(None, SimTimings::default(), Some(&spec))
+        .await
+        .expect("env");
+    let kube = kubeconfig_from_file(&env.kubeconfig)
+        .await
+        .expect("kubeconfig");
+    let deadline = Duration::from_secs(2);
+    let cluster = KubeCluster::new(client_with_deadline(kube, deadline).expect("client"));
+    let before = cluster.node("control-plane").await.expect("plain GET");
+    assert!(
+        before.is_some(),
+        "the simulated cluster has its control plane"
+    );
+
+    env.faults
+        .cluster
+        .force(FaultKind::Drip, "GET /api/v1/nodes/control-plane", 1);
+    let started = Instant::now();
+    let err = cluster
+        .node("control-plane")
+        .await
+        .expect_err("a dripping answer (a node object is ~1 KiB: ~10 min at 2 B/s) must fail");
+    let took = started.elapsed();
+    assert!(
+        took >= deadline && took < deadline + Duration::from_secs(3),
+        "the call ended after {took:?}, its deadline is {deadline:?}"
+    );
+    let text = format!("{err:#}");
+    assert!(
+        text.contains("within 2s") && text.contains("/api/v1/nodes/control-plane"),
+        "the error names the call and the deadline: {text}"
+    );
+    assert_eq!(env.faults.cluster.counts().drips, 1);
+    // The next call is answered as usual.
+    assert!(cluster.node("control-plane").await.expect("GET").is_some());
+}
+
+/// One hung cloud (a Nova listing that drips its answer) and one rate-limited cloud
+/// (Kamatera's listing answering 429 with a Retry-After of 60 s) stalled every group for
+/// minutes. Each provider's listing now has a deadline: the two are frozen for the cycle,
+/// and the Proxmox group still scales up in the first cycles, each cycle within about the
+/// deadline.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_and_a_rate_limited_cloud_freeze_their_own_groups_not_the_others() {
+    let spec = FaultSpec {
+        drip: Duration::from_secs(1),
+        retry_after: Duration::from_secs(60),
+        ..FaultSpec::rate(0.0)
+    };
+    let (env, mut rec, _) = start(&spec).await;
+    let deadline = Duration::from_secs(2);
+    rec.clouds = rec.clouds.clone().with_observe_deadline(deadline);
+    env.faults
+        .openstack
+        .force(FaultKind::Drip, "GET /compute/v2.1/servers/detail", 1000);
+    env.faults
+        .kamatera
+        .force(FaultKind::TooManyRequests, "/service/servers", 1000);
+    add_app(&env, "batch", 1);
+    let mut scaled = false;
+    for cycle in 0..4 {
+        let started = Instant::now();
+        let c = rec.cycle_detailed(SystemTime::now()).await.expect("cycle");
+        let took = started.elapsed();
+        assert!(
+            took < deadline + Duration::from_secs(4),
+            "cycle {cycle} took {took:?} with a hung and a rate-limited cloud"
+        );
+        let frozen: Vec<&String> = c.snapshot.unavailable_providers.keys().collect();
+        assert_eq!(
+            frozen.len(),
+            2,
+            "both broken providers are frozen: {frozen:?}"
+        );
+        if let nodewright::plan::Action::ScaleUp { group, .. } = &c.decision.action {
+            assert_eq!(group, "batch");
+            c.result.expect("the Proxmox create works");
+            scaled = true;
+            break;
+        }
+    }
+    assert!(
+        scaled,
+        "the Proxmox group scaled up while the others were frozen"
+    );
+    assert_eq!(
+        env.proxmox
+            .guests()
+            .iter()
+            .filter(|v| v.name.starts_with(CLUSTER))
+            .count(),
+        1
+    );
+}

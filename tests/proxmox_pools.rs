@@ -94,7 +94,12 @@ async fn a_scale_up_starts_a_warm_vm_without_a_create_and_the_pool_refills() {
     assert!(!is_warm(&started));
     // Its seed went with the start.
     let seed = format!("local:iso/nw-prod-{}-seed.iso,media=cdrom", started.vmid);
-    assert_eq!(started.config.get("ide3"), Some(&seed), "{:?}", started.config);
+    assert_eq!(
+        started.config.get("ide3"),
+        Some(&seed),
+        "{:?}",
+        started.config
+    );
 
     // The pool refills with a new stopped VM while the started one joins.
     act_until(&rec, "pool refill", |a| {

@@ -183,7 +183,7 @@ async fn kamatera_stamps_the_settings_hash_in_the_create_and_reads_it_back() {
     sim.write_credentials_file(&path).expect("credentials");
     // The longest tag prefix Kamatera's tags leave room for.
     let settings: KamateraSettings = nodewright::yaml::from_str(
-        "datacenter: EU\nimage: ubuntu_server_24.04_64-bit\ncpu: 2B\nram: 4096\ntagPrefix: abcdefghijk\n",
+        "datacenter: EU\nimage: ubuntu_server_24.04_64-bit\ncpu: 2B\nram: 4096 MiB\ntagPrefix: abcdefghijk\n",
     )
     .expect("settings");
     let p = KamateraProvider::with_options(

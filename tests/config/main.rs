@@ -5,6 +5,7 @@
 mod common;
 
 mod buffers;
+mod checks;
 mod disruption;
 mod proxmox;
 

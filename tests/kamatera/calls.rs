@@ -138,7 +138,10 @@ async fn list_returns_only_servers_tagged_for_the_cluster() {
     let (sim, _) = start_sim().await;
     let p = provider(
         &sim,
-        &[("workers", settings("")), ("big", settings("ram: 16384\n"))],
+        &[
+            ("workers", settings("")),
+            ("big", settings("ram: 16 GiB\n")),
+        ],
     );
     let ours = p
         .create_server(&req("c1-workers-aaaaa", "workers"))

@@ -46,7 +46,7 @@ fn fast() -> ProviderOptions {
 
 /// Group settings: a base with `extra` lines added (or replacing base keys).
 fn settings(extra: &str) -> KamateraSettings {
-    let base = "datacenter: EU\nimage: ubuntu_server_24.04_64-bit\ncpu: 2B\nram: 4096\n";
+    let base = "datacenter: EU\nimage: ubuntu_server_24.04_64-bit\ncpu: 2B\nram: 4096 MiB\n";
     let overridden = |line: &str| {
         let key = line.split(':').next().unwrap_or("");
         extra.lines().any(|l| l.starts_with(&format!("{key}:")))

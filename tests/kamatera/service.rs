@@ -341,7 +341,7 @@ nodeGroups:
       datacenter: EU
       image: ubuntu_server_24.04_64-bit
       cpu: 2B
-      ram: 4096
+      ram: 4096 MiB
       tagPrefix: nodewright-eu
     userData:
       template: k3s-agent.sh.j2

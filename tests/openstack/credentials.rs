@@ -118,6 +118,11 @@ fn credential_files_table() {
             Err(vec!["'username'", "OS_*"]),
         ),
         (
+            "OS_ key a typo away from a known one",
+            format!("{EXAMPLE}OS_PROJECT_DOMAN_NAME: Default\n"),
+            Err(vec!["unknown key 'OS_PROJECT_DOMAN_NAME'", "did you mean 'OS_PROJECT_DOMAIN_NAME'?"]),
+        ),
+        (
             "identity v2",
             EXAMPLE.replace("OS_IDENTITY_API_VERSION: 3", "OS_IDENTITY_API_VERSION: 2"),
             Err(vec!["OS_IDENTITY_API_VERSION", "v3"]),

@@ -621,3 +621,119 @@ async fn cacert_and_insecure_options() {
     let err = with("OS_CACERT: /nonexistent/ca.pem\n".into()).unwrap_err();
     assert!(err.to_string().contains("/nonexistent/ca.pem"), "{err}");
 }
+
+/// What real Nova refuses only at create time (a key pair, a security group, an
+/// availability zone that does not exist) is named by `check`, and the simulated Nova
+/// refuses such a create with the 400 real Nova answers.
+#[tokio::test]
+async fn check_names_a_missing_key_pair_security_group_and_zone_as_nova_would_refuse_them() {
+    type Edit = fn(&mut OpenStackSettings);
+    let cases: [(&str, Edit, &str, &str); 3] = [
+        (
+            "key pair",
+            |s| s.key_name = Some("nobody".into()),
+            "key pair 'nobody'",
+            "Invalid key_name provided.",
+        ),
+        (
+            "security group",
+            |s| s.security_groups = vec!["default".into(), "web".into()],
+            "security group 'web'",
+            "Security group web not found.",
+        ),
+        (
+            "availability zone",
+            |s| s.availability_zone = Some("az-9".into()),
+            "availability zone 'az-9' not found; available: nova, az-1, az-2, az-3",
+            "The requested availability zone is not available",
+        ),
+    ];
+    for (what, edit, check_says, nova_says) in cases {
+        let mut s = settings("m1.small", "fedora-coreos", Some("private"));
+        edit(&mut s);
+        let f = fixture_with(SimOpenStackOptions::default(), false, s).await;
+        let err = f.provider.check().await.unwrap_err();
+        assert!(err.to_string().contains(check_says), "{what}: {err}");
+        let err = f
+            .provider
+            .create_server(&request("c1-x", "c1", "x"))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains(nova_says), "{what}: {err}");
+        assert!(f.sim.servers().is_empty(), "{what}");
+    }
+    // Ids work as well as names, and what exists passes.
+    let opts = SimOpenStackOptions::default();
+    let mut s = settings("m1.small", "fedora-coreos", Some("private"));
+    s.security_groups = vec![opts.security_groups[1].id.clone(), "default".into()];
+    s.availability_zone = Some("az-2".into());
+    s.server_group = Some(opts.server_groups[0].id.clone());
+    let f = fixture_with(opts, false, s).await;
+    let lines = f.provider.check().await.unwrap();
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("key pair ops") && l.contains("availability zone az-2")),
+        "{lines:?}"
+    );
+    f.provider
+        .create_server(&request("c1-x", "c1", "x"))
+        .await
+        .unwrap();
+}
+
+/// The simulated Nova and Neutron answer the look-ups `check` makes as the real ones do.
+#[tokio::test]
+async fn simulated_nova_answers_key_pair_zone_and_server_group_look_ups() {
+    let f = fixture().await;
+    let http = raw_client();
+    let (token, _) = raw_token(&f.sim, &http).await;
+    let base = f.sim.auth_url().replace("/identity/v3", "");
+    let get = |path: String| {
+        http.get(format!("{base}{path}"))
+            .header("X-Auth-Token", &token)
+            .send()
+    };
+    let r = get("/compute/v2.1/os-keypairs/ops".into()).await.unwrap();
+    assert_eq!(r.status(), 200);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["keypair"]["name"], "ops");
+    let r = get("/compute/v2.1/os-keypairs/nobody".into())
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let v: serde_json::Value = r.json().await.unwrap();
+    assert_eq!(v["itemNotFound"]["code"], 404);
+    assert!(v["itemNotFound"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .starts_with("Keypair nobody not found for user "));
+    let v: serde_json::Value = get("/compute/v2.1/os-availability-zone".into())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["availabilityZoneInfo"][0]["zoneName"], "nova");
+    assert_eq!(v["availabilityZoneInfo"][0]["zoneState"]["available"], true);
+    let id = f.sim.options().server_groups[0].id.clone();
+    let v: serde_json::Value = get(format!("/compute/v2.1/os-server-groups/{id}"))
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["server_group"]["name"], "k8s-workers");
+    let r = get("/compute/v2.1/os-server-groups/00000000-0000-4000-8000-000000000000".into())
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+    let v: serde_json::Value = get("/network/v2.0/security-groups?name=k8s-nodes".into())
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(v["security_groups"].as_array().map(Vec::len), Some(1));
+    assert_eq!(v["security_groups"][0]["name"], "k8s-nodes");
+}

@@ -407,3 +407,74 @@ async fn a_vm_failing_before_it_has_a_node_is_reported_on_the_status_configmap()
     );
     drop(p);
 }
+
+/// SIGTERM could hang for as long as the API server held the last calls (the lease
+/// release): a stop now ends the process within its shutdown grace (10 s) even when every
+/// lease write drips its answer a byte a second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_within_the_grace_while_the_api_server_hangs() {
+    use nodewright::sim::faults::{FaultKind, FaultSpec};
+    let spec = FaultSpec {
+        drip: Duration::from_secs(1),
+        ..FaultSpec::rate(0.0)
+    };
+    let env = SimEnv::start_with_faults(None, SimTimings::default(), Some(&spec))
+        .await
+        .expect("env");
+    let (cfg, _) = env.write_config(&config()).expect("config");
+    let port = free_port();
+    // Renewals 5 s apart: the next lease write after the SIGTERM is the release.
+    let elect = [
+        "--leader-elect",
+        "--lease-namespace",
+        "default",
+        "--lease-duration",
+        "15s",
+        "--renew-deadline",
+        "10s",
+        "--retry-period",
+        "5s",
+    ];
+    let mut p = spawn(&env, &cfg, "term", port, &elect);
+    wait_for("leadership", Duration::from_secs(20), || {
+        holder(&env).is_some_and(|h| h.starts_with("term"))
+    })
+    .await;
+    env.faults.cluster.force(
+        FaultKind::Drip,
+        "PUT /apis/coordination.k8s.io/v1/namespaces/default/leases/nodewright",
+        1,
+    );
+    let pid = p.child.0.id().to_string();
+    let sent = Instant::now();
+    let term = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill -TERM");
+    assert!(term.success());
+    let mut exited = None;
+    while sent.elapsed() < Duration::from_secs(25) {
+        if let Some(status) = p.child.0.try_wait().expect("wait") {
+            exited = Some((sent.elapsed(), status));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (took, _) =
+        exited.unwrap_or_else(|| panic!("still running 25 s after SIGTERM:\n{}", p.log()));
+    assert!(
+        took < Duration::from_secs(13),
+        "stopped {took:?} after SIGTERM; the grace is 10 s:\n{}",
+        p.log()
+    );
+    assert!(
+        took >= Duration::from_secs(9),
+        "stopped {took:?} after SIGTERM: the release did not drip, so this test shows nothing"
+    );
+    assert_eq!(env.faults.cluster.counts().drips, 1, "the release dripped");
+    assert!(
+        p.log().contains("shutdown took longer than 10s"),
+        "{}",
+        p.log()
+    );
+}

@@ -61,13 +61,18 @@ impl Reconciler {
             tracing::warn!(error = %e, "reading the disruption records failed; the scale-down delays count from what this process remembers");
             DisruptionRecords::default()
         });
-        // One call per provider (servers and group shapes together), all providers at once.
+        // One call per provider (servers and group shapes together), all providers at once,
+        // each within its deadline: a hung or rate-limited cloud freezes its own groups.
         let providers = self.clouds.by_provider();
-        let observed = futures::future::join_all(
-            providers
-                .iter()
-                .map(|(p, groups)| p.observe(cluster_name, groups)),
-        )
+        let deadline = self.clouds.observe_deadline();
+        let observed = futures::future::join_all(providers.iter().map(|(p, groups)| async move {
+            match tokio::time::timeout(deadline, p.observe(cluster_name, groups)).await {
+                Ok(r) => r.map_err(|e| e.to_string()),
+                Err(_) => Err(format!(
+                    "no answer within {deadline:?} (the cloud API is hung, slow, or asked to retry later)"
+                )),
+            }
+        }))
         .await;
         let mut servers = Vec::new();
         let mut group_shapes = BTreeMap::new();

@@ -19,6 +19,7 @@ use crate::cluster::events::EventRecorder;
 use crate::cluster::leader::{LeaderElector, LeaseSettings};
 use crate::cluster::status::write_status;
 use crate::cluster::{client_from_env, CacheOptions, KubeCluster};
+use crate::config::reload::{ConfigWatch, Reload};
 use crate::config::Config;
 use crate::plan::summary::{summarize, Summary, NODE_STATES};
 use crate::plan::{Action, Decision, ObjectRef};
@@ -62,33 +63,6 @@ fn identity() -> String {
         .unwrap_or_else(|| "nodewright".into());
     let base: String = base.chars().take(56).collect();
     format!("{base}-{}", crate::act::random_suffix(6))
-}
-
-/// Re-reads the config file when it changes (a mounted ConfigMap is updated in place);
-/// an invalid new version is logged and the last good one stays in force.
-struct ConfigWatch {
-    path: PathBuf,
-    last_text: String,
-}
-
-impl ConfigWatch {
-    fn poll(&mut self) -> Option<Config> {
-        let text = std::fs::read_to_string(&self.path).ok()?;
-        if text == self.last_text {
-            return None;
-        }
-        self.last_text = text;
-        match Config::load(&self.path) {
-            Ok(c) => {
-                tracing::info!(path = %self.path.display(), "config changed; new config in force");
-                Some(c)
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "config changed but is invalid; keeping the last good config");
-                None
-            }
-        }
-    }
 }
 
 #[derive(Serialize)]
@@ -236,10 +210,10 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
         tracing::info!(addr = %bound, "serving /metrics, /healthz and /readyz");
     }
     let client = client_from_env().await?;
-    let mut watch_cfg = ConfigWatch {
-        path: opts.config_path.clone(),
-        last_text: std::fs::read_to_string(&opts.config_path).unwrap_or_default(),
-    };
+    let mut watch_cfg = ConfigWatch::new(
+        opts.config_path.clone(),
+        std::fs::read_to_string(&opts.config_path).unwrap_or_default(),
+    );
     // Watch caches from the start, so a standby replica is warm when it takes over. The
     // disruption records (scale-down delays) live in the status ConfigMap, beside its
     // status, so a restart honours them; with the ConfigMap off nothing is kept.
@@ -314,11 +288,11 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
         }
         health.set_leading(true);
         metrics.leader.set(1);
-        if let Some(new) = watch_cfg.poll() {
+        if let Reload::New(new) = watch_cfg.poll(SystemTime::now()) {
             match clouds_for(&new, &metrics, opts.dry_run) {
                 Ok(clouds) => {
                     reconciler.clouds = clouds;
-                    reconciler.config = Arc::new(new);
+                    reconciler.config = Arc::new(*new);
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "new config's providers cannot be built; keeping the last good config")

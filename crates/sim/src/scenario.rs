@@ -117,7 +117,7 @@ pub async fn simulate(
         env.dir.display()
     );
     println!("  node groups: workers on OpenStack (m1.large, 8 GiB, minSize 1), batch on Proxmox VE, cache on Kamatera");
-    println!("  freeMemoryTarget 2 GiB, minimumFreeNodeMemory 1 GiB, oldNodeAgeLimit 50s, scale-down 15s after the last add\n");
+    println!("  freeMemoryTarget 2 GiB, minimumFreeNodeMemory 1 GiB, oldNodeAgeLimit 90s, scale-down 15s after the last add\n");
     let scan = config.scan_interval;
     let reconciler = env.reconciler(config).await?;
     let start = Instant::now();

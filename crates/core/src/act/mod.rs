@@ -68,7 +68,15 @@ pub struct Clouds {
     /// [`crate::cluster::records`]), read back every cycle, so a restart forgets nothing;
     /// this copy covers a cluster whose records cannot be read or written.
     disruption: Arc<std::sync::Mutex<DisruptionTimes>>,
+    /// How long one provider's listing may take (`None`: [`DEFAULT_OBSERVE_DEADLINE`]).
+    observe_deadline: Option<std::time::Duration>,
 }
+
+/// How long one provider may take to list its VMs and group shapes in a cycle. Past it
+/// the provider's groups are frozen for the cycle, as when the listing fails, and the
+/// others go on: a hung or rate-limited cloud (a `Retry-After` longer than this) must
+/// not stall every group.
+pub const DEFAULT_OBSERVE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
 
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DisruptionTimes {
@@ -87,6 +95,16 @@ struct GroupFailures {
 impl Clouds {
     pub fn new() -> Self {
         Clouds::default()
+    }
+
+    /// Another deadline for each provider's listing (see [`DEFAULT_OBSERVE_DEADLINE`]).
+    pub fn with_observe_deadline(mut self, deadline: std::time::Duration) -> Self {
+        self.observe_deadline = Some(deadline);
+        self
+    }
+
+    pub fn observe_deadline(&self) -> std::time::Duration {
+        self.observe_deadline.unwrap_or(DEFAULT_OBSERVE_DEADLINE)
     }
 
     fn lock_failures(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, GroupFailures>> {
@@ -194,6 +212,7 @@ impl Clouds {
             by_group,
             failures: self.failures.clone(),
             disruption: self.disruption.clone(),
+            observe_deadline: self.observe_deadline,
         }
     }
 }

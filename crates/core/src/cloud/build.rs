@@ -87,6 +87,55 @@ fn build(
     Ok(clouds)
 }
 
+/// Reads each credentials file the config's providers need, without the network (what
+/// `check --offline` can tell of them): a line per provider, or a problem naming the
+/// file and the key. A provider whose variable is unset is reported, not refused: the
+/// file may only exist where nodewright runs.
+pub fn check_credentials(
+    config: &Config,
+    credentials: impl Fn(ProviderKind) -> Option<PathBuf>,
+) -> Vec<Result<String, String>> {
+    let mut out = Vec::new();
+    for kind in [
+        ProviderKind::Openstack,
+        ProviderKind::Proxmox,
+        ProviderKind::Kamatera,
+    ] {
+        if !config.node_groups.iter().any(|g| g.provider == kind) {
+            continue;
+        }
+        let Some(path) = credentials(kind) else {
+            out.push(Ok(format!(
+                "{}: {} not set; credentials not checked",
+                kind.as_str(),
+                kind.credentials_env()
+            )));
+            continue;
+        };
+        let read = match kind {
+            ProviderKind::Openstack => OpenStackCredentials::from_file(&path)
+                .map(drop)
+                .map_err(|e| e.to_string()),
+            ProviderKind::Proxmox => ProxmoxCredentials::from_file(&path)
+                .map(drop)
+                .map_err(|e| e.to_string()),
+            ProviderKind::Kamatera => KamateraCredentials::from_file(&path)
+                .map(drop)
+                .map_err(|e| e.to_string()),
+        };
+        out.push(
+            read.map(|()| format!("{}: credentials {} read", kind.as_str(), path.display()))
+                .map_err(|e| format!("{} ({}): {e}", kind.credentials_env(), kind.as_str())),
+        );
+    }
+    out
+}
+
+/// Environment variable lookup of the credentials files, as `run` does it.
+pub fn credentials_from_env(kind: ProviderKind) -> Option<PathBuf> {
+    from_env(kind)
+}
+
 /// The clone's task-aware deadline: `provisionTimeout` unless its log grew within the
 /// last `provisionProgressWindow`, at most `provisionTimeoutMax`.
 pub fn clone_deadline(config: &Config) -> TaskDeadline {

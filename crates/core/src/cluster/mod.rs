@@ -4,6 +4,7 @@
 
 mod cache;
 pub mod convert;
+pub mod deadline;
 pub mod events;
 mod kube_api;
 pub mod leader;
@@ -134,7 +135,16 @@ pub async fn client_from_env() -> Result<kube::Client, ClusterError> {
 /// stalling the cycle; the loop itself is the retry.
 /// A [`retry_after`] layer holds every call back while the API server's last 429 or 503
 /// asks to wait, and counts failures in the metrics.
-pub fn client_from_config(mut config: kube::Config) -> Result<kube::Client, ClusterError> {
+/// Every call but a watch has [`deadline::DEFAULT_CALL_DEADLINE`] for its whole answer.
+pub fn client_from_config(config: kube::Config) -> Result<kube::Client, ClusterError> {
+    client_with_deadline(config, deadline::DEFAULT_CALL_DEADLINE)
+}
+
+/// [`client_from_config`] with another deadline per call (the Retry-After wait included).
+pub fn client_with_deadline(
+    mut config: kube::Config,
+    call_deadline: std::time::Duration,
+) -> Result<kube::Client, ClusterError> {
     config.default_retry = false;
     let builder = kube::client::ClientBuilder::try_from(config).map_err(|e| ClusterError::Api {
         call: "building the Kubernetes client".into(),
@@ -142,6 +152,7 @@ pub fn client_from_config(mut config: kube::Config) -> Result<kube::Client, Clus
     })?;
     Ok(builder
         .with_layer(&retry_after::RetryAfterLayer::default())
+        .with_layer(&deadline::DeadlineLayer::new(call_deadline))
         .build())
 }
 

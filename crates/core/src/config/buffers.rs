@@ -95,6 +95,11 @@ pub(super) fn validate_buffers(p: &mut Vec<ConfigProblem>, buffers: &[BufferConf
                 "no resource requested; expected the requests of one pod, e.g. `{cpu: \"2\", memory: 4Gi}`",
             ));
         }
+        let resources_at = format!("{at}.resources");
+        super::scheduling::check_byte_quantities(
+            p,
+            super::scheduling::byte_entries(&resources_at, &b.resources),
+        );
         for (name, q) in &b.resources {
             let path = format!("{at}.resources.{name}");
             if name == "pods" {

@@ -109,7 +109,7 @@ impl ConfigError {
 
 /// Turns serde's wording into one that says what was found, what is expected and,
 /// for a misspelt key, what was probably meant.
-fn explain_serde_message(raw: &str) -> String {
+pub(crate) fn explain_serde_message(raw: &str) -> String {
     let msg = strip_location(raw);
     if let Some(rest) = msg.strip_prefix("unknown field `") {
         let (field, expected) = match rest.split_once('`') {
@@ -143,7 +143,9 @@ fn explain_serde_message(raw: &str) -> String {
     if msg.contains("invalid duration") || msg.contains("time unit") {
         return format!("{msg}; expected a duration such as `30s`, `15m` or `72h`");
     }
-    if msg.contains("ByteSize") || msg.contains("byte size") || msg.contains("unit") {
+    if (msg.contains("ByteSize") || msg.contains("byte size") || msg.contains("unit"))
+        && !msg.contains("e.g.")
+    {
         return format!("{msg}; expected a size such as `512 MiB` or `9 GiB`");
     }
     msg.to_string()

@@ -2,9 +2,12 @@
 //! program can trust. Every error names the field path, the bad value and what is expected.
 
 mod buffers;
+mod bytes;
 mod disruption;
-mod error;
+pub(crate) mod error;
+pub mod labels;
 mod pools;
+pub mod reload;
 mod schedule;
 mod scheduling;
 mod validate;
@@ -13,7 +16,6 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use bytesize::ByteSize;
 use serde::{Deserialize, Serialize};
 
 use crate::cloud::kamatera::KamateraSettings;
@@ -22,6 +24,7 @@ use crate::cloud::proxmox::ProxmoxSettings;
 use crate::userdata::UserDataConfig;
 
 pub use buffers::{BufferConfig, TolerationConfig, TolerationOperator};
+pub use bytes::Bytes;
 pub use disruption::{
     Budget, BudgetNodes, DisruptionConfig, DisruptionReason, DrainConfig, HealthConfig,
 };
@@ -50,10 +53,10 @@ pub struct Config {
     /// Names this cluster in node labels and cloud tags; part of every VM name.
     pub cluster_name: String,
     /// Scale up when free memory on schedulable managed nodes falls below this.
-    pub free_memory_target: ByteSize,
+    pub free_memory_target: Bytes,
     /// Scale up when no managed node has at least this much free memory.
     #[serde(default)]
-    pub minimum_free_node_memory: ByteSize,
+    pub minimum_free_node_memory: Bytes,
     /// Scale up when free CPU on schedulable managed nodes falls below this (cores).
     #[serde(default)]
     pub free_cpu_target: Option<Quantity>,
@@ -271,7 +274,7 @@ pub struct NodeGroupConfig {
     /// Memory of one node of this group, used to size scale-ups before any of its nodes
     /// exists; when absent the provider's flavor size is used.
     #[serde(default)]
-    pub node_memory: Option<ByteSize>,
+    pub node_memory: Option<Bytes>,
     /// Capacity of one node per resource (`cpu`, `memory`, `pods`, `ephemeral-storage`,
     /// `nvidia.com/gpu`, ...) where the provider cannot tell it or should be overridden.
     #[serde(default)]
@@ -311,6 +314,27 @@ pub struct NodeGroupConfig {
 }
 
 impl NodeGroupConfig {
+    /// The setting that makes the VM run the group's rendered user data as a shell
+    /// script (not hand it to cloud-init or Ignition), if any: such a group needs a
+    /// template that renders a `#!` script.
+    pub fn runs_user_data_as_script(&self) -> Option<&'static str> {
+        let guest_agent = self
+            .proxmox
+            .as_ref()
+            .is_some_and(|p| p.join == crate::cloud::proxmox::JoinMode::GuestAgent);
+        let kamatera_script = self
+            .kamatera
+            .as_ref()
+            .is_some_and(|k| k.user_data_field == crate::cloud::kamatera::UserDataField::Script);
+        if guest_agent {
+            Some("`proxmox.join: guestAgent` writes it into the VM and runs it as a script")
+        } else if kamatera_script {
+            Some("`kamatera.userDataField: script` (the default) runs it as the server's initialization script")
+        } else {
+            None
+        }
+    }
+
     /// Size of the group's warm pool (0: none).
     pub fn warm_pool_size(&self) -> u32 {
         self.warm_pool.as_ref().map_or(0, |w| w.size)

@@ -32,6 +32,11 @@ impl Quantity {
             })
     }
 
+    /// As written.
+    pub fn text(&self) -> &str {
+        &self.text
+    }
+
     /// In base units: cores for CPU, bytes for memory.
     pub fn value(&self) -> f64 {
         self.value
@@ -150,3 +155,30 @@ pub fn default_mismatch_grace() -> Duration {
 
 /// Per-group resources as written (`nvidia.com/gpu: 1`, `cpu: 8`).
 pub type ResourceMap = BTreeMap<String, Quantity>;
+
+/// Resources measured in bytes: their quantities follow the byte-size rule
+/// ([`super::Bytes`]) rather than Kubernetes' (where `8` is bytes and `8G` decimal).
+pub const BYTE_RESOURCES: &[&str] = &["memory", "ephemeral-storage"];
+
+/// A problem for each byte quantity among `items` (path, quantity) that the byte-size
+/// rule refuses: a bare number, a decimal unit.
+pub(super) fn check_byte_quantities<'a>(
+    p: &mut Vec<super::ConfigProblem>,
+    items: impl IntoIterator<Item = (String, &'a Quantity)>,
+) {
+    for (path, q) in items {
+        if let Err(why) = super::Bytes::parse(q.text()) {
+            p.push(super::ConfigProblem::new(path, why));
+        }
+    }
+}
+
+/// The byte-valued entries of a resource map, with their paths under `at`.
+pub(super) fn byte_entries<'a>(
+    at: &'a str,
+    map: &'a ResourceMap,
+) -> impl Iterator<Item = (String, &'a Quantity)> + 'a {
+    map.iter()
+        .filter(|(k, _)| BYTE_RESOURCES.contains(&k.as_str()))
+        .map(move |(k, q)| (format!("{at}.{k}"), q))
+}

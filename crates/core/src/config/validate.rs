@@ -84,6 +84,9 @@ pub(super) fn validate(c: &Config) -> Vec<ConfigProblem> {
             "no node groups; expected at least one group with name, provider, maxSize and userData",
         ));
     }
+    if let Some(m) = &c.limits.memory {
+        super::scheduling::check_byte_quantities(&mut p, [("limits.memory".to_string(), m)]);
+    }
     validate_expander(&mut p, c);
     super::pools::validate_mode(&mut p, c);
     super::buffers::validate_buffers(&mut p, &c.buffers);
@@ -209,6 +212,14 @@ fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGrou
             "got 0; expected the kubelet's maxPods (default 110)",
         ));
     }
+    let resources_at = format!("{at}.resources");
+    super::scheduling::check_byte_quantities(
+        p,
+        super::scheduling::byte_entries(&resources_at, &g.resources),
+    );
+    if let Some(m) = &g.reserved.memory {
+        super::scheduling::check_byte_quantities(p, [(format!("{at}.reserved.memory"), m)]);
+    }
     for name in g.resources.keys() {
         if let Err(why) = check_qualified_name(name) {
             p.push(ConfigProblem::new(
@@ -277,6 +288,25 @@ fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGrou
         for (field, problem) in crate::cloud::proxmox::validate_settings(px) {
             p.push(ConfigProblem::new(format!("{at}.proxmox.{field}"), problem));
         }
+        if let crate::cloud::proxmox::IpConfig::Static(pool) = &px.ip_config {
+            let path = format!("{at}.proxmox.ipConfig.static");
+            match pool.validate() {
+                Err(why) => p.push(ConfigProblem::new(path, why)),
+                Ok(valid) if valid.capacity() < u64::from(g.max_size) => {
+                    p.push(ConfigProblem::new(
+                        path,
+                        format!(
+                            "holds {} addresses ({} to {}, without the gateway), fewer than maxSize {}: VMs past the pool would fail to be created; widen first/last or the cidr, or lower maxSize",
+                            valid.capacity(),
+                            std::net::Ipv4Addr::from(valid.first),
+                            std::net::Ipv4Addr::from(valid.last),
+                            g.max_size
+                        ),
+                    ))
+                }
+                Ok(_) => {}
+            }
+        }
     }
     if let Some(os) = &g.openstack {
         for (field, value) in [("flavor", &os.flavor), ("image", &os.image)] {
@@ -295,13 +325,30 @@ fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGrou
             "empty; expected a template file name in the templates directory",
         ));
     } else if !template.is_file() {
+        let available = crate::userdata::template_names(&c.templates_dir).unwrap_or_default();
+        let hint = match super::error::did_you_mean(&g.user_data.template, &available) {
+            Some(best) => format!("; did you mean `{best}`?"),
+            None => String::new(),
+        };
+        let listing = if available.is_empty() {
+            format!(
+                "templatesDir ({}) holds no template; the shipped ones are in the repository's templates/: {}",
+                c.templates_dir.display(),
+                crate::userdata::SHIPPED_TEMPLATES.join(", ")
+            )
+        } else {
+            format!(
+                "templatesDir ({}) holds: {}",
+                c.templates_dir.display(),
+                available.join(", ")
+            )
+        };
         p.push(ConfigProblem::new(
             format!("{at}.userData.template"),
             format!(
-                "`{}` not found at {}; expected a file in templatesDir ({})",
+                "`{}` not found at {}{hint}; {listing}",
                 g.user_data.template,
                 template.display(),
-                c.templates_dir.display()
             ),
         ));
     }
@@ -344,6 +391,11 @@ fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGrou
             p.push(ConfigProblem::new(
                 &path,
                 "the `nodewright.io/` prefix is reserved for nodewright's own labels; expected another prefix",
+            ));
+        } else if super::labels::kubelet_refuses(key) {
+            p.push(ConfigProblem::new(
+                &path,
+                super::labels::refusal(&g.name, key, value),
             ));
         }
         if !value.is_empty() && !is_label_value(value) {

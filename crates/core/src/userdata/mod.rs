@@ -127,6 +127,15 @@ pub struct RenderContext {
     pub startup_taint: String,
 }
 
+/// The templates shipped in the repository's `templates/` (and the chart's ConfigMap),
+/// named when a group's template is missing.
+pub const SHIPPED_TEMPLATES: &[&str] = &[
+    "k3s-agent.butane.yaml.j2",
+    "k3s-agent.cloud-init.yaml.j2",
+    "k3s-agent.join.sh.j2",
+    "kubeadm-join.sh.j2",
+];
+
 /// The names a template gets from nodewright; `variables` may not reuse them.
 pub const BUILTIN_VARIABLES: &[&str] = &[
     "cluster_name",
@@ -434,6 +443,9 @@ fn line_text(text: &str, line: Option<usize>) -> Option<String> {
 fn environment(templates_dir: &Path) -> minijinja::Environment<'static> {
     let mut env = minijinja::Environment::new();
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    // Debug info (the template source an error points into) is on by default only in
+    // debug builds; without it a release build cannot name an undefined variable.
+    env.set_debug(true);
     env.set_auto_escape_callback(|_| minijinja::AutoEscape::None);
     if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
         .trim_blocks(true)
@@ -549,7 +561,18 @@ pub fn render(
     })?;
     let text = template
         .render(minijinja::Value::from(minijinja::value::Serde(&context)))
-        .map_err(|e| map_error(name, e))?;
+        .map_err(|e| match map_error(name, e) {
+            UserDataError::UndefinedVariable {
+                template: t,
+                line,
+                variable,
+            } if variable == UNKNOWN_VARIABLE => UserDataError::UndefinedVariable {
+                variable: missing_variables(&template, &context).unwrap_or(variable),
+                template: t,
+                line,
+            },
+            other => other,
+        })?;
 
     let format = cfg.effective_format();
     let content = match format {
@@ -586,6 +609,24 @@ pub fn render(
     Ok(RenderedUserData { format, content })
 }
 
+/// What an undefined-variable error names when the error does not locate it.
+const UNKNOWN_VARIABLE: &str = "(unknown)";
+
+/// The template's variables the context lacks (top level, and included templates'),
+/// joined; for an undefined-value error that carries no location.
+fn missing_variables(
+    template: &minijinja::Template<'_, '_>,
+    context: &BTreeMap<String, serde_json::Value>,
+) -> Option<String> {
+    let mut missing: Vec<String> = template
+        .undeclared_variables(false)
+        .into_iter()
+        .filter(|v| !context.contains_key(v))
+        .collect();
+    missing.sort();
+    (!missing.is_empty()).then(|| missing.join("`, `"))
+}
+
 /// Turns a minijinja error into ours, naming the template (the included one, if the
 /// error is inside an include) and the line.
 fn map_error(requested: &str, e: minijinja::Error) -> UserDataError {
@@ -615,7 +656,7 @@ fn map_error(requested: &str, e: minijinja::Error) -> UserDataError {
                 .template_source()
                 .zip(inner.range())
                 .and_then(|(src, range)| undefined_expression(src, range))
-                .unwrap_or_else(|| "(unknown)".to_string());
+                .unwrap_or_else(|| UNKNOWN_VARIABLE.to_string());
             UserDataError::UndefinedVariable {
                 template,
                 line,

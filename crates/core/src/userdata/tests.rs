@@ -248,3 +248,37 @@ fn butane_errors_name_template_and_rendered_line() {
     assert!(msg.contains("`n.bu`") && msg.contains("line 6"), "{msg}");
     assert!(msg.contains("mod: 0644"), "{msg}");
 }
+
+#[test]
+fn shipped_template_names_match_the_templates_directory() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../templates");
+    let names = template_names(&dir).unwrap_or_default();
+    assert_eq!(names, SHIPPED_TEMPLATES);
+}
+
+/// Release builds attach no debug info to errors unless asked; without it an
+/// undefined-variable error names `(unknown)` instead of the variable.
+#[test]
+fn errors_carry_the_template_source_in_every_build() {
+    let d = tmp();
+    assert!(environment(d.path()).debug());
+}
+
+#[test]
+fn a_missing_variable_is_named_without_debug_info() {
+    let mut env = minijinja::Environment::new();
+    env.set_debug(false);
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    let t = match env.template_from_str("{{ k3s_url }} {{ k3s_token | upper }} {{ group }}") {
+        Ok(t) => t,
+        Err(e) => panic!("{e}"),
+    };
+    let context = BTreeMap::from([
+        ("k3s_url".to_string(), serde_json::json!("u")),
+        ("group".to_string(), serde_json::json!("g")),
+    ]);
+    assert_eq!(
+        missing_variables(&t, &context).as_deref(),
+        Some("k3s_token")
+    );
+}

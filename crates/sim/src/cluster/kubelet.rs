@@ -2,7 +2,7 @@
 //! them Ready, runs bound pods (pulling their images onto the node), completes
 //! run-to-completion pods, and reacts to VMs going away.
 
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -34,6 +34,8 @@ pub struct KubeletState {
     /// looks at, kept current from the writes since the last pass.
     todo: BTreeSet<(String, String)>,
     next_ip: u32,
+    /// VMs whose kubelet refused to start, with its error: they never register.
+    refused: BTreeMap<String, String>,
 }
 
 impl KubeletState {
@@ -63,6 +65,9 @@ pub fn on_vm_event(inner: &Arc<Inner>, event: VmEvent) {
                 tokio::time::sleep(register_delay).await;
                 let Some(inner) = weak.upgrade().filter(|i| !i.is_shut_down()) else { return };
                 if lock(&inner.kubelet).dead.contains(&name) {
+                    return;
+                }
+                if refuses_to_start(&inner, &name, &user_data) {
                     return;
                 }
                 if let Err(e) = register(&inner, &name, &user_data, memory_bytes, cpus) {
@@ -110,6 +115,17 @@ pub fn on_vm_event(inner: &Arc<Inner>, event: VmEvent) {
             }
         }
     }
+}
+
+/// A real kubelet validates its flags before anything else and exits on a bad one
+/// (systemd restarts it, to fail again): the node never registers. Records why.
+fn refuses_to_start(inner: &Inner, name: &str, user_data: &str) -> bool {
+    let Some(why) = userdata::flag_error(&userdata::scan(user_data)) else {
+        return false;
+    };
+    tracing::warn!(node = %name, error = %why, "simulated kubelet refuses to start");
+    lock(&inner.kubelet).refused.insert(name.to_string(), why);
+    true
 }
 
 fn register(
@@ -429,6 +445,12 @@ fn restarts_never(pod: &Value) -> bool {
 }
 
 impl KubeletState {
+    /// VMs whose kubelet refused to start (so never registered), with the error it
+    /// exited with.
+    pub fn refused(&self) -> BTreeMap<String, String> {
+        self.refused.clone()
+    }
+
     /// A node added in-process has a live kubelet even if a VM of that name died.
     pub fn revive(&mut self, node: &str) {
         self.dead.remove(node);

@@ -288,6 +288,13 @@ impl SimCluster {
         })
     }
 
+    /// VMs whose simulated kubelet refused to start (a label it may not set, as a
+    /// real kubelet refuses under NodeRestriction), with the kubelet's error: their
+    /// node never registers.
+    pub fn kubelet_refusals(&self) -> std::collections::BTreeMap<String, String> {
+        kubelet::lock(&self.inner.kubelet).refused()
+    }
+
     /// Every API request so far, in order.
     pub fn calls(&self) -> Vec<ApiCall> {
         self.inner

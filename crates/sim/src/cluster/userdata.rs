@@ -202,6 +202,30 @@ pub fn parse_taint(s: &str) -> Option<Value> {
     Some(t)
 }
 
+/// The error a kubelet exits with at start when `--node-labels` holds keys in the
+/// `kubernetes.io`/`k8s.io` namespaces it may not set on itself (NodeRestriction);
+/// k3s agents refuse the same labels.
+pub fn flag_error(reg: &Registration) -> Option<String> {
+    use nodewright_core::config::labels::{
+        kubelet_refuses, KUBELET_LABELS, KUBELET_LABEL_NAMESPACES,
+    };
+    let refused: Vec<&str> = reg
+        .labels
+        .keys()
+        .map(String::as_str)
+        .filter(|k| kubelet_refuses(k))
+        .collect();
+    if refused.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "failed to validate kubelet flags: unknown 'kubernetes.io' or 'k8s.io' labels specified with --node-labels: [{}]; --node-labels in the 'kubernetes.io' namespace must begin with an allowed prefix ({}) or be in the specifically allowed set ({})",
+        refused.join(" "),
+        KUBELET_LABEL_NAMESPACES.join(", "),
+        KUBELET_LABELS.join(", ")
+    ))
+}
+
 pub fn scan(user_data: &str) -> Registration {
     let mut reg = Registration::default();
     for text in texts(user_data) {
@@ -311,6 +335,15 @@ mod tests {
         );
         assert!(!r.extended.contains_key("bad"));
         assert_eq!(r.labels.get("a").map(String::as_str), Some("b"));
+    }
+
+    #[test]
+    fn a_kubelet_label_in_the_kubernetes_namespace_is_a_start_error() {
+        let ok = scan("#!/bin/sh\nk3s agent --node-label=topology.kubernetes.io/zone=a --node-label=example.com/role=worker\n");
+        assert_eq!(flag_error(&ok), None);
+        let bad = scan("#!/bin/sh\nk3s agent --node-label=node-role.kubernetes.io/worker=true\n");
+        let why = flag_error(&bad).unwrap_or_default();
+        assert!(why.contains("[node-role.kubernetes.io/worker]"), "{why}");
     }
 
     #[test]

@@ -157,6 +157,7 @@ pub(crate) async fn inject(
             tokio::time::sleep(spec.slow).await;
             next.run(req).await
         }
+        Fault::Drip => drip(next.run(req).await, spec.drip).await,
         Fault::ServerError { unavailable } => error(dialect, unavailable),
         Fault::TooManyRequests => {
             let secs = spec.retry_after.as_secs().max(1);
@@ -184,6 +185,27 @@ pub(crate) async fn inject(
             StatusCode::GATEWAY_TIMEOUT.into_response()
         }
     }
+}
+
+/// `resp` with its body sent a byte at a time, `every` apart.
+async fn drip(resp: Response, every: std::time::Duration) -> Response {
+    let (parts, body) = resp.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+        return StatusCode::INTERNAL_SERVER_ERROR.into_response();
+    };
+    let drops = futures::stream::unfold(0usize, move |i| {
+        let bytes = bytes.clone();
+        async move {
+            if i >= bytes.len() {
+                return None;
+            }
+            if i > 0 {
+                tokio::time::sleep(every).await;
+            }
+            Some((Ok::<_, io::Error>(bytes.slice(i..i + 1)), i + 1))
+        }
+    });
+    Response::from_parts(parts, axum::body::Body::from_stream(drops))
 }
 
 /// `/api/v1/nodes/NAME` (not a subresource).

@@ -57,6 +57,9 @@ pub struct FaultSpec {
     /// How long a timed-out request is held before its connection is dropped.
     #[serde(default = "default_hold", with = "humantime_serde")]
     pub hold: Duration,
+    /// The pause between two bytes of a dripping answer.
+    #[serde(default = "default_drip", with = "humantime_serde")]
+    pub drip: Duration,
 }
 
 fn default_seed() -> u64 {
@@ -70,6 +73,9 @@ fn default_slow() -> Duration {
 }
 fn default_hold() -> Duration {
     Duration::from_millis(300)
+}
+fn default_drip() -> Duration {
+    Duration::from_secs(1)
 }
 
 /// A kind of injected fault.
@@ -86,6 +92,10 @@ pub enum FaultKind {
     Slow,
     /// Operations left half done (see [`HalfDone`]).
     HalfDone,
+    /// Answered a byte at a time, one every `drip`: the status and headers at once, the
+    /// body for as long as it lasts, as a hung proxy does. Not among the default kinds:
+    /// it tests a client's deadlines, and a call without one hangs on it.
+    Drip,
 }
 
 impl FaultKind {
@@ -135,6 +145,7 @@ impl FaultSpec {
             retry_after: default_retry_after(),
             slow: default_slow(),
             hold: default_hold(),
+            drip: default_drip(),
         }
     }
 
@@ -167,7 +178,7 @@ impl FaultSpec {
             ));
         }
         if self.kinds.is_empty() {
-            return Err("faults: kinds is empty; list at least one of server-error, timeout, too-many-requests, slow, half-done (or leave it out for all)".into());
+            return Err("faults: kinds is empty; list at least one of server-error, timeout, too-many-requests, slow, half-done, drip (or leave it out for all but drip)".into());
         }
         if self.retry_after.is_zero() || self.retry_after > Duration::from_secs(60) {
             return Err(format!(
@@ -175,7 +186,14 @@ impl FaultSpec {
                 self.retry_after
             ));
         }
-        for (name, d) in [("slow", self.slow), ("hold", self.hold)] {
+        if self.drip.is_zero() {
+            return Err("faults: drip 0s would not drip; expected 1ms to 30s".into());
+        }
+        for (name, d) in [
+            ("slow", self.slow),
+            ("hold", self.hold),
+            ("drip", self.drip),
+        ] {
             if d > Duration::from_secs(30) {
                 return Err(format!(
                     "faults: {name} {d:?} is too long; expected at most 30s"
@@ -198,6 +216,7 @@ pub(crate) enum Fault {
     },
     TooManyRequests,
     Slow,
+    Drip,
 }
 
 /// What was injected, and how clients behaved.
@@ -208,6 +227,7 @@ pub struct FaultCounts {
     pub timeouts: u64,
     pub too_many_requests: u64,
     pub slow: u64,
+    pub drips: u64,
     pub half_done: BTreeMap<&'static str, u64>,
     /// Requests that came back to an endpoint before its Retry-After ran out.
     pub early_retries: u64,
@@ -220,6 +240,7 @@ impl FaultCounts {
             + self.timeouts
             + self.too_many_requests
             + self.slow
+            + self.drips
             + self.half_done.values().sum::<u64>()
     }
 
@@ -229,6 +250,7 @@ impl FaultCounts {
         self.timeouts += o.timeouts;
         self.too_many_requests += o.too_many_requests;
         self.slow += o.slow;
+        self.drips += o.drips;
         self.early_retries += o.early_retries;
         for (k, v) in &o.half_done {
             *self.half_done.entry(k).or_default() += v;
@@ -245,13 +267,14 @@ impl std::fmt::Display for FaultCounts {
             .collect();
         write!(
             f,
-            "{} requests, {} faults: 5xx {}, timeouts {}, 429 {}, slow {}, half done {} [{}]; early retries {}",
+            "{} requests, {} faults: 5xx {}, timeouts {}, 429 {}, slow {}, dripping {}, half done {} [{}]; early retries {}",
             self.requests,
             self.faults(),
             self.server_errors,
             self.timeouts,
             self.too_many_requests,
             self.slow,
+            self.drips,
             self.half_done.values().sum::<u64>(),
             half.join(", "),
             self.early_retries
@@ -429,6 +452,10 @@ impl Faults {
             FaultKind::Slow => {
                 st.counts.slow += 1;
                 Fault::Slow
+            }
+            FaultKind::Drip => {
+                st.counts.drips += 1;
+                Fault::Drip
             }
         })
     }

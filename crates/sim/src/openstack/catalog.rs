@@ -92,6 +92,117 @@ pub(super) async fn list_server_groups(
     Json(json!({ "server_groups": groups })).into_response()
 }
 
+/// `GET /os-server-groups/{id}`: 404 as real Nova answers for an unknown id.
+pub(super) async fn show_server_group(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    UrlPath(id): UrlPath<String>,
+) -> Response {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
+        return r;
+    }
+    let Some(g) = shared.opts.server_groups.iter().find(|g| g.id == id) else {
+        return nova_error(
+            StatusCode::NOT_FOUND,
+            "itemNotFound",
+            &format!("Instance group {id} could not be found."),
+        );
+    };
+    let st = shared.lock();
+    let members: Vec<&str> = st
+        .servers
+        .iter()
+        .filter(|s| s.server_group.as_deref() == Some(g.id.as_str()))
+        .map(|s| s.id.as_str())
+        .collect();
+    let mut v = json!({ "id": g.id, "name": g.name, "members": members });
+    if microversion(&headers) >= (2, 64) {
+        v["policy"] = json!(g.policy);
+        v["rules"] = json!({});
+    } else {
+        v["policies"] = json!([g.policy]);
+        v["metadata"] = json!({});
+    }
+    Json(json!({ "server_group": v })).into_response()
+}
+
+/// `GET /os-keypairs/{name}`: the user's key pair, or 404 as real Nova answers.
+pub(super) async fn show_key_pair(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    UrlPath(name): UrlPath<String>,
+) -> Response {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
+        return r;
+    }
+    let user_id = "0123456789abcdef0123456789abcdef";
+    if !shared.opts.key_pairs.contains(&name) {
+        return nova_error(
+            StatusCode::NOT_FOUND,
+            "itemNotFound",
+            &format!("Keypair {name} not found for user {user_id}"),
+        );
+    }
+    Json(json!({ "keypair": {
+        "name": name, "user_id": user_id, "type": "ssh", "id": 1, "deleted": false,
+        "created_at": "2024-01-01T00:00:00.000000", "updated_at": null, "deleted_at": null,
+        "fingerprint": "9b:2a:4c:61:e3:7f:10:88:5d:af:02:3b:c6:91:7e:44",
+        "public_key": format!("ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAISimulatedKeyOnly {name}"),
+    } }))
+    .into_response()
+}
+
+/// `GET /os-availability-zone`: the zones a create may ask for.
+pub(super) async fn list_availability_zones(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
+        return r;
+    }
+    let zones: Vec<Value> = shared
+        .opts
+        .availability_zones
+        .iter()
+        .map(|z| json!({ "zoneName": z, "zoneState": { "available": true }, "hosts": null }))
+        .collect();
+    Json(json!({ "availabilityZoneInfo": zones })).into_response()
+}
+
+/// `GET /v2.0/security-groups` (Neutron), filtered by `name` or `id` as Neutron does.
+pub(super) async fn list_security_groups(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Query(q): Query<Vec<(String, String)>>,
+) -> Response {
+    if let Some(r) = unauthorized_unless_token(&shared, &headers) {
+        return r;
+    }
+    let wanted = |key: &str, value: &str| {
+        let given: Vec<&str> = q
+            .iter()
+            .filter(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+            .collect();
+        given.is_empty() || given.contains(&value)
+    };
+    let groups: Vec<Value> = shared
+        .opts
+        .security_groups
+        .iter()
+        .filter(|g| wanted("name", &g.name) && wanted("id", &g.id))
+        .map(|g| {
+            json!({
+                "id": g.id, "name": g.name, "description": "", "stateful": true,
+                "tenant_id": shared.opts.project_id, "project_id": shared.opts.project_id,
+                "security_group_rules": [], "tags": [], "revision_number": 1,
+                "created_at": "2024-01-01T00:00:00Z", "updated_at": "2024-01-01T00:00:00Z",
+            })
+        })
+        .collect();
+    Json(json!({ "security_groups": groups })).into_response()
+}
+
 pub(super) fn image_json(i: &SimImage) -> Value {
     json!({
         "id": i.id, "name": i.name, "status": "active", "visibility": "public",

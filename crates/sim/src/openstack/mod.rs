@@ -62,6 +62,13 @@ pub struct SimServerGroup {
     pub policy: String,
 }
 
+/// A Neutron security group of the project.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimSecurityGroup {
+    pub id: String,
+    pub name: String,
+}
+
 /// An application credential of the simulated user, scoped to the project.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SimAppCredential {
@@ -98,6 +105,12 @@ pub struct SimOpenStackOptions {
     /// Server groups of the project; a create naming another one in its `group`
     /// scheduler hint is refused with 400, as real Nova does.
     pub server_groups: Vec<SimServerGroup>,
+    /// Key pairs of the user, by name; a create naming another is refused with 400.
+    pub key_pairs: Vec<String>,
+    /// Security groups of the project; a create naming another is refused with 400.
+    pub security_groups: Vec<SimSecurityGroup>,
+    /// Available zones; a create asking for another is refused with 400.
+    pub availability_zones: Vec<String>,
     /// Told when a server boots (goes ACTIVE) and when it is deleted.
     pub hook: Option<VmHook>,
     pub username: String,
@@ -165,6 +178,18 @@ impl Default for SimOpenStackOptions {
                     policy: "soft-anti-affinity".into(),
                 },
             ],
+            key_pairs: vec!["ops".into()],
+            security_groups: vec![
+                SimSecurityGroup {
+                    id: "5e1f0c2a-6b3d-4e7f-8a9b-0c1d2e3f4a08".into(),
+                    name: "default".into(),
+                },
+                SimSecurityGroup {
+                    id: "8d2e1f3a-7c4b-4d5e-9f6a-1b2c3d4e5f09".into(),
+                    name: "k8s-nodes".into(),
+                },
+            ],
+            availability_zones: vec!["nova".into(), "az-1".into(), "az-2".into(), "az-3".into()],
             hook: None,
             username: "nodewright".into(),
             password: "sim-password".into(),
@@ -458,6 +483,15 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/compute/v2.1/flavors/detail", get(list_flavors))
         .route("/compute/v2.1/flavors/{id}", get(show_flavor))
         .route("/compute/v2.1/os-server-groups", get(list_server_groups))
+        .route(
+            "/compute/v2.1/os-server-groups/{id}",
+            get(show_server_group),
+        )
+        .route("/compute/v2.1/os-keypairs/{name}", get(show_key_pair))
+        .route(
+            "/compute/v2.1/os-availability-zone",
+            get(list_availability_zones),
+        )
         .route("/compute/v2.1/servers", post(create_server))
         .route("/compute/v2.1/servers/detail", get(list_servers))
         .route(
@@ -474,6 +508,7 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/image/v2/images/{id}", get(show_image))
         .route("/network/v2.0/networks", get(list_networks))
         .route("/network/v2.0/networks/{id}", get(show_network))
+        .route("/network/v2.0/security-groups", get(list_security_groups))
         .layer(axum::middleware::from_fn_with_state(
             shared.clone(),
             record_call,

@@ -295,6 +295,23 @@ pub(super) async fn create_server(
             .collect(),
         None => vec!["default".into()],
     };
+    // What real Nova checks before accepting a create: the key pair, the security
+    // groups (by name or id, in Neutron) and the availability zone.
+    if let Some(key) = s["key_name"].as_str() {
+        if !o.key_pairs.iter().any(|k| k == key) {
+            return bad("Invalid key_name provided.");
+        }
+    }
+    for g in &security_groups {
+        if !o.security_groups.iter().any(|x| x.name == *g || x.id == *g) {
+            return bad(&format!("Security group {g} not found."));
+        }
+    }
+    if let Some(zone) = s["availability_zone"].as_str() {
+        if !o.availability_zones.iter().any(|z| z == zone) {
+            return bad("The requested availability zone is not available");
+        }
+    }
 
     let mut st = shared.lock();
     let mut late_fault = None;

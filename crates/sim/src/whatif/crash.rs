@@ -106,6 +106,7 @@ fn row(
         node_selector: BTreeMap::new(),
         gpu: 0,
         priority: 0,
+        image: None,
     }
 }
 

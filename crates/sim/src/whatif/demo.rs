@@ -24,7 +24,7 @@ const GI_MIB: u64 = 1024;
 pub(crate) const DEMO_CONFIG: &str = r#"clusterName: demo
 freeMemoryTarget: 2 GiB
 minimumFreeNodeMemory: 1 GiB
-oldNodeAgeLimit: 50s
+oldNodeAgeLimit: 90s
 provisionTimeout: 60s
 scanInterval: 1s
 scaleDown: {delayAfterAdd: 15s, unneededTime: 10s}
@@ -66,6 +66,11 @@ const END_S: u64 = 120;
 const BOOT: Duration = Duration::from_secs(3);
 
 fn row(at: u64, name: &str, mem_mib: u64, until: u64, kind: PodKind) -> WorkloadRow {
+    let image = match name {
+        "web" => Some("nginx:1.25".to_string()),
+        "cache" => Some("redis:7".to_string()),
+        _ => None,
+    };
     WorkloadRow {
         line: 0,
         arrival_s: at,
@@ -77,6 +82,7 @@ fn row(at: u64, name: &str, mem_mib: u64, until: u64, kind: PodKind) -> Workload
         node_selector: BTreeMap::new(),
         gpu: 0,
         priority: 0,
+        image,
     }
 }
 
@@ -166,7 +172,7 @@ pub async fn run() -> anyhow::Result<String> {
         "nodewright simulate: the real loop against an in-memory cluster and clouds, in virtual time"
     );
     let _ = writeln!(out, "  node groups: workers on OpenStack (m1.large, 8 GiB, minSize 1), batch on Proxmox VE, cache on Kamatera");
-    let _ = writeln!(out, "  freeMemoryTarget 2 GiB, minimumFreeNodeMemory 1 GiB, oldNodeAgeLimit 50s, scale-down 15s after the last add; VMs boot in {}s", BOOT.as_secs());
+    let _ = writeln!(out, "  freeMemoryTarget 2 GiB, minimumFreeNodeMemory 1 GiB, oldNodeAgeLimit 90s, scale-down 15s after the last add; VMs boot in {}s", BOOT.as_secs());
     let _ = writeln!(
         out,
         "  (`simulate --real-time`: the same story over HTTP against the simulated API server and clouds)\n"

@@ -49,6 +49,7 @@ fn row(arrival_s: u64, name: &str, cpu_m: u64, duration_s: u64, kind: PodKind) -
         node_selector: BTreeMap::new(),
         gpu: 0,
         priority: 0,
+        image: None,
     }
 }
 
@@ -343,7 +344,8 @@ async fn a_pod_selecting_a_tainted_group_runs_there() {
 }
 
 /// `simulate` with no workload: the scripted story, in virtual time, tells what
-/// happened and why and ends with every workload where the script leaves it.
+/// happened and why and ends with every workload where the script leaves it. It shows
+/// a scale-up, an expired node replaced, image caches warmed and an unneeded node removed.
 #[tokio::test]
 async fn the_demo_runs_in_virtual_time() {
     let text = super::demo::run().await.expect("demo runs");
@@ -354,6 +356,12 @@ async fn the_demo_runs_in_virtual_time() {
         "add 1 node(s) to group batch",
         "add 1 node(s) to group cache",
         "cordon demo-workers-00001 (expired)",
+        // The four things the loop exists for: add, replace (above), warm image caches
+        // and remove what is not needed.
+        "pull-images            pull docker.io/library/nginx:1.25 on demo-workers-00001",
+        "because demo-batch-00003 became unneeded",
+        "cordon demo-batch-00003 (empty)",
+        "-> deleted VM demo-batch-00003",
         "end of scenario after 120s (virtual)",
         "batch 0 running, 0 pending, 4 finished",
         "cache 2 running, 0 pending, 0 finished",

@@ -41,6 +41,7 @@ fn rows() -> Vec<WorkloadRow> {
             node_selector: Default::default(),
             gpu: 0,
             priority: 0,
+            image: None,
         })
         .collect()
 }

@@ -35,6 +35,9 @@ pub struct WorkloadRow {
     pub node_selector: BTreeMap<String, String>,
     pub gpu: u32,
     pub priority: i32,
+    /// The container image the pod runs, if the file says: images are what the image
+    /// cache warming pulls onto new nodes.
+    pub image: Option<String>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -48,7 +51,7 @@ pub enum WorkloadError {
 /// The columns every workload file has, in the order the docs give them.
 pub const REQUIRED_COLUMNS: [&str; 5] = ["arrival_s", "name", "cpu_m", "mem_mib", "duration_s"];
 /// The columns a workload file may have besides the required ones.
-pub const OPTIONAL_COLUMNS: [&str; 4] = ["kind", "node_selector", "gpu", "priority"];
+pub const OPTIONAL_COLUMNS: [&str; 5] = ["kind", "node_selector", "gpu", "priority", "image"];
 
 /// Ten years: no arrival or duration may be longer, so sums of them never overflow.
 pub const MAX_SECONDS: u64 = 10 * 365 * 24 * 3600;
@@ -58,6 +61,8 @@ pub const MAX_CPU_M: u64 = 1_000_000_000;
 pub const MAX_MEM_MIB: u64 = 1 << 30;
 /// Longest pod name Kubernetes accepts (a DNS subdomain).
 const MAX_NAME_LEN: usize = 253;
+/// Longer image references are surely a mistake in the file.
+const MAX_IMAGE_LEN: usize = 1024;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum Column {
@@ -70,6 +75,7 @@ enum Column {
     NodeSelector,
     Gpu,
     Priority,
+    Image,
 }
 
 impl Column {
@@ -84,6 +90,7 @@ impl Column {
             "node_selector" => Column::NodeSelector,
             "gpu" => Column::Gpu,
             "priority" => Column::Priority,
+            "image" => Column::Image,
             _ => return None,
         })
     }
@@ -363,6 +370,7 @@ impl Header {
             node_selector: BTreeMap::new(),
             gpu: 0,
             priority: 0,
+            image: None,
         };
         for (column, raw) in self.columns.iter().zip(record.iter()) {
             let value = raw.trim();
@@ -442,6 +450,21 @@ impl Header {
                         })?
                     }
                 }
+                Column::Image => {
+                    row.image = if value.is_empty() {
+                        None
+                    } else if value.len() <= MAX_IMAGE_LEN
+                        && value
+                            .bytes()
+                            .all(|b| b.is_ascii_graphic() && !matches!(b, b'"' | b','))
+                    {
+                        Some(value.to_string())
+                    } else {
+                        return Err(bad(
+                            "a container image reference with no spaces, e.g. `nginx:1.25` or                              `registry.example.com/team/app:v2`",
+                        ));
+                    }
+                }
             }
         }
         Ok(row)
@@ -459,6 +482,7 @@ fn column_name(c: Column) -> &'static str {
         Column::NodeSelector => "node_selector",
         Column::Gpu => "gpu",
         Column::Priority => "priority",
+        Column::Image => "image",
     }
 }
 
@@ -556,8 +580,9 @@ fn closest_column(word: &str) -> Option<&'static str> {
 /// Writes rows back as a workload file that [`parse_workload`] reads to the same rows
 /// (but for `line`): every column; no field of a valid row needs quotes.
 pub fn to_csv(rows: &[WorkloadRow]) -> String {
-    let mut out =
-        String::from("arrival_s,name,cpu_m,mem_mib,duration_s,kind,node_selector,gpu,priority\n");
+    let mut out = String::from(
+        "arrival_s,name,cpu_m,mem_mib,duration_s,kind,node_selector,gpu,priority,image\n",
+    );
     for r in rows {
         let selector: Vec<String> = r
             .node_selector
@@ -570,7 +595,7 @@ pub fn to_csv(rows: &[WorkloadRow]) -> String {
             PodKind::Pod => "Pod",
         };
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{}\n",
             r.arrival_s,
             r.name,
             r.cpu_m,
@@ -579,7 +604,8 @@ pub fn to_csv(rows: &[WorkloadRow]) -> String {
             kind,
             selector.join(";"),
             r.gpu,
-            r.priority
+            r.priority,
+            r.image.as_deref().unwrap_or_default()
         ));
     }
     out

@@ -34,6 +34,7 @@ fn minimal_file_with_defaults() {
             node_selector: BTreeMap::new(),
             gpu: 0,
             priority: 0,
+            image: None,
         }]
     );
 }
@@ -314,4 +315,24 @@ fn no_panic_on_random_input() {
         };
         let _ = parse_workload(&text);
     }
+}
+
+/// The optional `image` column: what image cache warming pulls onto new nodes.
+#[test]
+fn image_column_is_read_and_checked() {
+    let rows = parse_workload(&format!(
+        "{HEADER},image\n0,web,1,1,1,nginx:1.25\n0,plain,1,1,1,\n"
+    ))
+    .unwrap();
+    assert_eq!(rows[0].image.as_deref(), Some("nginx:1.25"));
+    assert_eq!(rows[1].image, None);
+    let again = parse_workload(&to_csv(&rows)).unwrap();
+    assert_eq!(again[0].image.as_deref(), Some("nginx:1.25"));
+    let e = parse_workload(&format!("{HEADER},image\n0,web,1,1,1,\"nginx 1.25\"\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("column image") && e.contains("image reference"),
+        "{e}"
+    );
 }

@@ -264,6 +264,7 @@ pub fn pod_info(
         p.requests.set("nvidia.com/gpu", f64::from(row.gpu));
     }
     p.priority = row.priority;
+    p.images.extend(row.image.iter().cloned());
     p.node_selector = row.node_selector.clone();
     p.labels.insert("app".into(), row.name.clone());
     let kind = match row.kind {

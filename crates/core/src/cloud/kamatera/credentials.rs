@@ -82,7 +82,8 @@ impl KamateraCredentials {
         // serde_yaml's messages quote the offending key, never a value.
         let raw: Option<Raw> = crate::yaml::from_str(text).map_err(|e| {
             err(format!(
-                "not a Kamatera credentials file (keys url, clientId, secret): {e}"
+                "not a Kamatera credentials file (keys url, clientId, secret): {}",
+                crate::config::error::explain_serde_message(&e.to_string())
             ))
         })?;
         let raw = raw.ok_or_else(|| err("empty; expected the keys clientId and secret".into()))?;
@@ -136,6 +137,12 @@ mod tests {
         let e = KamateraCredentials::from_yaml_str("clientId: a\nsecret: b\nclient_secret: c\n")
             .unwrap_err();
         assert!(e.to_string().contains("client_secret"), "{e}");
+        let e = KamateraCredentials::from_yaml_str("clientID: a\nsecret: b\n").unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("unknown key `clientID`; did you mean `clientId`?"),
+            "{e}"
+        );
         let e = KamateraCredentials::from_yaml_str("clientId: a\nsecret: b\nurl: ftp://x\n")
             .unwrap_err();
         assert!(e.to_string().contains("ftp://x"), "{e}");

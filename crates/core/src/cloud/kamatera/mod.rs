@@ -89,7 +89,9 @@ impl UserDataField {
     }
 }
 
-/// RAM of a server in MiB, written as a plain number of MB (`4096`) or a size (`4 GiB`).
+/// RAM of a server in whole MiB (Kamatera's unit), written as a size like every other
+/// byte size in config (`8 GiB`, `8192 MiB`; see [`crate::config::Bytes`]): a bare
+/// number is refused, not read as MB.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct RamMb(pub u64);
 
@@ -105,19 +107,13 @@ impl fmt::Debug for RamMb {
     }
 }
 
-/// Parses `4096`, `"4096"`, `"4 GiB"`, `"4096 MiB"` into whole MiB.
+/// Parses a size (`4 GiB`, `4096 MiB`) into whole MiB.
 pub fn parse_ram(text: &str) -> Result<RamMb, String> {
-    let t = text.trim();
-    if let Ok(mb) = t.parse::<u64>() {
-        return Ok(RamMb(mb));
-    }
-    let size: bytesize::ByteSize = t.parse().map_err(|e| {
-        format!("`{t}` is not a RAM size ({e}); expected MB as a number (4096) or a size (4 GiB)")
-    })?;
-    let bytes = size.as_u64();
+    let bytes = crate::config::Bytes::parse(text)?.as_u64();
     if !bytes.is_multiple_of(1024 * 1024) {
         return Err(format!(
-            "`{t}` is not a whole number of MiB; Kamatera sizes RAM in MB (e.g. 4096 or 4 GiB)"
+            "`{}` is not a whole number of MiB; Kamatera sizes RAM in MiB (e.g. `4 GiB` or `4096 MiB`)",
+            text.trim()
         ));
     }
     Ok(RamMb(bytes / (1024 * 1024)))
@@ -125,16 +121,12 @@ pub fn parse_ram(text: &str) -> Result<RamMb, String> {
 
 impl<'de> Deserialize<'de> for RamMb {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Text(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Int(mb) => Ok(RamMb(mb)),
-            Raw::Text(t) => parse_ram(&t).map_err(serde::de::Error::custom),
-        }
+        let bytes = crate::config::Bytes::deserialize(d)?;
+        parse_ram(&format!("{} B", bytes.as_u64())).map_err(|_| {
+            serde::de::Error::custom(format!(
+                "{bytes} is not a whole number of MiB; Kamatera sizes RAM in MiB (e.g. `4 GiB` or `4096 MiB`)"
+            ))
+        })
     }
 }
 
@@ -161,7 +153,7 @@ pub struct KamateraSettings {
     pub image: String,
     /// CPU count and type, e.g. `2B` (types A, B, T, D).
     pub cpu: String,
-    /// RAM: MB as a number (`4096`) or a size (`4 GiB`).
+    /// RAM: a size such as `4 GiB` or `4096 MiB` (whole MiB).
     pub ram: RamMb,
     /// Disks as cloudcli `--disk` values, e.g. `size=50`; the first is the boot disk.
     #[serde(default = "default_disks")]
@@ -389,7 +381,7 @@ pub fn validate_settings(cluster: &str, group: &str, settings: &KamateraSettings
     }
     if settings.ram.0 < 256 {
         p.push(format!(
-            "ram: {} MB is too small; expected at least 256 MB (e.g. 4096 or 4 GiB)",
+            "ram: {} MiB is too small; expected at least 256 MiB (e.g. `4 GiB`)",
             settings.ram.0
         ));
     }
@@ -479,7 +471,8 @@ mod tests {
         crate::yaml::from_str(yaml).expect("settings parse")
     }
 
-    const BASE: &str = "datacenter: EU\nimage: ubuntu_server_24.04_64-bit\ncpu: 2B\nram: 4096\n";
+    const BASE: &str =
+        "datacenter: EU\nimage: ubuntu_server_24.04_64-bit\ncpu: 2B\nram: 4096 MiB\n";
 
     #[test]
     fn defaults_and_ram_forms() {
@@ -491,14 +484,17 @@ mod tests {
         assert_eq!(s.billing_cycle, BillingCycle::Hourly);
         assert_eq!(s.cpu_count(), Some(2));
         assert!(validate_settings("prod", "workers", &s).is_empty());
-        let s = settings(&BASE.replace("ram: 4096", "ram: 4 GiB"));
+        let s = settings(&BASE.replace("ram: 4096 MiB", "ram: 4 GiB"));
         assert_eq!(s.ram, RamMb(4096));
-        let s = settings(&BASE.replace("ram: 4096", "ram: \"2048\""));
+        let s = settings(&BASE.replace("ram: 4096 MiB", "ram: \"2048Mi\""));
         assert_eq!(s.ram.bytes(), 2048 * 1024 * 1024);
-        assert!(crate::yaml::from_str::<KamateraSettings>(
-            &BASE.replace("ram: 4096", "ram: 1.5 KiB")
-        )
-        .is_err());
+        for bad in ["ram: 1.5 KiB", "ram: 4096", "ram: \"2048\"", "ram: 4GB"] {
+            assert!(
+                crate::yaml::from_str::<KamateraSettings>(&BASE.replace("ram: 4096 MiB", bad))
+                    .is_err(),
+                "{bad}"
+            );
+        }
         assert!(crate::yaml::from_str::<KamateraSettings>(&format!("{BASE}flavor: x\n")).is_err());
     }
 

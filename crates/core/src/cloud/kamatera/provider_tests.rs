@@ -52,7 +52,8 @@ fn error_mapping() {
 #[test]
 fn groups_from_tags() {
     let s: KamateraSettings =
-        crate::yaml::from_str("datacenter: EU\nimage: i\ncpu: 2B\nram: 2048\n").expect("settings");
+        crate::yaml::from_str("datacenter: EU\nimage: i\ncpu: 2B\nram: 2048 MiB\n")
+            .expect("settings");
     let known: BTreeMap<String, KamateraSettings> =
         [("workers".to_string(), s)].into_iter().collect();
     let tags = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();

@@ -196,6 +196,14 @@ impl OpenStackCredentials {
                 )));
             }
             if !KNOWN_KEYS.contains(&key.as_str()) {
+                // Other OS_* keys of an openrc are ignored; one a typo away from a known
+                // key is a mistake that would otherwise surface as a failed login.
+                if let Some(meant) = KNOWN_KEYS
+                    .iter()
+                    .find(|k| strsim::levenshtein(k, &key) <= 2)
+                {
+                    return Err(err(format!("unknown key '{key}'; did you mean '{meant}'?")));
+                }
                 tracing::warn!(key = %key, file = %source_name, "ignoring unknown OpenStack credentials key");
             }
             let is_text = matches!(value, Scalar::Str(_));

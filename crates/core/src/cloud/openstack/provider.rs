@@ -20,6 +20,7 @@ use super::nova::{
 use super::{OpenStackSettings, PROVIDER};
 
 mod poll;
+mod refs;
 mod resolve;
 mod warm;
 use crate::cloud::http::RetryAfterGate;
@@ -66,6 +67,8 @@ enum Kind {
     Image,
     Network,
     ServerGroup,
+    KeyPair,
+    SecurityGroup,
 }
 
 impl Kind {
@@ -75,6 +78,8 @@ impl Kind {
             Kind::Image => "image",
             Kind::Network => "network",
             Kind::ServerGroup => "server group",
+            Kind::KeyPair => "key pair",
+            Kind::SecurityGroup => "security group",
         }
     }
 }
@@ -227,6 +232,23 @@ impl OpenStackProvider {
             if let Some(sg) = &settings.server_group {
                 self.server_group_id(sg).await.map_err(named)?;
                 found.push_str(&format!(", server group {sg}"));
+            }
+            if let Some(key) = &settings.key_name {
+                self.check_key_pair(key).await.map_err(named)?;
+                found.push_str(&format!(", key pair {key}"));
+            }
+            if !settings.security_groups.is_empty() {
+                self.check_security_groups(&settings.security_groups)
+                    .await
+                    .map_err(named)?;
+                found.push_str(&format!(
+                    ", security groups {}",
+                    settings.security_groups.join(", ")
+                ));
+            }
+            if let Some(zone) = &settings.availability_zone {
+                self.check_availability_zone(zone).await.map_err(named)?;
+                found.push_str(&format!(", availability zone {zone}"));
             }
             lines.push(format!("{found} exist"));
         }

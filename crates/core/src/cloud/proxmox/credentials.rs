@@ -122,8 +122,12 @@ impl ProxmoxCredentials {
 
     fn parse(text: &str, source: &str) -> Result<Self, CloudError> {
         let err = |m: String| other(format!("{source}: {m}"));
-        let raw: Raw = crate::yaml::from_str(text)
-            .map_err(|e| err(format!("not a valid Proxmox credentials file: {e}")))?;
+        let raw: Raw = crate::yaml::from_str(text).map_err(|e| {
+            err(format!(
+                "not a valid Proxmox credentials file: {}",
+                crate::config::error::explain_serde_message(&e.to_string())
+            ))
+        })?;
         let nonempty =
             |v: Option<String>| v.map(|s| s.trim().to_string()).filter(|s| !s.is_empty());
         let url = nonempty(raw.url).ok_or_else(|| {

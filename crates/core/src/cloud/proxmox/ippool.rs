@@ -61,16 +61,31 @@ impl StaticPool {
         let first = self.first.map(u32::from).unwrap_or(net + 1);
         let last = self.last.map(u32::from).unwrap_or(bcast - 1);
         let inside = |a: u32| a > net && a < bcast;
-        if !inside(first) || !inside(last) || first > last {
+        let hosts = format!(
+            "{} holds host addresses {} to {}",
+            self.cidr,
+            Ipv4Addr::from(net + 1),
+            Ipv4Addr::from(bcast - 1)
+        );
+        for (field, a) in [("first", first), ("last", last)] {
+            if !inside(a) {
+                return Err(format!(
+                    "ipConfig.static.{field} {} lies outside the cidr: {hosts}; expected an address in that range",
+                    Ipv4Addr::from(a)
+                ));
+            }
+        }
+        if first > last {
             return Err(format!(
-                "ipConfig.static: first/last must be host addresses of {} with first <= last",
-                self.cidr
+                "ipConfig.static.first {} is after last {}; expected first <= last",
+                Ipv4Addr::from(first),
+                Ipv4Addr::from(last)
             ));
         }
         if !inside(u32::from(self.gateway)) {
             return Err(format!(
-                "ipConfig.static.gateway {} is not inside {}",
-                self.gateway, self.cidr
+                "ipConfig.static.gateway {} lies outside the cidr: {hosts}; a VM could not reach it, expected the subnet's router",
+                self.gateway
             ));
         }
         Ok(Pool {
@@ -92,6 +107,13 @@ pub fn address_of(ipconfig: &str) -> Option<Ipv4Addr> {
 }
 
 impl Pool {
+    /// How many addresses the pool hands out: `first..=last` without the gateway.
+    pub fn capacity(&self) -> u64 {
+        let span = u64::from(self.last - self.first) + 1;
+        let gw = u32::from(self.gateway);
+        span - u64::from((self.first..=self.last).contains(&gw))
+    }
+
     /// The lowest free address, skipping the gateway and everything in `used`.
     pub fn allocate(&self, used: &BTreeSet<Ipv4Addr>) -> Option<Ipv4Addr> {
         (self.first..=self.last)

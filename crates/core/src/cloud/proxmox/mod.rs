@@ -29,7 +29,6 @@ pub mod tags;
 pub mod tasks;
 mod tls;
 
-use bytesize::ByteSize;
 use serde::Deserialize;
 
 pub use credentials::{ProxmoxAuth, ProxmoxCredentials, TlsTrust};
@@ -148,7 +147,7 @@ pub struct HostReserve {
     #[serde(default)]
     pub cpu: Option<crate::config::Quantity>,
     #[serde(default)]
-    pub memory: Option<ByteSize>,
+    pub memory: Option<crate::config::Bytes>,
 }
 
 /// Per-node-group Proxmox settings (the `proxmox` key of a node group).
@@ -169,7 +168,7 @@ pub struct ProxmoxSettings {
     pub cores: Option<u32>,
     /// RAM of each VM (default: the template's).
     #[serde(default)]
-    pub memory: Option<ByteSize>,
+    pub memory: Option<crate::config::Bytes>,
     /// Resource pool the new VMs are added to.
     #[serde(default)]
     pub pool: Option<String>,

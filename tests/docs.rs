@@ -1,0 +1,170 @@
+//! What a first reading of README and docs/ trips on: template files named that do not
+//! ship, a `--serve` snippet that sets only some of the variables, Event reasons the code
+//! posts that no page explains.
+
+use std::path::{Path, PathBuf};
+
+fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn read(p: &Path) -> String {
+    std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+}
+
+/// README, docs/*.md, the shipped configs and examples, and the deploy files.
+fn user_facing_files() -> Vec<PathBuf> {
+    let root = repo();
+    let mut out = vec![root.join("README.md")];
+    let mut stack = vec![
+        root.join("docs"),
+        root.join("config"),
+        root.join("examples"),
+        root.join("deploy"),
+    ];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if matches!(
+                p.extension().and_then(|x| x.to_str()),
+                Some("md" | "yaml" | "yml")
+            ) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// Words of `text` that end in `.j2`, trimmed of the quoting and punctuation around them.
+fn template_names(text: &str) -> Vec<String> {
+    text.split(|c: char| c.is_whitespace() || "`'\"(),:[]{}".contains(c))
+        .map(|w| w.trim_end_matches('.'))
+        .filter(|w| w.ends_with(".j2"))
+        .map(|w| w.rsplit('/').next().unwrap_or(w).to_string())
+        .collect()
+}
+
+#[test]
+fn docs_and_examples_name_only_template_files_that_ship() {
+    let shipped: Vec<String> = std::fs::read_dir(repo().join("templates"))
+        .expect("templates/")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(shipped.len() >= 4, "templates/ lists {shipped:?}");
+    let mut missing = Vec::new();
+    for f in user_facing_files() {
+        for name in template_names(&read(&f)) {
+            // `my-*.j2` stands for a user's own template in examples.
+            if !shipped.contains(&name) && !name.starts_with("my-") {
+                missing.push(format!(
+                    "{}: {name}",
+                    f.strip_prefix(repo()).unwrap_or(&f).display()
+                ));
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "template files named but not shipped in templates/ ({shipped:?}):\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn readme_serve_snippet_exports_every_variable_nodewright_reads() {
+    let readme = read(&repo().join("README.md"));
+    let start = readme
+        .find("simulate --serve --dir /tmp/nw")
+        .expect("README has the --serve snippet");
+    let block = &readme[start..];
+    let block = &block[..block.find("```").expect("snippet ends")];
+    for var in [
+        nodewright::config::ENV_CONFIG_FILE,
+        nodewright::config::ENV_KUBECONFIG_FILE,
+        nodewright::config::ENV_OPENSTACK_CREDENTIALS,
+        nodewright::config::ENV_PROXMOX_CREDENTIALS,
+        nodewright::config::ENV_KAMATERA_CREDENTIALS,
+    ] {
+        assert!(
+            block.contains(&format!("{var}=/tmp/nw/")),
+            "README's --serve snippet does not export {var}:\n{block}"
+        );
+    }
+}
+
+/// The Event reasons `act/events.rs` posts: the second argument of its `ev(...)` calls and
+/// the reason constants it names.
+fn posted_event_reasons() -> Vec<String> {
+    let src = read(&repo().join("crates/core/src/act/events.rs"));
+    let code = src.split("#[cfg(test)]").next().unwrap_or(&src);
+    let mut out = Vec::new();
+    for (i, _) in code.match_indices("ev(") {
+        let rest = &code[i + 3..];
+        let Some(comma) = rest.find(',') else {
+            continue;
+        };
+        let arg = rest[comma + 1..].trim_start();
+        if let Some(lit) = arg.strip_prefix('"') {
+            if let Some(end) = lit.find('"') {
+                out.push(lit[..end].to_string());
+            }
+        } else {
+            let ident: String = arg
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let decl = format!("const {ident}: &str = \"");
+            if let Some(at) = code.find(&decl) {
+                let v = &code[at + decl.len()..];
+                out.extend(v.find('"').map(|end| v[..end].to_string()));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+#[test]
+fn every_event_reason_posted_is_documented_in_readme() {
+    let readme = read(&repo().join("README.md"));
+    let reasons = posted_event_reasons();
+    for known in [
+        "TriggeredScaleUp",
+        "NotTriggerScaleUp",
+        "ProvisioningFailed",
+    ] {
+        assert!(
+            reasons.iter().any(|r| r == known),
+            "the scan of act/events.rs found {reasons:?}, not {known}"
+        );
+    }
+    let undocumented: Vec<&String> = reasons
+        .iter()
+        .filter(|r| !readme.contains(&format!("`{r}`")))
+        .collect();
+    assert!(
+        undocumented.is_empty(),
+        "Event reasons posted but not explained in README: {undocumented:?}"
+    );
+}
+
+#[test]
+fn readme_opening_names_every_provider_as_available() {
+    let readme = read(&repo().join("README.md"));
+    let opening = readme.split("\n## ").next().unwrap_or_default();
+    for p in ["Proxmox VE", "OpenStack", "Kamatera"] {
+        assert!(opening.contains(p), "README's opening does not name {p}");
+    }
+    assert!(
+        !opening.contains(" next."),
+        "README's opening still says a provider comes next:\n{opening}"
+    );
+}
