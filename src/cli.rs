@@ -357,6 +357,9 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                 node_name.unwrap_or_else(|| format!("{}-{}-example", config.cluster_name, g.name));
             let rendered = render_user_data(&config, g, &name).map_err(anyhow::Error::from)?;
             println!("{}", rendered.content);
+            if let Some(note) = g.proxmox.as_ref().map(render_note) {
+                eprintln!("{note}");
+            }
             Ok(())
         }
         Command::Plan { json } => {
@@ -409,6 +412,19 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
             }
             Ok(())
         }
+    }
+}
+
+/// What becomes of the rendered user data of a Proxmox group (on stderr, so the user data
+/// alone is on stdout): `render` must not show a template as used when it is not.
+fn render_note(s: &crate::cloud::proxmox::ProxmoxSettings) -> String {
+    use crate::cloud::proxmox::JoinMode;
+    match (&s.join, &s.cicustom) {
+        (JoinMode::GuestAgent, _) => "proxmox: run as a script through the QEMU guest agent (join: guestAgent)".into(),
+        (JoinMode::CloudInit, Some(c)) => format!(
+            "proxmox: NOT used: the group's VMs read your cicustom snippets `{c}` instead"
+        ),
+        (JoinMode::CloudInit, None) => "proxmox: delivered as `user-data` of a NoCloud seed ISO, unless the template sets cicustom (`nodewright check` says which)".into(),
     }
 }
 
@@ -724,5 +740,21 @@ mod tests {
             serde_json::from_str(&plan_json(&decision(vec![])).expect("json")).expect("parses");
         assert_eq!(empty["pending"], serde_json::json!([]));
         assert_eq!(empty["buckets"]["scaling-up"], 0);
+    }
+
+    /// `render` used to print a Proxmox group's template as if its VMs got it; with the
+    /// user's own cicustom snippets they do not, and it says so.
+    #[test]
+    fn render_says_what_becomes_of_a_proxmox_groups_user_data() {
+        let s = |y: &str| -> crate::cloud::proxmox::ProxmoxSettings {
+            crate::yaml::from_str(y).expect("settings")
+        };
+        assert!(render_note(&s("template: 1\n")).contains("NoCloud seed ISO"));
+        let n = render_note(&s("template: 1\ncicustom: user=local:snippets/j.yaml\n"));
+        assert!(
+            n.contains("NOT used") && n.contains("user=local:snippets/j.yaml"),
+            "{n}"
+        );
+        assert!(render_note(&s("template: 1\njoin: guestAgent\n")).contains("guest agent"));
     }
 }

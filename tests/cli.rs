@@ -234,6 +234,7 @@ fn check_verifies_every_provider_and_its_exit_code_tells_config_from_unreachable
         "openstack: group workers: flavor m1.large, image ubuntu-24.04, network private exist",
         "proxmox: credentials ok",
         "proxmox: group batch: template agent-shared (VM 9002 on pve2), hosts pve1, pve2, pve3 exist",
+        "proxmox: group batch: user data: run as a script through the QEMU guest agent (join: guestAgent)",
         "kamatera: credentials ok",
         "kamatera: group cache: datacenter EU, image ubuntu_server_24.04_64-bit, CPU 2B with 8192 MB exist",
     ] {

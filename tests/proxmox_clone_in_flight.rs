@@ -56,7 +56,9 @@ fn provider(s: &SimProxmox, password: bool, nominal: u64, stall: u64) -> Proxmox
     provider_of(s, password, nominal, stall, &["workers"])
 }
 
-/// As [`provider`], with `groups` all cloning `k3s-shared`.
+/// As [`provider`], with `groups` all cloning `k3s-shared` and joining from the user's
+/// own `cicustom` snippet: only such a clone can be finished by a later process (a seed's
+/// user data belonged to the scale-up of the process gone).
 fn provider_of(
     s: &SimProxmox,
     password: bool,
@@ -77,7 +79,7 @@ fn provider_with(
     read_only: bool,
 ) -> ProxmoxProvider {
     let settings: ProxmoxSettings =
-        nodewright::yaml::from_str("template: k3s-shared\n").expect("settings parse");
+        nodewright::yaml::from_str(CICUSTOM_SETTINGS).expect("settings parse");
     let ms = Duration::from_millis;
     let options = ProviderOptions {
         poll_interval: ms(20),
@@ -96,6 +98,9 @@ fn provider_with(
         .collect::<BTreeMap<_, _>>();
     ProxmoxProvider::with_options(creds(s, password), groups, options).expect("provider builds")
 }
+
+const CICUSTOM_SETTINGS: &str =
+    "template: k3s-shared\ncicustom: user=local:snippets/k3s-join.yaml\n";
 
 fn req(name: &str) -> CreateRequest {
     CreateRequest {
@@ -229,10 +234,17 @@ async fn restart_during_a_slow_nameless_clone_creates_no_extra_vm_and_the_clone_
         .await
         .expect("simulated environment starts");
     cloud_init_after_the_disk(&env.proxmox, SHARED_TEMPLATE);
-    let config = common::pve::LOOP_CONFIG.replace(
-        "provisionTimeout: 2m\nprovisionTimeoutMax: 10m",
-        "provisionTimeout: 30s\nprovisionTimeoutMax: 60s\nprovisionProgressWindow: 1s",
-    );
+    let config = common::pve::LOOP_CONFIG
+        .replace(
+            "provisionTimeout: 2m\nprovisionTimeoutMax: 10m",
+            "provisionTimeout: 30s\nprovisionTimeoutMax: 60s\nprovisionProgressWindow: 1s",
+        )
+        // Finished by the next process: the group joins from the user's own snippet.
+        .replace(
+            "{template: k3s-shared, memory: 4 GiB, cores: 2}",
+            "{template: k3s-shared, memory: 4 GiB, cores: 2, cicustom: \"user=local:snippets/k3s-join.yaml\"}",
+        );
+    assert!(config.contains("cicustom"), "{config}");
     let (_, cfg) = env.write_config(&config).expect("config loads");
     let first = env.reconciler(cfg).await.expect("reconciler builds");
     // Twelve lines 150 ms apart: nearly two seconds of copying.

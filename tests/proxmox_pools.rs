@@ -65,8 +65,10 @@ async fn a_scale_up_starts_a_warm_vm_without_a_create_and_the_pool_refills() {
     assert!(is_warm(&guests[0]), "{:?}", guests[0].config);
     assert_eq!(guests[0].status, "stopped");
     let warm_name = guests[0].name.clone();
-    // Never started, so it never joined.
+    // Never started, so it never joined, and has no seed yet (its user data is rendered
+    // when it is started).
     assert!(env.cluster.node(&warm_name).is_none());
+    assert_eq!(guests[0].config.get("ide3"), None, "{:?}", guests[0].config);
 
     env.cluster
         .add_pod("default", "waits", SimPodTemplate::new("nginx:1.25", GI))
@@ -90,6 +92,14 @@ async fn a_scale_up_starts_a_warm_vm_without_a_create_and_the_pool_refills() {
         .expect("the warm VM");
     assert_eq!(started.status, "running");
     assert!(!is_warm(&started));
+    // Its seed went with the start.
+    let seed = format!("local:iso/nw-prod-{}-seed.iso,media=cdrom", started.vmid);
+    assert_eq!(
+        started.config.get("ide3"),
+        Some(&seed),
+        "{:?}",
+        started.config
+    );
 
     // The pool refills with a new stopped VM while the started one joins.
     act_until(&rec, "pool refill", |a| {
@@ -104,6 +114,17 @@ async fn a_scale_up_starts_a_warm_vm_without_a_create_and_the_pool_refills() {
         env.cluster.node(&warm_name).is_some()
     })
     .await;
+    let joined = env
+        .proxmox
+        .guests()
+        .into_iter()
+        .find(|g| g.name == warm_name)
+        .and_then(|g| g.installed)
+        .expect("joined through cloud-init");
+    assert!(
+        joined.starts_with("#cloud-config") && joined.contains(&warm_name),
+        "joined with the user data rendered at the start: {joined}"
+    );
     assert_clean(&env);
 }
 

@@ -189,16 +189,14 @@ mod cycle {
         std::fs::write(
             &path,
             format!(
-                "clusterName: e2e\nfreeMemoryTarget: 0 B\nprovisionTimeout: 15m\ntemplatesDir: {}\nnodeGroups:\n  - name: workers\n    provider: proxmox\n    maxSize: 3\n    proxmox: {{template: k3s-shared}}\n    userData: {{template: join.sh.j2}}\n",
+                "clusterName: e2e\nfreeMemoryTarget: 0 B\nprovisionTimeout: 15m\ntemplatesDir: {}\nnodeGroups:\n  - name: workers\n    provider: proxmox\n    maxSize: 3\n    proxmox: {{template: k3s-shared, cicustom: \"user=local:snippets/k3s-join.yaml\"}}\n    userData: {{template: join.sh.j2}}\n",
                 dir.join("templates").display()
             ),
         )
         .expect("config");
         let config = Config::load(&path).expect("config loads");
-        let provider: Arc<dyn CloudProvider> = Arc::new(super::provider(
-            pve,
-            &[("workers", "template: k3s-shared\n")],
-        ));
+        let provider: Arc<dyn CloudProvider> =
+            Arc::new(super::provider(pve, &[("workers", SNIPPET_GROUP)]));
         let mut clouds = Clouds::new();
         clouds.add_group("workers", provider);
         let kube = kubeconfig_from_file(&dir.join("kubeconfig"))
@@ -214,6 +212,11 @@ mod cycle {
         }
     }
 }
+
+/// A group that joins from the user's own `cicustom` snippet: the only `join: cloudInit`
+/// kind whose half-made clone a later process can finish (a seed needs the user data of the
+/// scale-up of the process gone).
+const SNIPPET_GROUP: &str = "template: k3s-shared\ncicustom: user=local:snippets/k3s-join.yaml\n";
 
 /// Issue 11: a process killed between the clone and the config call left a VM without
 /// ownership tags that nothing ever removed. The clone call names and describes the VM, so
@@ -241,7 +244,7 @@ async fn proxmox_clone_without_its_config_step_is_finished_by_the_next_process()
     );
 
     // The first process dies while its clone is under way: no config call is ever sent.
-    let dying = provider(&s, &[("workers", "template: k3s-shared\n")]);
+    let dying = provider(&s, &[("workers", SNIPPET_GROUP)]);
     let create = tokio::spawn(async move {
         let mut r = req("e2e-workers-dying", "workers", "");
         r.cluster = "e2e".into();
@@ -272,7 +275,7 @@ async fn proxmox_clone_without_its_config_step_is_finished_by_the_next_process()
     );
 
     // A new process sees it as ours at once: still cloning.
-    let next = provider(&s, &[("workers", "template: k3s-shared\n")]);
+    let next = provider(&s, &[("workers", SNIPPET_GROUP)]);
     let id = cloning.vmid.to_string();
     let listed = next.list_servers("e2e").await.expect("list");
     assert_eq!(listed.len(), 1, "{listed:?}");
@@ -346,11 +349,22 @@ async fn proxmox_clone_without_its_config_step_is_finished_by_the_next_process()
 /// half-made by the next cycle.
 #[tokio::test]
 async fn proxmox_half_made_vm_of_a_guest_agent_group_is_still_left_half_made() {
+    left_half_made("agents", "template: agent-shared\njoin: guestAgent\n").await;
+}
+
+/// The same for a `join: cloudInit` group whose user data goes by seed: the seed would
+/// need the rendered user data of the scale-up of the process gone.
+#[tokio::test]
+async fn proxmox_half_made_vm_of_a_seed_group_is_left_half_made() {
+    left_half_made("workers", "template: k3s-shared\n").await;
+}
+
+async fn left_half_made(group: &'static str, settings: &'static str) {
     let s = sim(false).await;
-    let agents = [("agents", "template: agent-shared\njoin: guestAgent\n")];
+    let agents = [(group, settings)];
     let dying = provider(&s, &agents);
     let create = tokio::spawn(async move {
-        let mut r = req("e2e-agents-dying", "agents", "#!/bin/sh\ntrue\n");
+        let mut r = req(&format!("e2e-{group}-dying"), group, "#!/bin/sh\ntrue\n");
         r.cluster = "e2e".into();
         dying.create_server(&r).await
     });
@@ -367,7 +381,7 @@ async fn proxmox_half_made_vm_of_a_guest_agent_group_is_still_left_half_made() {
     let next = provider(&s, &agents);
     let listed = next.list_servers("e2e").await.expect("list");
     assert_eq!(listed.len(), 1, "{listed:?}");
-    assert_eq!(listed[0].group.as_deref(), Some("agents"));
+    assert_eq!(listed[0].group.as_deref(), Some(group));
     assert_eq!(listed[0].status, ServerStatus::Incomplete, "{listed:?}");
     next.wait_for_joins().await;
     assert!(s.guests()[0].tags().is_empty(), "not finished");

@@ -6,6 +6,7 @@ mod common;
 
 mod auth;
 mod reconciler;
+mod seed;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -54,6 +55,10 @@ fn assert_clean(s: &SimProxmox) {
     assert!(v.is_empty(), "schema violations: {v:#?}");
 }
 
+/// A join as a cloud-config template renders it (k3s agent with the ownership labels and
+/// the startup taint).
+const WORKERS_USER_DATA: &str = "#cloud-config\nruncmd:\n  - k3s agent --node-name=prod-workers-aaaaa --node-label=nodewright.io/cluster=prod --node-label=nodewright.io/group=workers --node-taint=nodewright.io/startup=true:NoSchedule\n";
+
 const SHARED: &str = "template: k3s-shared\ncores: 4\nmemory: 6 GiB\nciuser: ubuntu\nsshKeys: [\"ssh-ed25519 AAAAC3Nza+/x= me@laptop\"]\nbridge: vmbr1\npool: k8s\n";
 
 #[tokio::test]
@@ -83,7 +88,7 @@ async fn full_scale_up_and_down_passes_the_schema_with_token_auth() {
     );
 
     let a = p
-        .create_server(&req("prod-workers-aaaaa", "workers", ""))
+        .create_server(&req("prod-workers-aaaaa", "workers", WORKERS_USER_DATA))
         .await
         .expect("create");
     let script = "#!/bin/sh\nk3s agent --node-name=prod-agents-bbbbb --node-label=nodewright.io/cluster=prod\n";
@@ -120,8 +125,22 @@ async fn full_scale_up_and_down_passes_the_schema_with_token_auth() {
         .is_some_and(|n| n.ends_with("bridge=vmbr1") && !n.contains("vmbr0")));
     assert!(vm.tags().contains("nw-c-prod") && vm.tags().contains("nw-g-workers"));
     assert_eq!(vm.status, "running");
+    // The seed replaced Proxmox's own cloud-init drive (both would be labelled cidata).
+    let seed = format!("local:iso/nw-prod-{}-seed.iso", a.id);
+    assert_eq!(
+        vm.config.get("ide3").map(String::as_str),
+        Some(format!("{seed},media=cdrom").as_str())
+    );
+    assert_eq!(vm.config.get("ide2"), None, "{:?}", vm.config);
+    let on_storage: Vec<String> = s
+        .volumes(&vm.node, "local")
+        .into_iter()
+        .map(|(v, _)| v)
+        .collect();
+    assert_eq!(on_storage, vec![seed.clone()]);
 
-    // Booted: the cloud-init template joins by itself; the agent VM after its script ran.
+    // Booted: the cloud-init VM with the user data its seed carried; the agent VM after
+    // its script ran.
     tokio::time::sleep(Duration::from_millis(400)).await;
     let booted: BTreeMap<String, String> = events
         .lock()
@@ -135,16 +154,11 @@ async fn full_scale_up_and_down_passes_the_schema_with_token_auth() {
         })
         .collect();
     assert_eq!(booted.get(&b.name).map(String::as_str), Some(script));
-    let generated = booted.get(&a.name).expect("cloud-init join");
-    assert!(
-        generated.contains("--node-label=nodewright.io/cluster=prod"),
-        "{generated}"
+    assert_eq!(
+        booted.get(&a.name).map(String::as_str),
+        Some(WORKERS_USER_DATA),
+        "the cloud-init VM joins with the seed's user data"
     );
-    assert!(
-        generated.contains("--node-label=nodewright.io/group=workers"),
-        "{generated}"
-    );
-    assert!(generated.contains("--node-taint=nodewright.io/startup=true:NoSchedule"));
 
     let listed = p.list_servers("prod").await.expect("list");
     assert_eq!(listed.len(), 2, "{listed:?}");
@@ -166,6 +180,11 @@ async fn full_scale_up_and_down_passes_the_schema_with_token_auth() {
         .await
         .expect("deleting a gone VM is success");
     assert!(s.guests().is_empty());
+    assert!(
+        s.all_volumes().is_empty(),
+        "the seed goes with its VM: {:?}",
+        s.all_volumes()
+    );
     assert!(events
         .lock()
         .expect("events")
@@ -188,6 +207,8 @@ async fn full_scale_up_and_down_passes_the_schema_with_token_auth() {
         "POST /nodes/{node}/qemu/{vmid}/status/start",
         "POST /nodes/{node}/qemu/{vmid}/status/stop",
         "DELETE /nodes/{node}/qemu/{vmid}",
+        "POST /nodes/{node}/storage/{storage}/upload",
+        "DELETE /nodes/{node}/storage/{storage}/content/{volume}",
         "GET /nodes/{node}/tasks/{upid}/status",
         "POST /nodes/{node}/qemu/{vmid}/agent/ping",
         "POST /nodes/{node}/qemu/{vmid}/agent/file-write",

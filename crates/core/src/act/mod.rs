@@ -327,6 +327,15 @@ impl Actuator<'_> {
         match action {
             Action::None => {}
             Action::RemoveStartupTaint { nodes } => {
+                // Before the taint: a crash in between leaves the taint, so this runs again.
+                for provider in self.clouds.distinct() {
+                    if let Err(e) = provider
+                        .nodes_joined(&self.config.cluster_name, nodes)
+                        .await
+                    {
+                        tracing::warn!(provider = provider.name(), error = %e, "could not clean up after the nodes joined");
+                    }
+                }
                 for node in nodes {
                     self.cluster.remove_taint(node, STARTUP_TAINT_KEY).await?;
                     out.done.push(format!("removed startup taint from {node}"));

@@ -135,6 +135,13 @@ impl CloudProvider for Instrumented {
         self.record("mark_joined", t, &r);
         r
     }
+
+    async fn nodes_joined(&self, cluster: &str, names: &[String]) -> Result<(), CloudError> {
+        let t = Instant::now();
+        let r = self.inner.nodes_joined(cluster, names).await;
+        self.record("nodes_joined", t, &r);
+        r
+    }
 }
 
 #[cfg(test)]

@@ -300,6 +300,12 @@ pub trait CloudProvider: Send + Sync {
         id: &str,
         at: Option<SystemTime>,
     ) -> Result<(), CloudError>;
+    /// The nodes `names` of `cluster` are Ready and their startup taint goes next: what was
+    /// left for their boot only (a Proxmox cloud-init seed, join token inside) is removed.
+    /// The caller logs an error and removes the taint all the same.
+    async fn nodes_joined(&self, _cluster: &str, _names: &[String]) -> Result<(), CloudError> {
+        Ok(())
+    }
 }
 
 /// The error of a warm-pool call to a provider without warm pools (config validation

@@ -43,6 +43,8 @@ pub(super) fn clone(
                 booted: false,
                 joined: false,
                 files: BTreeMap::new(),
+                installed: None,
+                cloud_init_note: None,
             };
             st.vms.entry(newid).or_insert(racer);
         }
@@ -133,6 +135,8 @@ pub(super) fn clone(
             booted: false,
             joined: false,
             files: BTreeMap::new(),
+            installed: None,
+            cloud_init_note: None,
         };
         st.vms
             .insert(newid, while_copying(&done, &tpl.config, node));

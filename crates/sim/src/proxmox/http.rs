@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 use super::clone::clone;
 use super::hosts::{cluster_status, ha_status, resources};
 use super::schema::{self, percent_decode};
+use super::storage;
 use super::tasks::{agent_exec, list as list_tasks, new_task, stop_task};
 use super::{next_free, now_secs, Shared, SimAuth, SimCall, Ticket};
 
@@ -96,8 +97,39 @@ pub(super) async fn handle(
         .get("content-type")
         .and_then(|v| v.to_str().ok())
         .is_some_and(|c| c.starts_with("application/json"));
-    let params = match method {
-        Method::GET | Method::DELETE => parse_form(uri.query().unwrap_or("")),
+    let multipart = headers
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .and_then(super::multipart::boundary);
+    // An upload's file: the part `filename`, whose own file name is the parameter.
+    let mut file = None;
+    let params = match (&method, multipart) {
+        (&Method::GET | &Method::DELETE, _) => parse_form(uri.query().unwrap_or("")),
+        (_, Some(boundary)) => match super::multipart::parse(&boundary, &body) {
+            Ok(parts) => {
+                let mut out = Vec::new();
+                for p in parts {
+                    match p.filename {
+                        Some(f) => {
+                            out.push((p.name, f));
+                            file = Some(p.data);
+                        }
+                        None => out.push((p.name, String::from_utf8_lossy(&p.data).into_owned())),
+                    }
+                }
+                out
+            }
+            Err(e) => {
+                shared
+                    .lock()
+                    .violations
+                    .push(format!("{method} {path}: {e}"));
+                return fail(
+                    StatusCode::BAD_REQUEST,
+                    &format!("multipart parse error: {e}"),
+                );
+            }
+        },
         _ if is_json => parse_json_body(&body),
         _ => parse_form(&String::from_utf8_lossy(&body)),
     };
@@ -130,6 +162,7 @@ pub(super) async fn handle(
         &auth_header,
         ticket,
         csrf,
+        file,
     )
     .await;
     let response = match &endpoint {
@@ -222,6 +255,7 @@ async fn respond(
     auth_header: &Option<String>,
     ticket: Option<String>,
     csrf: Option<String>,
+    file: Option<Vec<u8>>,
 ) -> Response {
     if !errors.is_empty() {
         let mut st = shared.lock();
@@ -343,18 +377,25 @@ async fn respond(
                 None => data(json!(next_free(&st, 100).to_string())),
             }
         }
-        ("GET", "/nodes/{node}/storage") => {
-            let list: Vec<Value> = o
-                .storages
-                .iter()
-                .map(|s| json!({
-                    "storage": s.name, "type": if s.shared { "rbd" } else { "lvmthin" },
-                    "shared": u8::from(s.shared), "active": 1, "enabled": 1,
-                    "content": "images,rootdir", "total": 1u64 << 40, "used": 1u64 << 38, "avail": 3u64 << 38,
-                }))
-                .collect();
-            data(Value::Array(list))
+        ("GET", "/nodes/{node}/storage") => storage::list(o, &get),
+        ("POST", "/nodes/{node}/storage/{storage}/upload") => storage::upload(
+            shared,
+            &node,
+            &get("storage").unwrap_or_default(),
+            &get,
+            file,
+            &user,
+        ),
+        ("GET", "/nodes/{node}/storage/{storage}/content") => {
+            storage::content(shared, &node, &get("storage").unwrap_or_default(), &get)
         }
+        ("DELETE", "/nodes/{node}/storage/{storage}/content/{volume}") => storage::delete(
+            shared,
+            &node,
+            &get("storage").unwrap_or_default(),
+            &get("volume").unwrap_or_default(),
+            &user,
+        ),
         ("GET", "/nodes/{node}/network") => {
             let kind = get("type").unwrap_or_default();
             let bridges = matches!(
@@ -473,7 +514,7 @@ async fn respond(
         | ("PUT", "/nodes/{node}/qemu/{vmid}/config") => {
             {
                 let mut st = shared.lock();
-                let Some(vm) = st.vms.get_mut(&vmid) else {
+                let Some(vm) = st.vms.get(&vmid) else {
                     return fail(StatusCode::INTERNAL_SERVER_ERROR, "gone");
                 };
                 if let Some(l) = &vm.lock {
@@ -482,6 +523,34 @@ async fn respond(
                         &format!("VM is locked ({l})"),
                     );
                 }
+                let vm_node = vm.node.clone();
+                // As Proxmox: a drive may only name an ISO image that exists, and an
+                // option may not be set and deleted in one call.
+                let deleted: Vec<&str> = params
+                    .iter()
+                    .filter(|(k, _)| k == "delete")
+                    .flat_map(|(_, v)| v.split([',', ';', ' ']))
+                    .collect();
+                for (k, v) in params {
+                    if deleted.contains(&k.as_str()) {
+                        return fail(
+                            StatusCode::BAD_REQUEST,
+                            &format!("you can't use '-{k}' and '-delete {k}' at the same time"),
+                        );
+                    }
+                    let volume = v.split(',').next().unwrap_or_default();
+                    if volume.contains(":iso/")
+                        && storage::read(shared, &st, &vm_node, volume).is_none()
+                    {
+                        return fail(
+                            StatusCode::INTERNAL_SERVER_ERROR,
+                            &format!("volume '{volume}' does not exist"),
+                        );
+                    }
+                }
+                let Some(vm) = st.vms.get_mut(&vmid) else {
+                    return fail(StatusCode::INTERNAL_SERVER_ERROR, "gone");
+                };
                 for (k, v) in params {
                     match k.as_str() {
                         "delete" => {

@@ -17,13 +17,23 @@
 //! after `boot_delay`; then its guest agent answers (when `agent` is enabled).
 //!
 //! Joining ([`VmEvent::Booted`] to the hook):
-//! - VMs cloned from a template with `cloud_init_join: true` stand for a template that joins
-//!   by itself from its own cloud-init configuration: at boot the simulator fires `Booted`
-//!   with a generated user data, a k3s agent command line carrying the node name, the
-//!   ownership labels (decoded from the VM's `nw-c-`/`nw-g-` tags) and the startup taint,
-//!   as such a template's join script would pass them.
+//! - VMs cloned from a template with `cloud_init_join: true` run cloud-init (NoCloud) at
+//!   their first boot, and join only with what really reached the guest:
+//!   - a `cicustom` naming a snippet the simulator knows ([`SimProxmoxOptions::snippets`])
+//!     on a VM that still has Proxmox's cloud-init drive: `Booted` with a generated user
+//!     data, a k3s agent command line carrying the node name, the ownership labels (decoded
+//!     from the VM's `nw-c-`/`nw-g-` tags) and the startup taint, as such a snippet would;
+//!   - else a CD-ROM whose ISO image (read as a guest reads it, see [`iso`]) is labelled
+//!     `cidata` and holds `user-data` and `meta-data`, the only `cidata` drive: `Booted`
+//!     with that `user-data`;
+//!   - else nothing joins, and [`SimVm::cloud_init_note`] says why.
+//!
+//!   A VM that joined once registers again at every later boot (its kubelet is installed).
 //! - Otherwise `Booted` fires when a script written with `agent/file-write` is run with
 //!   `agent/exec` and exits 0; its `user_data` is that script.
+//!
+//! Storages hold files per host (local) or once (shared): uploads (multipart, as the
+//! schema and the real server take them), the content listing and deletes (`storage`).
 //!
 //! `VmEvent::Deleted` fires when a VM is destroyed.
 //!
@@ -39,7 +49,10 @@ mod answer;
 mod clone;
 mod hosts;
 mod http;
+pub mod iso;
+pub mod multipart;
 pub mod schema;
+mod storage;
 mod tasks;
 mod tls;
 
@@ -95,6 +108,29 @@ impl SimHost {
 pub struct SimStorage {
     pub name: String,
     pub shared: bool,
+    /// Content types it accepts, as Proxmox lists them (`images,rootdir`, `iso,snippets`).
+    pub content: String,
+}
+
+impl SimStorage {
+    pub fn new(name: &str, shared: bool, content: &str) -> SimStorage {
+        SimStorage {
+            name: name.into(),
+            shared,
+            content: content.into(),
+        }
+    }
+    pub fn accepts(&self, content: &str) -> bool {
+        self.content.split(',').any(|c| c.trim() == content)
+    }
+}
+
+/// A file on a storage (an uploaded ISO image).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SimVolume {
+    pub bytes: Vec<u8>,
+    /// Unix seconds.
+    pub ctime: u64,
 }
 
 /// A template VM.
@@ -107,7 +143,8 @@ pub struct SimTemplate {
     pub storage: String,
     pub memory_mib: u64,
     pub cores: u32,
-    /// The template joins the cluster by itself from cloud-init (see the module docs).
+    /// The template's image runs cloud-init at first boot and joins with the user data it
+    /// finds (see the module docs).
     pub cloud_init_join: bool,
 }
 
@@ -163,7 +200,13 @@ pub struct SimProxmoxOptions {
     pub status_line_errors: bool,
     /// Injected faults (none by default); half-done clones and destroys too.
     pub faults: Faults,
+    /// Snippet volumes (`local:snippets/k3s-join.yaml`) that hold a working join: a VM
+    /// whose `cicustom` names one joins from it (see the module docs).
+    pub snippets: Vec<String>,
 }
+
+/// The snippet the default simulator knows (see [`SimProxmoxOptions::snippets`]).
+pub const SNIPPET: &str = "local:snippets/k3s-join.yaml";
 
 impl Default for SimProxmoxOptions {
     fn default() -> Self {
@@ -193,15 +236,12 @@ impl Default for SimProxmoxOptions {
             ],
             cluster_name: Some("pve-sim".into()),
             storages: vec![
-                SimStorage {
-                    name: "local-lvm".into(),
-                    shared: false,
-                },
-                SimStorage {
-                    name: "ceph".into(),
-                    shared: true,
-                },
+                // As a fresh install: `local` (a directory) takes ISO images and snippets.
+                SimStorage::new("local", false, "iso,vztmpl,backup,snippets"),
+                SimStorage::new("local-lvm", false, "images,rootdir"),
+                SimStorage::new("ceph", true, "images,rootdir"),
             ],
+            snippets: vec![SNIPPET.into()],
             bridges: vec!["vmbr0".into(), "vmbr1".into()],
             templates: vec![
                 template(9000, "k3s-local", "pve1", "local-lvm", true),
@@ -245,6 +285,11 @@ pub struct SimVm {
     pub joined: bool,
     /// Files written with `agent/file-write`.
     pub files: BTreeMap<String, String>,
+    /// The user data its cloud-init joined with: the kubelet it installed registers again
+    /// at every later boot, seed or not.
+    pub installed: Option<String>,
+    /// Why its cloud-init found nothing to join with at the last boot, if so.
+    pub cloud_init_note: Option<String>,
 }
 
 impl SimVm {
@@ -341,6 +386,9 @@ struct St {
     execs: HashMap<(u32, i64), Exec>,
     counter: u32,
     mac_counter: u32,
+    /// Files on storages by (location, volume id): the host for a local storage, `""`
+    /// for a shared one.
+    volumes: BTreeMap<(String, String), SimVolume>,
 }
 
 struct Shared {
@@ -443,6 +491,8 @@ impl SimProxmox {
                     booted: false,
                     joined: false,
                     files: BTreeMap::new(),
+                    installed: None,
+                    cloud_init_note: None,
                 },
             );
         }
@@ -465,6 +515,7 @@ impl SimProxmox {
                 execs: HashMap::new(),
                 counter: 0x1000,
                 mac_counter: 0,
+                volumes: BTreeMap::new(),
             }),
             opts,
             addr,
@@ -628,6 +679,31 @@ impl SimProxmox {
         self.shared.lock().join_exit_code = code;
     }
 
+    /// The files on `storage` as seen from `node`: (volume id, bytes).
+    pub fn volumes(&self, node: &str, storage: &str) -> Vec<(String, Vec<u8>)> {
+        let st = self.shared.lock();
+        let loc = storage::location(&self.shared.opts, storage, node);
+        st.volumes
+            .iter()
+            .filter(|((l, v), _)| *l == loc && v.starts_with(&format!("{storage}:")))
+            .map(|((_, v), vol)| (v.clone(), vol.bytes.clone()))
+            .collect()
+    }
+
+    /// Every file on every storage: (location, volume id), location `""` when shared.
+    pub fn all_volumes(&self) -> Vec<(String, String)> {
+        self.shared.lock().volumes.keys().cloned().collect()
+    }
+
+    /// Puts a file on `storage` directly (as someone's upload), created at `ctime`.
+    pub fn put_volume(&self, node: &str, storage: &str, file: &str, bytes: Vec<u8>, ctime: u64) {
+        let loc = storage::location(&self.shared.opts, storage, node);
+        self.shared.lock().volumes.insert(
+            (loc, format!("{storage}:iso/{file}")),
+            SimVolume { bytes, ctime },
+        );
+    }
+
     /// Sets one configuration value of VM `vmid` directly (e.g. the `description` a
     /// person wrote); does nothing when there is no such VM.
     pub fn set_config(&self, vmid: u32, key: &str, value: &str) {
@@ -677,6 +753,8 @@ impl SimProxmox {
                 booted: true,
                 joined: false,
                 files: BTreeMap::new(),
+                installed: None,
+                cloud_init_note: None,
             },
         );
         vmid

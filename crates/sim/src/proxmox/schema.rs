@@ -638,6 +638,25 @@ fn check_format(schema: &Schema, f: &str, v: &str) -> Result<(), String> {
         "CIDRv4" => is_cidr(v, true)
             .then_some(())
             .ok_or_else(|| "not an IPv4 CIDR".into()),
+        // `user=local:snippets/u.yaml,vendor=...`: each of meta, network, user, vendor once,
+        // naming a volume.
+        "pve-qm-cicustom" => {
+            let mut seen = Vec::new();
+            for part in v.split(',') {
+                let (k, vol) = part
+                    .split_once('=')
+                    .ok_or_else(|| format!("'{part}' is not key=volume"))?;
+                if !matches!(k, "meta" | "network" | "user" | "vendor") || seen.contains(&k) {
+                    return Err(format!("unknown or repeated key '{k}'"));
+                }
+                seen.push(k);
+                matches(r"^(?i:[a-z][a-z0-9\-_.]*[a-z0-9]):.+$", vol)?;
+            }
+            Ok(())
+        }
+        // A volume (`local:iso/x.iso`), a path, or the CD-ROM specials `none` and `cdrom`.
+        "pve-volume-id-or-qm-path" if matches!(v, "none" | "cdrom") || v.starts_with('/') => Ok(()),
+        "pve-volume-id-or-qm-path" => matches(r"^(?i:[a-z][a-z0-9\-_.]*[a-z0-9]):.+$", v),
         "pve-storage-id" => matches(r"^(?i:[a-z][a-z0-9\-_.]*[a-z0-9])$", v),
         "pve-bridge-id" => matches(r"^[-_.\w\d]+$", v),
         "pve-poolid" => matches(r"^[A-Za-z0-9_\-]+$", v),
@@ -656,8 +675,12 @@ fn check_format(schema: &Schema, f: &str, v: &str) -> Result<(), String> {
             Ok(())
         }
         "mac-addr" => matches(r"^(?i:[a-f0-9][02468ace](?::[a-f0-9]{2}){5})$", v),
-        "pve-storage-content-list" => {
-            for c in list(v) {
+        "pve-storage-content" | "pve-storage-content-list" => {
+            let items = list(v);
+            if f == "pve-storage-content" && items.len() != 1 {
+                return Err(format!("'{v}' is not one content type"));
+            }
+            for c in items {
                 if !matches!(
                     c.as_str(),
                     "images"

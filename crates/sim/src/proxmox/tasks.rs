@@ -342,15 +342,99 @@ fn finish_boot(shared: &Arc<Shared>, vmid: u32) {
         if !vm.cloud_init_join || vm.joined {
             return;
         }
-        vm.joined = true;
-        VmEvent::Booted {
-            name: vm.name.clone(),
-            user_data: cloud_init_join_line(&vm.name, vm.tags()),
-            memory_bytes: vm.memory_mib() * MIB,
-            cpus: vm.cpus(),
+        let vm = vm.clone();
+        let found = match &vm.installed {
+            Some(u) => Ok(u.clone()),
+            None => cloud_init_user_data(shared, &st, &vm),
+        };
+        let Some(vm) = st.vms.get_mut(&vmid) else {
+            return;
+        };
+        match found {
+            Ok(user_data) => {
+                vm.joined = true;
+                vm.cloud_init_note = None;
+                vm.installed = Some(user_data.clone());
+                VmEvent::Booted {
+                    name: vm.name.clone(),
+                    user_data,
+                    memory_bytes: vm.memory_mib() * MIB,
+                    cpus: vm.cpus(),
+                }
+            }
+            Err(note) => {
+                vm.cloud_init_note = Some(note);
+                return;
+            }
         }
     };
     shared.fire(event);
+}
+
+/// What cloud-init in the guest of `vm` finds at its first boot, as NoCloud looks: a
+/// `cicustom` snippet the simulator knows (through Proxmox's own cloud-init drive), else
+/// a CD-ROM labelled `cidata` with a `user-data` file. `Err` says why nothing joins.
+fn cloud_init_user_data(
+    shared: &Shared,
+    st: &super::St,
+    vm: &super::SimVm,
+) -> Result<String, String> {
+    let drives: Vec<&str> = vm
+        .config
+        .iter()
+        .filter(|(k, _)| {
+            let base = k.trim_end_matches(|c: char| c.is_ascii_digit());
+            matches!(base, "ide" | "sata" | "scsi" | "virtio") && base.len() < k.len()
+        })
+        .filter_map(|(_, v)| v.split(',').next())
+        .collect();
+    let proxmox_drive = drives.iter().any(|d| d.ends_with("-cloudinit"));
+    if let Some(c) = vm.config.get("cicustom") {
+        let known = c.split(',').any(|part| {
+            part.split_once('=').is_some_and(|(k, v)| {
+                matches!(k, "user" | "vendor") && shared.opts.snippets.iter().any(|s| s == v)
+            })
+        });
+        return match (known, proxmox_drive) {
+            (true, true) => Ok(cloud_init_join_line(&vm.name, vm.tags())),
+            (false, _) => Err(format!("cicustom `{c}` names no snippet that joins")),
+            (true, false) => {
+                Err("cicustom is set but the VM has no cloud-init drive to carry it".into())
+            }
+        };
+    }
+    let mut seeds = Vec::new();
+    for d in drives.iter().filter(|d| d.contains(":iso/")) {
+        let Some(bytes) = super::storage::read(shared, st, &vm.node, d) else {
+            continue;
+        };
+        if let Ok(img) = super::iso::read(&bytes) {
+            if img.label.eq_ignore_ascii_case(seed_label()) {
+                seeds.push((d.to_string(), img));
+            }
+        }
+    }
+    if proxmox_drive && !seeds.is_empty() {
+        return Err("two cidata drives (Proxmox's cloud-init drive and a seed): which one cloud-init reads is left to chance".into());
+    }
+    match seeds.as_slice() {
+        [] if proxmox_drive => {
+            Err("only Proxmox's own cloud-init drive (no user data to join with)".into())
+        }
+        [] => Err("no cidata seed attached: cloud-init found no user data".into()),
+        [(_, img)] => match (img.files.get("user-data"), img.files.get("meta-data")) {
+            (Some(u), Some(_)) => Ok(String::from_utf8_lossy(u).into_owned()),
+            _ => Err(
+                "the cidata seed has no user-data and meta-data files (as named on a Linux mount)"
+                    .into(),
+            ),
+        },
+        _ => Err("several cidata seeds attached".into()),
+    }
+}
+
+fn seed_label() -> &'static str {
+    nodewright_core::cloud::proxmox::seed::LABEL
 }
 
 pub(super) fn agent_exec(shared: &Arc<Shared>, vmid: u32, command: Vec<String>) -> Response {

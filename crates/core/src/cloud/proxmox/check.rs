@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::allocate::{all_shared, list_nodes, list_vms, template_storages, vm_config};
 use super::client::{params, Api};
 use super::hosts::template_copies;
+use super::provider::seeding::{delivery, seed_storage, Delivery};
 use super::{seg, ProxmoxSettings, PROVIDER};
 use crate::cloud::CloudError;
 
@@ -50,8 +51,11 @@ pub async fn check(
         // Where its VMs may go, as placement decides it: the host of each copy on local
         // storage, every allowed online host when a copy is on shared storage.
         let mut hosts: Vec<String> = Vec::new();
+        let mut template_config = BTreeMap::new();
         for copy in &copies {
-            let storages = template_storages(&vm_config(api, &copy.node, copy.vmid).await?);
+            let config = vm_config(api, &copy.node, copy.vmid).await?;
+            let storages = template_storages(&config);
+            template_config = config;
             let here: Vec<String> = if !all_shared(api, &copy.node, &storages).await? {
                 vec![copy.node.clone()]
             } else if s.nodes.is_empty() {
@@ -117,6 +121,48 @@ pub async fn check(
             found.push_str(&format!(", bridge {bridge}"));
         }
         lines.push(format!("{found} exist"));
+        lines.push(format!(
+            "group {group}: {}",
+            delivery_line(api, s, &template_config, &hosts).await?
+        ));
     }
     Ok(lines)
+}
+
+/// How the group's user data reaches its VMs; for a seed, the storage on every host its
+/// VMs may go to (an error names a host with none).
+async fn delivery_line(
+    api: &Api,
+    s: &ProxmoxSettings,
+    template_config: &BTreeMap<String, String>,
+    hosts: &[String],
+) -> Result<String, CloudError> {
+    Ok(match delivery(s, template_config) {
+        Delivery::GuestAgent => {
+            "user data: run as a script through the QEMU guest agent (join: guestAgent)".into()
+        }
+        Delivery::Cicustom(c) => format!(
+            "user data: NOT the rendered template; the VMs read your cicustom snippets `{c}` ({}), which must exist on every host",
+            if s.cicustom.is_some() { "the group's cicustom" } else { "set on the template" }
+        ),
+        Delivery::Seed => {
+            let mut on: BTreeMap<String, Vec<String>> = BTreeMap::new();
+            for h in hosts {
+                let storage = seed_storage(api, h, s).await?;
+                on.entry(storage).or_default().push(h.clone());
+            }
+            let places: Vec<String> = on
+                .iter()
+                .map(|(st, hs)| format!("storage {st} (hosts {})", hs.join(", ")))
+                .collect();
+            let mut line = format!(
+                "user data: rendered template as a NoCloud seed ISO (cidata) uploaded to {}, attached as a CD-ROM until the node joins; readable meanwhile by anyone with Datastore.Audit there",
+                places.join(", ")
+            );
+            if let Some(u) = &s.ciuser {
+                line.push_str(&format!("; ciuser `{u}` is NOT applied (the seed replaces Proxmox's cloud-init drive): create users in the user data"));
+            }
+            line
+        }
+    })
 }

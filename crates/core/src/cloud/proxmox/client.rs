@@ -18,6 +18,13 @@ pub const TICKET_RENEW_AFTER: Duration = Duration::from_secs(90 * 60);
 /// One request parameter; repeated names form an array (e.g. `command` of `agent/exec`).
 pub type Params = Vec<(String, String)>;
 
+/// A file sent by [`Api::upload`]. Its bytes may be secret (a seed's join token): it has
+/// no `Debug`.
+pub struct Upload {
+    pub file_name: String,
+    pub bytes: Vec<u8>,
+}
+
 /// Builds [`Params`] from `(name, value)` pairs.
 pub fn params<const N: usize>(pairs: [(&str, String); N]) -> Params {
     pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
@@ -265,11 +272,33 @@ impl Api {
         }
     }
 
+    /// Uploads a file as `multipart/form-data` (`POST .../storage/{storage}/upload`):
+    /// `params` as text fields, then the file as the `filename` part. Never retried (a
+    /// repeated upload overwrites the same file, but the caller decides).
+    pub async fn upload(
+        &self,
+        path: &str,
+        params: &[(String, String)],
+        file: &Upload,
+    ) -> Result<Value, CloudError> {
+        self.send(Method::Post, path, params, Some(file)).await
+    }
+
     async fn call_once(
         &self,
         method: Method,
         path: &str,
         params: &[(String, String)],
+    ) -> Result<Value, CloudError> {
+        self.send(method, path, params, None).await
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        params: &[(String, String)],
+        upload: Option<&Upload>,
     ) -> Result<Value, CloudError> {
         let call = format!("{} {path}", method.as_str());
         let mut retried = false;
@@ -295,9 +324,22 @@ impl Api {
                         }
                     }
                 }
-                Method::Post | Method::Put => rb
-                    .header("Content-Type", "application/x-www-form-urlencoded")
-                    .body(encoded),
+                Method::Post | Method::Put => match upload {
+                    Some(u) => {
+                        let mut form = reqwest::multipart::Form::new();
+                        for (k, v) in params {
+                            form = form.text(k.clone(), v.clone());
+                        }
+                        let part = reqwest::multipart::Part::bytes(u.bytes.clone())
+                            .file_name(u.file_name.clone())
+                            .mime_str("application/octet-stream")
+                            .map_err(|e| transport(&call, &e))?;
+                        rb.multipart(form.part("filename", part))
+                    }
+                    None => rb
+                        .header("Content-Type", "application/x-www-form-urlencoded")
+                        .body(encoded),
+                },
             };
             rb = rb.header("Accept", "application/json");
             let mut used_ticket = None;

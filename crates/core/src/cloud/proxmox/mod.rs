@@ -10,6 +10,7 @@
 //! - [`hosts`]: host capacity, maintenance, the cluster name and per-host template copies.
 //! - [`halfmade`]: a clone whose creation stopped before its config call.
 //! - [`agent`]: running the join script through the QEMU guest agent.
+//! - [`seed`]: the NoCloud seed ISO that carries the user data of a `join: cloudInit` VM.
 //! - [`check`]: what `nodewright check` verifies.
 //! - [`provider`]: [`ProxmoxProvider`], the [`crate::cloud::CloudProvider`].
 
@@ -23,6 +24,7 @@ pub mod halfmade;
 pub mod hosts;
 pub mod ippool;
 pub mod provider;
+pub mod seed;
 pub mod tags;
 pub mod tasks;
 mod tls;
@@ -127,8 +129,9 @@ impl<'de> Deserialize<'de> for IpConfig {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub enum JoinMode {
-    /// The template joins by itself from its own cloud-init configuration (e.g. a
-    /// `cicustom` snippet); the group's rendered user data is not sent anywhere.
+    /// cloud-init in the guest runs the group's rendered user data, delivered as a NoCloud
+    /// seed ISO (see [`seed`]); or, with `cicustom` (the group's or the template's), the
+    /// user's own snippets, and the rendered user data is not used.
     #[default]
     CloudInit,
     /// nodewright writes the group's rendered user data (a script) into the VM and runs
@@ -182,6 +185,14 @@ pub struct ProxmoxSettings {
     pub ip_config: IpConfig,
     #[serde(default)]
     pub join: JoinMode,
+    /// Storage the seed ISO is uploaded to (`join: cloudInit`); default: the first storage
+    /// on the VM's host whose content includes `iso`.
+    #[serde(default)]
+    pub seed_storage: Option<String>,
+    /// Proxmox `cicustom` (`user=local:snippets/join.yaml`): the VM's cloud-init reads these
+    /// snippets, which the user keeps on a snippets storage; no seed is built.
+    #[serde(default)]
+    pub cicustom: Option<String>,
     /// Where the join script is written in the guest (`join: guestAgent`).
     #[serde(default = "default_join_script_path")]
     pub join_script_path: String,
@@ -220,6 +231,25 @@ pub fn validate_settings(s: &ProxmoxSettings) -> Vec<(String, String)> {
         p.push((
             "memory".into(),
             "below 16 MiB; expected at least 16 MiB".into(),
+        ));
+    }
+    if let Some(c) = &s.cicustom {
+        let bad = c.split(',').find(|part| {
+            let (k, v) = part.split_once('=').unwrap_or((part, ""));
+            !matches!(k.trim(), "meta" | "network" | "user" | "vendor") || !v.contains(':')
+        });
+        if let Some(bad) = bad {
+            p.push((
+                "cicustom".into(),
+                format!("`{bad}` is not `<user|vendor|network|meta>=<storage>:snippets/<file>`, e.g. `user=local:snippets/join.yaml`"),
+            ));
+        }
+    }
+    if s.seed_storage.is_some() && (s.cicustom.is_some() || s.join == JoinMode::GuestAgent) {
+        p.push((
+            "seedStorage".into(),
+            "a seed is only built for `join: cloudInit` without `cicustom`; remove seedStorage"
+                .into(),
         ));
     }
     if let TemplateRef::Tag { tag } = &s.template {

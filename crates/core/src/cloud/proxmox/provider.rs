@@ -10,6 +10,7 @@ use async_trait::async_trait;
 mod finish;
 mod joined;
 mod listing;
+pub mod seeding;
 mod warm;
 use finish::NewVm;
 use serde_json::Value;
@@ -53,6 +54,10 @@ pub struct ProviderOptions {
     /// Reading never changes anything: a clone an earlier process left is neither stopped
     /// at its deadline nor finished (`plan`, `run --dry-run`).
     pub read_only: bool,
+    /// How often the storages are searched for cloud-init seeds left behind.
+    pub seed_sweep_every: Duration,
+    /// A seed younger than this is never taken as left behind (its VM may be starting).
+    pub seed_grace: Duration,
 }
 
 impl Default for ProviderOptions {
@@ -68,6 +73,8 @@ impl Default for ProviderOptions {
             vmid_attempts: 10,
             ticket_renewal: super::client::TICKET_RENEW_AFTER,
             read_only: false,
+            seed_sweep_every: Duration::from_secs(600),
+            seed_grace: Duration::from_secs(600),
         }
     }
 }
@@ -101,6 +108,8 @@ struct Inner {
     /// What judging those found (stopped or failed clones), until the next `observe`
     /// hands it to the plan: a listing in between must not swallow it.
     found: StdMutex<Vec<String>>,
+    /// When seeds left behind were last searched for (see `seeding`).
+    last_sweep: StdMutex<Option<std::time::Instant>>,
 }
 
 /// Proxmox VE as a [`CloudProvider`]: one cluster (API endpoint), one or more node groups.
@@ -192,6 +201,7 @@ impl ProxmoxProvider {
                 following: Following::default(),
                 adopted: Adopted::default(),
                 found: StdMutex::new(Vec::new()),
+                last_sweep: StdMutex::new(None),
             }),
         })
     }
@@ -384,6 +394,7 @@ impl ProxmoxProvider {
             address,
             created,
             warm,
+            user_data: Some(&req.user_data),
         };
         self.configure_new(&new_vm).await?;
         if warm {
@@ -469,8 +480,9 @@ impl CloudProvider for ProxmoxProvider {
     /// One `/cluster/resources` listing answers the servers, the hosts and every group's
     /// template, and one HA status read the hosts in maintenance: a cycle costs two calls
     /// whatever the number of groups (plus, once, each template's disks and the cluster's
-    /// name; and while some VM is locked for a clone, the task lists of the hosts that
-    /// hold it or a template, see [`super::adopt`]).
+    /// name; while some VM is locked for a clone, the task lists of the hosts that
+    /// hold it or a template, see [`super::adopt`]; and at most every ten minutes the ISO
+    /// storages' content, for cloud-init seeds left behind, see `seeding`).
     async fn observe(&self, cluster: &str, groups: &[String]) -> Result<Observed, CloudError> {
         let api = &self.inner.api;
         let listing = list_all(api).await?;
@@ -494,6 +506,7 @@ impl CloudProvider for ProxmoxProvider {
             shapes.insert(g.clone(), shape);
         }
         let servers = self.servers_in(&listing.vms, cluster, &in_flight).await?;
+        self.sweep_seeds(cluster, &listing).await;
         let failures =
             std::mem::take(&mut *self.inner.found.lock().unwrap_or_else(|e| e.into_inner()));
         Ok(Observed {
@@ -551,7 +564,8 @@ impl CloudProvider for ProxmoxProvider {
 
     /// Destroys VM `id` only when its tags, read back just before, name `cluster` (and
     /// no other cluster), or, with no nodewright tag at all, when it is half-made for
-    /// `cluster` (name and description).
+    /// `cluster` (name and description). Its cloud-init seed, if still attached, is deleted
+    /// with it.
     async fn delete_server(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         let vmid = vmid_of(id)?;
         let vms = list_vms(&self.inner.api).await?;
@@ -588,7 +602,9 @@ impl CloudProvider for ProxmoxProvider {
             };
             return Err(refused(PROVIDER, &name, id, reason));
         }
+        let seed = self.seed_volume(&vm.node, vmid, cluster).await;
         self.destroy(&vm.node, vmid, vm.status == "running").await?;
+        self.forget_seed(&vm.node, seed).await;
         self.inner
             .joins
             .lock()
@@ -625,6 +641,11 @@ impl CloudProvider for ProxmoxProvider {
 
     async fn verify(&self) -> Result<Vec<String>, CloudError> {
         self.check().await
+    }
+
+    /// Removes the cloud-init seeds (join token inside) of the VMs whose nodes joined.
+    async fn nodes_joined(&self, cluster: &str, names: &[String]) -> Result<(), CloudError> {
+        self.seeds_joined(cluster, names).await
     }
 }
 

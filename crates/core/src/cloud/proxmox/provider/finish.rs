@@ -31,6 +31,9 @@ pub(super) struct NewVm<'a> {
     pub address: Option<(&'a Pool, Ipv4Addr)>,
     pub created: SystemTime,
     pub warm: bool,
+    /// The rendered user data, for the seed of a VM started now (`None`: a warm VM, whose
+    /// seed is attached when it is started, or a clone finished for a process gone).
+    pub user_data: Option<&'a str>,
 }
 
 impl ProxmoxProvider {
@@ -40,11 +43,13 @@ impl ProxmoxProvider {
         let result = self.configure_and_start(n).await;
         if let Err(e) = &result {
             tracing::warn!(vm = %n.name, vmid = n.vmid, error = %e, "configuring or starting the new VM failed; destroying it");
+            let seed = self.seed_volume(n.node, n.vmid, n.cluster).await;
             if let Err(e2) = self.destroy(n.node, n.vmid, true).await {
                 if let Err(e3) = self.destroy(n.node, n.vmid, false).await {
                     tracing::warn!(vmid = n.vmid, error = %e2, again = %e3, "could not destroy the half-created VM; it will be cleaned up by its tags once it fails to join");
                 }
             }
+            self.forget_seed(n.node, seed).await;
         }
         result
     }
@@ -96,11 +101,18 @@ impl ProxmoxProvider {
         if settings.join == JoinMode::GuestAgent {
             p.push(("agent".into(), "1".into()));
         }
+        if let Some(c) = &settings.cicustom {
+            p.push(("cicustom".into(), c.clone()));
+        }
         let call = format!("{}/config", vm_path(n.node, n.vmid));
         let data = api.post(&call, &p).await?;
         self.await_upid(&format!("POST {call}"), &data).await?;
         if n.warm {
             return Ok(());
+        }
+        if let Some(user_data) = n.user_data {
+            self.attach_seed(n.node, n.vmid, n.cluster, n.name, settings, user_data)
+                .await?;
         }
         let call = format!("{}/status/start", vm_path(n.node, n.vmid));
         let data = api.post(&call, &[]).await?;
@@ -108,9 +120,9 @@ impl ProxmoxProvider {
     }
 
     /// Whether a half-made VM of `group` can be finished here: its group is configured in
-    /// this process and joins by the template's own cloud-init (a guest-agent join needs
-    /// the join script of a scale-up this process never saw), it is stopped, and its clone
-    /// is not one this process saw fail.
+    /// this process and joins through the user's own `cicustom` snippets (a seed or a
+    /// guest-agent join needs the user data of a scale-up this process never saw), it is
+    /// stopped, and its clone is not one this process saw fail.
     pub(super) fn can_finish(&self, v: &VmResource, group: &str) -> bool {
         v.lock.is_none()
             && v.status == "stopped"
@@ -124,7 +136,7 @@ impl ProxmoxProvider {
                 .inner
                 .groups
                 .get(group)
-                .is_some_and(|s| s.join != JoinMode::GuestAgent)
+                .is_some_and(|s| s.join == JoinMode::CloudInit && s.cicustom.is_some())
     }
 
     /// Finishes in the background a VM whose clone a process gone left half-made (named
@@ -205,6 +217,7 @@ impl ProxmoxProvider {
             address,
             created: SystemTime::now(),
             warm: marks.warm,
+            user_data: None,
         })
         .await?;
         if marks.warm {

@@ -69,6 +69,15 @@ impl ProxmoxProvider {
             tags::rewrite(vm.tags(), false, Some(SystemTime::now())),
         )
         .await?;
+        self.attach_seed(
+            &vm.node,
+            vm.vmid,
+            cluster,
+            &req.name,
+            settings,
+            &req.user_data,
+        )
+        .await?;
         let call = format!("{}/status/start", vm_path(&vm.node, vm.vmid));
         let data = self.inner.api.post(&call, &[]).await?;
         self.await_upid(&format!("POST {call}"), &data).await?;
