@@ -397,6 +397,77 @@ async fn seeds_left_behind_are_swept_and_the_rest_kept() {
     assert_clean(&s);
 }
 
+/// The removal at the join failed (the token lacked the delete privilege for a while, or
+/// the call was lost): the seed, join token inside, stayed attached until the VM was
+/// deleted. The sweep now removes a seed whose VM's node joined after the seed was made,
+/// and keeps one newer than the mark (a warm VM started again with a fresh seed).
+#[tokio::test]
+async fn a_seed_whose_removal_at_the_join_failed_is_swept_once_its_node_joined() {
+    let s = sim_with(SimProxmoxOptions::default()).await;
+    let p = provider(&s, &[("workers", "template: k3s-shared\n")]);
+    let a = p
+        .create_server(&req("prod-workers-aaaaa", "workers", WORKERS_USER_DATA))
+        .await
+        .expect("create");
+    let vm = s.guests().into_iter().next().expect("vm");
+    let now = SystemTime::now();
+    let secs = |t: SystemTime| {
+        t.duration_since(SystemTime::UNIX_EPOCH)
+            .expect("clock")
+            .as_secs()
+    };
+    let attached = format!("local:iso/{}", seed::file_name("prod", vm.vmid));
+    let bytes = s.volumes(&vm.node, "local")[0].1.clone();
+    // Uploaded an hour ago; its node joined ten minutes ago (a warm VM's old mark would
+    // be older than its seed): the mark is older than the seed, so the seed stays.
+    s.put_volume(
+        &vm.node,
+        "local",
+        &seed::file_name("prod", vm.vmid),
+        bytes.clone(),
+        secs(now) - 3600,
+    );
+    p.mark_joined("prod", &a.id, Some(now - Duration::from_secs(7200)))
+        .await
+        .expect("mark");
+    provider(&s, &[("workers", "template: k3s-shared\n")])
+        .observe("prod", &["workers".to_string()])
+        .await
+        .expect("observe");
+    assert!(
+        s.all_volumes().iter().any(|(_, v)| *v == attached),
+        "a seed newer than the joined mark is kept: {:?}",
+        s.all_volumes()
+    );
+    // Joined after the upload: the next sweep ejects and deletes it.
+    p.mark_joined("prod", &a.id, Some(now - Duration::from_secs(600)))
+        .await
+        .expect("mark");
+    provider(&s, &[("workers", "template: k3s-shared\n")])
+        .observe("prod", &["workers".to_string()])
+        .await
+        .expect("observe");
+    assert!(
+        !s.all_volumes().iter().any(|(_, v)| *v == attached),
+        "the joined node's seed is gone: {:?}",
+        s.all_volumes()
+    );
+    let config = s
+        .guests()
+        .into_iter()
+        .find(|g| g.vmid == vm.vmid)
+        .expect("vm")
+        .config;
+    assert!(
+        !config
+            .values()
+            .any(|v| v.contains(&seed::file_name("prod", vm.vmid))),
+        "and no longer attached: {config:?}"
+    );
+    p.delete_server("prod", &a.id).await.expect("delete");
+    assert_clean(&s);
+}
+
 /// `check` says how each group's user data reaches its VMs instead of showing the template
 /// as if it were used: a seed on which storage, or the user's snippets.
 #[tokio::test]

@@ -299,7 +299,9 @@ impl ProxmoxProvider {
 
     /// Removes seeds of `cluster` left behind: older than the grace period, and whose VM
     /// is gone, is another cluster's, or no longer has them attached (a process stopped
-    /// between ejecting and deleting, or during a create). At most once per
+    /// between ejecting and deleting, or during a create), and seeds still attached to a
+    /// VM whose node joined after the seed was uploaded (the joined mark: the removal at
+    /// the join failed, and the join token must not stay readable). At most once per
     /// `seed_sweep_every`; never when read-only.
     pub(super) async fn sweep_seeds(&self, cluster: &str, listing: &Listing) {
         let o = &self.inner.options;
@@ -366,6 +368,29 @@ impl ProxmoxProvider {
                         None => false,
                     };
                     if in_use {
+                        // Its node joined after this seed was made: it served its purpose.
+                        // (A warm VM started again has a newer seed than its old mark.)
+                        let uploaded = item.ctime.and_then(|c| {
+                            SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(c))
+                        });
+                        let joined = vm.and_then(|v| ownership(v.tags()).joined);
+                        let after = joined.zip(uploaded).filter(|(j, u)| j >= u);
+                        if let (Some(v), Some((j, _))) = (vm, after) {
+                            let removed = match vm_config(api, &v.node, v.vmid).await {
+                                Ok(config) => {
+                                    self.remove_seed(&v.node, v.vmid, cluster, &config).await
+                                }
+                                Err(e) => Err(e),
+                            };
+                            match removed {
+                                Ok(_) => {
+                                    tracing::info!(volume = %item.volid, vmid, joined = ?j, "removed the cloud-init seed of a joined node, left by a failed removal at its join")
+                                }
+                                Err(e) => {
+                                    tracing::warn!(volume = %item.volid, error = %e, "could not remove the cloud-init seed of a joined node; trying again at the next sweep")
+                                }
+                            }
+                        }
                         continue;
                     }
                     match self.delete_volume(&host.node, &item.volid).await {
