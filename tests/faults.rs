@@ -495,3 +495,86 @@ async fn a_hung_and_a_rate_limited_cloud_freeze_their_own_groups_not_the_others(
         1
     );
 }
+
+/// One node whose PATCH answered 500 was chosen again every cycle (its startup taint
+/// removal) and blocked every other action in every group for as long as it failed. A
+/// failing action is now held back per object, and the next step's action runs meanwhile:
+/// here the Proxmox group's scale-up, while the OpenStack node's taint waits its turn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unpatchable_node_does_not_block_other_groups_actions() {
+    use nodewright::plan::Action;
+    let (env, rec, _) = start(&FaultSpec::rate(0.0)).await;
+    add_app(&env, "workers", 1);
+    // The workers VM, then its node Ready with the startup taint, whose PATCH fails.
+    let mut node = None;
+    let started = Instant::now();
+    while node.is_none() {
+        assert!(started.elapsed() < Duration::from_secs(30), "no workers VM");
+        let c = rec.cycle_detailed(SystemTime::now()).await.expect("cycle");
+        if let Action::ScaleUp { group, .. } = &c.decision.action {
+            assert_eq!(group, "workers");
+            let name = vms(&env, CLUSTER)
+                .into_iter()
+                .find(|(g, _)| g == "workers")
+                .map(|(_, n)| n)
+                .expect("the workers VM");
+            env.faults.cluster.force(
+                FaultKind::ServerError,
+                &format!("PATCH /api/v1/nodes/{name}"),
+                1000,
+            );
+            node = Some(name);
+        }
+    }
+    let node = node.unwrap_or_default();
+    // Until the taint removal has failed once.
+    let started = Instant::now();
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "{node} never became Ready"
+        );
+        let c = rec.cycle_detailed(SystemTime::now()).await.expect("cycle");
+        if let Action::RemoveStartupTaint { nodes } = &c.decision.action {
+            assert_eq!(nodes, &vec![node.clone()]);
+            assert!(c.result.is_err(), "the PATCH of {node} is made to fail");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Before, every cycle now chose the same failing removal again.
+    add_app(&env, "batch", 1);
+    let (mut failed_again, mut batch_scaled) = (0, false);
+    let started = Instant::now();
+    while !batch_scaled {
+        assert!(
+            started.elapsed() < Duration::from_secs(8),
+            "the batch group did not scale up within the taint removal's backoff; it failed again {failed_again} time(s)"
+        );
+        let c = rec.cycle_detailed(SystemTime::now()).await.expect("cycle");
+        match &c.decision.action {
+            Action::RemoveStartupTaint { .. } => failed_again += 1,
+            Action::ScaleUp { group, .. } if group == "batch" => {
+                batch_scaled = c.result.is_ok();
+                assert!(
+                    c.decision
+                        .notes
+                        .iter()
+                        .any(|n| n.message.contains(&node) && n.message.contains("tried again in")),
+                    "the plan says the taint removal is held back: {:?}",
+                    c.decision.notes
+                );
+            }
+            _ => {}
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(failed_again, 0, "held back after its first failure");
+    assert!(has_startup_taint(
+        &env.cluster
+            .nodes()
+            .into_iter()
+            .find(|n| n.metadata.name.as_deref() == Some(node.as_str()))
+            .expect("the node")
+    ));
+}

@@ -110,6 +110,7 @@ impl Reconciler {
             pdbs,
             volume_attachments,
             group_backoff: self.clouds.backoffs(),
+            action_backoff: self.clouds.action_backoffs(),
             last_node_deleted: remembered
                 .last_node_deleted
                 .max(records.latest(RecordKind::NodeDeleted)),
@@ -175,6 +176,12 @@ impl Reconciler {
             self.mark_joined(snapshot, nodes, now).await;
         }
         self.record_outcome(snapshot, decision, &result, now);
+        if !self.dry_run {
+            match &result {
+                Ok(_) => self.clouds.record_action_success(&decision.action),
+                Err(_) => self.clouds.record_action_failure(&decision.action, now),
+            }
+        }
         if !self.dry_run {
             self.record_disruption(snapshot, decision, &result, now)
                 .await;

@@ -70,6 +70,10 @@ pub struct Clouds {
     disruption: Arc<std::sync::Mutex<DisruptionTimes>>,
     /// How long one provider's listing may take (`None`: [`DEFAULT_OBSERVE_DEADLINE`]).
     observe_deadline: Option<std::time::Duration>,
+    /// Actions that failed on their objects (see [`crate::plan::backoff`]), by key: the
+    /// failures in a row and until when the action is held back. Soft state, like the
+    /// group failures.
+    action_failures: Arc<std::sync::Mutex<BTreeMap<String, GroupFailures>>>,
 }
 
 /// How long one provider may take to list its VMs and group shapes in a cycle. Past it
@@ -146,6 +150,44 @@ impl Clouds {
         self.lock_failures().remove(group);
     }
 
+    /// Records that `action` failed at `now`: each object it acts on is held back, longer
+    /// at each failure in a row.
+    pub fn record_action_failure(&self, action: &crate::plan::Action, now: std::time::SystemTime) {
+        let mut f = self
+            .action_failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        // Objects long gone (a node removed since) are forgotten.
+        let forget = crate::plan::backoff::MAX_WAIT * 4;
+        f.retain(|_, g| g.until + forget > now);
+        for key in crate::plan::backoff::keys(action) {
+            let count = f.get(&key).map_or(0, |g| g.count) + 1;
+            let until = now + crate::plan::backoff::wait_after(count);
+            f.insert(key, GroupFailures { count, until });
+        }
+    }
+
+    /// Records that `action` succeeded: its objects are no longer held back.
+    pub fn record_action_success(&self, action: &crate::plan::Action) {
+        let mut f = self
+            .action_failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        for key in crate::plan::backoff::keys(action) {
+            f.remove(&key);
+        }
+    }
+
+    /// Actions held back after failures, by key, and until when.
+    pub fn action_backoffs(&self) -> BTreeMap<String, std::time::SystemTime> {
+        self.action_failures
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(k, g)| (k.clone(), g.until))
+            .collect()
+    }
+
     /// Groups left alone after failures, and until when.
     pub fn backoffs(&self) -> BTreeMap<String, std::time::SystemTime> {
         self.lock_failures()
@@ -213,6 +255,7 @@ impl Clouds {
             failures: self.failures.clone(),
             disruption: self.disruption.clone(),
             observe_deadline: self.observe_deadline,
+            action_failures: self.action_failures.clone(),
         }
     }
 }

@@ -4,6 +4,7 @@
 //!
 //! Steps run in priority order and the first that wants to act wins (see [`STEPS`]).
 
+pub mod backoff;
 pub mod buffers;
 mod model;
 pub mod policy;
@@ -303,6 +304,9 @@ pub enum ReasonCode {
     WarmVmStale,
     /// A warm VM with a Node of ours is stopped and its Node deleted.
     WarmPoolPark,
+    /// An action that failed on its objects is held back for a while; the next step's
+    /// action runs meanwhile.
+    ActionBackedOff,
 }
 
 /// A Kubernetes object a reason is about (for Events on it).
@@ -633,6 +637,14 @@ pub fn plan(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Decision {
         if let Some((action, reasons)) = step(&view, &mut notes) {
             // Whatever asked for nodes, a group's warm VMs are started before any create.
             let (action, reasons) = steps::from_warm_pool(&view, action, reasons);
+            if let Some(until) = backoff::held_back_until(&action, &snapshot.action_backoff, now) {
+                let wait = until.duration_since(now).unwrap_or_default().as_secs();
+                notes.push(Reason::new(
+                    ReasonCode::ActionBackedOff,
+                    format!("{action} failed; tried again in {wait}s, the next step's action runs meanwhile"),
+                ));
+                continue;
+            }
             let notes = dedup_notes(notes);
             let pending = buckets(&view, &action, &reasons, &notes);
             let unremovable = steps::unremovable(&view, &action);

@@ -36,6 +36,9 @@ pub struct Snapshot {
     /// Groups whose last VM create or provisioning failed, with the time until which they
     /// are left alone.
     pub group_backoff: BTreeMap<String, SystemTime>,
+    /// Actions that failed on their objects, by [`crate::plan::backoff::keys`], with the
+    /// time until which they are held back.
+    pub action_backoff: BTreeMap<String, SystemTime>,
     /// When this process last deleted a node (for `scaleDown.delayAfterDelete`).
     pub last_node_deleted: Option<SystemTime>,
     /// When a drain was last abandoned or a removal failed (`delayAfterFailure`).
