@@ -182,7 +182,7 @@ async fn kamatera_records_the_joined_mark_as_a_tag() {
     let build = || {
         // The longest tag prefix Kamatera's tags leave room for.
         let settings: KamateraSettings = nodewright::yaml::from_str(
-            "datacenter: EU\nimage: ubuntu_server_24.04_64-bit\ncpu: 2B\nram: 4096\ntagPrefix: abcdefghijk\n",
+            "datacenter: EU\nimage: ubuntu_server_24.04_64-bit\ncpu: 2B\nram: 4 GiB\ntagPrefix: abcdefghijk\n",
         )
         .expect("settings");
         KamateraProvider::with_options(

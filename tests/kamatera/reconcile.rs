@@ -35,6 +35,8 @@ async fn env() -> Env {
                 .taint("node-role.kubernetes.io/control-plane", None, "NoSchedule"),
         )
         .expect("control plane");
+    // Image pullers run in nodewright's own namespace, as deployed.
+    cluster.add_namespace("nodewright").expect("namespace");
     let events: Events = Arc::default();
     let (sink, kubelet) = (events.clone(), cluster.vm_hook());
     let hook: VmHook = Arc::new(move |e: VmEvent| {

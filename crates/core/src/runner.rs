@@ -82,13 +82,73 @@ struct StatusDoc<'a> {
 /// Nodes of the unremovable list the status ConfigMap names; the counts cover all.
 const STATUS_UNREMOVABLE_SHOWN: usize = 20;
 
+/// Pending pods, and objects of each reason, the status ConfigMap names; counts cover
+/// all. A real API server refuses a ConfigMap over 1 MiB, which the full lists passed
+/// from about 6,700 pending pods.
+const STATUS_LIST_SHOWN: usize = 20;
+
+/// The decision as the status ConfigMap holds it: bounded whatever the cluster's size.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusDecision<'a> {
+    action: &'a Action,
+    reasons: Vec<StatusReason<'a>>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    notes: Vec<StatusReason<'a>>,
+    /// Pods the scheduler could not place, per bucket.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pending_counts: BTreeMap<&'static str, usize>,
+    /// The first of them, with where each goes or why it cannot.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pending: &'a [crate::plan::PendingPod],
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatusReason<'a> {
+    code: crate::plan::ReasonCode,
+    message: &'a str,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    objects: &'a [ObjectRef],
+    /// Objects beyond those named.
+    #[serde(skip_serializing_if = "is_zero")]
+    more_objects: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
+}
+
+impl<'a> StatusDecision<'a> {
+    fn of(d: &'a Decision) -> Self {
+        let reason = |r: &'a crate::plan::Reason| StatusReason {
+            code: r.code,
+            message: &r.message,
+            objects: &r.objects[..r.objects.len().min(STATUS_LIST_SHOWN)],
+            more_objects: r.objects.len().saturating_sub(STATUS_LIST_SHOWN),
+        };
+        StatusDecision {
+            action: &d.action,
+            reasons: d.reasons.iter().map(reason).collect(),
+            notes: d.notes.iter().map(reason).collect(),
+            pending_counts: d
+                .bucket_counts()
+                .into_iter()
+                .filter(|(_, n)| *n > 0)
+                .map(|(b, n)| (b.as_str(), n))
+                .collect(),
+            pending: &d.pending[..d.pending.len().min(STATUS_LIST_SHOWN)],
+        }
+    }
+}
+
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
 struct LastAction<'a> {
     #[serde(rename = "type")]
     kind: &'a str,
     description: String,
-    decision: &'a Decision,
+    decision: StatusDecision<'a>,
     done: &'a [String],
     deferred: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -386,12 +446,8 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
                     recorder.record(&events).await;
                 }
                 if let Some((ns, name)) = &opts.status_configmap {
-                    // The full list stays out of the ConfigMap (it grows with the
-                    // cluster); `unremovable` holds its bounded summary.
-                    let decision = Decision {
-                        unremovable: Vec::new(),
-                        ..cycle.decision.clone()
-                    };
+                    // Every list is bounded: the full ones grow with the cluster;
+                    // `unremovable` holds its bounded summary.
                     let doc = StatusDoc {
                         time: k8s_openapi::jiff::Timestamp::now().to_string(),
                         leader: &me,
@@ -409,7 +465,7 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
                         last_action: LastAction {
                             kind: cycle.decision.action.kind(),
                             description: cycle.decision.action.to_string(),
-                            decision: &decision,
+                            decision: StatusDecision::of(&cycle.decision),
                             done: &outcome.done,
                             deferred: &outcome.deferred,
                             error,
@@ -454,4 +510,80 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
     }
     tracing::info!("nodewright stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::{Bucket, PendingPod, PodRef, Reason, ReasonCode};
+
+    /// The status ConfigMap grew about 156 bytes per pending pod, and a real API server
+    /// refuses one over 1 MiB (about 6,700 pending pods): its decision is now bounded.
+    #[test]
+    fn the_status_decision_stays_small_with_ten_thousand_pending_pods() {
+        let pods: Vec<PodRef> = (0..10_000)
+            .map(|i| PodRef {
+                namespace: "default".into(),
+                name: format!("web-{i:05}-abcdefghij"),
+            })
+            .collect();
+        let pending = pods
+            .iter()
+            .enumerate()
+            .map(|(i, p)| PendingPod {
+                pod: p.clone(),
+                bucket: if i % 2 == 0 {
+                    Bucket::ScalingUp
+                } else {
+                    Bucket::NoCapacity
+                },
+                detail: "fits no group: group web is at maxSize 3".into(),
+            })
+            .collect();
+        let objects: Vec<ObjectRef> = pods
+            .iter()
+            .map(|p| ObjectRef {
+                kind: "Pod".into(),
+                namespace: Some(p.namespace.clone()),
+                name: p.name.clone(),
+            })
+            .collect();
+        let d = Decision {
+            action: Action::ScaleUp {
+                group: "web".into(),
+                count: 3,
+            },
+            reasons: vec![Reason::new(
+                ReasonCode::UnschedulablePods,
+                "10000 pod(s) cannot be scheduled",
+            )
+            .about(objects.clone())],
+            notes: vec![
+                Reason::new(ReasonCode::GroupAtMaxSize, "group web is at maxSize 3").about(objects),
+            ],
+            pending,
+            unremovable: Vec::new(),
+        };
+        let full = crate::yaml::to_string(&d).expect("yaml");
+        let text = crate::yaml::to_string(&StatusDecision::of(&d)).expect("yaml");
+        assert!(
+            full.len() > 1 << 20,
+            "the unbounded decision: {} B",
+            full.len()
+        );
+        assert!(
+            text.len() < 16 << 10,
+            "the status decision: {} B",
+            text.len()
+        );
+        assert!(
+            text.contains("scaling-up: 5000") && text.contains("no-capacity: 5000"),
+            "{text}"
+        );
+        assert!(text.contains("moreObjects: 9980"), "{text}");
+        assert!(
+            text.contains("web-00019-") && !text.contains("web-00020-"),
+            "{text}"
+        );
+    }
 }

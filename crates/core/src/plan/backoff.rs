@@ -11,14 +11,21 @@ use std::time::{Duration, SystemTime};
 
 use super::Action;
 
-/// The first wait after a failure; doubled at each further failure in a row.
+/// Failures in a row tried again at once: most are passing (a 409 Conflict on a node
+/// someone else just changed, a dropped connection), and holding them back slowed
+/// scale-down under faults more than it helped.
+pub const RETRIED_AT_ONCE: u32 = 2;
+/// The wait after the first failure past those; doubled at each further one.
 pub const FIRST_WAIT: Duration = Duration::from_secs(10);
 /// The longest wait.
 pub const MAX_WAIT: Duration = Duration::from_secs(300);
 
 /// How long to hold an action back after its `failures`-th failure in a row.
 pub fn wait_after(failures: u32) -> Duration {
-    let doublings = failures.saturating_sub(1).min(16);
+    if failures <= RETRIED_AT_ONCE {
+        return Duration::ZERO;
+    }
+    let doublings = (failures - RETRIED_AT_ONCE - 1).min(16);
     FIRST_WAIT.saturating_mul(1 << doublings).min(MAX_WAIT)
 }
 
@@ -82,10 +89,12 @@ mod tests {
 
     #[test]
     fn waits_double_up_to_the_longest() {
-        assert_eq!(wait_after(1), Duration::from_secs(10));
-        assert_eq!(wait_after(2), Duration::from_secs(20));
-        assert_eq!(wait_after(4), Duration::from_secs(80));
-        assert_eq!(wait_after(6), MAX_WAIT);
+        assert_eq!(wait_after(1), Duration::ZERO);
+        assert_eq!(wait_after(2), Duration::ZERO);
+        assert_eq!(wait_after(3), Duration::from_secs(10));
+        assert_eq!(wait_after(4), Duration::from_secs(20));
+        assert_eq!(wait_after(6), Duration::from_secs(80));
+        assert_eq!(wait_after(8), MAX_WAIT);
         assert_eq!(wait_after(u32::MAX), MAX_WAIT);
     }
 
