@@ -583,3 +583,48 @@ async fn an_unpatchable_node_does_not_block_other_groups_actions() {
             .expect("the node")
     ));
 }
+
+/// A VM delete that failed right after nodewright deleted its Node left the VM running,
+/// and its kubelet registered the Node again, back in service. The VM delete is now tried
+/// twice more at once, so one failed call does not bring the node back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vm_delete_failing_once_after_its_node_is_deleted_still_removes_the_vm() {
+    use nodewright::plan::Action;
+    let (env, rec, _) = start(&FaultSpec::rate(0.0)).await;
+    add_app(&env, "cache", 1);
+    drive(&env, &rec, "scale-up", Duration::from_secs(60), |e| {
+        running_of(e, "cache") == 1
+    })
+    .await;
+    scale_app(&env, "cache", 0);
+    // Kamatera's terminate: the one call of the removal on that path.
+    env.faults
+        .kamatera
+        .force(FaultKind::ServerError, "POST /service/server/terminate", 1);
+    let started = Instant::now();
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no node removal; VMs {:?}",
+            vms(&env, CLUSTER)
+        );
+        let c = rec.cycle_detailed(SystemTime::now()).await.expect("cycle");
+        if let Action::DeleteNodes { .. } = &c.decision.action {
+            let out = c
+                .result
+                .expect("the removal succeeds despite one failed delete");
+            assert!(
+                out.done.iter().any(|l| l.starts_with("deleted VM")),
+                "{out:?}"
+            );
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert_eq!(
+        env.faults.kamatera.counts().server_errors,
+        1,
+        "the forced failure happened"
+    );
+    assert!(vms(&env, CLUSTER).iter().all(|(g, _)| g != "cache"));
+}

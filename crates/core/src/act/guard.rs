@@ -217,8 +217,10 @@ impl Actuator<'_> {
                 }
                 self.cluster.delete_node(node).await?;
                 out.done.push(format!("deleted node {node}"));
+                self.delete_server_after_node(server).await?;
+            } else {
+                self.delete_server(server).await?;
             }
-            self.delete_server(server).await?;
             *out.deleted.entry(server.group.clone()).or_default() += 1;
             out.done
                 .push(format!("deleted VM {} ({})", server.name, server.id));

@@ -611,6 +611,21 @@ impl Actuator<'_> {
     }
 
     /// The provider reads the VM's tags back too, and refuses one not of this cluster.
+    /// Deletes the VM whose Node was just deleted, trying twice more at once on a failure:
+    /// a VM left running has its kubelet register the Node again (kubelets since 1.30
+    /// do), and the node would be back in service until the next removal.
+    async fn delete_server_after_node(&self, s: &ServerRef) -> Result<(), ActError> {
+        let mut result = self.delete_server(s).await;
+        for pause in [100, 500] {
+            if result.is_ok() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(pause)).await;
+            result = self.delete_server(s).await;
+        }
+        result
+    }
+
     async fn delete_server(&self, s: &ServerRef) -> Result<(), ActError> {
         self.clouds
             .for_group(&s.group)?

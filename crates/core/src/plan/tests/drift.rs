@@ -67,10 +67,21 @@ fn the_node_label_wins_over_the_vm_tag_and_no_hash_at_all_is_no_drift() {
     );
 }
 
+/// A directory of this process's own holding the template the drift tests hash: written
+/// once, so no other test's rewrite of a shared file (truncated, then written) is ever
+/// read half-way and changes a hash between two parses.
+fn drift_templates() -> &'static Path {
+    static DIR: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = std::env::temp_dir().join(format!("nodewright-drift-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("template dir");
+        std::fs::write(dir.join("nodewright-plan-test.j2"), "#cloud-config\n").expect("template");
+        dir
+    })
+}
+
 /// A Proxmox group whose `proxmox` settings are `template: k3s` plus `extra`.
 fn pve_config(extra: &str) -> Config {
-    // Writes the template file the group refers to.
-    let _ = mk_config("");
     let extra = if extra.is_empty() {
         String::new()
     } else {
@@ -91,7 +102,7 @@ nodeGroups:
   proxmox: {{template: k3s{extra}}}
   userData: {{template: nodewright-plan-test.j2}}
 "#,
-        dir = std::env::temp_dir().display()
+        dir = drift_templates().display()
     );
     Config::parse(&text, Path::new("/")).expect("test config is valid")
 }
