@@ -47,7 +47,9 @@ async fn e2e_reconciler_scales_proxmox_groups_up_and_down() {
     for n in &names {
         e2e::cordon(&env, n).await;
     }
-    env.pve.fail_next_deletes(1);
+    // A VM whose Node was just deleted is tried three times in the action: failing all
+    // three, the error surfaces and the next cycle removes the VM.
+    env.pve.fail_next_deletes(3);
     let errors = e2e::drive(&rec, Duration::from_secs(30), || {
         env.pve.guests().is_empty()
     })

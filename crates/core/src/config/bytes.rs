@@ -46,18 +46,7 @@ impl Serialize for Bytes {
 
 impl<'de> Deserialize<'de> for Bytes {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Text(String),
-            Int(u64),
-            Float(f64),
-        }
-        let text = match Raw::deserialize(d)? {
-            Raw::Text(s) => s,
-            Raw::Int(i) => i.to_string(),
-            Raw::Float(f) => f.to_string(),
-        };
+        let text = super::scalar_text(d)?;
         Bytes::parse(&text).map_err(serde::de::Error::custom)
     }
 }

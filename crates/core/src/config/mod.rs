@@ -26,6 +26,23 @@ use crate::userdata::UserDataConfig;
 
 pub use buffers::{BufferConfig, TolerationConfig, TolerationOperator};
 pub use bytes::Bytes;
+
+/// A YAML scalar as text, whether written as a string (`8 GiB`, `500m`) or a number
+/// (`8`, `0.5`): the quantity parsers decide what it means and say so in their errors.
+fn scalar_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    #[derive(serde::Deserialize)]
+    #[serde(untagged)]
+    enum Raw {
+        Text(String),
+        Int(u64),
+        Float(f64),
+    }
+    Ok(match <Raw as serde::Deserialize>::deserialize(d)? {
+        Raw::Text(s) => s,
+        Raw::Int(i) => i.to_string(),
+        Raw::Float(f) => f.to_string(),
+    })
+}
 pub use disruption::{
     Budget, BudgetNodes, DisruptionConfig, DisruptionReason, DrainConfig, HealthConfig,
 };

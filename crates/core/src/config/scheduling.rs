@@ -65,18 +65,7 @@ impl fmt::Debug for Quantity {
 
 impl<'de> Deserialize<'de> for Quantity {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Text(String),
-            Int(u64),
-            Float(f64),
-        }
-        let text = match Raw::deserialize(d)? {
-            Raw::Text(s) => s,
-            Raw::Int(i) => i.to_string(),
-            Raw::Float(f) => f.to_string(),
-        };
+        let text = super::scalar_text(d)?;
         Quantity::parse(&text).map_err(serde::de::Error::custom)
     }
 }
