@@ -7,7 +7,8 @@ use std::path::Path;
 use std::process::Command;
 
 use nodewright::cloud::proxmox::seed::{self, SeedFiles};
-use nodewright::sim::proxmox::{iso, SimStorage, SNIPPET};
+use nodewright::cloud::Server;
+use nodewright::sim::proxmox::{iso, SimStorage, SimVm, SNIPPET};
 use nodewright::userdata::{self, RenderContext, UserDataConfig};
 
 use super::*;
@@ -311,10 +312,9 @@ async fn a_cicustom_group_builds_no_seed_and_joins_from_its_snippet() {
     assert_clean(&s);
 }
 
-/// Seeds left behind (their VM destroyed by hand, or ejected but not deleted) are swept;
-/// a fresh one, an attached one and another cluster's are kept.
-#[tokio::test]
-async fn seeds_left_behind_are_swept_and_the_rest_kept() {
+/// A simulator with one VM of group `workers` made through the provider, its seed
+/// attached: (simulator, provider, server, VM).
+async fn one_seeded_vm() -> (SimProxmox, ProxmoxProvider, Server, SimVm) {
     let s = sim_with(SimProxmoxOptions::default()).await;
     let p = provider(&s, &[("workers", "template: k3s-shared\n")]);
     let a = p
@@ -322,6 +322,22 @@ async fn seeds_left_behind_are_swept_and_the_rest_kept() {
         .await
         .expect("create");
     let vm = s.guests().into_iter().next().expect("vm");
+    (s, p, a, vm)
+}
+
+/// One sweep, as a freshly started process's first listing makes it.
+async fn sweep_once(s: &SimProxmox) {
+    provider(s, &[("workers", "template: k3s-shared\n")])
+        .observe("prod", &["workers".to_string()])
+        .await
+        .expect("observe");
+}
+
+/// Seeds left behind (their VM destroyed by hand, or ejected but not deleted) are swept;
+/// a fresh one, an attached one and another cluster's are kept.
+#[tokio::test]
+async fn seeds_left_behind_are_swept_and_the_rest_kept() {
+    let (s, p, a, vm) = one_seeded_vm().await;
     let now = SystemTime::now()
         .duration_since(SystemTime::UNIX_EPOCH)
         .expect("clock")
@@ -403,13 +419,7 @@ async fn seeds_left_behind_are_swept_and_the_rest_kept() {
 /// and keeps one newer than the mark (a warm VM started again with a fresh seed).
 #[tokio::test]
 async fn a_seed_whose_removal_at_the_join_failed_is_swept_once_its_node_joined() {
-    let s = sim_with(SimProxmoxOptions::default()).await;
-    let p = provider(&s, &[("workers", "template: k3s-shared\n")]);
-    let a = p
-        .create_server(&req("prod-workers-aaaaa", "workers", WORKERS_USER_DATA))
-        .await
-        .expect("create");
-    let vm = s.guests().into_iter().next().expect("vm");
+    let (s, p, a, vm) = one_seeded_vm().await;
     let now = SystemTime::now();
     let secs = |t: SystemTime| {
         t.duration_since(SystemTime::UNIX_EPOCH)
@@ -430,10 +440,7 @@ async fn a_seed_whose_removal_at_the_join_failed_is_swept_once_its_node_joined()
     p.mark_joined("prod", &a.id, Some(now - Duration::from_secs(7200)))
         .await
         .expect("mark");
-    provider(&s, &[("workers", "template: k3s-shared\n")])
-        .observe("prod", &["workers".to_string()])
-        .await
-        .expect("observe");
+    sweep_once(&s).await;
     assert!(
         s.all_volumes().iter().any(|(_, v)| *v == attached),
         "a seed newer than the joined mark is kept: {:?}",
@@ -443,10 +450,7 @@ async fn a_seed_whose_removal_at_the_join_failed_is_swept_once_its_node_joined()
     p.mark_joined("prod", &a.id, Some(now - Duration::from_secs(600)))
         .await
         .expect("mark");
-    provider(&s, &[("workers", "template: k3s-shared\n")])
-        .observe("prod", &["workers".to_string()])
-        .await
-        .expect("observe");
+    sweep_once(&s).await;
     assert!(
         !s.all_volumes().iter().any(|(_, v)| *v == attached),
         "the joined node's seed is gone: {:?}",

@@ -62,7 +62,7 @@ fn deleted_meanwhile(done: &[String]) -> String {
 #[derive(Clone, Default)]
 pub struct Clouds {
     by_group: BTreeMap<String, Arc<dyn CloudProvider>>,
-    failures: Arc<std::sync::Mutex<BTreeMap<String, GroupFailures>>>,
+    failures: Arc<std::sync::Mutex<BTreeMap<String, Failures>>>,
     /// When this process last deleted a node and last saw a removal fail, for the
     /// scale-down delays: the cluster keeps the same per group (see
     /// [`crate::cluster::records`]), read back every cycle, so a restart forgets nothing;
@@ -73,7 +73,7 @@ pub struct Clouds {
     /// Actions that failed on their objects (see [`crate::plan::backoff`]), by key: the
     /// failures in a row and until when the action is held back. Soft state, like the
     /// group failures.
-    action_failures: Arc<std::sync::Mutex<BTreeMap<String, GroupFailures>>>,
+    action_failures: Arc<std::sync::Mutex<BTreeMap<String, Failures>>>,
 }
 
 /// How long one provider may take to list its VMs and group shapes in a cycle. Past it
@@ -88,12 +88,30 @@ pub struct DisruptionTimes {
     pub last_failure: Option<std::time::SystemTime>,
 }
 
-/// Failed creates of a group in a row. Soft state: losing it on a restart costs at most
-/// one more attempt, which is why it may live in memory.
+/// Failures in a row of a group's creates, or of one action on one object. Soft state:
+/// losing it on a restart costs at most one more attempt, which is why it may live in
+/// memory.
 #[derive(Debug, Clone, Copy)]
-struct GroupFailures {
+struct Failures {
     count: u32,
     until: std::time::SystemTime,
+}
+
+/// Counts one more failure of `key` at `now`, held back for `wait(count)`.
+fn count_failure(
+    map: &mut BTreeMap<String, Failures>,
+    key: String,
+    now: std::time::SystemTime,
+    wait: impl Fn(u32) -> std::time::Duration,
+) {
+    let count = map.get(&key).map_or(0, |g| g.count) + 1;
+    map.insert(
+        key,
+        Failures {
+            count,
+            until: now + wait(count),
+        },
+    );
 }
 
 impl Clouds {
@@ -111,7 +129,7 @@ impl Clouds {
         self.observe_deadline.unwrap_or(DEFAULT_OBSERVE_DEADLINE)
     }
 
-    fn lock_failures(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, GroupFailures>> {
+    fn lock_failures(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Failures>> {
         self.failures.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -122,10 +140,9 @@ impl Clouds {
         backoff: &crate::config::BackoffConfig,
         now: std::time::SystemTime,
     ) {
-        let mut f = self.lock_failures();
-        let count = f.get(group).map_or(0, |g| g.count) + 1;
-        let until = now + backoff.after(count);
-        f.insert(group.to_string(), GroupFailures { count, until });
+        count_failure(&mut self.lock_failures(), group.to_string(), now, |n| {
+            backoff.after(n)
+        });
     }
 
     pub fn disruption_times(&self) -> DisruptionTimes {
@@ -161,9 +178,7 @@ impl Clouds {
         let forget = crate::plan::backoff::MAX_WAIT * 4;
         f.retain(|_, g| g.until + forget > now);
         for key in crate::plan::backoff::keys(action) {
-            let count = f.get(&key).map_or(0, |g| g.count) + 1;
-            let until = now + crate::plan::backoff::wait_after(count);
-            f.insert(key, GroupFailures { count, until });
+            count_failure(&mut f, key, now, crate::plan::backoff::wait_after);
         }
     }
 
