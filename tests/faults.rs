@@ -573,7 +573,7 @@ async fn an_unpatchable_node_does_not_block_other_groups_actions() {
     }
     assert_eq!(
         failed_again, 0,
-        "held back after its third failure in a row"
+        "held back after its fifth failure in a row"
     );
     assert!(has_startup_taint(
         &env.cluster

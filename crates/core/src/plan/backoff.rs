@@ -14,7 +14,7 @@ use super::Action;
 /// Failures in a row tried again at once: most are passing (a 409 Conflict on a node
 /// someone else just changed, a dropped connection), and holding them back slowed
 /// scale-down under faults more than it helped.
-pub const RETRIED_AT_ONCE: u32 = 2;
+pub const RETRIED_AT_ONCE: u32 = 4;
 /// The wait after the first failure past those; doubled at each further one.
 pub const FIRST_WAIT: Duration = Duration::from_secs(10);
 /// The longest wait.
@@ -90,11 +90,11 @@ mod tests {
     #[test]
     fn waits_double_up_to_the_longest() {
         assert_eq!(wait_after(1), Duration::ZERO);
-        assert_eq!(wait_after(2), Duration::ZERO);
-        assert_eq!(wait_after(3), Duration::from_secs(10));
-        assert_eq!(wait_after(4), Duration::from_secs(20));
-        assert_eq!(wait_after(6), Duration::from_secs(80));
-        assert_eq!(wait_after(8), MAX_WAIT);
+        assert_eq!(wait_after(4), Duration::ZERO);
+        assert_eq!(wait_after(5), Duration::from_secs(10));
+        assert_eq!(wait_after(6), Duration::from_secs(20));
+        assert_eq!(wait_after(8), Duration::from_secs(80));
+        assert_eq!(wait_after(10), MAX_WAIT);
         assert_eq!(wait_after(u32::MAX), MAX_WAIT);
     }
 
