@@ -79,14 +79,19 @@ impl Reconciler {
         let mut seen = BTreeSet::new();
         let mut unavailable = BTreeMap::new();
         let mut cloud_failures = Vec::new();
+        let mut strays = Vec::new();
         for ((provider, _), result) in providers.iter().zip(observed) {
             match result {
                 Ok(o) => {
+                    // One VM may be listed once per group it counts for (a Proxmox clone
+                    // still copying, of a template several groups use): each group keeps
+                    // it, or the other would make a second VM for the same need.
                     for s in o.servers {
-                        if seen.insert((s.provider.clone(), s.id.clone())) {
+                        if seen.insert((s.provider.clone(), s.id.clone(), s.group.clone())) {
                             servers.push(s);
                         }
                     }
+                    strays.extend(o.strays);
                     group_shapes.extend(o.shapes);
                     let name = provider.name();
                     cloud_failures.extend(o.failures.into_iter().map(|f| (name.to_string(), f)));
@@ -107,6 +112,7 @@ impl Reconciler {
             group_shapes,
             unavailable_providers: unavailable,
             cloud_failures,
+            strays,
             pdbs,
             volume_attachments,
             group_backoff: self.clouds.backoffs(),

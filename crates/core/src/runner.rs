@@ -157,7 +157,8 @@ struct LastAction<'a> {
 
 fn record_metrics(m: &Metrics, summary: &Summary, cycle: &Cycle) {
     for (group, g) in &summary.groups {
-        for state in NODE_STATES {
+        // VMs left alone as not ours to act on are counted too, so an alert can see them.
+        for state in NODE_STATES.iter().chain(&["disowned", "copied"]) {
             let n = g.states.get(*state).copied().unwrap_or(0);
             m.nodes
                 .get_or_create(&NodeStateLabels {

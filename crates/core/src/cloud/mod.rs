@@ -102,6 +102,45 @@ pub fn unix_secs(t: SystemTime) -> u64 {
         .unwrap_or(0)
 }
 
+/// A VM that carries this cluster's marks but is not one nodewright may act on, found by a
+/// listing: never a server of the cluster, never touched, reported every cycle (plan
+/// note, log, the `disowned` and `copied` counts of its group's metrics).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Stray {
+    pub provider: String,
+    pub id: String,
+    pub name: String,
+    /// The group its marks name, if they name one.
+    pub group: Option<String>,
+    pub kind: StrayKind,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StrayKind {
+    /// Made by nodewright, then its cluster tag was removed (a person took it over).
+    Disowned,
+    /// A person's copy of VM `of` (the cloud copied its marks into the clone): its marks
+    /// record another VM's id.
+    Copied { of: String },
+}
+
+impl std::fmt::Display for Stray {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let vm = format!("{} VM {} ({})", self.provider, self.name, self.id);
+        match &self.kind {
+            StrayKind::Disowned => write!(
+                f,
+                "{vm} was made by nodewright but no longer carries this cluster's tag; it is left alone with its node (put the tag back to manage it again, or remove both yourself)"
+            ),
+            StrayKind::Copied { of } => write!(
+                f,
+                "{vm} is a copy of VM {of} (its nodewright marks were made for VM {of}); it is left alone (remove its nodewright tags to keep it, or delete it yourself)"
+            ),
+        }
+    }
+}
+
 /// What the provider knows of one new VM of a group before it exists, to shape the
 /// planner's picture of a node that is not there yet.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize)]
@@ -130,6 +169,8 @@ pub struct Observed {
     /// failed, with the last lines of its log): they reach the plan's notes and an Event,
     /// not only the log.
     pub failures: Vec<String>,
+    /// VMs carrying this cluster's marks that are not its to act on (see [`Stray`]).
+    pub strays: Vec<Stray>,
 }
 
 /// Everything needed to create one VM of a group.
@@ -259,6 +300,7 @@ pub trait CloudProvider: Send + Sync {
             servers,
             shapes,
             failures: Vec::new(),
+            strays: Vec::new(),
         })
     }
     /// Verifies credentials and that everything the groups refer to exists (`nodewright

@@ -283,6 +283,10 @@ pub enum ReasonCode {
     NodeUnhealthy,
     NodeDrifted,
     NodeDisowned,
+    /// A VM nodewright made lost its cluster tag: left alone with its node, reported.
+    VmDisowned,
+    /// A person's copy of a VM of ours carries its marks: left alone, reported.
+    VmCopied,
     /// A VM that joined has no Node of ours now: waited on and reported, never removed
     /// for it.
     NodeVanished,
@@ -632,6 +636,17 @@ pub fn plan(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Decision {
             ReasonCode::ServerError,
             format!("provider {provider}: {said}"),
         ));
+    }
+    for stray in &snapshot.strays {
+        let code = match stray.kind {
+            crate::cloud::StrayKind::Disowned => ReasonCode::VmDisowned,
+            crate::cloud::StrayKind::Copied { .. } => ReasonCode::VmCopied,
+        };
+        let mut note = Reason::new(code, stray.to_string());
+        if snapshot.nodes.iter().any(|n| n.name == stray.name) {
+            note = note.about([ObjectRef::node(&stray.name)]);
+        }
+        notes.push(note);
     }
     for (_, step) in STEPS {
         if let Some((action, reasons)) = step(&view, &mut notes) {

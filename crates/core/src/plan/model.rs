@@ -11,7 +11,7 @@ use super::sched::resources::Resources;
 use super::sched::spec::{
     HostPort, LabelSelector, NodeSelectorTerm, PodAffinityTerm, SpreadConstraint,
 };
-use crate::cloud::{GroupShape, Server};
+use crate::cloud::{GroupShape, Server, Stray};
 
 /// Everything one cycle observed.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -30,6 +30,9 @@ pub struct Snapshot {
     /// Provisioning failures a provider found that no server carries, as (provider,
     /// what it said): noted in the plan and posted as an Event.
     pub cloud_failures: Vec<(String, String)>,
+    /// VMs carrying this cluster's marks that are not its (a person's copy of a node VM,
+    /// a VM that lost its cluster tag): reported every cycle, never acted on.
+    pub strays: Vec<Stray>,
     pub pdbs: Vec<PdbInfo>,
     /// Attached volumes as (VolumeAttachment name, node name).
     pub volume_attachments: Vec<(String, String)>,

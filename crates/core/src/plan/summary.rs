@@ -19,8 +19,9 @@ pub struct GroupSummary {
     pub max_size: u32,
     /// VMs counting against maxSize.
     pub size: u32,
-    /// Count per state in [`NODE_STATES`], plus `failed`, `disowned` and `vanished` (a VM
-    /// that joined whose Node is gone).
+    /// Count per state in [`NODE_STATES`], plus `failed`, `disowned` (a node whose labels,
+    /// or a VM whose cluster tag, a person removed), `copied` (a person's copy of a VM of
+    /// the group) and `vanished` (a VM that joined whose Node is gone).
     pub states: BTreeMap<String, u32>,
     /// VMs still provisioning, by name.
     pub provisioning: Vec<String>,
@@ -49,7 +50,7 @@ pub fn summarize(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Summa
         };
         for state in NODE_STATES
             .iter()
-            .chain(&["failed", "disowned", "vanished"])
+            .chain(&["failed", "disowned", "copied", "vanished"])
         {
             s.states.insert(state.to_string(), 0);
         }
@@ -69,6 +70,17 @@ pub fn summarize(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Summa
                 }
                 ServerState::Joined if m.node.is_some_and(|n| n.ready) => "ready",
                 ServerState::Joined => "unready",
+            };
+            *s.states.entry(state.to_string()).or_default() += 1;
+        }
+        for stray in snapshot
+            .strays
+            .iter()
+            .filter(|x| x.group.as_deref() == Some(g.name.as_str()))
+        {
+            let state = match stray.kind {
+                crate::cloud::StrayKind::Disowned => "disowned",
+                crate::cloud::StrayKind::Copied { .. } => "copied",
             };
             *s.states.entry(state.to_string()).or_default() += 1;
         }

@@ -218,7 +218,7 @@ impl Metrics {
         );
         r.register(
             "nodewright_nodes",
-            "Managed nodes by group and state",
+            "Managed nodes by group and state (disowned and copied: VMs with this cluster's marks left alone)",
             m.nodes.clone(),
         );
         r.register(

@@ -99,8 +99,10 @@ pub(super) fn clone(
         config.remove("template");
         let name = get("name").unwrap_or_else(|| format!("Copy-of-VM-{}", tpl.name));
         config.insert("name".into(), name.clone());
-        config.remove("description");
-        if let Some(d) = get("description") {
+        // Proxmox copies every option but disks, snapshots and the template flag into
+        // the clone, the description and the tags with them; a non-empty `description`
+        // replaces the copied one.
+        if let Some(d) = get("description").filter(|d| !d.is_empty()) {
             config.insert("description".into(), d);
         }
         config.insert(

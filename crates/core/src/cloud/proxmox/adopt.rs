@@ -68,12 +68,24 @@ pub(super) struct Judged {
 /// follows, and stops those past their deadline. Best effort: a host whose task list
 /// cannot be read is looked at again next cycle. Costs no call unless some VM is locked
 /// for a clone; then one task-list read per host that holds such a VM or a template.
+///
+/// The same Proxmox user may clone for other purposes (a person with the same token, a
+/// script): a task counts only when it can be tied to a VM of `cluster`. Its source is a
+/// template one of `templates` (the templates this process's groups clone), and on its
+/// host a VM locked for a clone shows our naming (`<cluster>-...`) or no name yet (a
+/// clone copying its first disk shows none, see `clones_in_flight`): at most as many
+/// tasks of a host are judged as it holds such VMs, oldest first. A person's clone
+/// named otherwise, of another template, or on a host with none of our clones is never
+/// stopped.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn judge_clones(
     api: &Api,
     following: &Following,
     adopted: &Adopted,
     deadline: TaskDeadline,
     vms: &[VmResource],
+    templates: &HashSet<u32>,
+    cluster: &str,
     read_only: bool,
 ) -> Judged {
     let mut found = Vec::new();
@@ -87,24 +99,22 @@ pub(super) async fn judge_clones(
             .filter(|v| v.template || v.lock.as_deref() == Some("clone"))
             .map(|v| v.node.as_str())
             .collect();
-        let templates: HashSet<String> = vms
-            .iter()
-            .filter(|v| v.template)
-            .map(|v| v.vmid.to_string())
-            .collect();
         let me = api.identity().to_string();
         for host in hosts {
-            let tasks = match running_clones(api, host, &me).await {
+            let mut tasks = match running_clones(api, host, &me).await {
                 Ok(t) => t,
                 Err(e) => {
                     tracing::debug!(host, error = %e, "could not read the host's task list");
                     continue;
                 }
             };
-            for t in tasks {
-                if !templates.contains(&t.upid.id) || following.contains(&t.upid.raw) {
-                    continue;
-                }
+            tasks.retain(|t| {
+                t.upid.id.parse::<u32>().is_ok_and(|id| templates.contains(&id))
+                    && !following.contains(&t.upid.raw)
+            });
+            tasks.sort_by_key(|t| (t.starttime, t.upid.raw.clone()));
+            let ours_here = vms.iter().filter(|v| ours_cloning(v, host, cluster)).count();
+            for t in tasks.into_iter().take(ours_here) {
                 running.insert(t.upid.raw.clone());
                 match judge_one(api, adopted, deadline, t.clone(), read_only).await {
                     Some(said) => found.push(said),
@@ -120,6 +130,17 @@ pub(super) async fn judge_clones(
         found,
         running: still,
     }
+}
+
+/// Whether `v` is a VM on `host` locked for a clone that can be ours: nameless (its first
+/// disk is still copying) or named like the VMs of `cluster`.
+fn ours_cloning(v: &VmResource, host: &str, cluster: &str) -> bool {
+    !v.template
+        && v.node == host
+        && v.lock.as_deref() == Some("clone")
+        && v.name.as_deref().is_none_or(|n| {
+            n.is_empty() || n == format!("VM {}", v.vmid) || n.starts_with(&format!("{cluster}-"))
+        })
 }
 
 /// Reads the log of one clone and stops it when its deadline has passed (saying so);

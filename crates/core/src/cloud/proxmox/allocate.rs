@@ -219,8 +219,9 @@ pub struct CloneSpec<'a> {
     pub template: &'a VmResource,
     pub target: &'a str,
     pub name: &'a str,
-    /// Set in the clone call itself: ownership marks for the time before the tags exist.
-    pub description: &'a str,
+    /// Set in the clone call itself, for the VM id tried: ownership marks for the time
+    /// before the tags exist, and the id that tells the VM from a person's copy of it.
+    pub description: &'a (dyn Fn(u32) -> String + Sync),
     pub settings: &'a ProxmoxSettings,
     pub attempts: u32,
     /// Deadline of the clone task, following its log (see [`TaskDeadline`]).
@@ -249,7 +250,7 @@ pub async fn clone_vm(api: &Api, spec: &CloneSpec<'_>) -> Result<u32, CloudError
         let mut p = params([
             ("newid", id.to_string()),
             ("name", spec.name.to_string()),
-            ("description", spec.description.to_string()),
+            ("description", (spec.description)(id)),
             (
                 "full",
                 if spec.settings.clone == CloneMode::Full {

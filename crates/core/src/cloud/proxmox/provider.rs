@@ -22,7 +22,7 @@ use super::allocate::{clone_vm, list_vms, vm_config, vm_path, CloneSpec, VmResou
 use super::client::{params, Api};
 use super::credentials::ProxmoxCredentials;
 use super::halfmade::{half_made, is_gone, Creating};
-use super::hosts::{list_all, maintenance, place, shape, HostCache};
+use super::hosts::{list_all, maintenance, place, shape, template_copies, HostCache};
 use super::ippool::{address_of, Pool};
 use super::tags::{self, ownership};
 use super::tasks::{upid_of, wait_task, Following, ListedTask, TaskDeadline};
@@ -266,14 +266,24 @@ impl ProxmoxProvider {
     /// Stops the clones a process gone left running past their deadline (see
     /// [`super::adopt`]); what it finds waits for the next `observe`. Returns those of
     /// them still running.
-    async fn judge_clones(&self, vms: &[VmResource]) -> Vec<ListedTask> {
+    async fn judge_clones(&self, vms: &[VmResource], cluster: &str) -> Vec<ListedTask> {
         let inner = &self.inner;
+        // The templates this process's groups clone: another template's clones are not ours.
+        let templates: HashSet<u32> = inner
+            .groups
+            .values()
+            .filter_map(|s| template_copies(vms, &s.template).ok())
+            .flatten()
+            .map(|v| v.vmid)
+            .collect();
         let Judged { found, running } = judge_clones(
             &inner.api,
             &inner.following,
             &inner.adopted,
             self.clone_deadline(),
             vms,
+            &templates,
+            cluster,
             inner.options.read_only,
         )
         .await;
@@ -353,13 +363,17 @@ impl ProxmoxProvider {
             None => None,
         };
         // Recognisable as ours from the clone on, before the config call sets the tags.
-        let description = tags::description_for_new_vm(&tags::NewVmMarks {
-            cluster: &req.cluster,
-            group: &req.group,
-            settings_hash: &req.settings_hash,
-            warm,
-            created: SystemTime::now(),
-        });
+        let made = SystemTime::now();
+        let description = |vmid: u32| {
+            tags::description_for_new_vm(&tags::NewVmMarks {
+                cluster: &req.cluster,
+                group: &req.group,
+                settings_hash: &req.settings_hash,
+                warm,
+                created: made,
+                vmid,
+            })
+        };
         let vmid = clone_vm(
             api,
             &CloneSpec {
@@ -473,8 +487,8 @@ impl CloudProvider for ProxmoxProvider {
     /// VMs tagged for `cluster`, and VMs half-made for it (see [`half_made`]).
     async fn list_servers(&self, cluster: &str) -> Result<Vec<Server>, CloudError> {
         let vms = list_vms(&self.inner.api).await?;
-        let in_flight = self.judge_clones(&vms).await;
-        self.servers_in(&vms, cluster, &in_flight).await
+        let in_flight = self.judge_clones(&vms, cluster).await;
+        Ok(self.servers_in(&vms, cluster, &in_flight).await?.0)
     }
 
     /// One `/cluster/resources` listing answers the servers, the hosts and every group's
@@ -486,7 +500,7 @@ impl CloudProvider for ProxmoxProvider {
     async fn observe(&self, cluster: &str, groups: &[String]) -> Result<Observed, CloudError> {
         let api = &self.inner.api;
         let listing = list_all(api).await?;
-        let in_flight = self.judge_clones(&listing.vms).await;
+        let in_flight = self.judge_clones(&listing.vms, cluster).await;
         let maint = maintenance(api).await;
         let region = self.inner.hosts.region(api).await;
         let mut shapes = BTreeMap::new();
@@ -505,7 +519,7 @@ impl CloudProvider for ProxmoxProvider {
             .await?;
             shapes.insert(g.clone(), shape);
         }
-        let servers = self.servers_in(&listing.vms, cluster, &in_flight).await?;
+        let (servers, strays) = self.servers_in(&listing.vms, cluster, &in_flight).await?;
         self.sweep_seeds(cluster, &listing).await;
         let failures =
             std::mem::take(&mut *self.inner.found.lock().unwrap_or_else(|e| e.into_inner()));
@@ -513,6 +527,7 @@ impl CloudProvider for ProxmoxProvider {
             servers,
             shapes,
             failures,
+            strays,
         })
     }
 
@@ -526,7 +541,15 @@ impl CloudProvider for ProxmoxProvider {
         };
         Ok(Some(match half_made(&self.inner.api, v, cluster).await? {
             Some(o) => self.vm_server(v, o, true).await,
-            None => self.vm_server(v, ownership(v.tags()), false).await,
+            None => {
+                let mut o = ownership(v.tags());
+                if let Some(of) = o.copy_of(v.vmid) {
+                    // A person's copy of VM `of`: its marks are not its own.
+                    tracing::warn!(vmid, of, "VM carries the marks of another VM: a copy, not ours");
+                    o.cluster = None;
+                }
+                self.vm_server(v, o, false).await
+            }
         }))
     }
 
@@ -563,7 +586,8 @@ impl CloudProvider for ProxmoxProvider {
     }
 
     /// Destroys VM `id` only when its tags, read back just before, name `cluster` (and
-    /// no other cluster), or, with no nodewright tag at all, when it is half-made for
+    /// no other cluster) and were made for this VM id (a person's copy of a VM of ours
+    /// carries its tags), or, with no nodewright tag at all, when it is half-made for
     /// `cluster` (name and description). Its cloud-init seed, if still attached, is deleted
     /// with it.
     async fn delete_server(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
@@ -581,7 +605,14 @@ impl CloudProvider for ProxmoxProvider {
             let reason = "a clone is still copying it (lock: clone); a clone past its deadline is stopped, which removes it".into();
             return Err(refused(PROVIDER, &name, id, reason));
         }
-        let owner = ownership(vm.tags()).cluster;
+        let marks = ownership(vm.tags());
+        if let Some(of) = marks.copy_of(vmid).filter(|_| marks.cluster.is_some()) {
+            let reason = format!(
+                "its nodewright tags were made for VM {of}: it is a copy of that VM, not one nodewright made"
+            );
+            return Err(refused(PROVIDER, &name, id, reason));
+        }
+        let owner = marks.cluster;
         let half = if owner.is_none() {
             half_made(&self.inner.api, vm, cluster).await?.is_some()
         } else {

@@ -8,6 +8,10 @@
 //! - `nw-h-<hash>`: [`crate::cloud::SETTINGS_HASH_TAG`], the group settings it was made from
 //! - `nw-warm`: parked in its group's warm pool ([`crate::cloud::Server::warm`])
 //! - `nw-j-<unix seconds>`: when its node was recorded Ready ([`crate::cloud::JOINED_TAG`])
+//! - `nw-i-<vmid>`: the VM id it was made as. Proxmox copies tags (and the description)
+//!   into a clone, so a person's copy of a node VM carries every other mark; the id tells
+//!   the copy (another VM id) from the VM nodewright made. Only VMs made before this mark
+//!   existed lack it (see [`Ownership::copy_of`]).
 
 use std::time::{Duration, SystemTime};
 
@@ -17,6 +21,26 @@ pub const CREATED_PREFIX: &str = "nw-t-";
 pub const HASH_PREFIX: &str = "nw-h-";
 pub const WARM_TAG: &str = "nw-warm";
 pub const JOINED_PREFIX: &str = "nw-j-";
+pub const VMID_PREFIX: &str = "nw-i-";
+/// Every tag prefix nodewright writes: a VM carrying any of them was configured by
+/// nodewright once (a half-made VM carries none, see `halfmade`).
+pub const ALL_PREFIXES: &[&str] = &[
+    CLUSTER_PREFIX,
+    GROUP_PREFIX,
+    CREATED_PREFIX,
+    HASH_PREFIX,
+    JOINED_PREFIX,
+    VMID_PREFIX,
+    WARM_TAG,
+];
+
+/// Whether `tags` hold any tag nodewright writes (of any cluster).
+pub fn any_ours(tags: &str) -> bool {
+    split(tags).iter().any(|t| {
+        let lower = t.to_ascii_lowercase();
+        ALL_PREFIXES.iter().any(|p| lower.starts_with(p))
+    })
+}
 
 pub fn encode(value: &str) -> String {
     let mut out = String::new();
@@ -66,6 +90,18 @@ pub struct Ownership {
     pub warm: bool,
     /// The latest [`JOINED_PREFIX`] time.
     pub joined: Option<SystemTime>,
+    /// The VM id it was made as ([`VMID_PREFIX`], or `vmid=` in the description); two
+    /// different ones are `Some(0)`, which no VM has.
+    pub vmid: Option<u32>,
+}
+
+impl Ownership {
+    /// The VM id of the VM this one (VM `vmid`) was copied from, when its marks were made
+    /// for another VM: a person cloned a VM of ours, and Proxmox copied its tags and
+    /// description. `None` for the VM made, and for VMs made before the id was recorded.
+    pub fn copy_of(&self, vmid: u32) -> Option<u32> {
+        self.vmid.filter(|id| *id != vmid)
+    }
 }
 
 /// Ownership as the tags say it. Two different cluster (or group) tags on one VM make
@@ -73,6 +109,7 @@ pub struct Ownership {
 pub fn ownership(tags: &str) -> Ownership {
     let mut o = Ownership::default();
     let (mut clusters, mut groups, mut hashes) = (Vec::new(), Vec::new(), Vec::new());
+    let mut ids = Vec::new();
     for t in split(tags) {
         let lower = t.to_ascii_lowercase();
         if lower == WARM_TAG {
@@ -88,6 +125,8 @@ pub fn ownership(tags: &str) -> Ownership {
                 .parse::<u64>()
                 .ok()
                 .map(|s| SystemTime::UNIX_EPOCH + Duration::from_secs(s));
+        } else if let Some(v) = lower.strip_prefix(VMID_PREFIX) {
+            ids.push(v.parse::<u32>().ok().map(|id| id.to_string()));
         } else if let Some(v) = lower.strip_prefix(JOINED_PREFIX) {
             let at = v
                 .parse::<u64>()
@@ -99,6 +138,12 @@ pub fn ownership(tags: &str) -> Ownership {
     o.cluster = only_one(clusters);
     o.group = only_one(groups);
     o.settings_hash = only_one(hashes);
+    // Unreadable or several different ids: made for no VM id (0), so a copy of any.
+    o.vmid = match only_one(ids.clone()) {
+        Some(id) => id.parse().ok(),
+        None if !ids.is_empty() => Some(0),
+        None => None,
+    };
     o
 }
 
@@ -138,11 +183,13 @@ pub struct NewVmMarks<'a> {
     /// Made for the warm pool.
     pub warm: bool,
     pub created: SystemTime,
+    /// The VM id cloned into: a copy of the VM carries another one.
+    pub vmid: u32,
 }
 
 /// The description set in the clone call: `nodewright: cluster=<c> group=<g>
-/// created=<unix seconds>`, then `hash=<h>` and `warm=1` when they apply (values encoded
-/// as in tags), then a line for people.
+/// created=<unix seconds> vmid=<id>`, then `hash=<h>` and `warm=1` when they apply (values
+/// encoded as in tags), then a line for people.
 pub fn description_for_new_vm(m: &NewVmMarks<'_>) -> String {
     let secs = m
         .created
@@ -150,9 +197,10 @@ pub fn description_for_new_vm(m: &NewVmMarks<'_>) -> String {
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let mut first = format!(
-        "{DESCRIPTION_MARK} cluster={} group={} created={secs}",
+        "{DESCRIPTION_MARK} cluster={} group={} created={secs} vmid={}",
         encode(m.cluster),
-        encode(m.group)
+        encode(m.group),
+        m.vmid
     );
     if !m.settings_hash.is_empty() {
         first.push_str(&format!(" hash={}", encode(m.settings_hash)));
@@ -180,6 +228,7 @@ pub fn ownership_from_description(description: &str) -> Ownership {
             Some(("group", v)) => o.group = decode(v),
             Some(("hash", v)) => o.settings_hash = decode(v),
             Some(("warm", "1")) => o.warm = true,
+            Some(("vmid", v)) => o.vmid = Some(v.parse().unwrap_or(0)),
             Some(("created", v)) => {
                 o.created = v
                     .parse::<u64>()
@@ -231,14 +280,31 @@ pub fn with_joined(tags: &str, at: Option<SystemTime>) -> String {
     out.join(";")
 }
 
-/// The `tags` value for a new VM; an empty `settings_hash` writes no hash tag.
-pub fn for_new_vm(cluster: &str, group: &str, settings_hash: &str, created: SystemTime) -> String {
+/// `tags` with the VM id mark [`VMID_PREFIX`] of `vmid` added when it has none (a VM
+/// made before the mark existed gets it at its next tag write); one it has is kept.
+pub fn with_vmid(tags: &str, vmid: u32) -> String {
+    if ownership(tags).vmid.is_some() {
+        return tags.to_string();
+    }
+    let mut out: Vec<String> = split(tags).into_iter().map(str::to_string).collect();
+    out.push(format!("{VMID_PREFIX}{vmid}"));
+    out.join(";")
+}
+
+/// The `tags` value for new VM `vmid`; an empty `settings_hash` writes no hash tag.
+pub fn for_new_vm(
+    cluster: &str,
+    group: &str,
+    settings_hash: &str,
+    created: SystemTime,
+    vmid: u32,
+) -> String {
     let secs = created
         .duration_since(SystemTime::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
     let mut tags = format!(
-        "{CLUSTER_PREFIX}{};{GROUP_PREFIX}{};{CREATED_PREFIX}{secs}",
+        "{CLUSTER_PREFIX}{};{GROUP_PREFIX}{};{CREATED_PREFIX}{secs};{VMID_PREFIX}{vmid}",
         encode(cluster),
         encode(group)
     );
@@ -276,18 +342,21 @@ mod tests {
     #[test]
     fn the_warm_mark_is_set_and_taken_off_and_the_clock_restamped() {
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(42);
-        let t = for_new_vm("prod", "workers", "0a1b2c3d4e5f", t0);
+        let t = for_new_vm("prod", "workers", "0a1b2c3d4e5f", t0, 7);
         assert!(!ownership(&t).warm);
         let parked = rewrite(&t, true, None);
         assert_eq!(
             parked,
-            "nw-c-prod;nw-g-workers;nw-t-42;nw-h-0a1b2c3d4e5f;nw-warm"
+            "nw-c-prod;nw-g-workers;nw-t-42;nw-i-7;nw-h-0a1b2c3d4e5f;nw-warm"
         );
         let o = ownership(&parked);
         assert!(o.warm);
         assert_eq!(o.created, Some(t0));
         let started = rewrite(&parked, false, Some(t0 + Duration::from_secs(58)));
-        assert_eq!(started, "nw-c-prod;nw-g-workers;nw-h-0a1b2c3d4e5f;nw-t-100");
+        assert_eq!(
+            started,
+            "nw-c-prod;nw-g-workers;nw-i-7;nw-h-0a1b2c3d4e5f;nw-t-100"
+        );
         let o = ownership(&started);
         assert!(!o.warm);
         assert_eq!(o.settings_hash.as_deref(), Some("0a1b2c3d4e5f"));
@@ -303,8 +372,9 @@ mod tests {
             "workers",
             "0a1b2c3d4e5f",
             SystemTime::UNIX_EPOCH + Duration::from_secs(42),
+            105,
         );
-        assert_eq!(t, "nw-c-prod;nw-g-workers;nw-t-42;nw-h-0a1b2c3d4e5f");
+        assert_eq!(t, "nw-c-prod;nw-g-workers;nw-t-42;nw-i-105;nw-h-0a1b2c3d4e5f");
         let o = ownership(&t);
         assert_eq!(o.cluster.as_deref(), Some("prod"));
         assert_eq!(o.group.as_deref(), Some("workers"));
@@ -332,16 +402,20 @@ mod tests {
             settings_hash: "",
             warm: false,
             created: t,
+            vmid: 123,
         };
         let d = description_for_new_vm(&marks);
         assert!(
-            d.starts_with("nodewright: cluster=prod group=big_5fworkers created=1700000000\n"),
+            d.starts_with(
+                "nodewright: cluster=prod group=big_5fworkers created=1700000000 vmid=123\n"
+            ),
             "{d}"
         );
         let o = ownership_from_description(&d);
         assert_eq!(o.cluster.as_deref(), Some("prod"));
         assert_eq!(o.group.as_deref(), Some("big_workers"));
         assert_eq!(o.created, Some(t));
+        assert_eq!((o.vmid, o.copy_of(123), o.copy_of(124)), (Some(123), None, Some(123)));
         assert_eq!((o.settings_hash, o.warm), (None, false));
         // The settings hash and the warm mark, for whoever finishes the clone.
         let d = description_for_new_vm(&NewVmMarks {
@@ -357,6 +431,25 @@ mod tests {
         for other in ["", "my VM", "notes\nnodewright: cluster=prod group=g"] {
             assert_eq!(ownership_from_description(other), Ownership::default());
         }
+    }
+
+    #[test]
+    fn a_persons_copy_of_a_node_vm_is_told_from_the_vm_made_by_its_id_mark() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(42);
+        let made = for_new_vm("prod", "workers", "", t0, 105);
+        // Proxmox copies the tags into the clone (VM 130).
+        let o = ownership(&made);
+        assert_eq!((o.copy_of(105), o.copy_of(130)), (None, Some(105)));
+        // Made before the mark: no id, judged by the tags alone; stamped on a tag write.
+        let old = "nw-c-prod;nw-g-workers;nw-t-42";
+        assert_eq!(ownership(old).copy_of(130), None);
+        let stamped = with_vmid(old, 105);
+        assert_eq!(stamped, "nw-c-prod;nw-g-workers;nw-t-42;nw-i-105");
+        assert_eq!(with_vmid(&stamped, 130), stamped, "an id mark is never replaced");
+        // Two ids, or garbage, name no VM: a copy of whatever VM reads them.
+        assert_eq!(ownership("nw-c-prod;nw-i-1;nw-i-2").copy_of(1), Some(0));
+        assert_eq!(ownership("nw-c-prod;nw-i-x").copy_of(1), Some(0));
+        assert!(any_ours("nw-g-workers;mine") && !any_ours("mine;other"));
     }
 
     #[test]

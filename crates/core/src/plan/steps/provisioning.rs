@@ -56,15 +56,20 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         .iter()
         .filter(|m| m.state == ServerState::Disowned)
     {
-        notes.push(
-            Reason::new(
-                ReasonCode::NodeDisowned,
-                format!(
-                    "node {} no longer carries nodewright's labels for group {}; its VM {} is left alone (put the labels back to manage it again, or delete both yourself)",
-                    m.server.name, m.group.name, m.server.id
-                ),
+        let said = if m.node.is_some() {
+            format!(
+                "VM {} ({}) of node {} lost its cloud marks (the cloud shows it unconfigured, yet its node registered); it is left alone with its node (put its tags back to manage it again, or delete both yourself)",
+                m.server.name, m.server.id, m.server.name
             )
-            .about([ObjectRef::node(&m.server.name)]),
+        } else {
+            format!(
+                "node {} no longer carries nodewright's labels for group {}; its VM {} is left alone (put the labels back to manage it again, or delete both yourself)",
+                m.server.name, m.group.name, m.server.id
+            )
+        };
+        notes.push(
+            Reason::new(ReasonCode::NodeDisowned, said)
+                .about([ObjectRef::node(&m.server.name)]),
         );
     }
     let blind = report_vanished(v, notes);

@@ -35,8 +35,9 @@ pub enum ServerState {
     Failed,
     /// The cloud is already deleting it.
     Deleting,
-    /// A node of its name exists but no longer carries our labels: someone took it
-    /// over. Never deleted, only reported.
+    /// A node of its name exists but no longer carries our labels, or the cloud shows the
+    /// VM half-made although a node of its name registered (its tags were taken away):
+    /// someone took it over. Never deleted, only reported.
     Disowned,
     /// It joined once (the cloud carries its joined mark, [`Server::ever_joined`]) but
     /// has no Ready, untainted Node of ours now: deleted with `kubectl delete node` (its
@@ -191,6 +192,12 @@ impl<'a> View<'a> {
             });
             let mut state = server_state(server, node, config.provision_timeout, now);
             if same_name.is_some() && node.is_none() {
+                state = ServerState::Disowned;
+            }
+            // A half-made VM never booted, so never registered a Node: one whose name a
+            // Node carries ran as a node, and only looks half-made because a person took
+            // its cloud marks away. Never removed as half-made with its node and pods.
+            if server.status == ServerStatus::Incomplete && same_name.is_some() {
                 state = ServerState::Disowned;
             }
             let vm_error = server.status == ServerStatus::Error;

@@ -57,7 +57,7 @@ impl ProxmoxProvider {
     async fn configure_and_start(&self, n: &NewVm<'_>) -> Result<(), CloudError> {
         let api = &self.inner.api;
         let settings = n.settings;
-        let tag_value = tags::for_new_vm(n.cluster, n.group, n.settings_hash, n.created);
+        let tag_value = tags::for_new_vm(n.cluster, n.group, n.settings_hash, n.created, n.vmid);
         let mut p: Params = params([("tags", tags::rewrite(&tag_value, n.warm, None))]);
         if let Some(c) = settings.cores {
             p.push(("cores".into(), c.to_string()));

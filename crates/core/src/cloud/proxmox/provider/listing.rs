@@ -7,12 +7,12 @@ use std::time::SystemTime;
 
 use super::{meta_ctime, JoinState, ProxmoxProvider};
 use crate::cloud::proxmox::allocate::{vm_config, VmResource};
-use crate::cloud::proxmox::halfmade::half_made;
+use crate::cloud::proxmox::halfmade::{untagged, Untagged};
 use crate::cloud::proxmox::hosts::template_copies;
 use crate::cloud::proxmox::tags::{ownership, Ownership};
 use crate::cloud::proxmox::tasks::ListedTask;
 use crate::cloud::proxmox::PROVIDER;
-use crate::cloud::{CloudError, Server, ServerStatus};
+use crate::cloud::{CloudError, Server, ServerStatus, Stray, StrayKind};
 
 impl ProxmoxProvider {
     /// VM `v` as a [`Server`] with ownership `o` (from its tags, or the description of a
@@ -84,34 +84,58 @@ impl ProxmoxProvider {
         }
     }
 
-    /// The VMs of `vms` that are `cluster`'s, as servers: by their tags; half-made (a
-    /// half-made VM whose clone is done is finished here, see [`Self::spawn_finish`]);
-    /// and clones still copying that show no name yet (see [`Self::clones_in_flight`]).
+    /// The VMs of `vms` that are `cluster`'s, as servers: by their tags, when they are the
+    /// VM made (not a person's copy, see [`Ownership::copy_of`]); half-made (a half-made
+    /// VM whose clone is done is finished here, see [`Self::spawn_finish`]); and clones
+    /// still copying that show no name yet (see [`Self::clones_in_flight`]). With them,
+    /// the VMs that carry the cluster's marks but are not its: copies, and VMs that lost
+    /// their cluster tag.
     pub(super) async fn servers_in(
         &self,
         vms: &[VmResource],
         cluster: &str,
         in_flight: &[ListedTask],
-    ) -> Result<Vec<Server>, CloudError> {
+    ) -> Result<(Vec<Server>, Vec<Stray>), CloudError> {
         let mut out = Vec::new();
+        let mut strays = Vec::new();
         let mut named_cloning = Vec::new();
+        let stray = |v: &VmResource, group: Option<String>, kind: StrayKind| Stray {
+            provider: PROVIDER.into(),
+            id: v.vmid.to_string(),
+            name: v.name.clone().unwrap_or_else(|| format!("VM {}", v.vmid)),
+            group,
+            kind,
+        };
         for v in vms.iter().filter(|v| !v.template) {
             let o = ownership(v.tags());
             if o.cluster.as_deref() == Some(cluster) {
-                out.push(self.vm_server(v, o, false).await);
-            } else if let Some(o) = half_made(&self.inner.api, v, cluster).await? {
-                if let Some(g) = o.group.as_deref() {
-                    if v.lock.as_deref() == Some("clone") {
-                        named_cloning.push((v.node.as_str(), g.to_string()));
-                    } else if !self.inner.options.read_only && self.can_finish(v, g) {
-                        self.spawn_finish(v, cluster, g);
-                    }
+                match o.copy_of(v.vmid) {
+                    None => out.push(self.vm_server(v, o, false).await),
+                    Some(of) => strays.push(stray(v, o.group, copied(of))),
                 }
-                out.push(self.vm_server(v, o, true).await);
+                continue;
+            }
+            match untagged(&self.inner.api, v, cluster).await? {
+                Untagged::Other => {}
+                Untagged::Disowned(o) => strays.push(stray(v, o.group, StrayKind::Disowned)),
+                Untagged::Copy { marks, of } => strays.push(stray(v, marks.group, copied(of))),
+                Untagged::HalfMade(o) => {
+                    if let Some(g) = o.group.as_deref() {
+                        if v.lock.as_deref() == Some("clone") {
+                            named_cloning.push((v.node.as_str(), g.to_string()));
+                        } else if !self.inner.options.read_only && self.can_finish(v, g) {
+                            self.spawn_finish(v, cluster, g);
+                        }
+                    }
+                    out.push(self.vm_server(v, o, true).await);
+                }
             }
         }
+        for s in &strays {
+            tracing::warn!("proxmox: {s}");
+        }
         out.extend(self.clones_in_flight(vms, cluster, in_flight, &named_cloning));
-        Ok(out)
+        Ok((out, strays))
     }
 
     /// Clones of processes gone that still copy their first disk: Proxmox shows such a VM
@@ -196,5 +220,14 @@ impl ProxmoxProvider {
             }
         }
         out
+    }
+}
+
+fn copied(of: u32) -> StrayKind {
+    StrayKind::Copied {
+        of: match of {
+            0 => "(unreadable id mark)".into(),
+            id => id.to_string(),
+        },
     }
 }

@@ -34,6 +34,10 @@ impl ProxmoxProvider {
             let reason = format!("its tags do not name cluster '{cluster}'");
             return Err(refused(PROVIDER, &name, id, reason));
         }
+        if let Some(of) = o.copy_of(vmid) {
+            let reason = format!("its tags were made for VM {of}: it is a copy of that VM");
+            return Err(refused(PROVIDER, &name, id, reason));
+        }
         if warm && !o.warm {
             let reason = format!("it is not in the warm pool (no {} tag)", tags::WARM_TAG);
             return Err(refused(PROVIDER, &name, id, reason));
@@ -47,7 +51,7 @@ impl ProxmoxProvider {
         let data = self
             .inner
             .api
-            .post(&call, &params([("tags", value)]))
+            .post(&call, &params([("tags", tags::with_vmid(&value, vm.vmid))]))
             .await?;
         self.await_upid(&format!("POST {call}"), &data).await
     }
