@@ -159,6 +159,20 @@ pub fn disruption_of(n: &NodeInfo) -> DisruptionReason {
         .unwrap_or(DisruptionReason::Underutilized)
 }
 
+/// Whether `n`, cordoned by nodewright as `unhealthy`, is broken now: not Ready. Judged
+/// again every cycle, never kept from the cordon: a node Ready again drains by the
+/// voluntary rules (its VM may still be in error), and one whose VM is fine too has
+/// recovered and is given back (see [`recovered`]).
+pub fn broken_now(n: &NodeInfo) -> bool {
+    disruption_of(n).forced() && !n.ready
+}
+
+/// Whether `n`, cordoned by nodewright as `unhealthy`, has recovered: Ready, and its VM
+/// (`vm_error`: the cloud's word this cycle) no longer in error. It is given back.
+pub fn recovered(n: &NodeInfo, vm_error: bool) -> bool {
+    cordoned_by_us(n) && disruption_of(n).forced() && n.ready && !vm_error && !n.deleting
+}
+
 /// How many more nodes may be disrupted for `reason` now: the strictest active budget
 /// covering it, minus the nodes being disrupted already (cordoned by us or deleting).
 pub fn budget_room(v: &View<'_>, reason: DisruptionReason, now: SystemTime) -> u32 {

@@ -146,6 +146,14 @@ fn replace(v: &View<'_>, notes: &mut Vec<Reason>, reason: DisruptionReason) -> S
     if candidates.is_empty() {
         return None;
     }
+    // Broken (not Ready) nodes are cordoned at once and drained whatever blocks; a Ready
+    // node whose VM the cloud calls in error still runs its pods, so it is replaced by
+    // the voluntary rules (one at a time, blockers honoured, room made first), and only
+    // once no node is broken.
+    let forced = reason.forced() && candidates.iter().any(|(_, n, _)| !n.ready);
+    if forced {
+        candidates.retain(|(_, n, _)| !n.ready);
+    }
     candidates.sort_by_key(|(_, n, _)| n.created);
     let room = policy::budget_room(v, reason, v.now);
     if room == 0 {
@@ -161,7 +169,7 @@ fn replace(v: &View<'_>, notes: &mut Vec<Reason>, reason: DisruptionReason) -> S
         return None;
     }
     let sd = &v.config.scale_down;
-    if !reason.forced() {
+    if !forced {
         // One voluntary replacement at a time: pods still leaving another node need
         // the room the model would otherwise count as free. And after a drain had to
         // be abandoned, wait before trying again.
@@ -183,7 +191,7 @@ fn replace(v: &View<'_>, notes: &mut Vec<Reason>, reason: DisruptionReason) -> S
             return None;
         }
     }
-    if reason.forced() {
+    if forced {
         // Broken nodes: cordon them all (within the budget); their drain has a deadline
         // after which they are deleted anyway.
         let take: Vec<_> = candidates.into_iter().take(room as usize).collect();

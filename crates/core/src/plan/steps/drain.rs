@@ -47,9 +47,10 @@ pub fn past_hard_limit(v: &View<'_>, n: &NodeInfo) -> bool {
 }
 
 /// Whether `n`'s pods are evicted whatever their annotations, controller or storage say:
-/// a broken node's from the start, an expired one's past its hard limit.
+/// a broken node's while it is broken (see [`policy::broken_now`]), an expired one's past
+/// its hard limit.
 pub fn forced_now(v: &View<'_>, n: &NodeInfo) -> bool {
-    policy::disruption_of(n).forced() || past_hard_limit(v, n)
+    policy::broken_now(n) || past_hard_limit(v, n)
 }
 
 /// Whether an expired node past its hard limit may be deleted with what is left: nothing
@@ -87,8 +88,7 @@ pub fn hard_limit_overdue(v: &View<'_>, n: &NodeInfo) -> bool {
 /// never cut short by the deadline).
 pub fn past_deadline(v: &View<'_>, n: &NodeInfo) -> bool {
     let d = &v.config.drain;
-    let jobs_waited =
-        !policy::disruption_of(n).forced() && remaining(v, n).iter().any(|p| policy::is_job(p));
+    let jobs_waited = !policy::broken_now(n) && remaining(v, n).iter().any(|p| policy::is_job(p));
     let deadline = if jobs_waited {
         d.timeout + d.job_grace_period
     } else {
@@ -115,12 +115,36 @@ pub fn remaining<'a>(v: &View<'a>, n: &NodeInfo) -> Vec<&'a PodInfo> {
 }
 
 /// Evicts what may go now from every node nodewright cordoned; abandons voluntary
-/// drains past `drain.timeout` (forced ones end in deletion instead).
+/// drains past `drain.timeout` (forced ones end in deletion instead) and gives back
+/// nodes cordoned as unhealthy that have recovered.
 pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     let mut give_back = Vec::new();
     let mut nodes = Vec::new();
     let mut evict: Vec<&PodInfo> = Vec::new();
     let mut reasons = Vec::new();
+    let healed: Vec<String> = v
+        .members
+        .iter()
+        .filter_map(|m| m.node.filter(|n| policy::recovered(n, m.vm_error)))
+        .map(|n| n.name.clone())
+        .collect();
+    if !healed.is_empty() {
+        let reason = Reason::new(
+            ReasonCode::NodeReady,
+            format!(
+                "{} cordoned as unhealthy but Ready again with its VM running; giving the node(s) back",
+                healed.join(", ")
+            ),
+        )
+        .about(healed.iter().map(|n| ObjectRef::node(n)));
+        return Some((
+            Action::Uncordon {
+                nodes: healed,
+                reason: "recovered".into(),
+            },
+            vec![reason],
+        ));
+    }
     for m in &v.members {
         let Some(n) = m.node.filter(|n| policy::cordoned_by_us(n)) else {
             continue;
@@ -132,7 +156,7 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         let limit = hard_limit(v, n);
         // A node with a hard limit is never given back: it drains until the limit.
         if limit.is_none() && past_deadline(v, n) {
-            if policy::disruption_of(n).forced() {
+            if policy::broken_now(n) {
                 // remove-empty deletes it with what is left.
                 continue;
             }

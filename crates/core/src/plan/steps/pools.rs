@@ -5,7 +5,7 @@
 
 use super::StepResult;
 use crate::cloud::{Server, ServerStatus};
-use crate::config::{NodeGroupConfig, ScaleDownMode};
+use crate::config::{DisruptionReason, NodeGroupConfig, ScaleDownMode};
 use crate::plan::model::NodeInfo;
 use crate::plan::view::{Member, View};
 use crate::plan::{Action, Reason, ReasonCode, ServerRef};
@@ -267,6 +267,13 @@ pub fn fill_warm_pools(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
 pub fn parks(v: &View<'_>, m: &Member<'_>, parked: u32) -> bool {
     let g = m.group;
     if v.config.scale_down.mode != ScaleDownMode::Stop || g.warm_pool_size() == 0 || m.vm_error {
+        return false;
+    }
+    // A node that is not Ready, or was cordoned for being broken, may have a broken VM
+    // under it: the next scale-up would start it.
+    if m.node.is_some_and(|n| {
+        !n.ready || crate::plan::policy::disruption_of(n) == DisruptionReason::Unhealthy
+    }) {
         return false;
     }
     let warm = u32::try_from(warm_of(v, g).len()).unwrap_or(u32::MAX);

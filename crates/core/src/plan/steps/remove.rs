@@ -17,11 +17,15 @@ pub fn remove_empty(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         if m.state != ServerState::Joined || !policy::cordoned_by_us(n) {
             continue;
         }
+        // Cordoned as unhealthy and recovered since: given back by the drain step.
+        if policy::recovered(n, m.vm_error) {
+            continue;
+        }
         let left = remaining(v, n);
         // A broken node past its deadline, or an expired one past its hard limit with
         // nothing more to evict, goes with what is left.
         let expired_limit = hard_limit_reached(v, n, &left);
-        let broken = policy::disruption_of(n).forced() && past_deadline(v, n);
+        let broken = policy::broken_now(n) && past_deadline(v, n);
         let forced = broken || expired_limit;
         if !left.is_empty() && !forced {
             continue;

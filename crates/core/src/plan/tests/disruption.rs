@@ -146,6 +146,9 @@ fn unhealthy_node_past_its_drain_deadline_is_deleted_anyway() {
     let c = mk_config("freeMemoryTarget: 0 B\ndrain: {timeout: 10m}");
     let mut s = three_nodes(&c);
     cordon_by_us(&mut s.nodes[0], "unhealthy", 11 * 60);
+    // Still broken: a node Ready again with its VM fine has recovered and is given back.
+    s.nodes[0].ready = false;
+    s.nodes[0].ready_changed = Some(ago(20 * 60));
     s.pods
         .push(mk_pod("stuck", Some("dev-workers-a"), GI).into());
     std::sync::Arc::make_mut(&mut s.pods[0]).deleting = true;
@@ -671,4 +674,153 @@ fn job_grace_is_not_cut_short_by_the_drain_timeout() {
         !matches!(d.action, Action::Uncordon { .. } | Action::Drain { .. }),
         "{d:#?}"
     );
+}
+
+/// Regression (issue 19 G): a VM the cloud reported in ERROR while its node was Ready went
+/// the forced path at once, so a bare pod (and do-not-disrupt, emptyDir, kube-system
+/// pods) would be evicted. Its node still runs them: it is replaced by the voluntary
+/// rules, and a pod that blocks a drain keeps it.
+#[test]
+fn a_ready_node_whose_vm_the_cloud_calls_error_keeps_its_bare_pod() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = three_nodes(&c);
+    s.servers[0].status = ServerStatus::Error;
+    let mut bare = mk_pod("bare", Some("dev-workers-a"), GI);
+    bare.controller_kind = None;
+    bare.controller_name = None;
+    s.pods.push(bare.into());
+    let d = plan_it(&s, &c);
+    assert!(cordoned_nodes(&d).is_empty(), "{d:#?}");
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| n.code == ReasonCode::DrainBlocked && n.message.contains("dev-workers-a")),
+        "{d:#?}"
+    );
+    // Not Ready as well: broken, so forced, as before.
+    s.nodes[0].ready = false;
+    s.nodes[0].ready_changed = Some(ago(60));
+    let d = plan_it(&s, &c);
+    assert_eq!(cordoned_nodes(&d), ["dev-workers-a"], "{d:#?}");
+    assert_eq!(disruption(&d), Some(DisruptionReason::Unhealthy));
+}
+
+/// Regression (issue 19 G): the unhealthy mark was sticky, so a node cordoned while
+/// broken was drained by force (bare pods evicted) after it was Ready again. Judged
+/// again every cycle: Ready again, its drain follows the voluntary rules.
+#[test]
+fn a_node_cordoned_as_unhealthy_that_is_ready_again_drains_by_the_voluntary_rules() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = three_nodes(&c);
+    // The VM is still in error (so the node is not given back), its node Ready again.
+    s.servers[0].status = ServerStatus::Error;
+    cordon_by_us(&mut s.nodes[0], "unhealthy", 60);
+    let mut bare = mk_pod("bare", Some("dev-workers-a"), GI);
+    bare.controller_kind = None;
+    bare.controller_name = None;
+    s.pods.push(bare.into());
+    s.pods
+        .push(mk_pod("web", Some("dev-workers-a"), GI).into());
+    let d = plan_it(&s, &c);
+    match &d.action {
+        Action::Drain { pods, .. } => {
+            let names: Vec<&str> = pods.iter().map(|p| p.name.as_str()).collect();
+            assert_eq!(names, ["web"], "the bare pod stays: {d:#?}");
+        }
+        other => panic!("expected a drain, got {other:?}"),
+    }
+    // NotReady again: forced again, the bare pod goes too.
+    s.nodes[0].ready = false;
+    s.nodes[0].ready_changed = Some(ago(30));
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::Drain { pods, .. } if pods.len() == 2),
+        "{d:#?}"
+    );
+}
+
+/// Regression (issue 19 G): a node cordoned as unhealthy whose node and VM both recovered
+/// was still removed. It is given back.
+#[test]
+fn a_node_cordoned_as_unhealthy_whose_node_and_vm_recovered_is_given_back() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = three_nodes(&c);
+    cordon_by_us(&mut s.nodes[0], "unhealthy", 60);
+    // Empty: without the re-judging it would be deleted at once.
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::Uncordon { nodes, reason } if nodes == &["dev-workers-a"] && reason == "recovered"),
+        "{d:#?}"
+    );
+    // Still broken (NotReady): removed as before.
+    s.nodes[0].ready = false;
+    s.nodes[0].ready_changed = Some(ago(900));
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::DeleteNodes { nodes } if nodes[0].node == "dev-workers-a"),
+        "{d:#?}"
+    );
+}
+
+/// Regression (issue 19 A): a VM the cloud shows half-made (untagged, described for this
+/// cluster) whose name a Node carries ran as a node: it lost its tags to a person. It is
+/// reported as disowned, never deleted with its node and pods.
+#[test]
+fn a_half_made_looking_vm_with_a_node_is_disowned_not_deleted() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    s.servers[0].status = ServerStatus::Incomplete;
+    s.servers[0].joined = None;
+    s.pods
+        .push(mk_pod("web", Some("dev-workers-a"), GI).into());
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::DeleteServers { .. }), "{d:#?}");
+    assert!(d.has_reason(ReasonCode::NodeDisowned), "{d:#?}");
+    // Its node NotReady too: still not half-made.
+    s.nodes[0].ready = false;
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::DeleteServers { .. }), "{d:#?}");
+    // Without any node it is half-made, and goes.
+    s.nodes.clear();
+    s.pods.clear();
+    let d = plan_it(&s, &c);
+    assert!(matches!(d.action, Action::DeleteServers { .. }), "{d:#?}");
+}
+
+/// Issue 19 A and B: VMs the provider found carrying this cluster's marks but not its
+/// (a copy, a VM that lost its tag) are noted every cycle and counted per group.
+#[test]
+fn stray_vms_are_reported_in_the_plan_and_counted_per_group() {
+    use crate::cloud::{Stray, StrayKind};
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 3600);
+    s.strays.push(Stray {
+        provider: "proxmox".into(),
+        id: "130".into(),
+        name: "Copy-of-VM-dev-workers-a".into(),
+        group: Some("workers".into()),
+        kind: StrayKind::Copied { of: "105".into() },
+    });
+    s.strays.push(Stray {
+        provider: "proxmox".into(),
+        id: "106".into(),
+        name: "dev-workers-b".into(),
+        group: Some("workers".into()),
+        kind: StrayKind::Disowned,
+    });
+    let d = plan_it(&s, &c);
+    let copied = d
+        .notes
+        .iter()
+        .find(|n| n.code == ReasonCode::VmCopied)
+        .expect("the copy is noted");
+    assert!(copied.message.contains("is a copy of VM 105"), "{copied:?}");
+    assert!(d.notes.iter().any(|n| n.code == ReasonCode::VmDisowned));
+    let sum = crate::plan::summary::summarize(&s, &c, now());
+    let states = &sum.groups["workers"].states;
+    assert_eq!((states["copied"], states["disowned"]), (1, 1), "{states:?}");
+    // Neither counts against maxSize.
+    assert_eq!(sum.groups["workers"].size, 1);
 }

@@ -400,3 +400,34 @@ fn warm_vms_count_against_cluster_limits() {
         "{d:#?}"
     );
 }
+
+/// Regression (issue 19 H): with `scaleDown.mode: stop` the VM of an unhealthy node was
+/// parked into the warm pool, and the next scale-up started the broken VM. Only the VMs
+/// of healthy nodes are parked; the others are deleted.
+#[test]
+fn an_unhealthy_nodes_vm_is_deleted_not_parked_into_the_warm_pool() {
+    let c = pool_config("freeMemoryTarget: 0 B\nscaleDown: {mode: stop}", 3, 5);
+    let h = hash(&c);
+    let mut s = Snapshot::default();
+    emptied(&mut s, "dev-workers-broken", Some(&h));
+    emptied(&mut s, "dev-workers-healthy", Some(&h));
+    emptied(&mut s, "dev-workers-notready", Some(&h));
+    // Cordoned for being broken (NotReady past unhealthyAfter), and still NotReady.
+    let broken = &mut s.nodes[0];
+    cordon_by_us(broken, "unhealthy", 60);
+    broken.ready = false;
+    broken.ready_changed = Some(ago(900));
+    // Cordoned as empty, but NotReady since.
+    s.nodes[2].ready = false;
+    s.nodes[2].ready_changed = Some(ago(30));
+    let d = plan_it(&s, &c);
+    assert_eq!(
+        parked(&d),
+        [
+            ("dev-workers-broken", false),
+            ("dev-workers-healthy", true),
+            ("dev-workers-notready", false)
+        ],
+        "{d:#?}"
+    );
+}
