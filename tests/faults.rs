@@ -628,3 +628,98 @@ async fn a_vm_delete_failing_once_after_its_node_is_deleted_still_removes_the_vm
     );
     assert!(vms(&env, CLUSTER).iter().all(|(g, _)| g != "cache"));
 }
+
+/// Issue 19 A and B under 20 % faults: a person clones one Proxmox node VM and removes
+/// this cluster's tag from the other; while the group scales down under faults, neither
+/// the copy nor the disowned VM (with its node) is stopped or destroyed, and the group's
+/// own VMs still go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_persons_copy_and_a_disowned_proxmox_vm_are_never_touched_under_faults() {
+    let spec = FaultSpec {
+        seed: seed(),
+        ..FaultSpec::rate(0.2)
+    };
+    let (env, rec, _) = start(&spec).await;
+    add_app(&env, "batch", 2);
+    drive(
+        &env,
+        &rec,
+        "two batch nodes",
+        Duration::from_secs(60),
+        |e| settled(e, &[("batch", 2)]),
+    )
+    .await;
+    let mut ours = env.proxmox.guests();
+    ours.sort_by_key(|v| v.vmid);
+    let (disowned, copied) = (&ours[0], &ours[1]);
+    let tags: Vec<&str> = disowned
+        .tags()
+        .split(';')
+        .filter(|t| !t.starts_with("nw-c-"))
+        .collect();
+    // What nodewright did to them before is not the question.
+    let before = env.proxmox.calls().len();
+    env.proxmox
+        .set_config(disowned.vmid, "tags", &tags.join(";"));
+    let copy = 4343;
+    let o = env.proxmox.options();
+    let made = reqwest::Client::new()
+        .post(format!(
+            "{}/api2/json/nodes/{}/qemu/{}/clone",
+            env.proxmox.url(),
+            copied.node,
+            copied.vmid
+        ))
+        .header(
+            "Authorization",
+            format!("PVEAPIToken={}={}", o.token_id, o.token_secret),
+        )
+        .header("Content-Type", "application/x-www-form-urlencoded")
+        .body(common::form_body(&[("newid", &copy.to_string()), ("full", "1")]))
+        .send()
+        .await
+        .expect("clone");
+    assert!(made.status().is_success(), "{}", made.status());
+    common::wait_for("the copy", Duration::from_secs(20), || {
+        env.proxmox
+            .guests()
+            .iter()
+            .any(|v| v.vmid == copy && v.lock.is_none())
+    })
+    .await;
+    env.faults.set_enabled(true);
+    scale_app(&env, "batch", 0);
+    // The group's own VM goes; the disowned one stays (with its node), as does the copy.
+    drive(
+        &env,
+        &rec,
+        "scale-down beside a copy and a disowned VM",
+        Duration::from_secs(90),
+        |e| !e.proxmox.guests().iter().any(|v| v.vmid == copied.vmid),
+    )
+    .await;
+    for _ in 0..10 {
+        let _ = rec.cycle(SystemTime::now()).await;
+    }
+    let left: Vec<u32> = env.proxmox.guests().iter().map(|v| v.vmid).collect();
+    assert!(
+        left.contains(&disowned.vmid) && left.contains(&copy),
+        "{left:?}"
+    );
+    for vmid in [disowned.vmid, copy] {
+        let touched: Vec<String> = env
+            .proxmox
+            .calls()
+            .into_iter()
+            .skip(before)
+            .filter(|c| {
+                c.path.contains(&format!("/qemu/{vmid}/"))
+                    || c.path.ends_with(&format!("/qemu/{vmid}"))
+            })
+            .filter(|c| c.method != "GET")
+            .map(|c| format!("{} {}", c.method, c.path))
+            .collect();
+        assert!(touched.is_empty(), "VM {vmid} touched: {touched:?}");
+    }
+    assert!(env.cluster.node(&disowned.name).is_some(), "its node stays");
+}

@@ -476,3 +476,65 @@ async fn a_read_only_process_neither_stops_a_stuck_clone_nor_finishes_a_left_one
     assert_eq!(done.status, "running");
     assert_clean(&s);
 }
+
+/// Clones the same Proxmox user (this process's API token) starts for other purposes,
+/// stuck: one of the template this process's group clones, one of a template no group
+/// uses, both named otherwise than `<cluster>-...`. Regression (issue 19, low): every
+/// clone task of the user was judged as ours, so both were stopped past this process's
+/// deadline. Only tasks tied to a VM that can be ours count (a clone still nameless
+/// cannot be told apart, so those are counted by number, see `judge_clones`).
+#[tokio::test]
+async fn clones_of_the_same_proxmox_user_for_something_else_are_neither_stopped_nor_counted() {
+    let s = sim().await;
+    let other_template = 9002;
+    s.stick_next_clones(2);
+    let o = s.options();
+    let person = reqwest::Client::new();
+    for (template, node, newid, name) in [
+        (SHARED_TEMPLATE, "pve2", 700, "db-server"),
+        (other_template, "pve2", 701, "scratch"),
+    ] {
+        let id = newid.to_string();
+        let body = common::form_body(&[("newid", &id), ("full", "1"), ("name", name)]);
+        let answer = person
+            .post(format!(
+                "{}/api2/json/nodes/{node}/qemu/{template}/clone",
+                s.url()
+            ))
+            .header(
+                "Authorization",
+                format!("PVEAPIToken={}={}", o.token_id, o.token_secret),
+            )
+            .header("Content-Type", "application/x-www-form-urlencoded")
+            .body(body)
+            .send()
+            .await
+            .expect("clone");
+        assert!(answer.status().is_success(), "{}", answer.status());
+    }
+    common::wait_for("both clones to run", Duration::from_secs(10), || {
+        s.task_logs("qmclone").len() == 2
+    })
+    .await;
+    // A deadline of 50 ms: any clone this process took for its own would be stopped.
+    let mine = provider(&s, false, 50, 50);
+    for _ in 0..8 {
+        let listed = mine.list_servers("prod").await.expect("list");
+        assert!(listed.is_empty(), "not ours: {listed:?}");
+        tokio::time::sleep(Duration::from_millis(60)).await;
+    }
+    let logs = s.task_logs("qmclone");
+    assert!(
+        logs.iter()
+            .all(|l| l.last().is_some_and(|x| !x.starts_with("TASK "))),
+        "neither was stopped: {logs:?}"
+    );
+    assert!(!task_stopped(&s), "no task stop was asked");
+    assert_clean(&s);
+}
+
+fn task_stopped(s: &SimProxmox) -> bool {
+    s.calls().iter().any(|c| {
+        c.method == "DELETE" && c.endpoint.as_deref() == Some("/nodes/{node}/tasks/{upid}")
+    })
+}

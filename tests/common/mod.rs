@@ -350,3 +350,17 @@ pub async fn begin_scale_up(
         let _ = rec.act(&snapshot, &decision, SystemTime::now()).await;
     })
 }
+
+/// `form` as an `application/x-www-form-urlencoded` body, as a person's API client sends it.
+pub fn form_body(form: &[(&str, &str)]) -> String {
+    form.iter()
+        .map(|(k, v)| {
+            format!(
+                "{}={}",
+                nodewright::cloud::proxmox::pve_urlencode(k),
+                nodewright::cloud::proxmox::pve_urlencode(v)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("&")
+}
