@@ -675,7 +675,10 @@ async fn a_persons_copy_and_a_disowned_proxmox_vm_are_never_touched_under_faults
             format!("PVEAPIToken={}={}", o.token_id, o.token_secret),
         )
         .header("Content-Type", "application/x-www-form-urlencoded")
-        .body(common::form_body(&[("newid", &copy.to_string()), ("full", "1")]))
+        .body(common::form_body(&[
+            ("newid", &copy.to_string()),
+            ("full", "1"),
+        ]))
         .send()
         .await
         .expect("clone");

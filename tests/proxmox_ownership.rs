@@ -74,9 +74,11 @@ async fn a_joined_node_running_a_pod(env: &SimEnv) -> SimVm {
             nodewright::sim::cluster::SimPodTemplate::new("nginx:1.25", 256 << 20),
         )
         .expect("pod");
-    common::wait_for("the pod to run on the node", Duration::from_secs(30), || {
-        web_runs_on(env, &vm.name)
-    })
+    common::wait_for(
+        "the pod to run on the node",
+        Duration::from_secs(30),
+        || web_runs_on(env, &vm.name),
+    )
     .await;
     vm
 }
@@ -128,10 +130,7 @@ fn destructive_calls(pve: &SimProxmox, vmid: u32) -> Vec<String> {
 }
 
 fn plan_text(env: &SimEnv, cfg: &std::path::Path) -> String {
-    let out = nodewright_for(env, cfg)
-        .arg("plan")
-        .output()
-        .expect("plan");
+    let out = nodewright_for(env, cfg).arg("plan").output().expect("plan");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),
@@ -241,7 +240,10 @@ async fn a_persons_copy_of_a_node_vm_is_reported_and_never_destroyed() {
         destructive_calls(&env.proxmox, copy)
     );
     assert!(destructive_calls(&env.proxmox, vm.vmid).is_empty());
-    assert!(web_runs_on(&env, &vm.name), "the original node keeps its pod");
+    assert!(
+        web_runs_on(&env, &vm.name),
+        "the original node keeps its pod"
+    );
     let text = plan_text(&env, &cfg);
     assert!(
         text.contains(&format!("is a copy of VM {}", vm.vmid)),
@@ -311,7 +313,10 @@ async fn a_nameless_clone_counting_for_two_groups_is_seen_by_both_and_never_dupl
     common::wait_for("the clone to start", Duration::from_secs(10), clone_running).await;
     act.abort();
     let _ = act.await;
-    assert!(env.proxmox.guests()[0].name.is_empty(), "nameless while copying");
+    assert!(
+        env.proxmox.guests()[0].name.is_empty(),
+        "nameless while copying"
+    );
 
     let fresh = common::reconciler_for(&env, &config).await;
     let snapshot = fresh.observe().await.expect("observe");
@@ -340,7 +345,11 @@ async fn a_nameless_clone_counting_for_two_groups_is_seen_by_both_and_never_dupl
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(joined, "the clone became a node: {:?}", env.proxmox.guests());
+    assert!(
+        joined,
+        "the clone became a node: {:?}",
+        env.proxmox.guests()
+    );
     let pve: Vec<SimVm> = env
         .proxmox
         .guests()

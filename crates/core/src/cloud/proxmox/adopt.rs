@@ -109,11 +109,17 @@ pub(super) async fn judge_clones(
                 }
             };
             tasks.retain(|t| {
-                t.upid.id.parse::<u32>().is_ok_and(|id| templates.contains(&id))
+                t.upid
+                    .id
+                    .parse::<u32>()
+                    .is_ok_and(|id| templates.contains(&id))
                     && !following.contains(&t.upid.raw)
             });
             tasks.sort_by_key(|t| (t.starttime, t.upid.raw.clone()));
-            let ours_here = vms.iter().filter(|v| ours_cloning(v, host, cluster)).count();
+            let ours_here = vms
+                .iter()
+                .filter(|v| ours_cloning(v, host, cluster))
+                .count();
             for t in tasks.into_iter().take(ours_here) {
                 running.insert(t.upid.raw.clone());
                 match judge_one(api, adopted, deadline, t.clone(), read_only).await {

@@ -147,14 +147,20 @@ mod tests {
         let v = vm(105, "nw-g-workers;nw-t-42;nw-j-50", "running");
         assert!(matches!(judged(&v), Untagged::Disowned(_)));
         // Every tag removed, still running: never started half-made, so configured once.
-        assert!(matches!(judged(&vm(105, "", "running")), Untagged::Disowned(_)));
+        assert!(matches!(
+            judged(&vm(105, "", "running")),
+            Untagged::Disowned(_)
+        ));
         // Stopped with leftover tags: configured once too.
         assert!(matches!(
             judged(&vm(105, "nw-i-105", "stopped")),
             Untagged::Disowned(_)
         ));
         // Only a stopped VM carrying none of our tags is half-made.
-        assert!(matches!(judged(&vm(105, "", "stopped")), Untagged::HalfMade(_)));
+        assert!(matches!(
+            judged(&vm(105, "", "stopped")),
+            Untagged::HalfMade(_)
+        ));
         assert!(matches!(
             judged(&vm(105, "mine", "stopped")),
             Untagged::HalfMade(_)

@@ -545,7 +545,11 @@ impl CloudProvider for ProxmoxProvider {
                 let mut o = ownership(v.tags());
                 if let Some(of) = o.copy_of(v.vmid) {
                     // A person's copy of VM `of`: its marks are not its own.
-                    tracing::warn!(vmid, of, "VM carries the marks of another VM: a copy, not ours");
+                    tracing::warn!(
+                        vmid,
+                        of,
+                        "VM carries the marks of another VM: a copy, not ours"
+                    );
                     o.cluster = None;
                 }
                 self.vm_server(v, o, false).await

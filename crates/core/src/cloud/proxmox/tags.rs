@@ -374,7 +374,10 @@ mod tests {
             SystemTime::UNIX_EPOCH + Duration::from_secs(42),
             105,
         );
-        assert_eq!(t, "nw-c-prod;nw-g-workers;nw-t-42;nw-i-105;nw-h-0a1b2c3d4e5f");
+        assert_eq!(
+            t,
+            "nw-c-prod;nw-g-workers;nw-t-42;nw-i-105;nw-h-0a1b2c3d4e5f"
+        );
         let o = ownership(&t);
         assert_eq!(o.cluster.as_deref(), Some("prod"));
         assert_eq!(o.group.as_deref(), Some("workers"));
@@ -415,7 +418,10 @@ mod tests {
         assert_eq!(o.cluster.as_deref(), Some("prod"));
         assert_eq!(o.group.as_deref(), Some("big_workers"));
         assert_eq!(o.created, Some(t));
-        assert_eq!((o.vmid, o.copy_of(123), o.copy_of(124)), (Some(123), None, Some(123)));
+        assert_eq!(
+            (o.vmid, o.copy_of(123), o.copy_of(124)),
+            (Some(123), None, Some(123))
+        );
         assert_eq!((o.settings_hash, o.warm), (None, false));
         // The settings hash and the warm mark, for whoever finishes the clone.
         let d = description_for_new_vm(&NewVmMarks {
@@ -445,7 +451,11 @@ mod tests {
         assert_eq!(ownership(old).copy_of(130), None);
         let stamped = with_vmid(old, 105);
         assert_eq!(stamped, "nw-c-prod;nw-g-workers;nw-t-42;nw-i-105");
-        assert_eq!(with_vmid(&stamped, 130), stamped, "an id mark is never replaced");
+        assert_eq!(
+            with_vmid(&stamped, 130),
+            stamped,
+            "an id mark is never replaced"
+        );
         // Two ids, or garbage, name no VM: a copy of whatever VM reads them.
         assert_eq!(ownership("nw-c-prod;nw-i-1;nw-i-2").copy_of(1), Some(0));
         assert_eq!(ownership("nw-c-prod;nw-i-x").copy_of(1), Some(0));

@@ -68,8 +68,7 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             )
         };
         notes.push(
-            Reason::new(ReasonCode::NodeDisowned, said)
-                .about([ObjectRef::node(&m.server.name)]),
+            Reason::new(ReasonCode::NodeDisowned, said).about([ObjectRef::node(&m.server.name)]),
         );
     }
     let blind = report_vanished(v, notes);

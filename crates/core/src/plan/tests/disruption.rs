@@ -719,8 +719,7 @@ fn a_node_cordoned_as_unhealthy_that_is_ready_again_drains_by_the_voluntary_rule
     bare.controller_kind = None;
     bare.controller_name = None;
     s.pods.push(bare.into());
-    s.pods
-        .push(mk_pod("web", Some("dev-workers-a"), GI).into());
+    s.pods.push(mk_pod("web", Some("dev-workers-a"), GI).into());
     let d = plan_it(&s, &c);
     match &d.action {
         Action::Drain { pods, .. } => {
@@ -772,8 +771,7 @@ fn a_half_made_looking_vm_with_a_node_is_disowned_not_deleted() {
     mk_member(&mut s, "dev-workers-a", 3600);
     s.servers[0].status = ServerStatus::Incomplete;
     s.servers[0].joined = None;
-    s.pods
-        .push(mk_pod("web", Some("dev-workers-a"), GI).into());
+    s.pods.push(mk_pod("web", Some("dev-workers-a"), GI).into());
     let d = plan_it(&s, &c);
     assert!(!matches!(d.action, Action::DeleteServers { .. }), "{d:#?}");
     assert!(d.has_reason(ReasonCode::NodeDisowned), "{d:#?}");
