@@ -49,7 +49,7 @@ pub fn summarize(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Summa
         };
         for state in NODE_STATES
             .iter()
-            .chain(&["failed", "disowned", "vanished"])
+            .chain(&["failed", "disowned", "vanished", "removing"])
         {
             s.states.insert(state.to_string(), 0);
         }
@@ -59,6 +59,7 @@ pub fn summarize(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Summa
                 ServerState::Failed => "failed",
                 ServerState::Disowned => "disowned",
                 ServerState::Vanished => "vanished",
+                ServerState::Removing => "removing",
                 ServerState::Provisioning => {
                     s.provisioning.push(m.server.name.clone());
                     "provisioning"

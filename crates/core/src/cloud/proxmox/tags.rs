@@ -8,6 +8,7 @@
 //! - `nw-h-<hash>`: [`crate::cloud::SETTINGS_HASH_TAG`], the group settings it was made from
 //! - `nw-warm`: parked in its group's warm pool ([`crate::cloud::Server::warm`])
 //! - `nw-j-<unix seconds>`: when its node was recorded Ready ([`crate::cloud::JOINED_TAG`])
+//! - `nw-removing`: nodewright began removing it ([`crate::cloud::REMOVING_TAG`])
 
 use std::time::{Duration, SystemTime};
 
@@ -17,6 +18,7 @@ pub const CREATED_PREFIX: &str = "nw-t-";
 pub const HASH_PREFIX: &str = "nw-h-";
 pub const WARM_TAG: &str = "nw-warm";
 pub const JOINED_PREFIX: &str = "nw-j-";
+pub const REMOVING_TAG: &str = "nw-removing";
 
 pub fn encode(value: &str) -> String {
     let mut out = String::new();
@@ -66,6 +68,8 @@ pub struct Ownership {
     pub warm: bool,
     /// The latest [`JOINED_PREFIX`] time.
     pub joined: Option<SystemTime>,
+    /// Carries [`REMOVING_TAG`].
+    pub removing: bool,
 }
 
 /// Ownership as the tags say it. Two different cluster (or group) tags on one VM make
@@ -77,6 +81,8 @@ pub fn ownership(tags: &str) -> Ownership {
         let lower = t.to_ascii_lowercase();
         if lower == WARM_TAG {
             o.warm = true;
+        } else if lower == REMOVING_TAG {
+            o.removing = true;
         } else if let Some(v) = lower.strip_prefix(CLUSTER_PREFIX) {
             clusters.push(decode(v));
         } else if let Some(v) = lower.strip_prefix(GROUP_PREFIX) {
@@ -228,6 +234,16 @@ pub fn with_joined(tags: &str, at: Option<SystemTime>) -> String {
     if let Some(at) = at {
         out.push(format!("{JOINED_PREFIX}{}", crate::cloud::unix_secs(at)));
     }
+    out.join(";")
+}
+
+/// `tags` with [`REMOVING_TAG`] added (once).
+pub fn with_removing(tags: &str) -> String {
+    let mut out: Vec<&str> = split(tags)
+        .into_iter()
+        .filter(|t| !t.eq_ignore_ascii_case(REMOVING_TAG))
+        .collect();
+    out.push(REMOVING_TAG);
     out.join(";")
 }
 
