@@ -906,6 +906,14 @@ async fn transient_failures_the_loop_recovers_from_are_not_logged_at_error() {
     );
 }
 
+/// An action with the objects it acts on (its display may only count them).
+fn describe(action: &nodewright::plan::Action) -> String {
+    format!(
+        "{action} [{}]",
+        nodewright::plan::backoff::keys(action).join(", ")
+    )
+}
+
 /// Cycles until `done`, counting the cycles and those whose action was not about `group`
 /// (and not `None`): the cycles something else took from it. Every cycle must end within
 /// `cycle_limit`.
@@ -925,7 +933,7 @@ async fn cycles_of(
         let c = rec.cycle_detailed(SystemTime::now()).await.expect("cycle");
         let took = started.elapsed();
         assert!(took < cycle_limit, "cycle {cycles} took {took:?}");
-        let action = c.decision.action.to_string();
+        let action = describe(&c.decision.action);
         let ours = action.contains(&tag) || action.contains(&format!("group {group}"));
         if c.decision.action != nodewright::plan::Action::None && !ours {
             taken.push(action);
@@ -1015,10 +1023,16 @@ async fn with_a_hung_cloud_a_rate_limited_cloud_and_an_unpatchable_node_the_heal
     let mut failed = 0;
     let started = Instant::now();
     while failed <= nodewright::plan::backoff::RETRIED_AT_ONCE {
-        assert!(started.elapsed() < Duration::from_secs(60), "{spare}: {failed} failure(s)");
         let c = rec.cycle_detailed(SystemTime::now()).await.expect("cycle");
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "{spare}: {failed} failure(s); last decision {}: {:?} {:?}",
+            c.decision.action,
+            c.decision.reasons,
+            c.decision.notes
+        );
         assert_eq!(c.snapshot.unavailable_providers.len(), 2, "both broken clouds are frozen");
-        if c.decision.action.to_string().contains(&spare) {
+        if describe(&c.decision.action).contains(&spare) {
             assert!(c.result.is_err(), "every PATCH of {spare} fails");
             failed += 1;
         }
