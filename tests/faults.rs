@@ -680,7 +680,10 @@ async fn a_vm_whose_delete_failed_in_scale_down_is_not_capacity_nor_a_failed_cre
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     assert!(
-        env.cluster.nodes().iter().all(|n| n.metadata.name.as_deref() != Some(old.as_str())),
+        env.cluster
+            .nodes()
+            .iter()
+            .all(|n| n.metadata.name.as_deref() != Some(old.as_str())),
         "the node went first"
     );
     assert_eq!(vms(&env, CLUSTER), vec![("cache".to_string(), old.clone())]);
@@ -690,7 +693,7 @@ async fn a_vm_whose_delete_failed_in_scale_down_is_not_capacity_nor_a_failed_cre
     scale_app(&env, "cache", 1);
     let (mut retries, mut scaled_up) = (0, false);
     let started = Instant::now();
-    while !(scaled_up && !vms(&env, CLUSTER).iter().any(|(_, n)| *n == old)) {
+    while !scaled_up || vms(&env, CLUSTER).iter().any(|(_, n)| *n == old) {
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "retries {retries}, scaled up {scaled_up}; VMs {:?}",
@@ -868,16 +871,20 @@ async fn transient_failures_the_loop_recovers_from_are_not_logged_at_error() {
         .stderr(log);
     let mut proc = common::Killed(cmd.spawn().expect("start nodewright"));
     add_app(&env, "workers", 1);
-    common::wait_for("a worker despite the faults", Duration::from_secs(60), || {
-        running_of(&env, "workers") == 1
-            && env.cluster.nodes().iter().any(|n| {
-                n.metadata
-                    .name
-                    .as_deref()
-                    .is_some_and(|n| n.starts_with("ft-workers-"))
-                    && !has_startup_taint(n)
-            })
-    })
+    common::wait_for(
+        "a worker despite the faults",
+        Duration::from_secs(60),
+        || {
+            running_of(&env, "workers") == 1
+                && env.cluster.nodes().iter().any(|n| {
+                    n.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| n.starts_with("ft-workers-"))
+                        && !has_startup_taint(n)
+                })
+        },
+    )
     .await;
     proc.kill();
     let c = env.faults.cluster.counts();
@@ -899,7 +906,10 @@ async fn transient_failures_the_loop_recovers_from_are_not_logged_at_error() {
         .filter(|(level, _)| level == "ERROR")
         .map(|(_, l)| l)
         .collect();
-    assert!(errors.is_empty(), "ERROR lines for failures that passed:\n{errors:#?}");
+    assert!(
+        errors.is_empty(),
+        "ERROR lines for failures that passed:\n{errors:#?}"
+    );
     assert!(
         levels.iter().any(|(level, _)| level == "WARN"),
         "the failures are still logged, at WARN:\n{text}"
@@ -927,7 +937,11 @@ async fn cycles_of(
     let (mut cycles, mut taken) = (0, Vec::new());
     let tag = format!("{CLUSTER}-{group}-");
     while !done(env) {
-        assert!(cycles < 200, "{group}: not done in 200 cycles; taken {taken:?}; VMs {:?}", vms(env, CLUSTER));
+        assert!(
+            cycles < 200,
+            "{group}: not done in 200 cycles; taken {taken:?}; VMs {:?}",
+            vms(env, CLUSTER)
+        );
         cycles += 1;
         let started = Instant::now();
         let c = rec.cycle_detailed(SystemTime::now()).await.expect("cycle");
@@ -1031,7 +1045,11 @@ async fn with_a_hung_cloud_a_rate_limited_cloud_and_an_unpatchable_node_the_heal
             c.decision.reasons,
             c.decision.notes
         );
-        assert_eq!(c.snapshot.unavailable_providers.len(), 2, "both broken clouds are frozen");
+        assert_eq!(
+            c.snapshot.unavailable_providers.len(),
+            2,
+            "both broken clouds are frozen"
+        );
         if describe(&c.decision.action).contains(&spare) {
             assert!(c.result.is_err(), "every PATCH of {spare} fails");
             failed += 1;
@@ -1084,7 +1102,11 @@ async fn an_unreadable_guest_agent_exec_status_does_not_destroy_a_vm_whose_node_
         settled(e, &[("batch", 1)])
     })
     .await;
-    assert_eq!(env.faults.proxmox.counts().server_errors, 3, "the forced failures happened");
+    assert_eq!(
+        env.faults.proxmox.counts().server_errors,
+        3,
+        "the forced failures happened"
+    );
     let log = env.vm_log.lock().unwrap_or_else(|p| p.into_inner()).clone();
     let batch: Vec<_> = log
         .iter()

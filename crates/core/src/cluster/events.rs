@@ -60,7 +60,10 @@ struct Bucket {
 
 impl Bucket {
     fn full(burst: f64, now: Instant) -> Self {
-        Bucket { tokens: burst, at: now }
+        Bucket {
+            tokens: burst,
+            at: now,
+        }
     }
 
     /// Takes one token if there is one after refilling at `per_second` up to `burst`.
