@@ -430,7 +430,7 @@ fn render_note(s: &crate::cloud::proxmox::ProxmoxSettings) -> String {
 
 /// How long `run` may take to stop after SIGTERM or Ctrl-C: well within Kubernetes'
 /// default `terminationGracePeriodSeconds` (30 s).
-const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
+pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Pending pods `plan` lists per bucket; `plan --json` has every one.
 const PLAN_PODS_SHOWN: usize = 10;

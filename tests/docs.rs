@@ -168,3 +168,59 @@ fn readme_opening_names_every_provider_as_available() {
         "README's opening still says a provider comes next:\n{opening}"
     );
 }
+
+/// README's Reliability table gives the figures of the loop's deadlines, retries, backoff
+/// and Event limits: they are the code's constants, so a change to one shows here.
+#[test]
+fn readme_reliability_figures_are_the_constants() {
+    use nodewright::cluster::events;
+    let readme = read(&repo().join("README.md"));
+    let secs = |d: std::time::Duration| d.as_secs();
+    let expected = [
+        format!(
+            "observe deadline {} s per provider",
+            secs(nodewright::act::DEFAULT_OBSERVE_DEADLINE)
+        ),
+        format!(
+            "a `Retry-After` is honoured up to {} s",
+            secs(nodewright::cloud::http::MAX_RETRY_AFTER)
+        ),
+        format!(
+            "reads are tried {} more times within the call",
+            nodewright::cloud::http::READ_RETRIES
+        ),
+        format!(
+            "tried again at once {} times, then held back {} s, doubling to {} s",
+            nodewright::plan::backoff::RETRIED_AT_ONCE,
+            secs(nodewright::plan::backoff::FIRST_WAIT),
+            secs(nodewright::plan::backoff::MAX_WAIT)
+        ),
+        format!(
+            "call deadline of {} s",
+            secs(nodewright::cluster::deadline::DEFAULT_CALL_DEADLINE)
+        ),
+        format!(
+            "the process stops within {} s",
+            secs(nodewright::cli::SHUTDOWN_GRACE)
+        ),
+        format!(
+            "unchanged for {} s",
+            secs(nodewright::config::reload::SETTLE)
+        ),
+        format!(
+            "Events: {} per object, then one per {} s; {} in all, then {} a second",
+            events::OBJECT_BURST,
+            secs(events::OBJECT_REFILL),
+            events::BURST,
+            events::PER_SECOND
+        ),
+    ];
+    let missing: Vec<&String> = expected
+        .iter()
+        .filter(|e| !readme.contains(e.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "README's Reliability section does not say these (as the code has them): {missing:#?}"
+    );
+}

@@ -15,7 +15,7 @@ use nodewright::cloud::openstack::{
 use nodewright::cloud::proxmox::{
     ProviderOptions as ProxmoxOptions, ProxmoxCredentials, ProxmoxProvider, ProxmoxSettings,
 };
-use nodewright::cloud::{CloudError, CloudProvider, CreateRequest, JOINED_TAG};
+use nodewright::cloud::{CloudError, CloudProvider, CreateRequest, ServerStatus, JOINED_TAG};
 use nodewright::sim::kamatera::{SimKamatera, SimKamateraOptions};
 use nodewright::sim::openstack::{SimOpenStack, SimOpenStackOptions};
 use nodewright::sim::proxmox::{SimProxmox, SimProxmoxOptions};
@@ -76,6 +76,22 @@ async fn marks_and_reads_back(
     let listed = fresh().list_servers(cluster).await.expect("list");
     let s = listed.iter().find(|s| s.id == id).expect("listed");
     assert_eq!(s.joined, None, "{s:?}");
+    assert_ne!(s.status, ServerStatus::Removing, "{s:?}");
+    // The removing mark (written before a removal deletes the VM's Node): read back by a
+    // fresh process, so a VM whose delete failed is never taken for capacity on its way.
+    match p.mark_removing("someone-else", id).await {
+        Err(CloudError::Refused { .. }) => {}
+        other => panic!("a removing mark for another cluster: {other:?}"),
+    }
+    p.mark_removing(cluster, id).await.expect("mark removing");
+    p.mark_removing(cluster, id)
+        .await
+        .expect("mark removing again");
+    let listed = fresh().list_servers(cluster).await.expect("list");
+    let s = listed.iter().find(|s| s.id == id).expect("listed");
+    assert_eq!(s.status, ServerStatus::Removing, "{s:?}");
+    let now = fresh().get_server(cluster, id).await.expect("get");
+    assert_eq!(now.map(|s| s.status), Some(ServerStatus::Removing));
 }
 
 #[tokio::test]

@@ -287,12 +287,14 @@ impl Reconciler {
                 tracing::warn!(group = %group, error = %e, "create or start failed; backing the group off");
                 self.clouds.record_failure(group, backoff, now);
             }
-            // Stale warm VMs deleted are no provisioning failure.
+            // Stale warm VMs and unfinished removals deleted are no provisioning failure.
             (plan::Action::DeleteServers { .. }, Ok(_))
-                if decision
-                    .reasons
-                    .iter()
-                    .all(|r| r.code == plan::ReasonCode::WarmVmStale) => {}
+                if decision.reasons.iter().all(|r| {
+                    matches!(
+                        r.code,
+                        plan::ReasonCode::WarmVmStale | plan::ReasonCode::RemovalUnfinished
+                    )
+                }) => {}
             (plan::Action::DeleteNodes { .. }, Ok(_)) => self.clouds.record_node_deleted(now),
             (plan::Action::DeleteNodes { .. }, Err(_)) | (plan::Action::Uncordon { .. }, _) => {
                 self.clouds.record_disruption_failure(now)

@@ -209,11 +209,15 @@ impl Actuator<'_> {
                 continue;
             }
             if let Some(node) = node {
-                // The VM stops counting as joined before its Node goes: should its
-                // delete not follow (a crash, a failed call), it is removed as a VM
-                // without a node, not waited on as one whose Node vanished.
-                if vm_now.as_ref().is_some_and(|v| v.joined.is_some()) {
-                    provider.mark_joined(cluster_name, &server.id, None).await?;
+                // Marked as being removed before its Node goes: should its delete not
+                // follow (a crash, a failed call), this process or the next deletes it
+                // again, and never takes it for capacity on its way in, nor for a VM
+                // that failed to join.
+                if vm_now
+                    .as_ref()
+                    .is_some_and(|v| v.status != crate::cloud::ServerStatus::Removing)
+                {
+                    provider.mark_removing(cluster_name, &server.id).await?;
                 }
                 self.cluster.delete_node(node).await?;
                 out.done.push(format!("deleted node {node}"));

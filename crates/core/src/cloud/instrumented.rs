@@ -136,6 +136,13 @@ impl CloudProvider for Instrumented {
         r
     }
 
+    async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        let t = Instant::now();
+        let r = self.inner.mark_removing(cluster, id).await;
+        self.record("mark_removing", t, &r);
+        r
+    }
+
     async fn nodes_joined(&self, cluster: &str, names: &[String]) -> Result<(), CloudError> {
         let t = Instant::now();
         let r = self.inner.nodes_joined(cluster, names).await;
@@ -221,6 +228,13 @@ mod tests {
                 .push(format!("mark_joined {id}"));
             Ok(())
         }
+        async fn mark_removing(&self, _: &str, id: &str) -> Result<(), CloudError> {
+            self.calls
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(format!("mark_removing {id}"));
+            Ok(())
+        }
     }
 
     /// Regression: the metrics wrapper `run` puts around every provider once answered the
@@ -244,6 +258,7 @@ mod tests {
             .mark_joined("c", "1", Some(std::time::SystemTime::UNIX_EPOCH))
             .await
             .expect("forwarded");
+        wrapped.mark_removing("c", "1").await.expect("forwarded");
         let calls = inner
             .calls
             .lock()
@@ -255,7 +270,8 @@ mod tests {
                 "create_warm c-g-aaaaa",
                 "start_warm 1",
                 "park 1",
-                "mark_joined 1"
+                "mark_joined 1",
+                "mark_removing 1"
             ]
         );
     }

@@ -27,6 +27,11 @@ pub const SETTINGS_HASH_TAG: &str = "nodewright-settings-hash";
 /// seconds): a VM that ever joined is never taken for one that never did, by this process
 /// or the next (see [`Server::joined`]). Proxmox and Kamatera keep it as a tag.
 pub const JOINED_TAG: &str = "nodewright-joined";
+/// Cloud-side metadata key marking a VM nodewright has begun to remove (written before its
+/// Node is deleted, read back as [`ServerStatus::Removing`]): should the delete fail or
+/// the process die, this process or the next knows the VM is on its way out, never
+/// capacity on its way in, and deletes it again. Proxmox and Kamatera keep it as a tag.
+pub const REMOVING_TAG: &str = "nodewright-removing";
 
 /// Lifecycle of a VM as the planner needs to know it; provider states map onto this.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -42,6 +47,9 @@ pub enum ServerStatus {
     /// clone that never got its size and ownership tags, recognised by the name and
     /// description set in the clone call). Nothing will finish it: it is removed.
     Incomplete,
+    /// Marked [`REMOVING_TAG`]: nodewright began removing it and the delete has not
+    /// happened (yet). Never capacity and never a failed create; its delete is retried.
+    Removing,
 }
 
 /// A VM as read back from the cloud on every cycle.
@@ -342,6 +350,10 @@ pub trait CloudProvider: Send + Sync {
         id: &str,
         at: Option<SystemTime>,
     ) -> Result<(), CloudError>;
+    /// Marks VM `id` as being removed ([`REMOVING_TAG`], read back as
+    /// [`ServerStatus::Removing`]) before nodewright deletes its Node and the VM: read
+    /// back first and refused unless it is `cluster`'s. A VM already marked is left as is.
+    async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError>;
     /// The nodes `names` of `cluster` are Ready and their startup taint goes next: what was
     /// left for their boot only (a Proxmox cloud-init seed, join token inside) is removed.
     /// The caller logs an error and removes the taint all the same.

@@ -306,6 +306,9 @@ pub enum ReasonCode {
     WarmPoolShort,
     /// A warm VM was made from other settings, or is older than `oldNodeAgeLimit`.
     WarmVmStale,
+    /// A VM whose removal began (its removing mark is on) and did not finish: deleted
+    /// again, never counted as a failed create.
+    RemovalUnfinished,
     /// A warm VM with a Node of ours is stopped and its Node deleted.
     WarmPoolPark,
     /// An action that failed on its objects is held back for a while; the next step's
@@ -606,6 +609,7 @@ type Step = fn(&view::View<'_>, &mut Vec<Reason>) -> Option<(Action, Vec<Reason>
 pub const STEPS: &[(&str, Step)] = &[
     ("finish-provisioning", steps::finish_provisioning),
     ("clean-up-failed", steps::clean_up_failed),
+    ("finish-removal", steps::finish_removal),
     ("park-warm", steps::park_warm),
     ("drop-stale-warm", steps::drop_stale_warm),
     ("forget-stale-cordons", steps::forget_stale_cordons),

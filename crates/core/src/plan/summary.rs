@@ -50,7 +50,7 @@ pub fn summarize(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Summa
         };
         for state in NODE_STATES
             .iter()
-            .chain(&["failed", "disowned", "copied", "vanished"])
+            .chain(&["failed", "disowned", "copied", "vanished", "removing"])
         {
             s.states.insert(state.to_string(), 0);
         }
@@ -60,6 +60,7 @@ pub fn summarize(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Summa
                 ServerState::Failed => "failed",
                 ServerState::Disowned => "disowned",
                 ServerState::Vanished => "vanished",
+                ServerState::Removing => "removing",
                 ServerState::Provisioning => {
                     s.provisioning.push(m.server.name.clone());
                     "provisioning"

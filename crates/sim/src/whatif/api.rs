@@ -9,7 +9,9 @@ use async_trait::async_trait;
 
 use super::world::World;
 use crate::act::Clouds;
-use crate::cloud::{check_owned, CloudError, CloudProvider, CreateRequest, GroupShape, Server};
+use crate::cloud::{
+    check_owned, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
+};
 use crate::config::{Config, ProviderKind};
 use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodRef};
 use nodewright_core::cluster::{ClusterApi, ClusterError, Eviction};
@@ -274,6 +276,18 @@ impl CloudProvider for MemCloud {
         check_owned(self.kind.as_str(), &server, cluster)?;
         if let Some(vm) = s.vms.get_mut(id) {
             vm.server.joined = at;
+        }
+        Ok(())
+    }
+
+    /// The mark lives on the VM, as a cloud tag does.
+    async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        let mut s = self.world.lock();
+        let server = s.vms.get(id).map(|v| v.server.clone());
+        let server = server.ok_or_else(|| self.other(format!("no VM {id}")))?;
+        check_owned(self.kind.as_str(), &server, cluster)?;
+        if let Some(vm) = s.vms.get_mut(id) {
+            vm.server.status = ServerStatus::Removing;
         }
         Ok(())
     }

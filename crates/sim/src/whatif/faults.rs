@@ -577,6 +577,15 @@ impl CloudProvider for FaultyCloud {
         }
         self.inner.mark_joined(cluster, id, at).await
     }
+
+    async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        self.plain("mark VM removing")?;
+        if self.injector.is_foreign_vm(id) {
+            self.injector
+                .violation(format!("mark of VM {id}, which is not this cluster's"));
+        }
+        self.inner.mark_removing(cluster, id).await
+    }
 }
 
 /// The world's cluster and one provider per provider kind of the config, every call

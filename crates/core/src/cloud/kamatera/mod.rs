@@ -236,6 +236,11 @@ pub fn warm_tag(prefix: &str, filling: bool) -> String {
     format!("{prefix}_{}", if filling { "wfill" } else { "wpark" })
 }
 
+/// `<prefix>_rm`: nodewright began removing the server ([`crate::cloud::REMOVING_TAG`]).
+pub fn removing_tag(prefix: &str) -> String {
+    format!("{prefix}_rm")
+}
+
 /// `<prefix>_s<unix seconds>`: when a server was last started out of the warm pool; its
 /// age and `provisionTimeout` count from then.
 pub fn started_tag(prefix: &str, at: SystemTime) -> String {

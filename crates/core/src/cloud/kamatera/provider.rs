@@ -15,8 +15,8 @@ use super::api::{
 use super::credentials::KamateraCredentials;
 use super::{
     cluster_tag, group_tag, hash_tag, is_time_tag_suffix, parse_hash_tag, parse_joined_tag,
-    parse_started_tag, parse_time_tag, time_tag, warm_tag, KamateraSettings, UserDataField,
-    DEFAULT_TAG_PREFIX, PROVIDER,
+    parse_started_tag, parse_time_tag, removing_tag, time_tag, warm_tag, KamateraSettings,
+    UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
 };
 use crate::cloud::{
     http, refused, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
@@ -373,7 +373,11 @@ impl KamateraProvider {
             name: entry.name.clone(),
             cluster: Some(cluster.to_string()),
             group,
-            status: status_of(entry.power.as_deref()),
+            status: if tags.contains(&removing_tag(prefix)) {
+                ServerStatus::Removing
+            } else {
+                status_of(entry.power.as_deref())
+            },
             created,
             memory_bytes,
             provider: PROVIDER.into(),
@@ -634,6 +638,10 @@ impl CloudProvider for KamateraProvider {
         at: Option<SystemTime>,
     ) -> Result<(), CloudError> {
         self.mark_server_joined(cluster, id, at).await
+    }
+
+    async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        self.mark_server_removing(cluster, id).await
     }
 
     /// Terminates server `id` only when it is `cluster`'s by its name and its tags, both

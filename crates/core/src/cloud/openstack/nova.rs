@@ -7,7 +7,9 @@ use serde::Deserialize;
 
 use super::time::parse_timestamp;
 use super::PROVIDER;
-use crate::cloud::{Server, ServerStatus, CLUSTER_TAG, GROUP_TAG, JOINED_TAG, SETTINGS_HASH_TAG};
+use crate::cloud::{
+    Server, ServerStatus, CLUSTER_TAG, GROUP_TAG, JOINED_TAG, REMOVING_TAG, SETTINGS_HASH_TAG,
+};
 
 /// Server metadata key of the warm mark: [`WARM_FILLING`] or [`WARM_PARKED`]; read back
 /// every cycle, so a fresh process knows the pool.
@@ -269,7 +271,12 @@ impl NovaServer {
             name: self.name.clone(),
             cluster: self.ownership(CLUSTER_TAG),
             group: self.ownership(GROUP_TAG),
-            status: map_status(&self.status, self.task_state.as_deref()),
+            status: match map_status(&self.status, self.task_state.as_deref()) {
+                // Marked before its removal; Nova deleting it says more.
+                ServerStatus::Deleting => ServerStatus::Deleting,
+                _ if self.metadata.contains_key(REMOVING_TAG) => ServerStatus::Removing,
+                s => s,
+            },
             created,
             memory_bytes: self
                 .flavor

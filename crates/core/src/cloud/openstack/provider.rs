@@ -581,6 +581,10 @@ impl CloudProvider for OpenStackProvider {
         self.mark_server_joined(cluster, id, at).await
     }
 
+    async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        self.mark_server_removing(cluster, id).await
+    }
+
     async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {
         let settings = self.settings(group)?;
         let flavor = self.flavor(&settings.flavor).await?;

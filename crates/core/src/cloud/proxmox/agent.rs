@@ -1,5 +1,12 @@
 //! Joining through the QEMU guest agent: wait for `agent/ping`, `agent/file-write` the
 //! rendered script, `agent/exec` it (command as an array), poll `agent/exec-status`.
+//!
+//! Only a known failure fails the join ([`JoinError::Failed`]: the agent never answered,
+//! the script could not be written, or it exited non-zero); a call whose outcome is
+//! unknown (the exec call itself failing or dropped, its status unreadable until the
+//! deadline, the script still running) is [`JoinError::Unknown`]: the script may have
+//! run, the node may join, so the VM is never destroyed for it; `provisionTimeout`
+//! judges it as any VM that has not joined.
 
 use std::time::{Duration, Instant};
 
@@ -38,7 +45,20 @@ fn excerpt(s: &str) -> String {
     }
 }
 
-/// Runs `script` in VM `vmid` on `node` as `/bin/sh <path>`; errors unless it exits 0.
+/// How a guest-agent join did not finish.
+#[derive(Debug)]
+pub enum JoinError {
+    /// The script did not run, or ran and failed: the VM will not join.
+    Failed(CloudError),
+    /// Whether the script ran, or how it ended, is not known.
+    Unknown(CloudError),
+}
+
+/// Tries of `agent/file-write`: writing the same file again is harmless.
+const FILE_WRITE_TRIES: usize = 3;
+
+/// Runs `script` in VM `vmid` on `node` as `/bin/sh <path>`; errors unless it exits 0,
+/// telling a known failure from an unknown outcome.
 pub async fn run_join_script(
     api: &Api,
     node: &str,
@@ -46,7 +66,7 @@ pub async fn run_join_script(
     script: &str,
     path: &str,
     t: &JoinTimings,
-) -> Result<(), CloudError> {
+) -> Result<(), JoinError> {
     let base = vm_path(node, vmid);
     let deadline = Instant::now() + t.agent_timeout;
     loop {
@@ -54,21 +74,31 @@ pub async fn run_join_script(
             Ok(_) => break,
             Err(e) => {
                 if Instant::now() >= deadline {
-                    return Err(other(format!(
+                    return Err(JoinError::Failed(other(format!(
                         "VM {vmid}: the QEMU guest agent did not answer within {} (is qemu-guest-agent installed and enabled in the template?): {e}",
                         humantime::format_duration(t.agent_timeout)
-                    )));
+                    ))));
                 }
                 tracing::debug!(vmid, error = %e, "guest agent not answering yet");
             }
         }
         tokio::time::sleep(t.poll).await;
     }
-    api.post(
-        &format!("{base}/agent/file-write"),
-        &params([("file", path.to_string()), ("content", script.to_string())]),
-    )
-    .await?;
+    let mut written = Err(other("not tried"));
+    for _ in 0..FILE_WRITE_TRIES {
+        written = api
+            .post(
+                &format!("{base}/agent/file-write"),
+                &params([("file", path.to_string()), ("content", script.to_string())]),
+            )
+            .await;
+        if written.is_ok() {
+            break;
+        }
+        tokio::time::sleep(t.poll).await;
+    }
+    written.map_err(JoinError::Failed)?;
+    // Not repeated: an exec whose answer was lost may have started the script.
     let started = api
         .post(
             &format!("{base}/agent/exec"),
@@ -77,40 +107,59 @@ pub async fn run_join_script(
                 ("command", path.to_string()),
             ]),
         )
-        .await?;
-    let pid = started["pid"]
-        .as_i64()
-        .ok_or_else(|| other(format!("VM {vmid}: agent/exec returned no pid: {started}")))?;
+        .await
+        .map_err(JoinError::Unknown)?;
+    let pid = started["pid"].as_i64().ok_or_else(|| {
+        JoinError::Unknown(other(format!(
+            "VM {vmid}: agent/exec returned no pid: {started}"
+        )))
+    })?;
     let deadline = Instant::now() + t.exec_timeout;
+    let mut last_error: Option<CloudError>;
     loop {
-        let st = api
+        let status = api
             .get(
                 &format!("{base}/agent/exec-status"),
                 &params([("pid", pid.to_string())]),
             )
-            .await?;
-        let exited = st["exited"].as_bool().unwrap_or(false) || st["exited"].as_i64() == Some(1);
-        if exited {
-            let code = st["exitcode"].as_i64();
-            if code == Some(0) {
-                tracing::info!(vmid, "join script finished");
-                return Ok(());
+            .await;
+        match status {
+            Ok(st) => {
+                last_error = None;
+                let exited =
+                    st["exited"].as_bool().unwrap_or(false) || st["exited"].as_i64() == Some(1);
+                if exited {
+                    let code = st["exitcode"].as_i64();
+                    if code == Some(0) {
+                        tracing::info!(vmid, "join script finished");
+                        return Ok(());
+                    }
+                    let how = match (code, st["signal"].as_i64()) {
+                        (Some(c), _) => format!("exit code {c}"),
+                        (None, Some(s)) => format!("signal {s}"),
+                        _ => "an unknown status".to_string(),
+                    };
+                    return Err(JoinError::Failed(other(format!(
+                        "VM {vmid}: join script {path} failed with {how}; stderr: {}",
+                        excerpt(st["err-data"].as_str().unwrap_or(""))
+                    ))));
+                }
             }
-            let how = match (code, st["signal"].as_i64()) {
-                (Some(c), _) => format!("exit code {c}"),
-                (None, Some(s)) => format!("signal {s}"),
-                _ => "an unknown status".to_string(),
-            };
-            return Err(other(format!(
-                "VM {vmid}: join script {path} failed with {how}; stderr: {}",
-                excerpt(st["err-data"].as_str().unwrap_or(""))
-            )));
+            // Read again until the deadline: one lost answer says nothing of the script.
+            Err(e) => {
+                tracing::debug!(vmid, error = %e, "join script status not readable; asking again");
+                last_error = Some(e);
+            }
         }
         if Instant::now() >= deadline {
-            return Err(other(format!(
-                "VM {vmid}: join script {path} still running after {}",
+            let why = match last_error {
+                Some(e) => format!("its status could not be read: {e}"),
+                None => "it is still running".to_string(),
+            };
+            return Err(JoinError::Unknown(other(format!(
+                "VM {vmid}: join script {path} not seen to finish within {}: {why}",
                 humantime::format_duration(t.exec_timeout)
-            )));
+            ))));
         }
         tokio::time::sleep(t.poll).await;
     }

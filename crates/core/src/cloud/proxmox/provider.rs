@@ -17,7 +17,7 @@ use serde_json::Value;
 use tokio::sync::Mutex;
 
 use super::adopt::{judge_clones, Adopted, Judged};
-use super::agent::{run_join_script, JoinTimings, MAX_SCRIPT_LEN};
+use super::agent::{run_join_script, JoinError, JoinTimings, MAX_SCRIPT_LEN};
 use super::allocate::{clone_vm, list_vms, vm_config, vm_path, CloneSpec, VmResource};
 use super::client::{params, Api};
 use super::credentials::ProxmoxCredentials;
@@ -84,7 +84,11 @@ impl Default for ProviderOptions {
 pub enum JoinState {
     Running,
     Done,
+    /// Known to have failed: the VM is reported in error and replaced.
     Failed(String),
+    /// How the script ended is not known (see [`JoinError::Unknown`]): the VM is left to
+    /// join, or to be judged by `provisionTimeout`, never destroyed for it.
+    Unknown(String),
 }
 
 struct Inner {
@@ -461,9 +465,13 @@ impl ProxmoxProvider {
                 run_join_script(&task_inner.api, &node, vmid, &script, &path, &timings).await;
             let state = match result {
                 Ok(()) => JoinState::Done,
-                Err(e) => {
+                Err(JoinError::Failed(e)) => {
                     tracing::warn!(vm = %name, vmid, error = %e, "guest-agent join failed; the VM will be reported as failed");
                     JoinState::Failed(e.to_string())
+                }
+                Err(JoinError::Unknown(e)) => {
+                    tracing::warn!(vm = %name, vmid, error = %e, "guest-agent join outcome unknown; the VM is left to join within provisionTimeout");
+                    JoinState::Unknown(e.to_string())
                 }
             };
             task_inner
@@ -587,6 +595,10 @@ impl CloudProvider for ProxmoxProvider {
         at: Option<SystemTime>,
     ) -> Result<(), CloudError> {
         self.mark_vm_joined(cluster, id, at).await
+    }
+
+    async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        self.mark_vm_removing(cluster, id).await
     }
 
     /// Destroys VM `id` only when its tags, read back just before, name `cluster` (and

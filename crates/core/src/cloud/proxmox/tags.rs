@@ -12,6 +12,7 @@
 //!   into a clone, so a person's copy of a node VM carries every other mark; the id tells
 //!   the copy (another VM id) from the VM nodewright made. Only VMs made before this mark
 //!   existed lack it (see [`Ownership::copy_of`]).
+//! - `nw-removing`: nodewright began removing it ([`crate::cloud::REMOVING_TAG`])
 
 use std::time::{Duration, SystemTime};
 
@@ -21,6 +22,7 @@ pub const CREATED_PREFIX: &str = "nw-t-";
 pub const HASH_PREFIX: &str = "nw-h-";
 pub const WARM_TAG: &str = "nw-warm";
 pub const JOINED_PREFIX: &str = "nw-j-";
+pub const REMOVING_TAG: &str = "nw-removing";
 pub const VMID_PREFIX: &str = "nw-i-";
 /// Every tag prefix nodewright writes: a VM carrying any of them was configured by
 /// nodewright once (a half-made VM carries none, see `halfmade`).
@@ -32,6 +34,7 @@ pub const ALL_PREFIXES: &[&str] = &[
     JOINED_PREFIX,
     VMID_PREFIX,
     WARM_TAG,
+    REMOVING_TAG,
 ];
 
 /// Whether `tags` hold any tag nodewright writes (of any cluster).
@@ -90,6 +93,8 @@ pub struct Ownership {
     pub warm: bool,
     /// The latest [`JOINED_PREFIX`] time.
     pub joined: Option<SystemTime>,
+    /// Carries [`REMOVING_TAG`].
+    pub removing: bool,
     /// The VM id it was made as ([`VMID_PREFIX`], or `vmid=` in the description); two
     /// different ones are `Some(0)`, which no VM has.
     pub vmid: Option<u32>,
@@ -114,6 +119,8 @@ pub fn ownership(tags: &str) -> Ownership {
         let lower = t.to_ascii_lowercase();
         if lower == WARM_TAG {
             o.warm = true;
+        } else if lower == REMOVING_TAG {
+            o.removing = true;
         } else if let Some(v) = lower.strip_prefix(CLUSTER_PREFIX) {
             clusters.push(decode(v));
         } else if let Some(v) = lower.strip_prefix(GROUP_PREFIX) {
@@ -277,6 +284,16 @@ pub fn with_joined(tags: &str, at: Option<SystemTime>) -> String {
     if let Some(at) = at {
         out.push(format!("{JOINED_PREFIX}{}", crate::cloud::unix_secs(at)));
     }
+    out.join(";")
+}
+
+/// `tags` with [`REMOVING_TAG`] added (once).
+pub fn with_removing(tags: &str) -> String {
+    let mut out: Vec<&str> = split(tags)
+        .into_iter()
+        .filter(|t| !t.eq_ignore_ascii_case(REMOVING_TAG))
+        .collect();
+    out.push(REMOVING_TAG);
     out.join(";")
 }
 

@@ -68,6 +68,10 @@ pub(crate) fn stale(v: &View<'_>, g: &NodeGroupConfig, s: &Server) -> Option<Str
             s.name
         )),
         ServerStatus::Incomplete => Some(format!("warm VM {} was left half-made", s.name)),
+        ServerStatus::Removing => Some(format!(
+            "warm VM {} carries the mark of a removal that did not finish",
+            s.name
+        )),
         // Stopped; or busy for a moment (a backup's lock, being deleted): kept, and not
         // started until it is stopped and unlocked again.
         ServerStatus::Stopped

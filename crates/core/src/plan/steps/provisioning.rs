@@ -165,6 +165,41 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     Some((Action::DeleteServers { servers, nodes }, reasons))
 }
 
+/// VMs whose removal began (marked removing, their Node gone) and did not finish: their
+/// delete is made again. A failed delete is held back per VM (see
+/// [`crate::plan::backoff`]), and the VM is never capacity nor a failed create meanwhile.
+pub fn finish_removal(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
+    let removing: Vec<&Member<'_>> = v
+        .members
+        .iter()
+        .filter(|m| m.state == ServerState::Removing)
+        .filter(|m| !v.frozen.contains_key(m.group.name.as_str()))
+        .collect();
+    if removing.is_empty() {
+        return None;
+    }
+    let reasons = removing
+        .iter()
+        .map(|m| {
+            Reason::new(
+                ReasonCode::RemovalUnfinished,
+                format!(
+                    "VM {} of group {} was being removed and is still there; deleting it again",
+                    m.server.name, m.group.name
+                ),
+            )
+        })
+        .collect();
+    let servers = removing.iter().map(|m| m.server_ref()).collect();
+    Some((
+        Action::DeleteServers {
+            servers,
+            nodes: Vec::new(),
+        },
+        reasons,
+    ))
+}
+
 /// Notes for the VMs that joined once and have no Ready node of ours now; true when no
 /// managed node is in view at all while some of them have none: the cluster view looks
 /// wrong (a wrong kubeconfig, an etcd restore, an API server that lists no nodes), as

@@ -35,6 +35,11 @@ pub enum ServerState {
     Failed,
     /// The cloud is already deleting it.
     Deleting,
+    /// nodewright began removing it ([`ServerStatus::Removing`]) and its Node is gone, but
+    /// the VM is not (a failed delete, a process killed in between). Never capacity and
+    /// never a failed create; counts against `maxSize` (it still runs); its delete is
+    /// retried, held back per object when it keeps failing.
+    Removing,
     /// A node of its name exists but no longer carries our labels, or the cloud shows the
     /// VM half-made although a node of its name registered (its tags were taken away):
     /// someone took it over. Never deleted, only reported.
@@ -615,6 +620,11 @@ fn server_state(
         return ServerState::Deleting;
     }
     let joined = node.is_some_and(|n| !n.has_taint(STARTUP_TAINT_KEY) && !n.deleting);
+    // Marked before its Node is deleted: while the Node is there, the removal that
+    // marked it (cordoned, drained) is still the one to finish it.
+    if server.status == ServerStatus::Removing && !joined {
+        return ServerState::Removing;
+    }
     if joined
         && !matches!(
             server.status,

@@ -6,7 +6,7 @@
 //! stamps `<prefix>_s<unix seconds>`, removes the park tag and powers it on; its kubelet
 //! registers the Node again.
 
-use super::super::{joined_tag, parse_joined_tag, started_tag, warm_tag};
+use super::super::{joined_tag, parse_joined_tag, removing_tag, started_tag, warm_tag};
 use super::*;
 
 impl KamateraProvider {
@@ -88,6 +88,22 @@ impl KamateraProvider {
             self.remove_tag(id, old).await?;
         }
         tracing::info!(server = %entry.name, id, joined = at.is_some(), "Kamatera joined mark written");
+        Ok(())
+    }
+
+    /// Tags the server `<prefix>_rm` (see [`crate::cloud::CloudProvider::mark_removing`]);
+    /// one already tagged is left.
+    pub(super) async fn mark_server_removing(
+        &self,
+        cluster: &str,
+        id: &str,
+    ) -> Result<(), CloudError> {
+        let (entry, tags, prefix) = self.owned_now(cluster, id).await?;
+        let mark = removing_tag(&prefix);
+        if !tags.contains(&mark) {
+            self.add_tag(id, &mark).await?;
+            tracing::info!(server = %entry.name, id, "Kamatera server marked as being removed");
+        }
         Ok(())
     }
 

@@ -142,6 +142,26 @@ impl OpenStackProvider {
         Ok(())
     }
 
+    /// Marks the server as being removed (see
+    /// [`crate::cloud::CloudProvider::mark_removing`]): metadata
+    /// [`crate::cloud::REMOVING_TAG`] = Unix seconds, after it is read back and found
+    /// `cluster`'s.
+    pub(super) async fn mark_server_removing(
+        &self,
+        cluster: &str,
+        id: &str,
+    ) -> Result<(), CloudError> {
+        let server = self.owned(cluster, id, false).await?;
+        if server.status == ServerStatus::Removing {
+            return Ok(());
+        }
+        let secs = crate::cloud::unix_secs(SystemTime::now());
+        self.set_metadata(id, json!({ crate::cloud::REMOVING_TAG: secs.to_string() }))
+            .await?;
+        tracing::info!(server = %server.name, id, "OpenStack server marked as being removed");
+        Ok(())
+    }
+
     /// `os-stop` (unless already SHUTOFF), SHUTOFF awaited, then marked parked: a crash
     /// in between leaves a stopped server, parked again by the next cycle if still
     /// marked warm, else removed by `provisionTimeout` like any server with no Node.

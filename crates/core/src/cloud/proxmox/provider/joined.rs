@@ -1,5 +1,7 @@
 //! The joined mark on Proxmox: the tag `nw-j-<unix seconds>`, written once a VM's node is
-//! Ready, so a later process knows the VM ran as a node (see [`crate::cloud::JOINED_TAG`]).
+//! Ready, so a later process knows the VM ran as a node (see [`crate::cloud::JOINED_TAG`]);
+//! and the removing mark `nw-removing`, written before its removal (see
+//! [`crate::cloud::REMOVING_TAG`]).
 
 use std::time::SystemTime;
 
@@ -23,6 +25,20 @@ impl ProxmoxProvider {
         }
         self.set_tags(&vm, value).await?;
         tracing::info!(vmid = vm.vmid, host = %vm.node, joined = at.is_some(), "Proxmox VM joined mark written");
+        Ok(())
+    }
+}
+
+impl ProxmoxProvider {
+    /// Reads VM `id` back (refused unless it is `cluster`'s) and adds the removing mark to
+    /// its tags; a VM already marked is left as it is.
+    pub(super) async fn mark_vm_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
+        let vm = self.owned_vm(cluster, id, false).await?;
+        if ownership(vm.tags()).removing {
+            return Ok(());
+        }
+        self.set_tags(&vm, tags::with_removing(vm.tags())).await?;
+        tracing::info!(vmid = vm.vmid, host = %vm.node, "Proxmox VM marked as being removed");
         Ok(())
     }
 }

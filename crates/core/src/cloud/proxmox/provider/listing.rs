@@ -59,10 +59,13 @@ impl ProxmoxProvider {
             // Cloned, unlocked, untagged and nobody here configuring it: left half-made.
             (None, _, _) if half_made && !in_creation => ServerStatus::Incomplete,
             (_, _, _) if half_made => ServerStatus::Building,
-            (_, _, Some(JoinState::Failed(_))) => ServerStatus::Error,
             (Some("destroyed"), _, _) => ServerStatus::Deleting,
+            _ if o.removing => ServerStatus::Removing,
+            (_, _, Some(JoinState::Failed(_))) => ServerStatus::Error,
             (Some(_), _, _) => ServerStatus::Building,
-            (None, "running", Some(JoinState::Running)) => ServerStatus::Building,
+            (None, "running", Some(JoinState::Running | JoinState::Unknown(_))) => {
+                ServerStatus::Building
+            }
             (None, "running", _) => ServerStatus::Active,
             (None, "stopped", _) => ServerStatus::Stopped,
             _ => ServerStatus::Unknown,
