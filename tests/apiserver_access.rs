@@ -327,9 +327,20 @@ async fn server_side_dry_runs_store_nothing() {
         SimPodTemplate::new("busybox:1", 64 << 20),
     )
     .expect("rs");
+    // Both the Deployment's and the ReplicaSet's pod run on w1 (cp-1 is tainted).
     assert!(
-        sim.wait_until(|s| s.pods_on("w1").iter().any(|p| common::running(p)), WAIT)
-            .await
+        sim.wait_until(
+            |s| s
+                .pods_on("w1")
+                .iter()
+                .filter(|p| common::running(p))
+                .count()
+                == 2,
+            WAIT
+        )
+        .await,
+        "{:?}",
+        sim.pods_on("w1")
     );
     let pods_before = sim.pods_on("w1").len();
     kubectl

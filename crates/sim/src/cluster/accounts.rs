@@ -19,10 +19,12 @@ where
     let v = roundtrip::<T>(v)?;
     match v.pointer("/roleRef/kind").and_then(Value::as_str) {
         Some("Role" | "ClusterRole") => {}
-        other => return Err(format!(
+        other => {
+            return Err(format!(
             "roleRef.kind: Unsupported value: {:?}: supported values: \"Role\", \"ClusterRole\"",
             other.unwrap_or_default()
-        )),
+        ))
+        }
     }
     if v.pointer("/roleRef/name")
         .and_then(Value::as_str)
