@@ -604,3 +604,76 @@ async fn the_request_record_is_bounded() {
     }
     assert_eq!(sim.calls().len(), 10);
 }
+
+/// `kubectl apply --server-side` records who applied which fields, and a second applier
+/// changing one of them gets the real 409 unless it forces the conflict.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_side_apply_records_managers_and_refuses_conflicts_unless_forced() {
+    let sim = cluster_with_nodes().await;
+    let kubectl = Kubectl::new(&sim);
+    let deploy = |replicas: u32| {
+        format!(
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web, namespace: default}}\n\
+             spec:\n  replicas: {replicas}\n  selector: {{matchLabels: {{app: web}}}}\n  template:\n    \
+             metadata: {{labels: {{app: web}}}}\n    spec:\n      containers:\n      - {{name: web, image: \"nginx:1.27\"}}\n"
+        )
+    };
+    let one = kubectl.write("one.yaml", &deploy(1));
+    kubectl.ok(&["apply", "--server-side", "-f", &one]).await;
+    let three = kubectl.write("three.yaml", &deploy(3));
+    let err = kubectl
+        .fails(&[
+            "apply",
+            "--server-side",
+            "--field-manager=ops",
+            "-f",
+            &three,
+        ])
+        .await;
+    assert!(
+        err.contains("conflict with \"kubectl\"") && err.contains(".spec.replicas"),
+        "{err}"
+    );
+    let replicas = |s: &SimCluster| s.list::<Deployment>().first().and_then(|d| d.spec.replicas);
+    assert_eq!(replicas(&sim), Some(1));
+    kubectl
+        .ok(&[
+            "apply",
+            "--server-side",
+            "--field-manager=ops",
+            "--force-conflicts",
+            "-f",
+            &three,
+        ])
+        .await;
+    assert_eq!(replicas(&sim), Some(3));
+    let d: Value = serde_json::from_str(
+        &kubectl
+            .ok(&[
+                "get",
+                "deployment",
+                "web",
+                "-o",
+                "json",
+                "--show-managed-fields",
+            ])
+            .await,
+    )
+    .expect("json");
+    let managers: Vec<(String, bool)> = d["metadata"]["managedFields"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|e| {
+            (
+                e["manager"].as_str().unwrap_or_default().to_string(),
+                e["fieldsV1"]["f:spec"].get("f:replicas").is_some(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        managers,
+        [("kubectl".to_string(), false), ("ops".to_string(), true)],
+        "{d}"
+    );
+}

@@ -44,6 +44,7 @@ mod scale;
 mod scheduler;
 mod selectors;
 mod server;
+mod ssa;
 mod status;
 mod store;
 mod sysevents;

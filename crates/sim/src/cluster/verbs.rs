@@ -17,6 +17,7 @@ use super::render::{self, Render};
 use super::resources::{self, ResourceDef, NAMESPACES, PODS};
 use super::scale;
 use super::server::Request;
+use super::ssa;
 use super::status::ApiError;
 use super::store::Txn;
 use super::table;
@@ -293,12 +294,35 @@ pub fn patch_one(req: &Request<'_>) -> Answer {
         apply_patch(&ct, &mut scaled, &patch_doc)?;
         return set_replicas(req, scale::replicas(&scaled)?);
     }
+    let apply = ct == "application/apply-patch+yaml";
+    let manager = match req.q("fieldManager") {
+        Some(m) if !m.is_empty() => m.to_string(),
+        _ if apply => {
+            return Err(ApiError::bad_request(
+                "fieldManager is required for apply requests",
+            ))
+        }
+        _ => String::new(),
+    };
     let mut txn = req.state.store.lock();
+    let owners = |live: Option<&Value>| {
+        ssa::apply(
+            live,
+            &patch_doc,
+            &manager,
+            req.query.flag("force"),
+            &res.api_version(),
+            res.kind,
+            req.name(),
+        )
+    };
     let Some(current) = txn.get(res, req.ns(), req.name()).cloned() else {
-        if ct == "application/apply-patch+yaml" && req.target.sub.is_none() {
-            // Server-side apply creates missing objects; field ownership is not modelled.
-            let mut obj = patch_doc;
+        if apply && req.target.sub.is_none() {
+            // Server-side apply creates missing objects.
+            let managed = owners(None)?;
+            let mut obj = patch_doc.clone();
             check_body(req, &mut obj)?;
+            meta::obj_mut(&mut obj, "metadata").insert("managedFields".into(), managed);
             if std::ptr::eq(res, &PODS) {
                 objects::default_pod(&mut obj);
                 nodelifecycle::default_tolerations(&mut obj);
@@ -315,10 +339,18 @@ pub fn patch_one(req: &Request<'_>) -> Answer {
         }
         return Err(ApiError::not_found(res, req.name()));
     };
+    let managed = if apply && req.target.sub.is_none() {
+        Some(owners(Some(&current))?)
+    } else {
+        None
+    };
     let mut patched = current.clone();
     apply_patch(&ct, &mut patched, &patch_doc)?;
     if !patched.is_object() {
         return Err(ApiError::bad_request("the patch did not produce an object"));
+    }
+    if let Some(m) = managed {
+        meta::obj_mut(&mut patched, "metadata").insert("managedFields".into(), m);
     }
     // Identity comes from the stored object, whatever the patch said.
     for field in ["name", "namespace", "uid", "creationTimestamp"] {
