@@ -590,6 +590,33 @@ async fn protobuf_bodies_get_415_version_with_a_slash_works_and_the_kustomize_ba
     kubectl
         .ok(&["apply", "-k", &base.display().to_string()])
         .await;
+
+    // The Helm chart's output (helm is installed by .ci/run), into a namespace of its own.
+    let chart = common::repo().join("deploy/helm/nodewright");
+    let rendered = std::process::Command::new("helm")
+        .args(["template", "nwhelm", "--namespace", "helm-ns"])
+        .arg(&chart)
+        .output()
+        .expect("run helm (installed by .ci/run)");
+    assert!(
+        rendered.status.success(),
+        "helm template: {}",
+        String::from_utf8_lossy(&rendered.stderr)
+    );
+    let manifests = kubectl.write("chart.yaml", &String::from_utf8_lossy(&rendered.stdout));
+    let ns = kubectl.write(
+        "ns.yaml",
+        "apiVersion: v1\nkind: Namespace\nmetadata: {name: helm-ns}\n",
+    );
+    kubectl.ok(&["apply", "-f", &ns]).await;
+    let out = kubectl
+        .ok(&["apply", "-n", "helm-ns", "-f", &manifests])
+        .await;
+    assert!(out.contains("serviceaccount/"), "{out}");
+    assert!(
+        out.contains("clusterrolebinding.rbac.authorization.k8s.io/"),
+        "{out}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
