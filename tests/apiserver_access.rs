@@ -704,3 +704,66 @@ async fn server_side_apply_records_managers_and_refuses_conflicts_unless_forced(
         "{d}"
     );
 }
+
+/// The kubelet's pass and a node's registration took the kubelet's and the store's locks
+/// in opposite orders, which froze the server at 5,000 nodes. A thousand VMs boot at
+/// once while pods are placed and started: every node registers (with its Lease) and the
+/// server answers throughout (each request within 10 s, or the test fails).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_thousand_nodes_registering_while_pods_start_do_not_freeze_the_server() {
+    let sim = start(SimClusterOptions {
+        controller_interval: Duration::from_millis(5),
+        scheduler_interval: Duration::from_millis(5),
+        pod_start_delay: Duration::ZERO,
+        node_ready_delay: Duration::from_millis(1),
+        ..SimClusterOptions::default()
+    })
+    .await;
+    sim.add_replicaset(
+        "default",
+        "web",
+        300,
+        SimPodTemplate::new("nginx:1.27", 1 << 20),
+    )
+    .expect("rs");
+    let hook = sim.vm_hook();
+    let booting = std::thread::spawn(move || {
+        for i in 0..1000 {
+            hook(nodewright::sim::VmEvent::Booted {
+                name: format!("vm-{i}"),
+                user_data: String::new(),
+                memory_bytes: 4 * GIB,
+                cpus: 2,
+            });
+        }
+    });
+    let client = http();
+    let count = |path: &'static str| {
+        let client = client.clone();
+        let url = format!("{}{path}", sim.url());
+        async move {
+            let resp = client
+                .get(url)
+                .timeout(Duration::from_secs(10))
+                .send()
+                .await
+                .expect("the server answers within 10 s");
+            let v: Value = resp.json().await.expect("a list");
+            v["items"].as_array().map_or(0, Vec::len)
+        }
+    };
+    let started = std::time::Instant::now();
+    loop {
+        let nodes = count("/api/v1/nodes").await;
+        let leases = count("/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases").await;
+        if nodes == 1000 && leases == 1000 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(90),
+            "{nodes} nodes and {leases} leases after 90 s"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    booting.join().expect("boot thread");
+}
