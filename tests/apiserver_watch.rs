@@ -229,8 +229,14 @@ async fn kube_watcher_relists_after_410_gone() {
             break;
         }
     }
+    // Pod writes: the server keeps a window per resource, as the real watch cache does.
     for i in 0..40 {
-        sim.add_namespace(&format!("ns-{i}")).expect("namespace");
+        sim.add_pod(
+            "default",
+            &format!("filler-{i}"),
+            SimPodTemplate::new("busybox:1", 0),
+        )
+        .expect("pod");
     }
     let mut gone = false;
     while inits < 2 {

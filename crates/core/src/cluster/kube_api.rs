@@ -272,30 +272,42 @@ impl ClusterApi for KubeCluster {
 
     async fn remove_taint(&self, node: &str, key: &str) -> Result<(), ClusterError> {
         let api: Api<Node> = Api::all(self.client.clone());
-        let current = api
-            .get(node)
-            .await
-            .map_err(api_err(format!("get node {node}")))?;
-        let taints: Vec<_> = current
-            .spec
-            .as_ref()
-            .and_then(|s| s.taints.clone())
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|t| t.key != key)
-            .collect();
-        // The resourceVersion makes this a compare-and-swap: a concurrent change to the
-        // taints fails with 409 and is retried next cycle instead of being overwritten.
-        let patch = json!({
-            "metadata": {"resourceVersion": current.metadata.resource_version},
-            "spec": {"taints": taints}
-        });
-        let patched = api
-            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(api_err(format!("remove taint {key} from node {node}")))?;
-        self.node_written(&patched);
-        Ok(())
+        // The node lifecycle controller rewrites the taints when a node turns Ready (its
+        // not-ready taints go), just when the startup taint is removed: a lost race is
+        // read again and retried at once, a few times, rather than a cycle later.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let current = api
+                .get(node)
+                .await
+                .map_err(api_err(format!("get node {node}")))?;
+            let taints: Vec<_> = current
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|t| t.key != key)
+                .collect();
+            // The resourceVersion makes this a compare-and-swap: a concurrent change to
+            // the taints fails with 409 instead of being overwritten.
+            let patch = json!({
+                "metadata": {"resourceVersion": current.metadata.resource_version},
+                "spec": {"taints": taints}
+            });
+            match api
+                .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(patched) => {
+                    self.node_written(&patched);
+                    return Ok(());
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 && attempt < 3 => continue,
+                Err(e) => return Err(api_err(format!("remove taint {key} from node {node}"))(e)),
+            }
+        }
     }
 
     async fn evict(&self, pod: &PodRef) -> Result<Eviction, ClusterError> {

@@ -105,6 +105,7 @@ pub fn pod_from_template(
         }
     }
     objects::default_pod(&mut pod);
+    super::nodelifecycle::default_tolerations(&mut pod);
     pod
 }
 

@@ -122,6 +122,17 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
                 "verbs": ["get", "patch", "update"],
             }));
         }
+        if r.plural == "serviceaccounts" && r.group.is_empty() {
+            resources.push(json!({
+                "name": "serviceaccounts/token",
+                "singularName": "",
+                "namespaced": true,
+                "group": "authentication.k8s.io",
+                "version": "v1",
+                "kind": "TokenRequest",
+                "verbs": ["create"],
+            }));
+        }
         if r.plural == "pods" && r.group.is_empty() {
             resources.push(json!({
                 "name": "pods/eviction",

@@ -124,8 +124,16 @@ pub fn evaluate(txn: &Txn<'_>, pdb: &Value) -> Option<Result<Budget, String>> {
     }))
 }
 
-/// POST pods/{name}/eviction: deletes the pod unless a budget forbids it (429).
-pub fn evict(txn: &mut Txn<'_>, ns: &str, name: &str, body: &[u8]) -> Result<Value, ApiError> {
+/// POST pods/{name}/eviction: deletes the pod unless a budget forbids it (429). Under
+/// `dry_run` (the query's, or `deleteOptions.dryRun` in the body) it only checks.
+pub fn evict(
+    txn: &mut Txn<'_>,
+    ns: &str,
+    name: &str,
+    body: &[u8],
+    dry_run: bool,
+) -> Result<Value, ApiError> {
+    let dry_run = dry_run || super::verbs::delete_options_dry_run(body)?;
     if !body.is_empty() {
         let ev: Value = serde_json::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("invalid Eviction body: {e}")))?;
@@ -192,7 +200,9 @@ pub fn evict(txn: &mut Txn<'_>, ns: &str, name: &str, body: &[u8]) -> Result<Val
             }
         }
     }
-    txn.delete(&PODS, ns, name)?;
+    if !dry_run {
+        txn.delete(&PODS, ns, name)?;
+    }
     Ok(success_status(201))
 }
 

@@ -13,6 +13,7 @@ use super::meta::{self, set_condition};
 use super::objects::{self, NodeBuild};
 use super::resources::{NODES, PODS};
 use super::store::{Change, ChangeKind, Txn};
+use super::sysevents;
 use super::userdata;
 use super::Inner;
 use crate::VmEvent;
@@ -233,7 +234,15 @@ fn register_in(
         provider_id: reg.provider_id,
         extended: reg.extended,
     });
-    txn.create(&NODES, node)?;
+    let node = txn.create(&NODES, node)?;
+    sysevents::post(
+        txn,
+        &node,
+        "Normal",
+        "Starting",
+        "Starting kubelet.",
+        &sysevents::kubelet(name),
+    );
     Ok(())
 }
 
@@ -452,7 +461,22 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) -> Option<Instant> {
                     .unwrap_or("10.77.0.1")
                     .to_string();
                 let pod_ip = k.next_address("10.88");
-                let _ = txn.modify(&PODS, ns, name, |p| start_pod(p, &host_ip, &pod_ip));
+                let started = txn.modify(&PODS, ns, name, |p| start_pod(p, &host_ip, &pod_ip));
+                if let Ok(Some(p)) = started {
+                    let container = p
+                        .pointer("/spec/containers/0/name")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_string();
+                    sysevents::post(
+                        &mut txn,
+                        &p,
+                        "Normal",
+                        "Started",
+                        &format!("Started container {container}"),
+                        &sysevents::kubelet(node_name),
+                    );
+                }
                 k.started.insert(uid.to_string(), now);
                 if let Some(d) = run_for(&pod).filter(|_| restarts_never(&pod)) {
                     due(now + d);

@@ -17,6 +17,9 @@
 //! disruption), `workloads` (Deployment, Job), `control` (the in-process API for tests),
 //! `bulk` (seeding large clusters).
 
+mod accounts;
+mod admission;
+mod authn;
 mod bulk;
 mod control;
 mod controllers;
@@ -25,12 +28,15 @@ mod discovery;
 mod eviction;
 mod kubelet;
 mod list;
+mod media;
 mod meta;
+mod nodelifecycle;
 mod objects;
 mod openapi;
 mod patch;
 mod podsecurity;
 mod query;
+pub mod rbac;
 mod render;
 mod resources;
 mod routing;
@@ -38,8 +44,10 @@ mod scale;
 mod scheduler;
 mod selectors;
 mod server;
+mod ssa;
 mod status;
 mod store;
+mod sysevents;
 mod table;
 mod userdata;
 mod validation;
@@ -47,6 +55,7 @@ mod verbs;
 mod watches;
 mod workloads;
 
+use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::atomic::AtomicBool;
@@ -93,10 +102,19 @@ pub struct SimClusterOptions {
     pub watch_history: usize,
     /// Idle time between BOOKMARK events on watches that allow them.
     pub bookmark_interval: Duration,
-    /// Bearer token written into kubeconfigs (any token is accepted).
+    /// The admin's bearer token, written into kubeconfigs (user `kubernetes-admin` in
+    /// `system:masters`). Other tokens are those the TokenRequest API issued; any other
+    /// token is refused with 401.
     pub token: String,
+    /// Refuse requests without a bearer token with 401 (a real secure port with
+    /// `--anonymous-auth=false`). Off by default: over plain HTTP kubectl sends no token,
+    /// so such requests are served as the old insecure port did (as `system:masters`).
+    pub require_token: bool,
     /// Injected faults (none by default), and 409 Conflicts on node patches.
     pub faults: crate::faults::Faults,
+    /// API requests kept for [`SimCluster::calls`]; older ones are forgotten, so a
+    /// long-running `simulate --serve` holds bounded memory.
+    pub calls_kept: usize,
 }
 
 impl Default for SimClusterOptions {
@@ -114,7 +132,9 @@ impl Default for SimClusterOptions {
             watch_history: 10_000,
             bookmark_interval: Duration::from_secs(5),
             token: "nodewright-sim-token".into(),
+            require_token: false,
             faults: crate::faults::Faults::default(),
+            calls_kept: 50_000,
         }
     }
 }
@@ -123,7 +143,8 @@ impl Default for SimClusterOptions {
 pub(crate) struct Inner {
     opts: SimClusterOptions,
     store: Store,
-    calls: Mutex<Vec<ApiCall>>,
+    calls: Mutex<VecDeque<ApiCall>>,
+    tokens: authn::Tokens,
     kubelet: Mutex<kubelet::KubeletState>,
     controllers: Mutex<dirty::ControllerState>,
     /// The scheduler's last round left pods it could not place.
@@ -135,10 +156,11 @@ pub(crate) struct Inner {
 
 impl Inner {
     fn record(&self, call: ApiCall) {
-        self.calls
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(call);
+        let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
+        while calls.len() >= self.opts.calls_kept.max(1) {
+            calls.pop_front();
+        }
+        calls.push_back(call);
     }
 
     fn is_shut_down(&self) -> bool {
@@ -180,7 +202,8 @@ impl SimCluster {
         let inner = Arc::new(Inner {
             store: Store::new(opts.watch_history),
             opts,
-            calls: Mutex::new(Vec::new()),
+            calls: Mutex::new(VecDeque::new()),
+            tokens: authn::Tokens::default(),
             kubelet: Mutex::new(kubelet::KubeletState::default()),
             controllers: Mutex::new(dirty::ControllerState::default()),
             pods_waiting: AtomicBool::new(false),
@@ -197,8 +220,15 @@ impl SimCluster {
                 txn.create(&NAMESPACES, obj)
                     .map_err(std::io::Error::other)?;
             }
+            for (res, obj) in rbac::bootstrap_objects() {
+                txn.create(res, obj).map_err(std::io::Error::other)?;
+            }
         }
         let app = server::router(inner.clone())
+            .layer(axum::middleware::from_fn_with_state(
+                inner.clone(),
+                authn::layer,
+            ))
             .layer(axum::middleware::from_fn_with_state(
                 (
                     inner.opts.faults.clone(),
@@ -224,6 +254,7 @@ impl SimCluster {
         });
         spawn_loop(&inner, inner.opts.controller_interval, |i, changes| {
             controllers::pass(i, changes);
+            nodelifecycle::pass(i, changes);
             kubelet::pass(i, changes)
         });
         Ok(SimCluster {
@@ -267,6 +298,21 @@ impl SimCluster {
         std::fs::write(path, self.kubeconfig_yaml())
     }
 
+    /// A kubeconfig like [`Self::kubeconfig_yaml`] that authenticates with `token`
+    /// instead of the admin's (e.g. one from [`Self::service_account_token`]).
+    pub fn kubeconfig_yaml_with_token(&self, token: &str) -> String {
+        self.kubeconfig_yaml().replace(
+            &format!("token: {}\n", self.inner.opts.token),
+            &format!("token: {token}\n"),
+        )
+    }
+
+    /// A one-hour token for ServiceAccount `namespace/name`, as `kubectl create token`
+    /// gets one; requests with it are authorized by the RBAC objects in the cluster.
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> Result<String, ApiError> {
+        authn::issue(&self.inner, namespace, name, 3600).map(|(t, _)| t)
+    }
+
     /// The kube-rs configuration the generated kubeconfig yields.
     ///
     /// Note kube's `default_retry` (on by default) retries 429 answers, including
@@ -300,13 +346,15 @@ impl SimCluster {
         kubelet::lock(&self.inner.kubelet).refused()
     }
 
-    /// Every API request so far, in order.
+    /// The API requests so far, in order: the last [`SimClusterOptions::calls_kept`].
     pub fn calls(&self) -> Vec<ApiCall> {
         self.inner
             .calls
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .clone()
+            .iter()
+            .cloned()
+            .collect()
     }
 
     pub fn clear_calls(&self) {

@@ -12,6 +12,8 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::Value;
 
+use super::accounts;
+
 /// One served resource. `id` is the qualified resource name used in messages
 /// ("pods", "poddisruptionbudgets.policy") and as store key.
 #[derive(Debug)]
@@ -49,7 +51,7 @@ impl ResourceDef {
     }
 }
 
-fn roundtrip<T: Serialize + DeserializeOwned>(v: Value) -> Result<Value, String> {
+pub(super) fn roundtrip<T: Serialize + DeserializeOwned>(v: Value) -> Result<Value, String> {
     let typed: T = serde_json::from_value(v).map_err(|e| e.to_string())?;
     serde_json::to_value(typed).map_err(|e| e.to_string())
 }
@@ -280,7 +282,7 @@ pub static VOLUMEATTACHMENTS: ResourceDef = ResourceDef {
     normalize: roundtrip::<VolumeAttachment>,
 };
 
-pub static ALL: [&ResourceDef; 13] = [
+pub static ALL: [&ResourceDef; 20] = [
     &NAMESPACES,
     &NODES,
     &PODS,
@@ -294,16 +296,24 @@ pub static ALL: [&ResourceDef; 13] = [
     &DEPLOYMENTS,
     &JOBS,
     &VOLUMEATTACHMENTS,
+    &accounts::SERVICEACCOUNTS,
+    &accounts::SECRETS,
+    &accounts::SERVICES,
+    &accounts::ROLES,
+    &accounts::CLUSTERROLES,
+    &accounts::ROLEBINDINGS,
+    &accounts::CLUSTERROLEBINDINGS,
 ];
 
 /// Served API groups (other than the core group) with their single version.
-pub const GROUPS: [(&str, &str); 6] = [
+pub const GROUPS: [(&str, &str); 7] = [
     ("storage.k8s.io", "v1"),
     ("apps", "v1"),
     ("batch", "v1"),
     ("policy", "v1"),
     ("coordination.k8s.io", "v1"),
     ("events.k8s.io", "v1"),
+    (accounts::RBAC_GROUP, "v1"),
 ];
 
 pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static ResourceDef> {

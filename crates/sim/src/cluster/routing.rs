@@ -4,6 +4,7 @@
 use axum::http::Method;
 use serde_json::Value;
 
+use super::accounts::SERVICEACCOUNTS;
 use super::discovery;
 use super::resources::{self, ResourceDef, PODS};
 use super::status::ApiError;
@@ -64,6 +65,7 @@ pub fn route(path: &str) -> Result<Routed, ApiError> {
         Some("status") if res.status_subresource => {}
         Some("eviction") if std::ptr::eq(res, &PODS) => {}
         Some("scale") if res.scale_subresource => {}
+        Some("token") if std::ptr::eq(res, &SERVICEACCOUNTS) => {}
         Some(_) => return Err(missing()),
     }
     Ok(Routed::Resource(Target {
@@ -80,10 +82,11 @@ pub fn verb_of(method: &Method, t: &Target, watch: bool) -> Result<&'static str,
             ("GET", true, Some("eviction")) => {
                 return Err(ApiError::method_not_allowed("eviction"))
             }
+            ("GET", true, Some("token")) => return Err(ApiError::method_not_allowed("token")),
             ("GET", true, _) => "get",
             ("GET", false, _) if watch => "watch",
             ("GET", false, _) => "list",
-            ("POST", true, Some("eviction")) => "create",
+            ("POST", true, Some("eviction" | "token")) => "create",
             ("POST", false, _) => "create",
             ("PUT", true, _) => "update",
             ("PATCH", true, _) => "patch",

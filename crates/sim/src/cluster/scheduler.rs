@@ -18,6 +18,7 @@ use serde_json::Value;
 use super::meta::{self, set_condition};
 use super::resources::{NODES, PODS};
 use super::store::{Change, ChangeKind};
+use super::sysevents;
 use super::Inner;
 use crate::plan::sched::{Model, Slot, Unfit};
 use crate::plan::{NodeInfo, PodInfo, Taint};
@@ -253,16 +254,44 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
                     p["spec"]["nodeName"] = node.as_str().into();
                     set_condition(p, "PodScheduled", "True", "", "");
                 });
-                if matches!(done, Ok(Some(_))) {
+                if let Ok(Some(bound_pod)) = done {
                     model.place(pod, i);
+                    sysevents::post(
+                        &mut txn,
+                        &bound_pod,
+                        "Normal",
+                        "Scheduled",
+                        &format!("Successfully assigned {ns}/{name} to {node}"),
+                        &sysevents::SCHEDULER,
+                    );
                 }
             }
             None => {
                 left_waiting = true;
                 let message = unschedulable_message(nodes.len(), &counts, preemptable);
-                let _ = txn.modify(&PODS, ns, name, |p| {
+                let said = txn.get(&PODS, ns, name).and_then(|p| {
+                    p.pointer("/status/conditions")?
+                        .as_array()?
+                        .iter()
+                        .find(|c| c["type"] == "PodScheduled")?
+                        .get("message")?
+                        .as_str()
+                        .map(|m| m == message)
+                });
+                let updated = txn.modify(&PODS, ns, name, |p| {
                     set_condition(p, "PodScheduled", "False", "Unschedulable", &message)
                 });
+                // Once per new reason, not on every pass.
+                if let (Ok(Some(p)), false) = (updated, said == Some(true)) {
+                    sysevents::post(
+                        &mut txn,
+                        &p,
+                        "Warning",
+                        "FailedScheduling",
+                        &message,
+                        &sysevents::SCHEDULER,
+                    );
+                }
             }
         }
     }

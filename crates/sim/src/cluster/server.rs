@@ -7,17 +7,18 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Extension, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get};
 use axum::Router;
 
-use super::eviction;
 use super::query::Query;
+use super::rbac::{self, UserInfo};
 use super::render::{render_mode, Render};
 use super::routing::{route, verb_of, Routed, Target};
 use super::status::{json_response, ApiError};
+use super::{authn, eviction, media};
 use super::{discovery, list, openapi, verbs, watches, Inner};
 
 /// One request as RBAC would see it. Non-resource requests (discovery, /version,
@@ -39,6 +40,7 @@ pub type Shared = Arc<Inner>;
 pub fn router(state: Shared) -> Router {
     Router::new()
         .route("/version", get(version))
+        .route("/version/", get(version))
         .route("/api", get(core_versions))
         .route("/apis", get(group_list))
         .route("/healthz", get(healthy))
@@ -145,6 +147,7 @@ impl Request<'_> {
 
 async fn resource_request(
     State(state): State<Shared>,
+    Extension(user): Extension<UserInfo>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -170,7 +173,7 @@ async fn resource_request(
         Ok(v) => v,
         Err(e) => return e.into_response(),
     };
-    state.record(ApiCall {
+    let call = ApiCall {
         verb: verb.into(),
         group: target.res.group.into(),
         version: target.res.version.into(),
@@ -179,7 +182,15 @@ async fn resource_request(
         namespace: target.ns.clone(),
         name: target.name.clone(),
         path: uri.path().to_string(),
-    });
+    };
+    let allowed = rbac::authorize(&state.store.lock(), &user, &call);
+    state.record(call);
+    if let Err(e) = allowed {
+        return e.into_response();
+    }
+    if let Err(e) = media::check_accept(&headers) {
+        return e.into_response();
+    }
     let req = Request {
         state: &state,
         target,
@@ -192,11 +203,15 @@ async fn resource_request(
         "get" => verbs::get_one(&req),
         "list" => return list::list(&req).unwrap_or_else(IntoResponse::into_response),
         "watch" => return watches::watch(&req).unwrap_or_else(IntoResponse::into_response),
-        "create" if req.target.sub.as_deref() == Some("eviction") => {
-            let mut txn = state.store.lock();
-            eviction::evict(&mut txn, req.ns(), req.name(), &req.body)
-                .map(|s| (StatusCode::CREATED, s))
-        }
+        "create" if req.target.sub.as_deref() == Some("eviction") => match verbs::dry_run(&req) {
+            Ok(dry) => {
+                let mut txn = state.store.lock();
+                eviction::evict(&mut txn, req.ns(), req.name(), &req.body, dry)
+                    .map(|s| (StatusCode::CREATED, s))
+            }
+            Err(e) => Err(e),
+        },
+        "create" if req.target.sub.as_deref() == Some("token") => authn::token_request(&req),
         "create" => verbs::create(&req),
         "update" => verbs::update(&req),
         "patch" => verbs::patch_one(&req),

@@ -8,7 +8,7 @@
 //! reference counts, and each object is encoded to JSON once however many lists and
 //! watches send it.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::{Bound, Deref};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
@@ -160,7 +160,18 @@ struct Inner {
     capacity: usize,
     /// Highest resourceVersion whose change was dropped from `history`.
     compacted: u64,
+    /// The same window per resource, as the real server's watch cache keeps one per
+    /// resource: a burst of pod writes does not expire the node watches.
+    by_resource: HashMap<&'static str, Window>,
     ids: IdGen,
+}
+
+/// One resource's kept changes.
+#[derive(Debug, Default)]
+struct Window {
+    changes: VecDeque<Arc<Change>>,
+    /// Highest resourceVersion whose change of this resource was dropped.
+    compacted: u64,
 }
 
 #[derive(Debug)]
@@ -178,6 +189,7 @@ impl Store {
                 history: VecDeque::new(),
                 capacity: history_capacity.max(16),
                 compacted: 0,
+                by_resource: HashMap::new(),
                 ids: IdGen::new(),
             }),
             changed: watch::channel(1).0,
@@ -291,8 +303,16 @@ impl Txn<'_> {
             object,
             previous,
         });
+        let capacity = self.inner.capacity;
+        let window = self.inner.by_resource.entry(k.0).or_default();
+        window.changes.push_back(change.clone());
+        while window.changes.len() > capacity {
+            if let Some(old) = window.changes.pop_front() {
+                window.compacted = old.rv;
+            }
+        }
         self.inner.history.push_back(change);
-        while self.inner.history.len() > self.inner.capacity {
+        while self.inner.history.len() > capacity {
             if let Some(old) = self.inner.history.pop_front() {
                 self.inner.compacted = old.rv;
             }
@@ -392,6 +412,12 @@ impl Txn<'_> {
         if n > 0 {
             self.inner.history.clear();
             self.inner.compacted = self.inner.rv;
+            let rv = self.inner.rv;
+            for w in self.inner.by_resource.values_mut() {
+                w.changes.clear();
+                w.compacted = rv;
+            }
+            self.inner.by_resource.entry(res.id).or_default().compacted = rv;
             self.dirty = true;
         }
         result.map(|()| n)
@@ -400,7 +426,33 @@ impl Txn<'_> {
     /// Replaces an object. A non-empty `metadata.resourceVersion` must match the stored
     /// one (optimistic concurrency). Identity fields are kept; an unchanged object is
     /// not written, so watches stay quiet.
-    pub fn update(&mut self, res: &'static ResourceDef, mut obj: Value) -> Result<Value, ApiError> {
+    pub fn update(&mut self, res: &'static ResourceDef, obj: Value) -> Result<Value, ApiError> {
+        let (k, old, mut obj) = self.next_version(res, obj)?;
+        if obj == *old.value() {
+            return Ok(obj);
+        }
+        self.inner.rv += 1;
+        let rv = self.inner.rv;
+        meta::obj_mut(&mut obj, "metadata").insert("resourceVersion".into(), rv.to_string().into());
+        let stored = Stored::new(obj);
+        self.inner.objects.insert(k.clone(), stored.clone());
+        self.record(ChangeKind::Modified, &k, stored.clone(), Some(old));
+        Ok(stored.value().clone())
+    }
+
+    /// What [`Self::update`] would store, with the same checks, storing nothing (a
+    /// `dryRun=All` write): the resourceVersion stays the stored one.
+    pub fn dry_update(&self, res: &'static ResourceDef, obj: Value) -> Result<Value, ApiError> {
+        self.next_version(res, obj).map(|(_, _, obj)| obj)
+    }
+
+    /// The checks of an update and the object it would store (before its new
+    /// resourceVersion), with the stored one.
+    fn next_version(
+        &self,
+        res: &'static ResourceDef,
+        mut obj: Value,
+    ) -> Result<(Key, Arc<Stored>, Value), ApiError> {
         let ns = meta::namespace(&obj).to_string();
         let name = meta::name(&obj).to_string();
         let k = key(res, &ns, &name);
@@ -434,20 +486,11 @@ impl Txn<'_> {
             md.remove("namespace");
         }
         md.insert("resourceVersion".into(), old_rv.clone().into());
-        if obj == *old.value() {
-            return Ok(obj);
-        }
-        if res.has_generation && obj.get("spec") != old.get("spec") {
+        if obj != *old.value() && res.has_generation && obj.get("spec") != old.get("spec") {
             let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
             meta::obj_mut(&mut obj, "metadata").insert("generation".into(), generation.into());
         }
-        self.inner.rv += 1;
-        let rv = self.inner.rv;
-        meta::obj_mut(&mut obj, "metadata").insert("resourceVersion".into(), rv.to_string().into());
-        let stored = Stored::new(obj);
-        self.inner.objects.insert(k.clone(), stored.clone());
-        self.record(ChangeKind::Modified, &k, stored.clone(), Some(old));
-        Ok(stored.value().clone())
+        Ok((k, old, obj))
     }
 
     /// Read-modify-write of one object; `Ok(None)` when it does not exist.
@@ -486,6 +529,26 @@ impl Txn<'_> {
         Ok(stored.value().clone())
     }
 
+    /// The oldest resourceVersion a watch or list of `res` can still start from.
+    pub fn oldest_rv_of(&self, res: &ResourceDef) -> u64 {
+        self.inner
+            .by_resource
+            .get(res.id)
+            .map_or(0, |w| w.compacted)
+    }
+
+    /// Changes of `res` after `rv`, or `Err(oldest kept)` when some were forgotten.
+    pub fn changes_of_after(&self, res: &ResourceDef, rv: u64) -> Result<Vec<Arc<Change>>, u64> {
+        let Some(w) = self.inner.by_resource.get(res.id) else {
+            return Ok(Vec::new());
+        };
+        if rv < w.compacted {
+            return Err(w.compacted + 1);
+        }
+        let start = w.changes.partition_point(|c| c.rv <= rv);
+        Ok(w.changes.range(start..).cloned().collect())
+    }
+
     /// Changes after `rv`, or `Err(oldest kept)` when some of them were forgotten.
     pub fn changes_after(&self, rv: u64) -> Result<Vec<Arc<Change>>, u64> {
         if rv < self.inner.compacted {
@@ -512,6 +575,8 @@ impl Txn<'_> {
         let at = at.min(self.inner.rv);
         let mut then: BTreeMap<ListKey, Option<Arc<Stored>>> = BTreeMap::new();
         if at < self.inner.rv {
+            // A list at an older version is served from etcd, whose compaction is
+            // global (watches use the per-resource windows of the watch cache).
             if at < self.inner.compacted {
                 return Err(self.inner.compacted + 1);
             }
@@ -689,5 +754,30 @@ mod tests {
         assert_eq!(t.current_rv(), before + 50);
         assert!(t.changes_after(before).is_err());
         assert_eq!(t.changes_after(t.current_rv()).map(|c| c.len()), Ok(0));
+        assert!(t.changes_of_after(&NODES, before).is_err());
+    }
+
+    /// A burst of writes to one resource (pods) used to push every other resource's
+    /// changes out of the one shared window, so node watches got 410 Expired.
+    #[test]
+    fn a_burst_of_one_resource_keeps_the_window_of_another() {
+        let store = Store::new(16);
+        let mut t = store.lock();
+        let _ = t.create(&NODES, json!({"metadata": {"name": "a"}}));
+        let node_rv = t.current_rv();
+        let _ = t.modify(&NODES, "", "a", |n| {
+            n["spec"] = json!({"unschedulable": true})
+        });
+        for i in 0..100 {
+            let _ = t.create(
+                &CONFIGMAPS,
+                json!({"metadata": {"name": format!("c{i}"), "namespace": "x"}}),
+            );
+        }
+        assert!(t.changes_after(node_rv).is_err());
+        let nodes = t.changes_of_after(&NODES, node_rv).unwrap_or_default();
+        assert_eq!(nodes.len(), 1);
+        assert!(t.oldest_rv_of(&NODES) <= node_rv);
+        assert!(t.changes_of_after(&CONFIGMAPS, node_rv).is_err());
     }
 }

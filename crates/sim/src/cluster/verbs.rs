@@ -5,7 +5,10 @@
 use axum::http::{header, HeaderMap, StatusCode};
 use serde_json::{json, Value};
 
+use super::admission;
+use super::media;
 use super::meta;
+use super::nodelifecycle;
 use super::objects;
 use super::patch;
 use super::podsecurity;
@@ -14,11 +17,27 @@ use super::render::{self, Render};
 use super::resources::{self, ResourceDef, NAMESPACES, PODS};
 use super::scale;
 use super::server::Request;
+use super::ssa;
 use super::status::ApiError;
+use super::store::Txn;
 use super::table;
 use super::validation::{self, FieldValidation, Origin};
 
 pub type Answer = Result<(StatusCode, Value), ApiError>;
+
+/// `dryRun=All`: the write is checked and answered as real, and nothing is stored. The
+/// real server knows no other value.
+pub fn dry_run(req: &Request<'_>) -> Result<bool, ApiError> {
+    match req.q("dryRun") {
+        None => Ok(false),
+        Some("All") => Ok(true),
+        Some(other) => Err(ApiError::new(
+            422,
+            "Invalid",
+            format!("dryRun: Unsupported value: {other:?}: supported values: \"All\""),
+        )),
+    }
+}
 
 pub fn get_one(req: &Request<'_>) -> Answer {
     let txn = req.state.store.lock();
@@ -91,6 +110,7 @@ fn typed(
     let name = meta::name(&obj).to_string();
     let input = (mode != FieldValidation::Ignore).then(|| obj.clone());
     let known = (res.normalize)(obj).map_err(|e| ApiError::invalid(res, &name, &e))?;
+    admission::check(res, &known)?;
     if let Some(input) = input {
         let unknown = validation::unknown_fields(&input, &known);
         for w in validation::check(mode, res, origin, &unknown)? {
@@ -101,15 +121,7 @@ fn typed(
 }
 
 fn body_json(req: &Request<'_>) -> Result<Value, ApiError> {
-    let v: Value = serde_json::from_slice(&req.body).map_err(|e| {
-        ApiError::bad_request(format!("couldn't decode the request body as JSON: {e}"))
-    })?;
-    if !v.is_object() {
-        return Err(ApiError::bad_request(
-            "the request body must be a JSON object",
-        ));
-    }
-    Ok(v)
+    media::decode_body(&req.headers, &req.body)
 }
 
 pub fn create(req: &Request<'_>) -> Answer {
@@ -128,6 +140,7 @@ pub fn create(req: &Request<'_>) -> Answer {
     }
     if std::ptr::eq(res, &PODS) {
         objects::default_pod(&mut obj);
+        nodelifecycle::default_tolerations(&mut obj);
         let status = meta::obj_mut(&mut obj, "status");
         status.retain(|k, _| k == "phase" || k == "qosClass");
         status.insert("phase".into(), json!("Pending"));
@@ -142,10 +155,48 @@ pub fn create(req: &Request<'_>) -> Answer {
             podsecurity::admit(ns, &obj)?;
         }
     }
-    if req.q("dryRun").is_some() {
-        return Ok((StatusCode::CREATED, obj));
+    if dry_run(req)? {
+        return Ok((StatusCode::CREATED, dry_create(&mut txn, res, obj)?));
     }
     Ok((StatusCode::CREATED, txn.create(res, obj)?))
+}
+
+/// What a create would store, storing nothing: the name (also from generateName) must
+/// be free; the uid and creationTimestamp are filled in, the resourceVersion is not.
+fn dry_create(txn: &mut Txn<'_>, res: &ResourceDef, mut obj: Value) -> Result<Value, ApiError> {
+    let mut name = meta::name(&obj).to_string();
+    if name.is_empty() {
+        let prefix = meta::path_str(&obj, &["metadata", "generateName"]).unwrap_or_default();
+        if prefix.is_empty() {
+            return Err(ApiError::invalid(
+                res,
+                "",
+                "metadata.name: Required value: name or generateName is required",
+            ));
+        }
+        name = format!("{prefix}{}", txn.new_suffix());
+    }
+    if txn.get(res, meta::namespace(&obj), &name).is_some() {
+        return Err(ApiError::already_exists(res, &name));
+    }
+    let uid = txn.new_uid();
+    let md = meta::obj_mut(&mut obj, "metadata");
+    md.insert("name".into(), name.into());
+    md.insert("uid".into(), uid.into());
+    md.insert("creationTimestamp".into(), meta::now_rfc3339().into());
+    if res.has_generation {
+        md.insert("generation".into(), 1.into());
+    }
+    Ok(obj)
+}
+
+/// Stores an update, or under `dryRun=All` answers what it would store.
+fn store_update(req: &Request<'_>, txn: &mut Txn<'_>, new: Value) -> Result<Value, ApiError> {
+    if dry_run(req)? {
+        txn.dry_update(req.target.res, new)
+    } else {
+        txn.update(req.target.res, new)
+    }
 }
 
 /// Keeps what a write through `sub` (or the main resource) may not change.
@@ -206,7 +257,7 @@ pub fn update(req: &Request<'_>) -> Answer {
         confine(res, req.target.sub.as_deref(), &current, obj),
         Origin::Body,
     )?;
-    Ok((StatusCode::OK, txn.update(res, new)?))
+    Ok((StatusCode::OK, store_update(req, &mut txn, new)?))
 }
 
 fn content_type(headers: &HeaderMap) -> String {
@@ -243,28 +294,63 @@ pub fn patch_one(req: &Request<'_>) -> Answer {
         apply_patch(&ct, &mut scaled, &patch_doc)?;
         return set_replicas(req, scale::replicas(&scaled)?);
     }
+    let apply = ct == "application/apply-patch+yaml";
+    let manager = match req.q("fieldManager") {
+        Some(m) if !m.is_empty() => m.to_string(),
+        _ if apply => {
+            return Err(ApiError::bad_request(
+                "fieldManager is required for apply requests",
+            ))
+        }
+        _ => String::new(),
+    };
     let mut txn = req.state.store.lock();
+    let owners = |live: Option<&Value>| {
+        ssa::apply(
+            live,
+            &patch_doc,
+            &manager,
+            req.query.flag("force"),
+            &res.api_version(),
+            res.kind,
+            req.name(),
+        )
+    };
     let Some(current) = txn.get(res, req.ns(), req.name()).cloned() else {
-        if ct == "application/apply-patch+yaml" && req.target.sub.is_none() {
-            // Server-side apply creates missing objects; field ownership is not modelled.
-            let mut obj = patch_doc;
+        if apply && req.target.sub.is_none() {
+            // Server-side apply creates missing objects.
+            let managed = owners(None)?;
+            let mut obj = patch_doc.clone();
             check_body(req, &mut obj)?;
+            meta::obj_mut(&mut obj, "metadata").insert("managedFields".into(), managed);
             if std::ptr::eq(res, &PODS) {
                 objects::default_pod(&mut obj);
+                nodelifecycle::default_tolerations(&mut obj);
             }
             let origin = Origin::Apply {
                 ns: req.ns(),
                 name: req.name(),
             };
             let obj = typed(req, res, obj, origin)?;
+            if dry_run(req)? {
+                return Ok((StatusCode::CREATED, dry_create(&mut txn, res, obj)?));
+            }
             return Ok((StatusCode::CREATED, txn.create(res, obj)?));
         }
         return Err(ApiError::not_found(res, req.name()));
+    };
+    let managed = if apply && req.target.sub.is_none() {
+        Some(owners(Some(&current))?)
+    } else {
+        None
     };
     let mut patched = current.clone();
     apply_patch(&ct, &mut patched, &patch_doc)?;
     if !patched.is_object() {
         return Err(ApiError::bad_request("the patch did not produce an object"));
+    }
+    if let Some(m) = managed {
+        meta::obj_mut(&mut patched, "metadata").insert("managedFields".into(), m);
     }
     // Identity comes from the stored object, whatever the patch said.
     for field in ["name", "namespace", "uid", "creationTimestamp"] {
@@ -287,7 +373,7 @@ pub fn patch_one(req: &Request<'_>) -> Answer {
         confine(res, req.target.sub.as_deref(), &current, patched),
         origin,
     )?;
-    Ok((StatusCode::OK, txn.update(res, new)?))
+    Ok((StatusCode::OK, store_update(req, &mut txn, new)?))
 }
 
 fn apply_patch(ct: &str, target: &mut Value, patch_doc: &Value) -> Result<(), ApiError> {
@@ -312,12 +398,38 @@ fn apply_patch(ct: &str, target: &mut Value, patch_doc: &Value) -> Result<(), Ap
 fn set_replicas(req: &Request<'_>, replicas: i64) -> Answer {
     let res = req.target.res;
     let mut txn = req.state.store.lock();
-    let updated = txn
-        .modify(res, req.ns(), req.name(), |o| {
-            o["spec"]["replicas"] = json!(replicas)
-        })?
+    let mut obj = txn
+        .get(res, req.ns(), req.name())
+        .cloned()
         .ok_or_else(|| ApiError::not_found(res, req.name()))?;
+    obj["spec"]["replicas"] = json!(replicas);
+    let updated = store_update(req, &mut txn, obj)?;
     Ok((StatusCode::OK, scale::of(&updated)))
+}
+
+/// `dryRun: ["All"]` in a DeleteOptions body (how client-go sends it on deletes and
+/// evictions), checked as the query parameter is.
+pub fn delete_options_dry_run(body: &[u8]) -> Result<bool, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(false);
+    }
+    let opts: Value = serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("couldn't decode DeleteOptions: {e}")))?;
+    let dry = opts
+        .get("dryRun")
+        .or_else(|| opts.pointer("/deleteOptions/dryRun"));
+    match dry.and_then(Value::as_array) {
+        None => Ok(false),
+        Some(v) if v.is_empty() => Ok(false),
+        Some(v) => match v.iter().find(|x| x.as_str() != Some("All")) {
+            None => Ok(true),
+            Some(other) => Err(ApiError::new(
+                422,
+                "Invalid",
+                format!("dryRun: Unsupported value: {other}: supported values: \"All\""),
+            )),
+        },
+    }
 }
 
 fn check_preconditions(req: &Request<'_>, current: &Value) -> Result<(), ApiError> {
@@ -350,7 +462,7 @@ pub fn delete(req: &Request<'_>) -> Answer {
         .cloned()
         .ok_or_else(|| ApiError::not_found(res, req.name()))?;
     check_preconditions(req, &current)?;
-    if req.q("dryRun").is_some() {
+    if dry_run(req)? || delete_options_dry_run(&req.body)? {
         return Ok((StatusCode::OK, current));
     }
     if std::ptr::eq(res, &NAMESPACES) {
@@ -368,6 +480,7 @@ pub fn delete_collection(req: &Request<'_>) -> Answer {
     if std::ptr::eq(res, &NAMESPACES) {
         return Err(ApiError::method_not_allowed("deletecollection"));
     }
+    let dry = dry_run(req)? || delete_options_dry_run(&req.body)?;
     let mut txn = req.state.store.lock();
     let opts = ListOptions::parse(&req.query, false)?;
     let doomed: Vec<(String, String)> = txn
@@ -378,7 +491,11 @@ pub fn delete_collection(req: &Request<'_>) -> Answer {
         .collect();
     let mut items = Vec::new();
     for (ns, name) in doomed {
-        if let Ok(o) = txn.delete(res, &ns, &name) {
+        if dry {
+            if let Some(o) = txn.get(res, &ns, &name) {
+                items.push(strip_type(o));
+            }
+        } else if let Ok(o) = txn.delete(res, &ns, &name) {
             items.push(strip_type(&o));
         }
     }

@@ -95,7 +95,7 @@ pub fn watch(req: &Request<'_>) -> Result<Response, ApiError> {
                 objects: txn.list_stored(res, ns.as_deref()),
                 rv: current,
             },
-            Some(n) if n < txn.oldest_rv() => Start::Expired(n, txn.oldest_rv() + 1),
+            Some(n) if n < txn.oldest_rv_of(res) => Start::Expired(n, txn.oldest_rv_of(res) + 1),
             n => Start::After(n.unwrap_or(current)),
         }
     };
@@ -128,7 +128,7 @@ pub fn watch(req: &Request<'_>) -> Result<Response, ApiError> {
             changed.borrow_and_update();
             let (changes, current) = {
                 let txn = state.store.lock();
-                (txn.changes_after(last), txn.current_rv())
+                (txn.changes_of_after(res, last), txn.current_rv())
             };
             let changes = match changes {
                 Ok(c) => c,
