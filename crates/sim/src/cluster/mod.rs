@@ -39,6 +39,7 @@ mod scheduler;
 mod selectors;
 mod server;
 mod status;
+mod storage;
 mod store;
 mod table;
 mod userdata;
@@ -197,6 +198,11 @@ impl SimCluster {
                 txn.create(&NAMESPACES, obj)
                     .map_err(std::io::Error::other)?;
             }
+            // k3s's default StorageClass, as a fresh k3s cluster has it.
+            let class = storage::normalize_class(storage::local_path_class())
+                .map_err(std::io::Error::other)?;
+            txn.create(&resources::STORAGECLASSES, class)
+                .map_err(std::io::Error::other)?;
         }
         let app = server::router(inner.clone())
             .layer(axum::middleware::from_fn_with_state(

@@ -13,6 +13,7 @@ use super::query::ListOptions;
 use super::render::{self, Render};
 use super::resources::{self, ResourceDef, NAMESPACES, PODS};
 use super::scale;
+use super::storage;
 use super::server::Request;
 use super::status::ApiError;
 use super::table;
@@ -132,10 +133,13 @@ pub fn create(req: &Request<'_>) -> Answer {
         status.retain(|k, _| k == "phase" || k == "qosClass");
         status.insert("phase".into(), json!("Pending"));
     }
-    let obj = typed(req, res, obj, Origin::Body)?;
+    let mut obj = typed(req, res, obj, Origin::Body)?;
     let mut txn = req.state.store.lock();
     if res.namespaced && txn.get(&NAMESPACES, "", req.ns()).is_none() {
         return Err(ApiError::not_found(&NAMESPACES, req.ns()));
+    }
+    if std::ptr::eq(res, &resources::PERSISTENTVOLUMECLAIMS) {
+        storage::admit_claim(&txn, &mut obj);
     }
     if std::ptr::eq(res, &PODS) {
         if let Some(ns) = txn.get(&NAMESPACES, "", req.ns()) {

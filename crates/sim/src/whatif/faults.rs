@@ -332,6 +332,13 @@ impl ClusterApi for FaultyCluster {
         self.inner.volume_attachments().await
     }
 
+    async fn volumes(
+        &self,
+    ) -> Result<nodewright_core::plan::volumes::Volumes, ClusterError> {
+        self.plain("list volumes")?;
+        self.inner.volumes().await
+    }
+
     async fn cordon(
         &self,
         node: &str,

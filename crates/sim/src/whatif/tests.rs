@@ -50,6 +50,7 @@ fn row(arrival_s: u64, name: &str, cpu_m: u64, duration_s: u64, kind: PodKind) -
         gpu: 0,
         priority: 0,
         image: None,
+        local_volume: false,
     }
 }
 

@@ -35,6 +35,7 @@ fn minimal_file_with_defaults() {
             gpu: 0,
             priority: 0,
             image: None,
+            local_volume: false,
         }]
     );
 }

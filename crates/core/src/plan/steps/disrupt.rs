@@ -42,13 +42,9 @@ fn movable<'a>(v: &View<'a>, n: &NodeInfo) -> Vec<&'a PodInfo> {
         .collect()
 }
 
-/// The first pod that keeps `n` from a voluntary removal, with why. Job pods are waited
-/// for by the drain, so they do not block a replacement; they do block consolidation.
-fn first_blocker(v: &View<'_>, pods: &[&PodInfo], jobs_block: bool) -> Option<String> {
-    first_blocking(v, pods, jobs_block).map(|(_, _, why)| why)
-}
-
-/// As [`first_blocker`], with the pod and a stable code for why it blocks.
+/// The first pod that keeps `n` from a voluntary removal, with a stable code for why it
+/// blocks and why in words. Job pods are waited for by the drain, so they do not block a
+/// replacement; they do block consolidation.
 fn first_blocking<'a>(
     v: &View<'_>,
     pods: &[&'a PodInfo],
@@ -205,8 +201,15 @@ fn replace(v: &View<'_>, notes: &mut Vec<Reason>, reason: DisruptionReason) -> S
             continue;
         }
         let pods = movable(v, n);
-        let blocker = first_blocker(v, &pods, false);
-        if let (Some(b), Some(grace)) = (&blocker, super::drain::limit_for(v, reason)) {
+        let blocking = first_blocking(v, &pods, false);
+        // Data only this node holds is never given up for a hard limit: only the user's
+        // opt-in (annotation or allowLocalVolumeLoss) lets such a pod go.
+        let keeps_data = blocking
+            .as_ref()
+            .is_some_and(|(_, code, _)| *code == "local-volume");
+        let blocker = blocking.map(|(_, _, why)| why);
+        let grace = super::drain::limit_for(v, reason).filter(|_| !keeps_data);
+        if let (Some(b), Some(grace)) = (&blocker, grace) {
             // Past its life with a hard limit: what blocks it is evicted at the limit.
             notes.push(
                 Reason::new(
@@ -448,6 +451,25 @@ fn screen_unneeded(v: &View<'_>, full: bool) -> Screened {
             continue;
         }
         let pods = movable(v, n);
+        if let Some((pod, l)) = pods
+            .iter()
+            .find_map(|p| policy::pinning_volume(v, p).map(|l| (*p, l)))
+        {
+            let mut k = Unremovable::new(
+                &n.name,
+                &m.group.name,
+                KeptReason::LocalVolume,
+                format!(
+                    "{} {}",
+                    pod.key(),
+                    policy::Blocker::LocalVolume(l.clone())
+                ),
+            );
+            k.pod = Some(super::pod_ref(pod));
+            k.pod_reason = Some("local-volume".to_string());
+            out.kept.push(k);
+            continue;
+        }
         let mut requested = sched::Resources::default();
         for p in &pods {
             requested.add(&p.requests);
