@@ -187,6 +187,22 @@ fn replace(v: &View<'_>, notes: &mut Vec<Reason>, reason: DisruptionReason) -> S
         let why = take.into_iter().map(|(_, _, r)| r).collect();
         return cordon(nodes, v, reason, "replacing: unhealthy", why);
     }
+    // Pods whose local volumes the user let go are judged as they will come back: free
+    // of the node their old volume was on (their claim is made anew).
+    let released: Vec<PodInfo> = candidates
+        .iter()
+        .flat_map(|(_, n, _)| movable(v, n))
+        .filter(|p| {
+            policy::pinning_volume(v, p).is_some() && policy::unreleased_volume(v, p).is_none()
+        })
+        .map(|p| {
+            let mut c = p.clone();
+            c.volume_affinity
+                .retain(|terms| crate::plan::volumes::names_one_node(terms).is_none());
+            c.local_volumes.clear();
+            c
+        })
+        .collect();
     let mut model: Option<Model<'_>> = None;
     for (m, n, why) in candidates {
         if policy::opted_out(n) {
@@ -233,6 +249,10 @@ fn replace(v: &View<'_>, notes: &mut Vec<Reason>, reason: DisruptionReason) -> S
             );
             continue;
         }
+        let pods: Vec<&PodInfo> = pods
+            .into_iter()
+            .map(|p| released.iter().find(|r| r.key() == p.key()).unwrap_or(p))
+            .collect();
         let model = model.get_or_insert_with(|| v.model());
         let (left, _) = evict_in_model(v, model, &n.name, &pods);
         let targets = targets_hold(v, &[n]);
@@ -968,12 +988,12 @@ pub fn mark_unneeded(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
 /// still booting would wait), and undoes it. Returns the pods that fit nowhere, and
 /// whether some other node still has `minimumFreeNodeMemory` / `minimumFreeNodeCpu`
 /// free afterwards.
-pub(super) fn evict_in_model<'a>(
-    v: &View<'a>,
-    m: &mut Model<'a>,
+pub(super) fn evict_in_model<'m>(
+    v: &View<'_>,
+    m: &mut Model<'m>,
     node: &str,
-    pods: &[&'a PodInfo],
-) -> (Vec<&'a PodInfo>, bool) {
+    pods: &[&'m PodInfo],
+) -> (Vec<&'m PodInfo>, bool) {
     let Some(i) = m.slot_index(node) else {
         return (pods.to_vec(), false);
     };

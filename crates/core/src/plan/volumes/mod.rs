@@ -68,25 +68,29 @@ impl PvInfo {
     /// node (every term asks for one `kubernetes.io/hostname` or one `metadata.name`,
     /// the same in each): `local-path`, `local` PVs, OpenEBS LocalPV.
     pub fn pinned_node(&self) -> Option<&str> {
-        let terms = self.node_affinity.as_ref()?;
-        let mut node: Option<&str> = None;
-        for t in terms {
-            let single = t
-                .expressions
-                .iter()
-                .filter(|r| r.key == HOSTNAME_LABEL)
-                .chain(t.fields.iter().filter(|r| r.key == "metadata.name"))
-                .find_map(|r| match (r.operator, r.values.as_slice()) {
-                    (Operator::In, [one]) => Some(one.as_str()),
-                    _ => None,
-                })?;
-            if node.is_some_and(|n| n != single) {
-                return None;
-            }
-            node = Some(single);
-        }
-        node
+        names_one_node(self.node_affinity.as_ref()?)
     }
+}
+
+/// The one node `terms` select by name (see [`PvInfo::pinned_node`]), if so.
+pub fn names_one_node(terms: &[NodeSelectorTerm]) -> Option<&str> {
+    let mut node: Option<&str> = None;
+    for t in terms {
+        let single = t
+            .expressions
+            .iter()
+            .filter(|r| r.key == HOSTNAME_LABEL)
+            .chain(t.fields.iter().filter(|r| r.key == "metadata.name"))
+            .find_map(|r| match (r.operator, r.values.as_slice()) {
+                (Operator::In, [one]) => Some(one.as_str()),
+                _ => None,
+            })?;
+        if node.is_some_and(|n| n != single) {
+            return None;
+        }
+        node = Some(single);
+    }
+    node
 }
 
 /// A PersistentVolumeClaim.
