@@ -463,7 +463,7 @@ impl State {
         }];
         if let Some(node) = self.local_volumes.get(&row) {
             let pv = volume_pv(&claim);
-            info.volume_affinity = vec![hostname_terms(node)];
+            info.volume_affinity = vec![vec![hostname_terms(node)]];
             info.local_volumes = vec![LocalVolume {
                 volume: "data".into(),
                 claim,
@@ -530,7 +530,7 @@ impl State {
         if !p.info.claims.is_empty() && p.info.local_volumes.is_empty() {
             if let Some(n) = self.local_volumes.get(&row) {
                 let claim = volume_claim(&self.rows[row].name, row);
-                p.info.volume_affinity = vec![hostname_terms(n)];
+                p.info.volume_affinity = vec![vec![hostname_terms(n)]];
                 p.info.local_volumes = vec![LocalVolume {
                     volume: "data".into(),
                     pv: volume_pv(&claim),
