@@ -98,7 +98,13 @@ async fn a_node_holding_a_local_path_volume_is_kept_while_an_equivalent_node_is_
         &rec,
         Duration::from_secs(30),
         |_| {},
-        |env| app_pods(env, "web").iter().filter(|p| phase(p) == "Running").count() == 3,
+        |env| {
+            app_pods(env, "web")
+                .iter()
+                .filter(|p| phase(p) == "Running")
+                .count()
+                == 3
+        },
     )
     .await;
     assert_eq!(worker_names(&env).len(), 3);
@@ -191,7 +197,13 @@ async fn an_old_node_holding_a_local_path_volume_is_kept_while_an_equally_old_on
         &rec,
         Duration::from_secs(30),
         |_| {},
-        |env| app_pods(env, "web").iter().filter(|p| phase(p) == "Running").count() == 2,
+        |env| {
+            app_pods(env, "web")
+                .iter()
+                .filter(|p| phase(p) == "Running")
+                .count()
+                == 2
+        },
     )
     .await;
     let (db_pod, db_node, pv) = start_db(&env).await;
@@ -217,7 +229,11 @@ async fn an_old_node_holding_a_local_path_volume_is_kept_while_an_equally_old_on
         never_disturbed(&env, &db_node, &db_pod, &mut disturbed);
         let replaced = env.cluster.node(&other).is_none()
             && !env.cloud.servers().iter().any(|s| s.name == other);
-        let web_ok = app_pods(&env, "web").iter().filter(|p| phase(p) == "Running").count() == 2;
+        let web_ok = app_pods(&env, "web")
+            .iter()
+            .filter(|p| phase(p) == "Running")
+            .count()
+            == 2;
         if replaced && web_ok {
             break;
         }

@@ -20,7 +20,10 @@ async fn claims_volumes_classes_and_csinodes_are_served_and_validated_like_the_r
     let classes: Api<StorageClass> = Api::all(client.clone());
     let lp = classes.get("local-path").await.expect("local-path class");
     assert_eq!(lp.provisioner, "rancher.io/local-path");
-    assert_eq!(lp.volume_binding_mode.as_deref(), Some("WaitForFirstConsumer"));
+    assert_eq!(
+        lp.volume_binding_mode.as_deref(),
+        Some("WaitForFirstConsumer")
+    );
     assert_eq!(
         lp.metadata
             .annotations
@@ -70,7 +73,11 @@ async fn claims_volumes_classes_and_csinodes_are_served_and_validated_like_the_r
         .await
         .map_err(api_error)
         .expect_err("a PV without a volume source is refused");
-    assert!(refused.message.contains("must specify a volume type"), "{}", refused.message);
+    assert!(
+        refused.message.contains("must specify a volume type"),
+        "{}",
+        refused.message
+    );
     let local_without_affinity: PersistentVolume = serde_json::from_value(json!({"metadata": {"name": "x"},
         "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "local": {"path": "/mnt/disk"}}}))
     .expect("pv");
@@ -79,7 +86,11 @@ async fn claims_volumes_classes_and_csinodes_are_served_and_validated_like_the_r
         .await
         .map_err(api_error)
         .expect_err("a local PV needs node affinity");
-    assert!(refused.message.contains("nodeAffinity"), "{}", refused.message);
+    assert!(
+        refused.message.contains("nodeAffinity"),
+        "{}",
+        refused.message
+    );
 
     let no_provisioner: StorageClass =
         serde_json::from_value(json!({"metadata": {"name": "x"}, "provisioner": ""}))
@@ -89,7 +100,11 @@ async fn claims_volumes_classes_and_csinodes_are_served_and_validated_like_the_r
         .await
         .map_err(api_error)
         .expect_err("a class needs a provisioner");
-    assert!(refused.message.contains("provisioner"), "{}", refused.message);
+    assert!(
+        refused.message.contains("provisioner"),
+        "{}",
+        refused.message
+    );
 
     let csinodes: Api<CSINode> = Api::all(client.clone());
     let csi: CSINode = serde_json::from_value(json!({"metadata": {"name": "n1"},
@@ -101,7 +116,10 @@ async fn claims_volumes_classes_and_csinodes_are_served_and_validated_like_the_r
         .expect("csinode created");
     let got = csinodes.get("n1").await.expect("csinode");
     assert_eq!(
-        got.spec.drivers[0].allocatable.as_ref().and_then(|a| a.count),
+        got.spec.drivers[0]
+            .allocatable
+            .as_ref()
+            .and_then(|a| a.count),
         Some(25)
     );
     // Watches of the new kinds work as the others' do.
@@ -124,7 +142,10 @@ async fn a_local_path_claim_is_provisioned_on_the_pods_node_and_keeps_the_pod_th
         SimPodTemplate::new("postgres:16", GIB).claim("data", "db-data"),
     )
     .expect("db");
-    assert!(sim.wait_until(|s| running_pods(s, "db").len() == 1, WAIT).await);
+    assert!(
+        sim.wait_until(|s| running_pods(s, "db").len() == 1, WAIT)
+            .await
+    );
     let pod = running_pods(&sim, "db").remove(0);
     let node = node_of(&pod).expect("bound").to_string();
     let claims: Api<PersistentVolumeClaim> = Api::namespaced(client.clone(), "default");
@@ -142,7 +163,10 @@ async fn a_local_path_claim_is_provisioned_on_the_pods_node_and_keeps_the_pod_th
         claim.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Bound")
     );
-    let pv_name = claim.spec.and_then(|s| s.volume_name).expect("bound to a PV");
+    let pv_name = claim
+        .spec
+        .and_then(|s| s.volume_name)
+        .expect("bound to a PV");
     let pvs: Api<PersistentVolume> = Api::all(client.clone());
     let pv = pvs.get(&pv_name).await.expect("pv");
     let values: Vec<String> = pv
@@ -161,7 +185,10 @@ async fn a_local_path_claim_is_provisioned_on_the_pods_node_and_keeps_the_pod_th
         .unwrap_or_default();
     assert_eq!(values, vec![node.clone()]);
     assert_eq!(
-        pv.spec.and_then(|s| s.claim_ref).and_then(|c| c.name).as_deref(),
+        pv.spec
+            .and_then(|s| s.claim_ref)
+            .and_then(|c| c.name)
+            .as_deref(),
         Some("db-data")
     );
 
@@ -177,7 +204,10 @@ async fn a_local_path_claim_is_provisioned_on_the_pods_node_and_keeps_the_pod_th
     .expect("pod deleted");
     let stuck = |s: &SimCluster| {
         s.pods().iter().any(|p| {
-            p.metadata.name.as_deref().is_some_and(|n| n.starts_with("db"))
+            p.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("db"))
                 && node_of(p).is_none()
                 && p.status
                     .as_ref()

@@ -6,8 +6,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::{
     Container, Node, NodeSelector, NodeSelectorRequirement, PersistentVolume,
-    PersistentVolumeClaim, Pod, PodAffinityTerm as K8sAffinityTerm, PodSpec,
-    ResourceRequirements, TopologySpreadConstraint,
+    PersistentVolumeClaim, Pod, PodAffinityTerm as K8sAffinityTerm, PodSpec, ResourceRequirements,
+    TopologySpreadConstraint,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
@@ -534,23 +534,27 @@ pub fn claim_info(c: &PersistentVolumeClaim) -> Option<ClaimInfo> {
 }
 
 pub fn class_info(c: &StorageClass) -> Option<ClassInfo> {
-    let allowed = c.allowed_topologies.as_ref().filter(|t| !t.is_empty()).map(|ts| {
-        ts.iter()
-            .map(|t| NodeSelectorTerm {
-                expressions: t
-                    .match_label_expressions
-                    .iter()
-                    .flatten()
-                    .map(|e| Requirement {
-                        key: e.key.clone(),
-                        operator: Operator::In,
-                        values: e.values.clone(),
-                    })
-                    .collect(),
-                fields: Vec::new(),
-            })
-            .collect()
-    });
+    let allowed = c
+        .allowed_topologies
+        .as_ref()
+        .filter(|t| !t.is_empty())
+        .map(|ts| {
+            ts.iter()
+                .map(|t| NodeSelectorTerm {
+                    expressions: t
+                        .match_label_expressions
+                        .iter()
+                        .flatten()
+                        .map(|e| Requirement {
+                            key: e.key.clone(),
+                            operator: Operator::In,
+                            values: e.values.clone(),
+                        })
+                        .collect(),
+                    fields: Vec::new(),
+                })
+                .collect()
+        });
     Some(ClassInfo {
         name: c.metadata.name.clone()?,
         provisioner: c.provisioner.clone(),

@@ -119,7 +119,11 @@ pub fn unreleased_volume<'p>(v: &View<'_>, pod: &'p PodInfo) -> Option<&'p Local
     let group_allows = pod
         .node_name
         .as_deref()
-        .and_then(|n| v.members.iter().find(|m| m.node.is_some_and(|x| x.name == n)))
+        .and_then(|n| {
+            v.members
+                .iter()
+                .find(|m| m.node.is_some_and(|x| x.name == n))
+        })
         .is_some_and(|m| m.group.allow_local_volume_loss);
     if group_allows {
         return None;

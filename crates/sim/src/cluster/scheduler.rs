@@ -17,9 +17,9 @@ use serde_json::Value;
 
 use super::meta::{self, set_condition};
 use super::resources::{NODES, PODS};
+use super::storage;
 use super::store::{Change, ChangeKind};
 use super::Inner;
-use super::storage;
 use crate::plan::sched::{Model, Slot, Unfit};
 use crate::plan::volumes::{self, ATTACH_PREFIX, HOSTNAME_LABEL};
 use crate::plan::{NodeInfo, PodInfo, Taint};
@@ -287,8 +287,10 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
                 // claim no simulated provisioner serves keeps the pod Pending.
                 let mut provisioned = true;
                 for (claim, class) in storage::unbound_claims(&vols, pod) {
-                    provisioned &=
-                        matches!(storage::provision(&mut txn, claim, class, &node, &hostname), Ok(true));
+                    provisioned &= matches!(
+                        storage::provision(&mut txn, claim, class, &node, &hostname),
+                        Ok(true)
+                    );
                 }
                 if !provisioned {
                     left_waiting = true;

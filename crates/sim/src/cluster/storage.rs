@@ -76,7 +76,10 @@ pub fn normalize_pv(v: Value) -> Result<Value, String> {
     }
     let sources = PV_SOURCES
         .iter()
-        .filter(|s| v.pointer(&format!("/spec/{s}")).is_some_and(|x| !x.is_null()))
+        .filter(|s| {
+            v.pointer(&format!("/spec/{s}"))
+                .is_some_and(|x| !x.is_null())
+        })
         .count();
     match sources {
         0 => errs.push("spec: Required value: must specify a volume type".to_string()),
@@ -92,7 +95,8 @@ pub fn normalize_pv(v: Value) -> Result<Value, String> {
     if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
         spec.entry("persistentVolumeReclaimPolicy")
             .or_insert_with(|| json!("Retain"));
-        spec.entry("volumeMode").or_insert_with(|| json!("Filesystem"));
+        spec.entry("volumeMode")
+            .or_insert_with(|| json!("Filesystem"));
     }
     Ok(v)
 }
@@ -110,7 +114,8 @@ pub fn normalize_pvc(v: Value) -> Result<Value, String> {
     }
     errors(errs)?;
     if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
-        spec.entry("volumeMode").or_insert_with(|| json!("Filesystem"));
+        spec.entry("volumeMode")
+            .or_insert_with(|| json!("Filesystem"));
     }
     Ok(v)
 }
@@ -148,7 +153,10 @@ pub fn normalize_csinode(v: Value) -> Result<Value, String> {
         .flatten()
         .enumerate()
     {
-        if d.get("nodeID").and_then(Value::as_str).is_none_or(str::is_empty) {
+        if d.get("nodeID")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
             errs.push(format!("spec.drivers[{i}].nodeID: Required value"));
         }
         if d.pointer("/allocatable/count")
@@ -167,19 +175,22 @@ pub fn normalize_csinode(v: Value) -> Result<Value, String> {
 /// The DefaultStorageClass admission plugin: a claim that names no class gets the
 /// default one, if there is one.
 pub fn admit_claim(txn: &Txn<'_>, claim: &mut Value) {
-    if claim.pointer("/spec/storageClassName").is_some_and(|c| !c.is_null()) {
+    if claim
+        .pointer("/spec/storageClassName")
+        .is_some_and(|c| !c.is_null())
+    {
         return;
     }
     let default = txn
         .list(&STORAGECLASSES, None)
         .into_iter()
-        .filter(|c| {
-            meta::path_str(c, &["metadata", "annotations", DEFAULT_CLASS]) == Some("true")
-        })
+        .filter(|c| meta::path_str(c, &["metadata", "annotations", DEFAULT_CLASS]) == Some("true"))
         .filter_map(|c| meta::path_str(c, &["metadata", "name"]).map(str::to_string))
         .max();
-    if let (Some(name), Some(spec)) = (default, claim.get_mut("spec").and_then(Value::as_object_mut))
-    {
+    if let (Some(name), Some(spec)) = (
+        default,
+        claim.get_mut("spec").and_then(Value::as_object_mut),
+    ) {
         spec.insert("storageClassName".into(), json!(name));
     }
 }
@@ -228,7 +239,12 @@ pub fn volumes(txn: &Txn<'_>) -> Volumes {
 /// The claims of `pod` that wait for a provisioner, with their class: unbound, of a
 /// WaitForFirstConsumer class.
 pub fn unbound_claims<'v>(vols: &'v Volumes, pod: &PodInfo) -> Vec<(&'v ClaimInfo, &'v ClassInfo)> {
-    let default = vols.classes.iter().filter(|c| c.default).map(|c| &c.name).max();
+    let default = vols
+        .classes
+        .iter()
+        .filter(|c| c.default)
+        .map(|c| &c.name)
+        .max();
     pod.claims
         .iter()
         .filter_map(|pc| {
@@ -306,7 +322,8 @@ pub fn provision(
         c["spec"]["volumeName"] = json!(pv_name);
         c["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] = json!("yes");
         c["metadata"]["annotations"]["pv.kubernetes.io/bound-by-controller"] = json!("yes");
-        c["status"] = json!({"phase": "Bound", "accessModes": modes, "capacity": {"storage": storage}});
+        c["status"] =
+            json!({"phase": "Bound", "accessModes": modes, "capacity": {"storage": storage}});
     })?;
     Ok(true)
 }

@@ -13,9 +13,9 @@ use super::query::ListOptions;
 use super::render::{self, Render};
 use super::resources::{self, ResourceDef, NAMESPACES, PODS};
 use super::scale;
-use super::storage;
 use super::server::Request;
 use super::status::ApiError;
+use super::storage;
 use super::table;
 use super::validation::{self, FieldValidation, Origin};
 

@@ -13,8 +13,8 @@ use super::world::{
     at, ms, pod_info, Counters, GroupSpec, Ms, RowStat, VmStat, WorldOptions, NAMESPACE,
 };
 use crate::cloud::{Server, ServerStatus};
-use crate::plan::sched::template::LABEL_HOSTNAME;
 use crate::plan::sched::spec::{NodeSelectorTerm, Operator, Requirement};
+use crate::plan::sched::template::LABEL_HOSTNAME;
 use crate::plan::sched::{Model, Slot};
 use crate::plan::volumes::{
     ClaimInfo, ClassInfo, LocalVolume, PodClaim, PvInfo, Volumes, HOSTNAME_LABEL,
@@ -522,7 +522,9 @@ impl State {
         // The local-path provisioner makes a first-started pod's volume on its node.
         let row = p.row;
         if self.rows.get(row).is_some_and(|r| r.local_volume) {
-            self.local_volumes.entry(row).or_insert_with(|| node.clone());
+            self.local_volumes
+                .entry(row)
+                .or_insert_with(|| node.clone());
         }
         let Some(p) = self.pods.get_mut(pod) else {
             return;

@@ -479,11 +479,7 @@ fn screen_unneeded(v: &View<'_>, full: bool) -> Screened {
                 &n.name,
                 &m.group.name,
                 KeptReason::LocalVolume,
-                format!(
-                    "{} {}",
-                    pod.key(),
-                    policy::Blocker::LocalVolume(l.clone())
-                ),
+                format!("{} {}", pod.key(), policy::Blocker::LocalVolume(l.clone())),
             );
             k.pod = Some(super::pod_ref(pod));
             k.pod_reason = Some("local-volume".to_string());

@@ -252,7 +252,11 @@ fn a_pending_pod_whose_local_volume_node_is_gone_is_no_capacity_and_gets_no_node
     let d = plan_it(&s, &c);
     assert!(!matches!(d.action, Action::ScaleUp { .. }), "{d:#?}");
     assert_eq!(d.bucket_of("default", "db"), Some(Bucket::NoCapacity));
-    let p = d.pending.iter().find(|p| p.pod.name == "db").expect("pending");
+    let p = d
+        .pending
+        .iter()
+        .find(|p| p.pod.name == "db")
+        .expect("pending");
     assert!(
         p.detail.contains("dev-workers-gone") && p.detail.contains("pvc-db"),
         "{p:?}"

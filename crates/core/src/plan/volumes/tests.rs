@@ -108,13 +108,20 @@ fn fits<'a>(
 fn a_local_path_volume_pins_the_node_its_affinity_names() {
     let local = pv("pvc-1", Some(vec![term(HOSTNAME_LABEL, &["host-a"])]), None);
     assert_eq!(local.pinned_node(), Some("host-a"));
-    let zonal = pv("z", Some(vec![term("topology.kubernetes.io/zone", &["a"])]), None);
+    let zonal = pv(
+        "z",
+        Some(vec![term("topology.kubernetes.io/zone", &["a"])]),
+        None,
+    );
     assert_eq!(zonal.pinned_node(), None);
     let two = pv("two", Some(vec![term(HOSTNAME_LABEL, &["a", "b"])]), None);
     assert_eq!(two.pinned_node(), None);
     let split = pv(
         "split",
-        Some(vec![term(HOSTNAME_LABEL, &["a"]), term(HOSTNAME_LABEL, &["b"])]),
+        Some(vec![
+            term(HOSTNAME_LABEL, &["a"]),
+            term(HOSTNAME_LABEL, &["b"]),
+        ]),
         None,
     );
     assert_eq!(split.pinned_node(), None);
@@ -140,7 +147,11 @@ fn a_pod_bound_to_a_local_volume_fits_only_its_node() {
 #[test]
 fn the_pinned_node_is_found_by_its_hostname_label_not_its_name() {
     let v = Volumes {
-        pvs: vec![pv("pvc-1", Some(vec![term(HOSTNAME_LABEL, &["host-a"])]), None)],
+        pvs: vec![pv(
+            "pvc-1",
+            Some(vec![term(HOSTNAME_LABEL, &["host-a"])]),
+            None,
+        )],
         claims: vec![claim("data", Some("pvc-1"), None)],
         ..Volumes::default()
     };
@@ -192,9 +203,13 @@ fn a_missing_claim_or_an_unbound_immediate_claim_fits_no_node() {
     };
     let mut nodes = vec![node("a", "z1")];
     let p = resolved(&v, &mut nodes, pod("db", None, &[("data", "nope")]));
-    assert!(matches!(fits(&nodes, &[], &p, "a"), Err(Unfit::Volume(w)) if w.contains("\"nope\" not found")));
+    assert!(
+        matches!(fits(&nodes, &[], &p, "a"), Err(Unfit::Volume(w)) if w.contains("\"nope\" not found"))
+    );
     let p = resolved(&v, &mut nodes, pod("db", None, &[("data", "late")]));
-    assert!(matches!(fits(&nodes, &[], &p, "a"), Err(Unfit::Volume(w)) if w.contains("unbound immediate")));
+    assert!(
+        matches!(fits(&nodes, &[], &p, "a"), Err(Unfit::Volume(w)) if w.contains("unbound immediate"))
+    );
 }
 
 #[test]
