@@ -16,7 +16,9 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::meta::{self, set_condition};
-use super::resources::{NODES, PODS};
+use super::resources::{
+    CSINODES, NODES, PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, PODS, STORAGECLASSES,
+};
 use super::storage;
 use super::store::{Change, ChangeKind};
 use super::Inner;
@@ -174,18 +176,22 @@ fn least_allocated(slot: &Slot<'_>, pod: &PodInfo) -> f64 {
 }
 
 /// Volume objects: a claim, volume, class or attach limit changing can let a pod in.
-const VOLUME_KINDS: [&str; 4] = [
-    "persistentvolumes",
-    "persistentvolumeclaims",
-    "storageclasses.storage.k8s.io",
-    "csinodes.storage.k8s.io",
-];
+fn is_volume_kind(res: &str) -> bool {
+    [
+        &PERSISTENTVOLUMES,
+        &PERSISTENTVOLUMECLAIMS,
+        &STORAGECLASSES,
+        &CSINODES,
+    ]
+    .iter()
+    .any(|r| r.id == res)
+}
 
 /// Whether writes can change what the scheduler decides: a new (or re-specified)
 /// pending pod, or, while pods wait, any node change and pods leaving or finishing.
 fn worth_a_pass(waiting: bool, changes: &[Arc<Change>]) -> bool {
     changes.iter().any(|c| {
-        if c.res == NODES.id || VOLUME_KINDS.contains(&c.res) {
+        if c.res == NODES.id || is_volume_kind(c.res) {
             return waiting;
         }
         if c.res != PODS.id {
@@ -312,7 +318,15 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
             }
             None => {
                 left_waiting = true;
-                let message = unschedulable_message(nodes.len(), &counts, preemptable);
+                // A claim that lets the pod run nowhere fails before any node is looked
+                // at: the real scheduler says so once, not per node.
+                let message = match &pod.volume_problem {
+                    Some(why) => format!(
+                        "0/{n} nodes are available: {why}. preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling.",
+                        n = nodes.len()
+                    ),
+                    None => unschedulable_message(nodes.len(), &counts, preemptable),
+                };
                 let _ = txn.modify(&PODS, ns, name, |p| {
                     set_condition(p, "PodScheduled", "False", "Unschedulable", &message)
                 });
