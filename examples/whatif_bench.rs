@@ -70,6 +70,7 @@ fn row(
         gpu: 0,
         priority: 0,
         image: None,
+        local_volume: false,
     }
 }
 

@@ -426,3 +426,48 @@ async fn get_pods_watch() {
     let _ = child.kill().await;
     assert!(seen.contains("late-1"), "kubectl get -w printed: {seen}");
 }
+
+/// Issue 19: kubectl finds the storage kinds through discovery (short names too) and
+/// sees a `local-path` claim bound once its pod runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_sees_storage_classes_claims_and_the_volumes_local_path_makes() {
+    let sim = cluster().await;
+    let k = Kubectl::new(&sim);
+    let classes = k.ok(&["get", "sc", "-o", "name"]).await;
+    assert!(
+        classes.contains("storageclass.storage.k8s.io/local-path"),
+        "{classes}"
+    );
+    sim.add_claim("default", "data", None, "1Gi")
+        .expect("claim");
+    sim.add_replicaset(
+        "default",
+        "db",
+        1,
+        SimPodTemplate::new("postgres:16", 1 << 30).claim("data", "data"),
+    )
+    .expect("db");
+    assert!(
+        sim.wait_until(
+            |s| s.pods().iter().any(|p| p
+                .metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("db"))
+                && p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some()),
+            std::time::Duration::from_secs(10)
+        )
+        .await
+    );
+    let pvc = k
+        .ok(&["get", "pvc", "data", "-o", "jsonpath={.spec.volumeName}"])
+        .await;
+    assert!(pvc.starts_with("pvc-"), "{pvc}");
+    let pvs = k.ok(&["get", "pv", "-o", "name"]).await;
+    assert!(pvs.contains(&format!("persistentvolume/{pvc}")), "{pvs}");
+    let csinodes = k.ok(&["get", "csinodes"]).await;
+    assert!(
+        csinodes.is_empty() || csinodes.contains("No resources"),
+        "{csinodes}"
+    );
+}

@@ -7,6 +7,7 @@ mod common;
 mod joined;
 mod providers;
 mod removal;
+mod volumes;
 
 use std::collections::BTreeSet;
 use std::process::Stdio;

@@ -6,6 +6,7 @@ mod common;
 
 mod objects;
 mod scheduler;
+mod storage;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

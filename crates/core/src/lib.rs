@@ -38,6 +38,11 @@ pub const CA_SCALE_DOWN_DISABLED: &str = "cluster-autoscaler.kubernetes.io/scale
 /// Cluster Autoscaler's pod annotation: `"true"` lets a blocking pod be evicted,
 /// `"false"` keeps its node.
 pub const CA_SAFE_TO_EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
+/// Pod annotation listing (comma-separated) the pod's volumes whose data may be lost when
+/// it is evicted; a pod whose local volumes are all listed no longer blocks its node's
+/// replacement (Cluster Autoscaler's name and format).
+pub const CA_SAFE_TO_EVICT_LOCAL_VOLUMES: &str =
+    "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes";
 /// Karpenter's pod (and node) annotation: `"true"` blocks voluntary disruption.
 pub const KARPENTER_DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 /// Hash of the group settings a node was created with (node label); a node whose hash

@@ -49,11 +49,12 @@ impl Reconciler {
     /// are frozen for the cycle, while the others carry on.
     pub async fn observe(&self) -> Result<Snapshot, CycleError> {
         let cluster_name = &self.config.cluster_name;
-        let (nodes, pods, pdbs, volume_attachments) = tokio::try_join!(
+        let (nodes, pods, pdbs, volume_attachments, volumes) = tokio::try_join!(
             self.cluster.nodes(),
             self.cluster.pods(),
             self.cluster.pdbs(),
-            self.cluster.volume_attachments()
+            self.cluster.volume_attachments(),
+            self.cluster.volumes()
         )?;
         // Unreadable records (e.g. RBAC not updated) leave what this process remembers:
         // a warning, not a stalled loop.
@@ -105,7 +106,7 @@ impl Reconciler {
         // Servers of a frozen provider would be half a picture: leave them all out.
         servers.retain(|s| !unavailable.contains_key(&s.provider));
         let remembered = self.clouds.disruption_times();
-        Ok(Snapshot {
+        let mut snapshot = Snapshot {
             nodes,
             pods,
             servers,
@@ -115,6 +116,7 @@ impl Reconciler {
             strays,
             pdbs,
             volume_attachments,
+            volumes,
             group_backoff: self.clouds.backoffs(),
             action_backoff: self.clouds.action_backoffs(),
             last_node_deleted: remembered
@@ -123,7 +125,9 @@ impl Reconciler {
             last_disruption_failure: remembered
                 .last_failure
                 .max(records.latest(RecordKind::Failure)),
-        })
+        };
+        snapshot.resolve_volumes();
+        Ok(snapshot)
     }
 
     /// Observe and decide, changing nothing (what `nodewright plan` prints).

@@ -5,10 +5,12 @@ use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::{
-    Container, Node, NodeSelectorRequirement, Pod, PodAffinityTerm as K8sAffinityTerm, PodSpec,
-    ResourceRequirements, TopologySpreadConstraint,
+    Container, Node, NodeSelector, NodeSelectorRequirement, PersistentVolume,
+    PersistentVolumeClaim, Pod, PodAffinityTerm as K8sAffinityTerm, PodSpec, ResourceRequirements,
+    TopologySpreadConstraint,
 };
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity as K8sQuantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector as K8sSelector, LabelSelectorRequirement, Time,
@@ -18,6 +20,9 @@ use crate::plan::sched::resources::{pod_requests, ContainerRequests, Resources};
 use crate::plan::sched::spec::{
     HostPort, LabelSelector, Namespaces, NodeSelectorTerm, Operator, PodAffinityTerm, Requirement,
     SpreadConstraint,
+};
+use crate::plan::volumes::{
+    ClaimInfo, ClassInfo, CsiNodeInfo, PodClaim, PvInfo, DEFAULT_CLASS, SELECTED_NODE,
 };
 use crate::plan::{normalize_image, NodeInfo, PdbInfo, PodInfo, PodPhase, Taint, Toleration};
 
@@ -147,6 +152,26 @@ pub fn label_selector(s: &K8sSelector) -> LabelSelector {
     out
 }
 
+/// A `NodeSelector`'s terms (any one must match).
+fn selector_terms(sel: &NodeSelector) -> Vec<NodeSelectorTerm> {
+    sel.node_selector_terms
+        .iter()
+        .map(|t| {
+            match (
+                node_requirements(&t.match_expressions),
+                node_requirements(&t.match_fields),
+            ) {
+                (Some(expressions), Some(fields)) => NodeSelectorTerm {
+                    expressions,
+                    fields,
+                },
+                // An unknown operator: the term matches no node.
+                _ => NodeSelectorTerm::default(),
+            }
+        })
+        .collect()
+}
+
 fn node_requirements(list: &Option<Vec<NodeSelectorRequirement>>) -> Option<Vec<Requirement>> {
     list.iter()
         .flatten()
@@ -219,7 +244,9 @@ fn node_annotation_read(key: &str) -> bool {
 
 /// Pod annotations the planner reads (whether a pod is a mirror pod is kept apart).
 fn pod_annotation_read(key: &str) -> bool {
-    key == crate::CA_SAFE_TO_EVICT || key == crate::KARPENTER_DO_NOT_DISRUPT
+    key == crate::CA_SAFE_TO_EVICT
+        || key == crate::KARPENTER_DO_NOT_DISRUPT
+        || key == crate::CA_SAFE_TO_EVICT_LOCAL_VOLUMES
 }
 
 /// Only the annotations the planner reads: the rest (`last-applied-configuration`,
@@ -364,24 +391,7 @@ pub fn pod_info(p: &Pod) -> Option<PodInfo> {
             n.required_during_scheduling_ignored_during_execution
                 .as_ref()
         })
-        .map(|sel| {
-            sel.node_selector_terms
-                .iter()
-                .map(|t| {
-                    match (
-                        node_requirements(&t.match_expressions),
-                        node_requirements(&t.match_fields),
-                    ) {
-                        (Some(expressions), Some(fields)) => NodeSelectorTerm {
-                            expressions,
-                            fields,
-                        },
-                        // An unknown operator: the term matches no node.
-                        _ => NodeSelectorTerm::default(),
-                    }
-                })
-                .collect()
-        });
+        .map(selector_terms);
     let terms = |list: Option<&Vec<K8sAffinityTerm>>| -> Vec<PodAffinityTerm> {
         list.into_iter()
             .flatten()
@@ -438,7 +448,30 @@ pub fn pod_info(p: &Pod) -> Option<PodInfo> {
                     .is_some_and(|e| e.medium.as_deref() != Some("Memory"))
         })
     });
+    let claims = spec
+        .and_then(|s| s.volumes.as_ref())
+        .map(|vs| {
+            vs.iter()
+                .filter_map(|v| {
+                    let claim = match (&v.persistent_volume_claim, &v.ephemeral) {
+                        (Some(c), _) => c.claim_name.clone(),
+                        // A generic ephemeral volume's claim is named `<pod>-<volume>`.
+                        (None, Some(_)) => format!("{name}-{}", v.name),
+                        (None, None) => return None,
+                    };
+                    Some(PodClaim {
+                        volume: v.name.clone(),
+                        claim,
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
     Some(PodInfo {
+        claims,
+        volume_affinity: Vec::new(),
+        volume_problem: None,
+        local_volumes: Vec::new(),
         name,
         node_name: spec.and_then(|s| s.node_name.clone()),
         phase,
@@ -475,6 +508,90 @@ pub fn pod_info(p: &Pod) -> Option<PodInfo> {
             .map(time_to_system)
             .unwrap_or(UNIX_EPOCH),
         namespace,
+    })
+}
+
+pub fn pv_info(pv: &PersistentVolume) -> Option<PvInfo> {
+    let spec = pv.spec.as_ref();
+    Some(PvInfo {
+        name: pv.metadata.name.clone()?,
+        node_affinity: spec
+            .and_then(|s| s.node_affinity.as_ref())
+            .and_then(|a| a.required.as_ref())
+            .map(selector_terms),
+        local: spec.is_some_and(|s| s.local.is_some()),
+        csi_driver: spec.and_then(|s| s.csi.as_ref()).map(|c| c.driver.clone()),
+        claim: spec
+            .and_then(|s| s.claim_ref.as_ref())
+            .and_then(|c| Some((c.namespace.clone()?, c.name.clone()?))),
+    })
+}
+
+pub fn claim_info(c: &PersistentVolumeClaim) -> Option<ClaimInfo> {
+    let spec = c.spec.as_ref();
+    Some(ClaimInfo {
+        namespace: c.metadata.namespace.clone()?,
+        name: c.metadata.name.clone()?,
+        volume_name: spec
+            .and_then(|s| s.volume_name.clone())
+            .filter(|v| !v.is_empty()),
+        storage_class: spec.and_then(|s| s.storage_class_name.clone()),
+        selected_node: c
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(SELECTED_NODE).cloned()),
+    })
+}
+
+pub fn class_info(c: &StorageClass) -> Option<ClassInfo> {
+    let allowed = c
+        .allowed_topologies
+        .as_ref()
+        .filter(|t| !t.is_empty())
+        .map(|ts| {
+            ts.iter()
+                .map(|t| NodeSelectorTerm {
+                    expressions: t
+                        .match_label_expressions
+                        .iter()
+                        .flatten()
+                        .map(|e| Requirement {
+                            key: e.key.clone(),
+                            operator: Operator::In,
+                            values: e.values.clone(),
+                        })
+                        .collect(),
+                    fields: Vec::new(),
+                })
+                .collect()
+        });
+    Some(ClassInfo {
+        name: c.metadata.name.clone()?,
+        provisioner: c.provisioner.clone(),
+        wait_for_first_consumer: c.volume_binding_mode.as_deref() == Some("WaitForFirstConsumer"),
+        allowed_topologies: allowed,
+        default: c
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(DEFAULT_CLASS))
+            .is_some_and(|v| v == "true"),
+    })
+}
+
+pub fn csi_node_info(c: &CSINode) -> Option<CsiNodeInfo> {
+    Some(CsiNodeInfo {
+        node: c.metadata.name.clone()?,
+        limits: c
+            .spec
+            .drivers
+            .iter()
+            .filter_map(|d| {
+                let n = d.allocatable.as_ref()?.count?;
+                Some((d.name.clone(), u64::try_from(n).ok()?))
+            })
+            .collect(),
     })
 }
 

@@ -7,18 +7,21 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::VolumeAttachment;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::json;
 
 use super::cache::{CacheOptions, CacheStats, ClusterCache};
-use super::convert::{node_info, pdb_info, pod_info};
+use super::convert::{
+    claim_info, class_info, csi_node_info, node_info, pdb_info, pod_info, pv_info,
+};
 use super::records::{record_data, DisruptionRecords, RecordKind};
 use super::status::write_status;
 use super::{ClusterApi, ClusterError, Eviction};
+use crate::plan::volumes::Volumes;
 use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodRef};
 use crate::{ANNOTATION_CORDONED, LABEL_CLUSTER, LABEL_IMAGE_PULLER};
 
@@ -82,7 +85,8 @@ impl KubeCluster {
                 c.nodes.wait_synced(t),
                 c.pods.wait_synced(t),
                 c.pdbs.wait_synced(t),
-                c.attachments.wait_synced(t)
+                c.attachments.wait_synced(t),
+                c.volumes.wait_synced(t)
             )?;
         }
         Ok(())
@@ -212,6 +216,28 @@ impl ClusterApi for KubeCluster {
             .into_iter()
             .filter_map(|va| Some((va.metadata.name?, va.spec.node_name)))
             .collect())
+    }
+
+    async fn volumes(&self) -> Result<Volumes, ClusterError> {
+        if let Some(c) = &self.cache {
+            return c.volumes.values(c.sync_timeout()).await;
+        }
+        let pv_api = Api::<PersistentVolume>::all(self.client.clone());
+        let claim_api = Api::<PersistentVolumeClaim>::all(self.client.clone());
+        let class_api = Api::<StorageClass>::all(self.client.clone());
+        let csi_api = Api::<CSINode>::all(self.client.clone());
+        let (pvs, claims, classes, csi_nodes) = tokio::try_join!(
+            list_all(&pv_api, "persistentvolumes"),
+            list_all(&claim_api, "persistentvolumeclaims"),
+            list_all(&class_api, "storageclasses"),
+            list_all(&csi_api, "csinodes"),
+        )?;
+        Ok(Volumes {
+            pvs: pvs.iter().filter_map(pv_info).collect(),
+            claims: claims.iter().filter_map(claim_info).collect(),
+            classes: classes.iter().filter_map(class_info).collect(),
+            csi_nodes: csi_nodes.iter().filter_map(csi_node_info).collect(),
+        })
     }
 
     async fn cordon(

@@ -23,6 +23,7 @@ pub use cache::{CacheOptions, CacheStats};
 pub use kube_api::KubeCluster;
 pub use records::{DisruptionRecords, RecordKind};
 
+use crate::plan::volumes::Volumes;
 use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodRef};
 
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +64,11 @@ pub trait ClusterApi: Send + Sync {
     async fn pdbs(&self) -> Result<Vec<PdbInfo>, ClusterError>;
     /// Attached volumes as (VolumeAttachment name, node name).
     async fn volume_attachments(&self) -> Result<Vec<(String, String)>, ClusterError>;
+    /// PersistentVolumes, claims, StorageClasses and CSINodes. An implementation without
+    /// volumes (a replay whose workload has none) answers empty.
+    async fn volumes(&self) -> Result<Volumes, ClusterError> {
+        Ok(Volumes::default())
+    }
     /// Marks the node unschedulable and sets `annotations` (why, when, what for) in the
     /// same patch, so a crash never leaves a cordon without its record.
     async fn cordon(

@@ -327,6 +327,11 @@ pub struct NodeGroupConfig {
     /// Extra node taints, rendered into user data.
     #[serde(default)]
     pub taints: Vec<TaintConfig>,
+    /// Lets expiry and drift replace this group's nodes even when a pod keeps data on a
+    /// volume only that node can reach (`local-path`, `local` PVs): the data is lost.
+    /// Off by default: such a pod pins its node (scale-down never takes it either way).
+    #[serde(default)]
+    pub allow_local_volume_loss: bool,
     /// Hash of what a node of this group is made from (see [`hash`]); computed when the
     /// config is read.
     #[serde(skip)]

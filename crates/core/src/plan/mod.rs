@@ -14,6 +14,7 @@ pub mod summary;
 mod units;
 pub mod unremovable;
 mod view;
+pub mod volumes;
 
 #[cfg(test)]
 mod tests;

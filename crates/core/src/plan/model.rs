@@ -11,6 +11,7 @@ use super::sched::resources::Resources;
 use super::sched::spec::{
     HostPort, LabelSelector, NodeSelectorTerm, PodAffinityTerm, SpreadConstraint,
 };
+use super::volumes::{LocalVolume, PodClaim, Volumes};
 use crate::cloud::{GroupShape, Server, Stray};
 
 /// Everything one cycle observed.
@@ -36,6 +37,9 @@ pub struct Snapshot {
     pub pdbs: Vec<PdbInfo>,
     /// Attached volumes as (VolumeAttachment name, node name).
     pub volume_attachments: Vec<(String, String)>,
+    /// PersistentVolumes, claims, StorageClasses and CSINodes; applied to the pods and
+    /// nodes by [`Snapshot::resolve_volumes`].
+    pub volumes: Volumes,
     /// Groups whose last VM create or provisioning failed, with the time until which they
     /// are left alone.
     pub group_backoff: BTreeMap<String, SystemTime>,
@@ -46,6 +50,14 @@ pub struct Snapshot {
     pub last_node_deleted: Option<SystemTime>,
     /// When a drain was last abandoned or a removal failed (`delayAfterFailure`).
     pub last_disruption_failure: Option<SystemTime>,
+}
+
+impl Snapshot {
+    /// Writes what [`Snapshot::volumes`] means into the pods and nodes (see
+    /// [`super::volumes::resolve`]); the adapters call it once they have read everything.
+    pub fn resolve_volumes(&mut self) {
+        super::volumes::resolve(&self.volumes, &mut self.nodes, &mut self.pods);
+    }
 }
 
 fn shared_pods<S: serde::Serializer>(pods: &[Arc<PodInfo>], s: S) -> Result<S::Ok, S::Error> {
@@ -177,6 +189,18 @@ pub struct PodInfo {
     pub annotations: BTreeMap<String, String>,
     /// Mounts an `emptyDir` not in memory or a `hostPath`: data a drain would lose.
     pub local_storage: bool,
+    /// Volumes backed by PersistentVolumeClaims (`persistentVolumeClaim`, and the claim
+    /// of an `ephemeral` volume).
+    pub claims: Vec<PodClaim>,
+    /// What its bound volumes (or the classes of its unbound WaitForFirstConsumer claims)
+    /// allow: each entry is a list of node selector terms, one of which must match.
+    /// Set by [`super::volumes::resolve`].
+    pub volume_affinity: Vec<Vec<NodeSelectorTerm>>,
+    /// Why its claims let it run nowhere (a missing claim, an unbound Immediate claim);
+    /// set by [`super::volumes::resolve`].
+    pub volume_problem: Option<String>,
+    /// Its volumes whose data only one node can reach; set by [`super::volumes::resolve`].
+    pub local_volumes: Vec<LocalVolume>,
     pub deleting: bool,
     pub created: SystemTime,
 }
@@ -229,6 +253,10 @@ impl PodInfo {
             labels: BTreeMap::new(),
             annotations: BTreeMap::new(),
             local_storage: false,
+            claims: Vec::new(),
+            volume_affinity: Vec::new(),
+            volume_problem: None,
+            local_volumes: Vec::new(),
             deleting: false,
             created: std::time::UNIX_EPOCH,
         }

@@ -7,10 +7,11 @@ use std::time::SystemTime;
 
 use super::model::{NodeInfo, PodInfo};
 use super::view::View;
+use super::volumes::{self, LocalVolume};
 use crate::config::DisruptionReason;
 use crate::{
     ANNOTATION_CORDONED, ANNOTATION_DISRUPTION, ANNOTATION_SCALE_DOWN_DISABLED, CA_SAFE_TO_EVICT,
-    CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT,
+    CA_SAFE_TO_EVICT_LOCAL_VOLUMES, CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT,
 };
 
 /// Why a pod keeps its node from being drained voluntarily.
@@ -30,6 +31,9 @@ pub enum Blocker {
     Budget(String),
     /// More than one PodDisruptionBudget selects it: the eviction API refuses it.
     SeveralBudgets(String),
+    /// Its data is on a volume only its node can reach; evicting it and removing the node
+    /// would lose it (and the pod would stay Pending for ever).
+    LocalVolume(LocalVolume),
 }
 
 impl fmt::Display for Blocker {
@@ -48,6 +52,11 @@ impl fmt::Display for Blocker {
                 f,
                 "is selected by several PodDisruptionBudgets ({b}), which the eviction API refuses"
             ),
+            Blocker::LocalVolume(l) => write!(
+                f,
+                "keeps its data on node {} (volume {}, PersistentVolumeClaim {}, PersistentVolume {}), which only that node can reach",
+                l.node, l.volume, l.claim, l.pv
+            ),
         }
     }
 }
@@ -63,6 +72,7 @@ impl Blocker {
             Blocker::DoNotDisrupt => "do-not-disrupt",
             Blocker::Budget(_) => "pdb",
             Blocker::SeveralBudgets(_) => "several-pdbs",
+            Blocker::LocalVolume(_) => "local-volume",
         }
     }
 }
@@ -90,6 +100,44 @@ pub fn is_job(pod: &PodInfo) -> bool {
     pod.controller_kind.as_deref() == Some("Job")
 }
 
+/// The first volume of `pod` whose data only its node holds, whatever the opt-ins say.
+/// Scale-down and consolidation never take such a node.
+pub fn pinning_volume<'p>(v: &View<'_>, pod: &'p PodInfo) -> Option<&'p LocalVolume> {
+    if ignored(v, pod) {
+        return None;
+    }
+    let node = pod.node_name.as_deref()?;
+    pod.local_volumes.iter().find(|l| l.node == node)
+}
+
+/// The first local volume of `pod` that the user has not let go: the pod's
+/// `safe-to-evict-local-volumes` annotation lists every volume of the pod whose data is
+/// on its node (as Cluster Autoscaler reads it for emptyDir and hostPath), or the node's
+/// group has `allowLocalVolumeLoss`.
+pub fn unreleased_volume<'p>(v: &View<'_>, pod: &'p PodInfo) -> Option<&'p LocalVolume> {
+    let first = pinning_volume(v, pod)?;
+    let group_allows = pod
+        .node_name
+        .as_deref()
+        .and_then(|n| {
+            v.members
+                .iter()
+                .find(|m| m.node.is_some_and(|x| x.name == n))
+        })
+        .is_some_and(|m| m.group.allow_local_volume_loss);
+    if group_allows {
+        return None;
+    }
+    let listed = volumes::listed_volumes(pod.annotations.get(CA_SAFE_TO_EVICT_LOCAL_VOLUMES));
+    let node = pod.node_name.as_deref().unwrap_or_default();
+    let all_listed = pod
+        .local_volumes
+        .iter()
+        .filter(|l| l.node == node)
+        .all(|l| listed.contains(&l.volume.as_str()));
+    (!all_listed).then_some(first)
+}
+
 /// What keeps `pod` from being evicted for a voluntary removal, if anything.
 pub fn blocker(v: &View<'_>, pod: &PodInfo) -> Option<Blocker> {
     if ignored(v, pod) {
@@ -100,6 +148,10 @@ pub fn blocker(v: &View<'_>, pod: &PodInfo) -> Option<Blocker> {
     }
     if annotation_is(pod, KARPENTER_DO_NOT_DISRUPT, "true") {
         return Some(Blocker::DoNotDisrupt);
+    }
+    // Before safe-to-evict "true", which lets emptyDir data go but not a PersistentVolume.
+    if let Some(l) = unreleased_volume(v, pod) {
+        return Some(Blocker::LocalVolume(l.clone()));
     }
     let budgets: Vec<&super::model::PdbInfo> = v.pdbs.iter().filter(|b| b.selects(pod)).collect();
     if budgets.len() > 1 {

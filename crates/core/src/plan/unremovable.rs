@@ -21,6 +21,9 @@ pub enum KeptReason {
     NotReady,
     /// Its group would fall below `minSize`.
     GroupAtMinSize,
+    /// A pod keeps data on a volume only this node can reach (`local-path`, `local` PV):
+    /// see the pod; scale-down never takes such a node.
+    LocalVolume,
     /// Its pods request at least `scaleDown.utilizationThreshold` of it.
     NotUnderutilized,
     /// A pod cannot be evicted (PodDisruptionBudget, annotation, no controller, local
@@ -53,11 +56,12 @@ pub enum KeptReason {
 }
 
 impl KeptReason {
-    pub const ALL: [KeptReason; 18] = [
+    pub const ALL: [KeptReason; 19] = [
         KeptReason::ScaleDownDisabled,
         KeptReason::ScaleDownDisabledAnnotation,
         KeptReason::NotReady,
         KeptReason::GroupAtMinSize,
+        KeptReason::LocalVolume,
         KeptReason::NotUnderutilized,
         KeptReason::BlockedByPod,
         KeptReason::FreeCapacityTarget,
@@ -80,6 +84,7 @@ impl KeptReason {
             KeptReason::ScaleDownDisabledAnnotation => "scale-down-disabled-annotation",
             KeptReason::NotReady => "not-ready",
             KeptReason::GroupAtMinSize => "group-at-min-size",
+            KeptReason::LocalVolume => "local-volume",
             KeptReason::NotUnderutilized => "not-underutilized",
             KeptReason::BlockedByPod => "blocked-by-pod",
             KeptReason::FreeCapacityTarget => "free-capacity-target",

@@ -15,8 +15,8 @@ use super::kubelet;
 use super::meta;
 use super::objects::{self, NodeBuild, SimNodeSpec, SimPodTemplate};
 use super::resources::{
-    self, ResourceDef, DAEMONSETS, EVENTS, EVENTS_V1, NAMESPACES, NODES, PDBS, PODS, REPLICASETS,
-    VOLUMEATTACHMENTS,
+    self, ResourceDef, DAEMONSETS, EVENTS, EVENTS_V1, NAMESPACES, NODES, PDBS,
+    PERSISTENTVOLUMECLAIMS, PODS, REPLICASETS, VOLUMEATTACHMENTS,
 };
 use super::status::ApiError;
 use super::SimCluster;
@@ -104,6 +104,47 @@ impl SimCluster {
                      "source": {"persistentVolumeName": pv}},
             "status": {"attached": true}});
         self.create(&VOLUMEATTACHMENTS, obj).map(|_| ())
+    }
+
+    /// A PersistentVolumeClaim of `size` (`1Gi`), ReadWriteOnce, of `class` (None: the
+    /// default class, `local-path`, as the DefaultStorageClass admission sets it).
+    pub fn add_claim(
+        &self,
+        ns: &str,
+        name: &str,
+        class: Option<&str>,
+        size: &str,
+    ) -> Result<(), ApiError> {
+        let mut obj = json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": size}}}});
+        if let Some(c) = class {
+            obj["spec"]["storageClassName"] = json!(c);
+        }
+        let obj = (PERSISTENTVOLUMECLAIMS.normalize)(obj)
+            .map_err(|e| ApiError::invalid(&PERSISTENTVOLUMECLAIMS, name, &e))?;
+        let mut txn = self.inner.store.lock();
+        if txn.get(&NAMESPACES, "", ns).is_none() {
+            return Err(ApiError::not_found(&NAMESPACES, ns));
+        }
+        let mut obj = obj;
+        super::storage::admit_claim(&txn, &mut obj);
+        txn.create(&PERSISTENTVOLUMECLAIMS, obj).map(|_| ())
+    }
+
+    /// Adds any object the server serves (PersistentVolumes, StorageClasses, CSINodes,
+    /// ...), validated as a create through the API would be.
+    pub fn add_object(&self, obj: Value) -> Result<Value, ApiError> {
+        let api_version = obj.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("");
+        let res = resources::ALL
+            .iter()
+            .copied()
+            .find(|r| r.api_version() == api_version && r.kind == kind)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!("no served resource for {api_version} {kind}"))
+            })?;
+        self.create(res, obj)
     }
 
     /// The volume was detached: its VolumeAttachment goes away.

@@ -46,6 +46,7 @@ mod selectors;
 mod server;
 mod ssa;
 mod status;
+mod storage;
 mod store;
 mod sysevents;
 mod table;
@@ -223,6 +224,11 @@ impl SimCluster {
             for (res, obj) in rbac::bootstrap_objects() {
                 txn.create(res, obj).map_err(std::io::Error::other)?;
             }
+            // k3s's default StorageClass, as a fresh k3s cluster has it.
+            let class = storage::normalize_class(storage::local_path_class())
+                .map_err(std::io::Error::other)?;
+            txn.create(&resources::STORAGECLASSES, class)
+                .map_err(std::io::Error::other)?;
         }
         let app = server::router(inner.clone())
             .layer(axum::middleware::from_fn_with_state(

@@ -94,6 +94,9 @@ pub struct SimPodTemplate {
     pub requests: BTreeMap<String, String>,
     /// Further pod spec fields (`affinity`, `topologySpreadConstraints`, ...).
     pub spec: serde_json::Map<String, Value>,
+    /// Volumes backed by PersistentVolumeClaims, as (volume name, claim name), mounted
+    /// at `/data/<volume>`.
+    pub claims: Vec<(String, String)>,
 }
 
 impl SimPodTemplate {
@@ -149,6 +152,12 @@ impl SimPodTemplate {
         self
     }
 
+    /// Mounts PersistentVolumeClaim `claim` (in the pod's namespace) as volume `volume`.
+    pub fn claim(mut self, volume: impl Into<String>, claim: impl Into<String>) -> Self {
+        self.claims.push((volume.into(), claim.into()));
+        self
+    }
+
     pub fn restart_policy(mut self, policy: &str) -> Self {
         self.restart_policy = Some(policy.into());
         self
@@ -170,7 +179,23 @@ impl SimPodTemplate {
         if !requests.is_empty() {
             container["resources"] = json!({"requests": requests});
         }
+        if !self.claims.is_empty() {
+            let mounts: Vec<Value> = self
+                .claims
+                .iter()
+                .map(|(v, _)| json!({"name": v, "mountPath": format!("/data/{v}")}))
+                .collect();
+            container["volumeMounts"] = json!(mounts);
+        }
         let mut spec = json!({"containers": [container]});
+        if !self.claims.is_empty() {
+            let volumes: Vec<Value> = self
+                .claims
+                .iter()
+                .map(|(v, c)| json!({"name": v, "persistentVolumeClaim": {"claimName": c}}))
+                .collect();
+            spec["volumes"] = json!(volumes);
+        }
         if !self.node_selector.is_empty() {
             spec["nodeSelector"] = json!(self.node_selector);
         }

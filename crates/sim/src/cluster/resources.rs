@@ -51,7 +51,7 @@ impl ResourceDef {
     }
 }
 
-pub(super) fn roundtrip<T: Serialize + DeserializeOwned>(v: Value) -> Result<Value, String> {
+pub(crate) fn roundtrip<T: Serialize + DeserializeOwned>(v: Value) -> Result<Value, String> {
     let typed: T = serde_json::from_value(v).map_err(|e| e.to_string())?;
     serde_json::to_value(typed).map_err(|e| e.to_string())
 }
@@ -282,7 +282,72 @@ pub static VOLUMEATTACHMENTS: ResourceDef = ResourceDef {
     normalize: roundtrip::<VolumeAttachment>,
 };
 
-pub static ALL: [&ResourceDef; 20] = [
+pub static PERSISTENTVOLUMES: ResourceDef = ResourceDef {
+    id: "persistentvolumes",
+    group: "",
+    version: "v1",
+    plural: "persistentvolumes",
+    singular: "persistentvolume",
+    kind: "PersistentVolume",
+    namespaced: false,
+    short_names: &["pv"],
+    categories: NO_NAMES,
+    status_subresource: true,
+    has_generation: false,
+    scale_subresource: false,
+    normalize: super::storage::normalize_pv,
+};
+
+pub static PERSISTENTVOLUMECLAIMS: ResourceDef = ResourceDef {
+    id: "persistentvolumeclaims",
+    group: "",
+    version: "v1",
+    plural: "persistentvolumeclaims",
+    singular: "persistentvolumeclaim",
+    kind: "PersistentVolumeClaim",
+    namespaced: true,
+    short_names: &["pvc"],
+    categories: NO_NAMES,
+    status_subresource: true,
+    has_generation: false,
+    scale_subresource: false,
+    normalize: super::storage::normalize_pvc,
+};
+
+pub static STORAGECLASSES: ResourceDef = ResourceDef {
+    id: "storageclasses.storage.k8s.io",
+    group: "storage.k8s.io",
+    version: "v1",
+    plural: "storageclasses",
+    singular: "storageclass",
+    kind: "StorageClass",
+    namespaced: false,
+    short_names: &["sc"],
+    categories: NO_NAMES,
+    status_subresource: false,
+    has_generation: false,
+    scale_subresource: false,
+    normalize: super::storage::normalize_class,
+};
+
+/// What each CSI driver may attach to a node (`allocatable.count`).
+pub static CSINODES: ResourceDef = ResourceDef {
+    id: "csinodes.storage.k8s.io",
+    group: "storage.k8s.io",
+    version: "v1",
+    plural: "csinodes",
+    singular: "csinode",
+    kind: "CSINode",
+    namespaced: false,
+    short_names: NO_NAMES,
+    categories: NO_NAMES,
+    status_subresource: false,
+    has_generation: false,
+    scale_subresource: false,
+    normalize: super::storage::normalize_csinode,
+};
+
+pub static ALL: [&ResourceDef; 24] = [
     &NAMESPACES,
     &NODES,
     &PODS,
@@ -303,6 +368,10 @@ pub static ALL: [&ResourceDef; 20] = [
     &accounts::CLUSTERROLES,
     &accounts::ROLEBINDINGS,
     &accounts::CLUSTERROLEBINDINGS,
+    &PERSISTENTVOLUMES,
+    &PERSISTENTVOLUMECLAIMS,
+    &STORAGECLASSES,
+    &CSINODES,
 ];
 
 /// Served API groups (other than the core group) with their single version.

@@ -16,11 +16,15 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::meta::{self, set_condition};
-use super::resources::{NODES, PODS};
+use super::resources::{
+    CSINODES, NODES, PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, PODS, STORAGECLASSES,
+};
+use super::storage;
 use super::store::{Change, ChangeKind};
 use super::sysevents;
 use super::Inner;
 use crate::plan::sched::{Model, Slot, Unfit};
+use crate::plan::volumes::{self, ATTACH_PREFIX, HOSTNAME_LABEL};
 use crate::plan::{NodeInfo, PodInfo, Taint};
 use nodewright_core::cluster::convert::{node_info, pod_info};
 
@@ -67,8 +71,18 @@ fn reasons(unfit: &Unfit, pod: &PodInfo, slot: &Slot<'_>) -> Vec<String> {
                     // The model groups extended resources; name each one short here.
                     "extended" => {
                         for (k, want) in &pod.requests.scalar {
-                            let alloc = slot.allocatable.get(k);
-                            if slot.used.get(k).saturating_add(*want) > alloc {
+                            let Some(&alloc) = slot.allocatable.scalar.get(k) else {
+                                if !k.starts_with(ATTACH_PREFIX) {
+                                    out.push(format!("Insufficient {k}"));
+                                }
+                                continue;
+                            };
+                            if slot.used.get(k).saturating_add(*want) <= alloc {
+                                continue;
+                            }
+                            if k.starts_with(ATTACH_PREFIX) {
+                                out.push("node(s) exceed max volume count".to_string());
+                            } else {
                                 out.push(format!("Insufficient {k}"));
                             }
                         }
@@ -85,6 +99,8 @@ fn reasons(unfit: &Unfit, pod: &PodInfo, slot: &Slot<'_>) -> Vec<String> {
             one("node(s) didn't satisfy existing pods anti-affinity rules")
         }
         Unfit::TopologySpread => one("node(s) didn't match pod topology spread constraints"),
+        Unfit::VolumeNodeAffinity => one("node(s) had volume node affinity conflict"),
+        Unfit::Volume(why) => one(why),
         Unfit::MissingTopologyLabel(key) => {
             if pod.spread.iter().any(|c| &c.topology_key == key) {
                 one("node(s) didn't match pod topology spread constraints (missing required label)")
@@ -160,11 +176,23 @@ fn least_allocated(slot: &Slot<'_>, pod: &PodInfo) -> f64 {
     )
 }
 
+/// Volume objects: a claim, volume, class or attach limit changing can let a pod in.
+fn is_volume_kind(res: &str) -> bool {
+    [
+        &PERSISTENTVOLUMES,
+        &PERSISTENTVOLUMECLAIMS,
+        &STORAGECLASSES,
+        &CSINODES,
+    ]
+    .iter()
+    .any(|r| r.id == res)
+}
+
 /// Whether writes can change what the scheduler decides: a new (or re-specified)
 /// pending pod, or, while pods wait, any node change and pods leaving or finishing.
 fn worth_a_pass(waiting: bool, changes: &[Arc<Change>]) -> bool {
     changes.iter().any(|c| {
-        if c.res == NODES.id {
+        if c.res == NODES.id || is_volume_kind(c.res) {
             return waiting;
         }
         if c.res != PODS.id {
@@ -212,12 +240,19 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
             target.push(info);
         }
     }
-    let nodes: Vec<NodeInfo> = txn
+    let mut nodes: Vec<NodeInfo> = txn
         .list(&NODES, None)
         .into_iter()
         .filter(|n| meta::path(n, &["metadata", "deletionTimestamp"]).is_none())
         .filter_map(sched_node)
         .collect();
+    // VolumeBinding and NodeVolumeLimits: what each pod's claims allow, attach limits.
+    let vols = storage::volumes(&txn);
+    let mut bound: Vec<Arc<PodInfo>> = bound.into_iter().map(Arc::new).collect();
+    let mut pending: Vec<Arc<PodInfo>> = pending.into_iter().map(Arc::new).collect();
+    volumes::resolve(&vols, &mut nodes, &mut bound);
+    volumes::resolve(&vols, &mut nodes, &mut pending);
+    let bound: Vec<PodInfo> = bound.iter().map(|p| (**p).clone()).collect();
     pending.sort_by(|a, b| {
         b.priority
             .cmp(&a.priority)
@@ -250,6 +285,30 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
         match best {
             Some((_, i)) => {
                 let node = model.slots[i].name.to_string();
+                let hostname = model.slots[i]
+                    .labels
+                    .get(HOSTNAME_LABEL)
+                    .cloned()
+                    .unwrap_or_else(|| node.clone());
+                // The claims this pod waits for are provisioned on its node first; a
+                // claim no simulated provisioner serves keeps the pod Pending.
+                let mut provisioned = true;
+                for (claim, class) in storage::unbound_claims(&vols, pod) {
+                    provisioned &= matches!(
+                        storage::provision(&mut txn, claim, class, &node, &hostname),
+                        Ok(true)
+                    );
+                }
+                if !provisioned {
+                    left_waiting = true;
+                    let message = format!(
+                        "waiting for a volume to be created for a claim of this pod on node {node}"
+                    );
+                    let _ = txn.modify(&PODS, ns, name, |p| {
+                        set_condition(p, "PodScheduled", "False", "Unschedulable", &message)
+                    });
+                    continue;
+                }
                 let done = txn.modify(&PODS, ns, name, |p| {
                     p["spec"]["nodeName"] = node.as_str().into();
                     set_condition(p, "PodScheduled", "True", "", "");
@@ -268,7 +327,15 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
             }
             None => {
                 left_waiting = true;
-                let message = unschedulable_message(nodes.len(), &counts, preemptable);
+                // A claim that lets the pod run nowhere fails before any node is looked
+                // at: the real scheduler says so once, not per node.
+                let message = match &pod.volume_problem {
+                    Some(why) => format!(
+                        "0/{n} nodes are available: {why}. preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling.",
+                        n = nodes.len()
+                    ),
+                    None => unschedulable_message(nodes.len(), &counts, preemptable),
+                };
                 let said = txn.get(&PODS, ns, name).and_then(|p| {
                     p.pointer("/status/conditions")?
                         .as_array()?

@@ -19,6 +19,7 @@ use super::scale;
 use super::server::Request;
 use super::ssa;
 use super::status::ApiError;
+use super::storage;
 use super::store::Txn;
 use super::table;
 use super::validation::{self, FieldValidation, Origin};
@@ -145,10 +146,13 @@ pub fn create(req: &Request<'_>) -> Answer {
         status.retain(|k, _| k == "phase" || k == "qosClass");
         status.insert("phase".into(), json!("Pending"));
     }
-    let obj = typed(req, res, obj, Origin::Body)?;
+    let mut obj = typed(req, res, obj, Origin::Body)?;
     let mut txn = req.state.store.lock();
     if res.namespaced && txn.get(&NAMESPACES, "", req.ns()).is_none() {
         return Err(ApiError::not_found(&NAMESPACES, req.ns()));
+    }
+    if std::ptr::eq(res, &resources::PERSISTENTVOLUMECLAIMS) {
+        storage::admit_claim(&txn, &mut obj);
     }
     if std::ptr::eq(res, &PODS) {
         if let Some(ns) = txn.get(&NAMESPACES, "", req.ns()) {

@@ -78,6 +78,10 @@ impl ClusterApi for MemCluster {
         Ok(Vec::new())
     }
 
+    async fn volumes(&self) -> Result<nodewright_core::plan::volumes::Volumes, ClusterError> {
+        Ok(self.world.lock().volume_objects())
+    }
+
     async fn cordon(
         &self,
         node: &str,

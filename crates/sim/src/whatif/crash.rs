@@ -107,6 +107,7 @@ fn row(
         gpu: 0,
         priority: 0,
         image: None,
+        local_volume: false,
     }
 }
 

@@ -83,6 +83,7 @@ fn row(at: u64, name: &str, mem_mib: u64, until: u64, kind: PodKind) -> Workload
         gpu: 0,
         priority: 0,
         image,
+        local_volume: false,
     }
 }
 

@@ -332,6 +332,13 @@ impl ClusterApi for FaultyCluster {
         self.inner.volume_attachments().await
     }
 
+    /// No fault of its own: a failed list fails the cycle exactly as a failed pods or
+    /// nodes list does (both covered), and one more draw per cycle would move every
+    /// seeded run of the crash suite onto other faults.
+    async fn volumes(&self) -> Result<nodewright_core::plan::volumes::Volumes, ClusterError> {
+        self.inner.volumes().await
+    }
+
     async fn cordon(
         &self,
         node: &str,

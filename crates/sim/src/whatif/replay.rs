@@ -304,6 +304,7 @@ fn fill_figures(report: &mut Report, world: &World, config: &Config, end: Ms) {
     report.pods_killed = c.pods_killed;
     report.job_restarts = c.job_restarts;
     report.pods_lost = c.pods_lost;
+    report.volumes_lost = c.volumes_lost;
     report.node_failures = c.node_failures;
     report.warm_starts = c.warm_starts;
     report.warm_wait_saved_s = c.warm_wait_saved_ms as f64 / 1000.0;

@@ -66,6 +66,9 @@ pub struct Report {
     pub job_restarts: u32,
     /// Bare pods (`kind: Pod`) evicted or killed: nothing recreated them.
     pub pods_lost: u32,
+    /// Local volumes (`local_volume` rows) destroyed with their node's VM while their
+    /// pod still had work to do.
+    pub volumes_lost: u32,
     /// Nodes that went NotReady (`--node-failures`).
     pub node_failures: u32,
     /// Scale-ups served by starting a warm VM instead of creating one.
@@ -217,12 +220,13 @@ pub fn render_table(reports: &[&Report]) -> String {
     row("never started", &|r| r.never_started.to_string());
     row("evictions", &|r| r.evictions.to_string());
     type Count = fn(&Report) -> u32;
-    let optional: [(&str, Count); 5] = [
+    let optional: [(&str, Count); 6] = [
         ("evictions refused (PDB)", |r| r.evictions_refused),
         ("node failures", |r| r.node_failures),
         ("pods killed with a node", |r| r.pods_killed),
         ("job restarts", |r| r.job_restarts),
         ("pods lost", |r| r.pods_lost),
+        ("local volumes lost", |r| r.volumes_lost),
     ];
     for (label, f) in optional {
         if reports.iter().any(|r| f(r) > 0) {

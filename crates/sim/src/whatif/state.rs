@@ -13,8 +13,12 @@ use super::world::{
     at, ms, pod_info, Counters, GroupSpec, Ms, RowStat, VmStat, WorldOptions, NAMESPACE,
 };
 use crate::cloud::{Server, ServerStatus};
+use crate::plan::sched::spec::{NodeSelectorTerm, Operator, Requirement};
 use crate::plan::sched::template::LABEL_HOSTNAME;
 use crate::plan::sched::{Model, Slot};
+use crate::plan::volumes::{
+    ClaimInfo, ClassInfo, LocalVolume, PodClaim, PvInfo, Volumes, HOSTNAME_LABEL,
+};
 use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodPhase};
 
 pub(super) struct LivePod {
@@ -82,6 +86,30 @@ pub(super) struct State {
     pub(super) options: WorldOptions,
     /// VMs that never finish booting (a fault run's half-done creates).
     pub(super) stuck: BTreeSet<String>,
+    /// Where each `local_volume` row's data lives (row index to node), from its first
+    /// start on.
+    pub(super) local_volumes: BTreeMap<usize, String>,
+}
+
+/// The claim of row `row`'s local volume.
+fn volume_claim(name: &str, row: usize) -> String {
+    format!("{name}-{row}-data")
+}
+
+fn volume_pv(claim: &str) -> String {
+    format!("pvc-{claim}")
+}
+
+/// "On node `node` only", as the local-path provisioner writes a PV's node affinity.
+fn hostname_terms(node: &str) -> NodeSelectorTerm {
+    NodeSelectorTerm {
+        expressions: vec![Requirement {
+            key: HOSTNAME_LABEL.into(),
+            operator: Operator::In,
+            values: vec![node.to_string()],
+        }],
+        fields: Vec::new(),
+    }
 }
 
 /// splitmix64: a small, seeded, portable generator.
@@ -165,7 +193,8 @@ impl State {
             return;
         };
         let name = format!("{}-{i}", row.name);
-        let info = pod_info(row, &name, at(t), &self.groups);
+        let mut info = pod_info(row, &name, at(t), &self.groups);
+        self.with_volume(&mut info, i);
         let remaining = row.duration_s.saturating_mul(1000);
         self.pods.insert(
             name,
@@ -320,7 +349,8 @@ impl State {
         }
         stat.replacements += 1;
         let name = format!("{}-{}-{}", row.name, p.row, stat.replacements);
-        let info = pod_info(&row, &name, at(t), &self.groups);
+        let mut info = pod_info(&row, &name, at(t), &self.groups);
+        self.with_volume(&mut info, p.row);
         self.pods.insert(
             name,
             LivePod {
@@ -420,10 +450,97 @@ impl State {
         (placed, refused)
     }
 
+    /// The claim of row `row`'s local volume (if it has one), and once the volume
+    /// exists, what it means: the pod fits only the volume's node.
+    fn with_volume(&self, info: &mut PodInfo, row: usize) {
+        if !self.rows.get(row).is_some_and(|r| r.local_volume) {
+            return;
+        }
+        let claim = volume_claim(&self.rows[row].name, row);
+        info.claims = vec![PodClaim {
+            volume: "data".into(),
+            claim: claim.clone(),
+        }];
+        if let Some(node) = self.local_volumes.get(&row) {
+            let pv = volume_pv(&claim);
+            info.volume_affinity = vec![vec![hostname_terms(node)]];
+            info.local_volumes = vec![LocalVolume {
+                volume: "data".into(),
+                claim,
+                pv,
+                node: node.clone(),
+            }];
+        }
+    }
+
+    /// The volume objects the API server would hold: a default `local-path` class, one
+    /// claim per `local_volume` row with a live pod, bound once its volume exists.
+    pub fn volume_objects(&self) -> Volumes {
+        let mut v = Volumes {
+            classes: vec![ClassInfo {
+                name: "local-path".into(),
+                provisioner: "rancher.io/local-path".into(),
+                wait_for_first_consumer: true,
+                allowed_topologies: None,
+                default: true,
+            }],
+            ..Volumes::default()
+        };
+        let rows: BTreeSet<usize> = self
+            .pods
+            .values()
+            .map(|p| p.row)
+            .filter(|r| self.rows.get(*r).is_some_and(|w| w.local_volume))
+            .collect();
+        for row in rows {
+            let claim = volume_claim(&self.rows[row].name, row);
+            let node = self.local_volumes.get(&row);
+            if let Some(node) = node {
+                v.pvs.push(PvInfo {
+                    name: volume_pv(&claim),
+                    node_affinity: Some(vec![hostname_terms(node)]),
+                    local: false,
+                    csi_driver: None,
+                    claim: Some((NAMESPACE.to_string(), claim.clone())),
+                });
+            }
+            v.claims.push(ClaimInfo {
+                namespace: NAMESPACE.to_string(),
+                volume_name: node.map(|_| volume_pv(&claim)),
+                name: claim,
+                storage_class: Some("local-path".into()),
+                selected_node: node.cloned(),
+            });
+        }
+        v
+    }
+
     fn start(&mut self, pod: &str, node: String, t: Ms) {
         let Some(p) = self.pods.get_mut(pod) else {
             return;
         };
+        // The local-path provisioner makes a first-started pod's volume on its node.
+        let row = p.row;
+        if self.rows.get(row).is_some_and(|r| r.local_volume) {
+            self.local_volumes
+                .entry(row)
+                .or_insert_with(|| node.clone());
+        }
+        let Some(p) = self.pods.get_mut(pod) else {
+            return;
+        };
+        if !p.info.claims.is_empty() && p.info.local_volumes.is_empty() {
+            if let Some(n) = self.local_volumes.get(&row) {
+                let claim = volume_claim(&self.rows[row].name, row);
+                p.info.volume_affinity = vec![vec![hostname_terms(n)]];
+                p.info.local_volumes = vec![LocalVolume {
+                    volume: "data".into(),
+                    pv: volume_pv(&claim),
+                    claim,
+                    node: n.clone(),
+                }];
+            }
+        }
         p.info.node_name = Some(node);
         p.info.phase = PodPhase::Running;
         p.info.unschedulable = false;
@@ -623,6 +740,19 @@ impl State {
         if let Some(s) = self.vm_stats.get_mut(vm.stat) {
             s.deleted = Some(t);
         }
+        // The VM's disk goes with it: local volumes of rows still at work are lost.
+        let lost = self
+            .local_volumes
+            .iter()
+            .filter(|(row, node)| {
+                **node == vm.server.name
+                    && self
+                        .row_stats
+                        .get(**row)
+                        .is_some_and(|s| s.finished.is_none() && !s.lost)
+            })
+            .count();
+        self.counters.volumes_lost += lost as u32;
         self.node_lost(&vm.server.name, t);
     }
 }

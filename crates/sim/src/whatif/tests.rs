@@ -50,6 +50,7 @@ fn row(arrival_s: u64, name: &str, cpu_m: u64, duration_s: u64, kind: PodKind) -
         gpu: 0,
         priority: 0,
         image: None,
+        local_volume: false,
     }
 }
 
@@ -370,4 +371,39 @@ async fn the_demo_runs_in_virtual_time() {
     ] {
         assert!(text.contains(want), "no `{want}` in\n{text}");
     }
+}
+
+/// Issue 19: a pod whose data is on a `local-path` volume keeps its old node; with the
+/// group's `allowLocalVolumeLoss` the node is replaced and the replay counts the volume
+/// as lost (its pod can never run again).
+#[tokio::test]
+async fn an_old_node_holding_a_local_volume_is_kept_unless_the_group_allows_losing_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let extra = "oldNodeAgeLimit: 30m\nscaleDown: {enabled: false}";
+    let kept = load(&write_config(dir.path(), "kept.yaml", extra));
+    let mut db = row(0, "db", 1000, 3 * 3600, PodKind::Deployment);
+    db.local_volume = true;
+    let rows = vec![db, row(0, "web", 1000, 3 * 3600, PodKind::Deployment)];
+    let r = replay(kept, "kept.yaml", rows.clone(), &WorldOptions::default())
+        .await
+        .expect("replays");
+    let rep = &r.report;
+    assert_eq!(rep.volumes_lost, 0, "{rep:#?}");
+    assert_eq!(rep.never_started, 0, "{rep:#?}");
+
+    let text = std::fs::read_to_string(write_config(dir.path(), "lose.yaml", extra))
+        .expect("config")
+        .replace(
+            "  userData: {template: t.sh.j2}\n",
+            "  userData: {template: t.sh.j2}\n  allowLocalVolumeLoss: true\n",
+        );
+    assert!(text.contains("allowLocalVolumeLoss"), "{text}");
+    let path = dir.path().join("lose.yaml");
+    std::fs::write(&path, text).expect("write");
+    let r = replay(load(&path), "lose.yaml", rows, &WorldOptions::default())
+        .await
+        .expect("replays");
+    let rep = &r.report;
+    assert!(rep.volumes_lost >= 1, "{rep:#?}");
+    assert!(rep.evictions >= 1, "{rep:#?}");
 }

@@ -42,6 +42,7 @@ fn rows() -> Vec<WorkloadRow> {
             gpu: 0,
             priority: 0,
             image: None,
+            local_volume: false,
         })
         .collect()
 }

@@ -1,6 +1,8 @@
 //! The workload file: CSV with a header. Required columns, exactly these names:
 //! `arrival_s,name,cpu_m,mem_mib,duration_s`; optional: `kind` (`Deployment` default,
-//! `Job`, `Pod`), `node_selector` (`k=v;k2=v2`), `gpu`, `priority`. Unknown columns are
+//! `Job`, `Pod`), `node_selector` (`k=v;k2=v2`), `gpu`, `priority`, `image`,
+//! `local_volume` (`true`: its data is on a `local-path` volume on the node it first runs
+//! on). Unknown columns are
 //! an error naming them; a bad row is an error naming its line.
 //!
 //! Columns may come in any order; fields may be quoted (`"a,b"`, `""` for a quote);
@@ -38,6 +40,9 @@ pub struct WorkloadRow {
     /// The container image the pod runs, if the file says: images are what the image
     /// cache warming pulls onto new nodes.
     pub image: Option<String>,
+    /// Its data is on a node-local volume (k3s `local-path`): made on the node it first
+    /// runs on, and only that node can run it afterwards.
+    pub local_volume: bool,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -51,7 +56,14 @@ pub enum WorkloadError {
 /// The columns every workload file has, in the order the docs give them.
 pub const REQUIRED_COLUMNS: [&str; 5] = ["arrival_s", "name", "cpu_m", "mem_mib", "duration_s"];
 /// The columns a workload file may have besides the required ones.
-pub const OPTIONAL_COLUMNS: [&str; 5] = ["kind", "node_selector", "gpu", "priority", "image"];
+pub const OPTIONAL_COLUMNS: [&str; 6] = [
+    "kind",
+    "node_selector",
+    "gpu",
+    "priority",
+    "image",
+    "local_volume",
+];
 
 /// Ten years: no arrival or duration may be longer, so sums of them never overflow.
 pub const MAX_SECONDS: u64 = 10 * 365 * 24 * 3600;
@@ -76,6 +88,7 @@ enum Column {
     Gpu,
     Priority,
     Image,
+    LocalVolume,
 }
 
 impl Column {
@@ -91,6 +104,7 @@ impl Column {
             "gpu" => Column::Gpu,
             "priority" => Column::Priority,
             "image" => Column::Image,
+            "local_volume" => Column::LocalVolume,
             _ => return None,
         })
     }
@@ -371,6 +385,7 @@ impl Header {
             gpu: 0,
             priority: 0,
             image: None,
+            local_volume: false,
         };
         for (column, raw) in self.columns.iter().zip(record.iter()) {
             let value = raw.trim();
@@ -450,6 +465,17 @@ impl Header {
                         })?
                     }
                 }
+                Column::LocalVolume => {
+                    row.local_volume = match value {
+                        "" | "false" | "no" => false,
+                        "true" | "yes" => true,
+                        _ => {
+                            return Err(bad(
+                                "`true` (its data is on a local-path volume of the node it first runs on) or `false`",
+                            ))
+                        }
+                    }
+                }
                 Column::Image => {
                     row.image = if value.is_empty() {
                         None
@@ -483,6 +509,7 @@ fn column_name(c: Column) -> &'static str {
         Column::Gpu => "gpu",
         Column::Priority => "priority",
         Column::Image => "image",
+        Column::LocalVolume => "local_volume",
     }
 }
 
@@ -581,7 +608,7 @@ fn closest_column(word: &str) -> Option<&'static str> {
 /// (but for `line`): every column; no field of a valid row needs quotes.
 pub fn to_csv(rows: &[WorkloadRow]) -> String {
     let mut out = String::from(
-        "arrival_s,name,cpu_m,mem_mib,duration_s,kind,node_selector,gpu,priority,image\n",
+        "arrival_s,name,cpu_m,mem_mib,duration_s,kind,node_selector,gpu,priority,image,local_volume\n",
     );
     for r in rows {
         let selector: Vec<String> = r
@@ -595,7 +622,7 @@ pub fn to_csv(rows: &[WorkloadRow]) -> String {
             PodKind::Pod => "Pod",
         };
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{},{},{}\n",
             r.arrival_s,
             r.name,
             r.cpu_m,
@@ -605,7 +632,8 @@ pub fn to_csv(rows: &[WorkloadRow]) -> String {
             selector.join(";"),
             r.gpu,
             r.priority,
-            r.image.as_deref().unwrap_or_default()
+            r.image.as_deref().unwrap_or_default(),
+            r.local_volume
         ));
     }
     out

@@ -35,6 +35,7 @@ fn minimal_file_with_defaults() {
             gpu: 0,
             priority: 0,
             image: None,
+            local_volume: false,
         }]
     );
 }
@@ -335,4 +336,27 @@ fn image_column_is_read_and_checked() {
         e.contains("column image") && e.contains("image reference"),
         "{e}"
     );
+}
+
+/// The optional `local_volume` column (issue 19): a pod whose data is on its node.
+#[test]
+fn local_volume_column_is_read_and_checked() {
+    let rows = parse_workload(&format!(
+        "{HEADER},local_volume\n0,db,1,1,1,true\n0,web,1,1,1,\n0,api,1,1,1,no\n"
+    ))
+    .unwrap();
+    let by_name = |n: &str| rows.iter().find(|r| r.name == n).map(|r| r.local_volume);
+    assert_eq!(by_name("db"), Some(true));
+    assert_eq!(by_name("web"), Some(false));
+    assert_eq!(by_name("api"), Some(false));
+    let again = parse_workload(&to_csv(&rows)).unwrap();
+    assert_eq!(
+        again.iter().filter(|r| r.local_volume).count(),
+        1,
+        "{again:?}"
+    );
+    let e = parse_workload(&format!("{HEADER},local_volume\n0,db,1,1,1,maybe\n"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("line 2") && e.contains("local_volume"), "{e}");
 }

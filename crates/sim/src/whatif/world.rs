@@ -316,6 +316,9 @@ pub struct Counters {
     pub warm_starts: u32,
     /// Boot time those starts did not wait for (create or clone), summed.
     pub warm_wait_saved_ms: u64,
+    /// Local volumes whose node's VM was deleted while their pod still had work to do:
+    /// the data is gone and the pod can never run again.
+    pub volumes_lost: u32,
 }
 
 /// The world: a cheap handle on shared state.
@@ -406,6 +409,7 @@ impl World {
             last_pod_change: 0,
             options,
             stuck: BTreeSet::new(),
+            local_volumes: BTreeMap::new(),
         };
         Ok(World {
             state: Arc::new(Mutex::new(state)),

@@ -1,4 +1,5 @@
-//! Watch caches of nodes, pods, PodDisruptionBudgets and VolumeAttachments, so that a
+//! Watch caches of nodes, pods, PodDisruptionBudgets, VolumeAttachments and the volume
+//! objects (PersistentVolumes, PersistentVolumeClaims, StorageClasses, CSINodes), so that a
 //! cycle reads memory instead of listing the cluster, and so that the changes worth
 //! acting on (a pod the scheduler gave up on, a terminating pod gone, a node that became
 //! Ready, went away or was cordoned) wake the loop within seconds instead of at the next `scanInterval`.
@@ -15,14 +16,17 @@ mod watch;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::core::v1::{Node, PersistentVolume, PersistentVolumeClaim, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
-use k8s_openapi::api::storage::v1::VolumeAttachment;
+use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use kube::{Api, Client, ResourceExt};
 use tokio::task::JoinHandle;
 
-use super::convert::{node_info, pdb_info, pod_info};
+use super::convert::{
+    claim_info, class_info, csi_node_info, node_info, pdb_info, pod_info, pv_info,
+};
 use super::ClusterError;
+use crate::plan::volumes::{ClaimInfo, ClassInfo, CsiNodeInfo, PvInfo, Volumes};
 use crate::plan::{NodeInfo, PdbInfo, PodInfo};
 pub(crate) use store::Cached;
 use store::{Change, Store};
@@ -90,6 +94,10 @@ impl Cached for Arc<PodInfo> {
 
 impl Cached for PdbInfo {}
 impl Cached for Attachment {}
+impl Cached for PvInfo {}
+impl Cached for ClaimInfo {}
+impl Cached for ClassInfo {}
+impl Cached for CsiNodeInfo {}
 
 /// One resource's cache, shared by its watch task and the readers.
 pub(crate) struct Shared<V> {
@@ -215,12 +223,48 @@ pub(crate) fn key_of<K: ResourceExt>(obj: &K) -> String {
 /// Counts wake-ups; the loop waits for it to change.
 pub(crate) type WakeTx = tokio::sync::watch::Sender<u64>;
 
-/// The four caches and their watch tasks, which end when this is dropped.
+/// The volume objects' caches.
+pub(crate) struct VolumeCaches {
+    pub pvs: Arc<Shared<PvInfo>>,
+    pub claims: Arc<Shared<ClaimInfo>>,
+    pub classes: Arc<Shared<ClassInfo>>,
+    pub csi_nodes: Arc<Shared<CsiNodeInfo>>,
+}
+
+impl VolumeCaches {
+    pub async fn values(&self, timeout: Duration) -> Result<Volumes, ClusterError> {
+        let (pvs, claims, classes, csi_nodes) = tokio::try_join!(
+            self.pvs.values(timeout),
+            self.claims.values(timeout),
+            self.classes.values(timeout),
+            self.csi_nodes.values(timeout)
+        )?;
+        Ok(Volumes {
+            pvs,
+            claims,
+            classes,
+            csi_nodes,
+        })
+    }
+
+    pub async fn wait_synced(&self, timeout: Duration) -> Result<(), ClusterError> {
+        tokio::try_join!(
+            self.pvs.wait_synced(timeout),
+            self.claims.wait_synced(timeout),
+            self.classes.wait_synced(timeout),
+            self.csi_nodes.wait_synced(timeout)
+        )?;
+        Ok(())
+    }
+}
+
+/// The caches and their watch tasks, which end when this is dropped.
 pub(crate) struct ClusterCache {
     pub nodes: Arc<Shared<NodeInfo>>,
     pub pods: Arc<Shared<Arc<PodInfo>>>,
     pub pdbs: Arc<Shared<PdbInfo>>,
     pub attachments: Arc<Shared<Attachment>>,
+    pub volumes: VolumeCaches,
     wake: WakeTx,
     options: CacheOptions,
     tasks: Vec<JoinHandle<()>>,
@@ -244,13 +288,19 @@ fn attachment(va: &VolumeAttachment) -> Option<Attachment> {
 }
 
 impl ClusterCache {
-    /// Starts the four watches on the current tokio runtime.
+    /// Starts the watches on the current tokio runtime.
     pub fn start(client: Client, options: CacheOptions) -> ClusterCache {
         let wake = tokio::sync::watch::channel(0u64).0;
         let nodes = Shared::new("nodes");
         let pods = Shared::new("pods");
         let pdbs = Shared::new("poddisruptionbudgets");
         let attachments = Shared::new("volumeattachments");
+        let volumes = VolumeCaches {
+            pvs: Shared::new("persistentvolumes"),
+            claims: Shared::new("persistentvolumeclaims"),
+            classes: Shared::new("storageclasses"),
+            csi_nodes: Shared::new("csinodes"),
+        };
         let mut cfg = kube::runtime::watcher::Config::default();
         if let Some(t) = options.watch_timeout {
             cfg = cfg.timeout(t);
@@ -278,10 +328,38 @@ impl ClusterCache {
                 wake.clone(),
             )),
             tokio::spawn(watch::run(
-                Api::<VolumeAttachment>::all(client),
-                cfg,
+                Api::<VolumeAttachment>::all(client.clone()),
+                cfg.clone(),
                 attachments.clone(),
                 attachment,
+                wake.clone(),
+            )),
+            tokio::spawn(watch::run(
+                Api::<PersistentVolume>::all(client.clone()),
+                cfg.clone(),
+                volumes.pvs.clone(),
+                pv_info,
+                wake.clone(),
+            )),
+            tokio::spawn(watch::run(
+                Api::<PersistentVolumeClaim>::all(client.clone()),
+                cfg.clone(),
+                volumes.claims.clone(),
+                claim_info,
+                wake.clone(),
+            )),
+            tokio::spawn(watch::run(
+                Api::<StorageClass>::all(client.clone()),
+                cfg.clone(),
+                volumes.classes.clone(),
+                class_info,
+                wake.clone(),
+            )),
+            tokio::spawn(watch::run(
+                Api::<CSINode>::all(client),
+                cfg,
+                volumes.csi_nodes.clone(),
+                csi_node_info,
                 wake.clone(),
             )),
         ];
@@ -290,6 +368,7 @@ impl ClusterCache {
             pods,
             pdbs,
             attachments,
+            volumes,
             wake,
             options,
             tasks,
@@ -335,6 +414,10 @@ impl ClusterCache {
             self.pods.stats(),
             self.pdbs.stats(),
             self.attachments.stats(),
+            self.volumes.pvs.stats(),
+            self.volumes.claims.stats(),
+            self.volumes.classes.stats(),
+            self.volumes.csi_nodes.stats(),
         ]
     }
 }

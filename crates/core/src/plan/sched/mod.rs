@@ -9,8 +9,11 @@
 //! [`Model::check`] and placed with [`Model::place`]; a [`Checkpoint`] undoes trial
 //! placements so several node groups can be compared from the same starting point.
 //!
-//! Not modelled, and so treated conservatively and named in the plan: volume topology
-//! (a pod whose PersistentVolume is bound to a zone is assumed to fit any zone),
+//! Volumes as VolumeBinding does it: a pod fits only nodes its bound PersistentVolumes'
+//! node affinity (or its unbound WaitForFirstConsumer claims' `allowedTopologies`)
+//! allow, and CSI attach limits count as a resource (see [`super::volumes`]).
+//!
+//! Not modelled, and so treated conservatively and named in the plan:
 //! `namespaceSelector` by labels (counted as every namespace), pod-level resources.
 
 mod affinity;
@@ -108,6 +111,11 @@ pub enum Unfit {
     TopologySpread,
     /// A required label for spread or affinity is missing on the node.
     MissingTopologyLabel(String),
+    /// A bound volume's node affinity (or an unbound claim's `allowedTopologies`)
+    /// excludes the node.
+    VolumeNodeAffinity,
+    /// Its claims let it run on no node (claim missing, unbound Immediate claim, ...).
+    Volume(String),
 }
 
 impl Unfit {
@@ -115,7 +123,11 @@ impl Unfit {
     pub fn is_static(&self) -> bool {
         matches!(
             self,
-            Unfit::NodeSelector | Unfit::NodeAffinity | Unfit::Taint(_)
+            Unfit::NodeSelector
+                | Unfit::NodeAffinity
+                | Unfit::Taint(_)
+                | Unfit::VolumeNodeAffinity
+                | Unfit::Volume(_)
         )
     }
 }
@@ -137,6 +149,10 @@ impl fmt::Display for Unfit {
             }
             Unfit::TopologySpread => write!(f, "topology spread constraint would be violated"),
             Unfit::MissingTopologyLabel(k) => write!(f, "no {k} label for its topology rules"),
+            Unfit::VolumeNodeAffinity => {
+                write!(f, "its volumes' node affinity does not allow this node")
+            }
+            Unfit::Volume(why) => write!(f, "{why}"),
         }
     }
 }
@@ -168,6 +184,18 @@ pub fn static_check(pod: &PodInfo, slot: &Slot<'_>, ignore_named: bool) -> Resul
         if !ok {
             return Err(Unfit::NodeAffinity);
         }
+    }
+    if let Some(why) = &pod.volume_problem {
+        return Err(Unfit::Volume(why.clone()));
+    }
+    // Terms naming a node (a local volume's) hold for DaemonSet pods judged for a new
+    // node too: their data is on that one node.
+    if !pod
+        .volume_affinity
+        .iter()
+        .all(|terms| terms.iter().any(|t| t.matches(&slot.name, &slot.labels)))
+    {
+        return Err(Unfit::VolumeNodeAffinity);
     }
     if slot.unschedulable {
         let cordon = Taint {

@@ -128,7 +128,7 @@ impl Resources {
         }
         if request.scalar.iter().any(|(k, v)| {
             short(
-                self.scalar.get(k).copied().unwrap_or(0),
+                self.scalar_limit(k),
                 used.scalar.get(k).copied().unwrap_or(0),
                 *v,
             )
@@ -151,11 +151,22 @@ impl Resources {
             )
             && request.scalar.iter().all(|(k, v)| {
                 ok(
-                    self.scalar.get(k).copied().unwrap_or(0),
+                    self.scalar_limit(k),
                     used.scalar.get(k).copied().unwrap_or(0),
                     *v,
                 )
             })
+    }
+
+    /// What `self` offers of scalar resource `k`: none when unset, except a CSI attach
+    /// count a node does not publish, which is unlimited (as kube-scheduler's
+    /// NodeVolumeLimits treats a driver without `allocatable.count`).
+    fn scalar_limit(&self, k: &str) -> u64 {
+        match self.scalar.get(k) {
+            Some(v) => *v,
+            None if k.starts_with(crate::plan::volumes::ATTACH_PREFIX) => u64::MAX,
+            None => 0,
+        }
     }
 
     /// Names of scalar resources `request` asks for, with their amounts.

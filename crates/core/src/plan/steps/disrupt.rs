@@ -42,13 +42,9 @@ fn movable<'a>(v: &View<'a>, n: &NodeInfo) -> Vec<&'a PodInfo> {
         .collect()
 }
 
-/// The first pod that keeps `n` from a voluntary removal, with why. Job pods are waited
-/// for by the drain, so they do not block a replacement; they do block consolidation.
-fn first_blocker(v: &View<'_>, pods: &[&PodInfo], jobs_block: bool) -> Option<String> {
-    first_blocking(v, pods, jobs_block).map(|(_, _, why)| why)
-}
-
-/// As [`first_blocker`], with the pod and a stable code for why it blocks.
+/// The first pod that keeps `n` from a voluntary removal, with a stable code for why it
+/// blocks and why in words. Job pods are waited for by the drain, so they do not block a
+/// replacement; they do block consolidation.
 fn first_blocking<'a>(
     v: &View<'_>,
     pods: &[&'a PodInfo],
@@ -199,6 +195,22 @@ fn replace(v: &View<'_>, notes: &mut Vec<Reason>, reason: DisruptionReason) -> S
         let why = take.into_iter().map(|(_, _, r)| r).collect();
         return cordon(nodes, v, reason, "replacing: unhealthy", why);
     }
+    // Pods whose local volumes the user let go are judged as they will come back: free
+    // of the node their old volume was on (their claim is made anew).
+    let released: Vec<PodInfo> = candidates
+        .iter()
+        .flat_map(|(_, n, _)| movable(v, n))
+        .filter(|p| {
+            policy::pinning_volume(v, p).is_some() && policy::unreleased_volume(v, p).is_none()
+        })
+        .map(|p| {
+            let mut c = p.clone();
+            c.volume_affinity
+                .retain(|terms| crate::plan::volumes::names_one_node(terms).is_none());
+            c.local_volumes.clear();
+            c
+        })
+        .collect();
     let mut model: Option<Model<'_>> = None;
     for (m, n, why) in candidates {
         if policy::opted_out(n) {
@@ -213,8 +225,15 @@ fn replace(v: &View<'_>, notes: &mut Vec<Reason>, reason: DisruptionReason) -> S
             continue;
         }
         let pods = movable(v, n);
-        let blocker = first_blocker(v, &pods, false);
-        if let (Some(b), Some(grace)) = (&blocker, super::drain::limit_for(v, reason)) {
+        let blocking = first_blocking(v, &pods, false);
+        // Data only this node holds is never given up for a hard limit: only the user's
+        // opt-in (annotation or allowLocalVolumeLoss) lets such a pod go.
+        let keeps_data = blocking
+            .as_ref()
+            .is_some_and(|(_, code, _)| *code == "local-volume");
+        let blocker = blocking.map(|(_, _, why)| why);
+        let grace = super::drain::limit_for(v, reason).filter(|_| !keeps_data);
+        if let (Some(b), Some(grace)) = (&blocker, grace) {
             // Past its life with a hard limit: what blocks it is evicted at the limit.
             notes.push(
                 Reason::new(
@@ -238,6 +257,10 @@ fn replace(v: &View<'_>, notes: &mut Vec<Reason>, reason: DisruptionReason) -> S
             );
             continue;
         }
+        let pods: Vec<&PodInfo> = pods
+            .into_iter()
+            .map(|p| released.iter().find(|r| r.key() == p.key()).unwrap_or(p))
+            .collect();
         let model = model.get_or_insert_with(|| v.model());
         let (left, _) = evict_in_model(v, model, &n.name, &pods);
         let targets = targets_hold(v, &[n]);
@@ -456,6 +479,21 @@ fn screen_unneeded(v: &View<'_>, full: bool) -> Screened {
             continue;
         }
         let pods = movable(v, n);
+        if let Some((pod, l)) = pods
+            .iter()
+            .find_map(|p| policy::pinning_volume(v, p).map(|l| (*p, l)))
+        {
+            let mut k = Unremovable::new(
+                &n.name,
+                &m.group.name,
+                KeptReason::LocalVolume,
+                format!("{} {}", pod.key(), policy::Blocker::LocalVolume(l.clone())),
+            );
+            k.pod = Some(super::pod_ref(pod));
+            k.pod_reason = Some("local-volume".to_string());
+            out.kept.push(k);
+            continue;
+        }
         let mut requested = sched::Resources::default();
         for p in &pods {
             requested.add(&p.requests);
@@ -954,12 +992,12 @@ pub fn mark_unneeded(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
 /// still booting would wait), and undoes it. Returns the pods that fit nowhere, and
 /// whether some other node still has `minimumFreeNodeMemory` / `minimumFreeNodeCpu`
 /// free afterwards.
-pub(super) fn evict_in_model<'a>(
-    v: &View<'a>,
-    m: &mut Model<'a>,
+pub(super) fn evict_in_model<'m>(
+    v: &View<'_>,
+    m: &mut Model<'m>,
     node: &str,
-    pods: &[&'a PodInfo],
-) -> (Vec<&'a PodInfo>, bool) {
+    pods: &[&'m PodInfo],
+) -> (Vec<&'m PodInfo>, bool) {
     let Some(i) = m.slot_index(node) else {
         return (pods.to_vec(), false);
     };

@@ -178,6 +178,11 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
                 None => here.push(p),
                 // The eviction API refuses these anyway; the deadline ends the wait.
                 Some(b @ Blocker::Budget(_)) => blocked.push((p, b)),
+                // Data only this node holds: a hard limit does not let it go, only a
+                // broken node (whose data is out of reach anyway) does.
+                Some(b @ Blocker::LocalVolume(_)) if !policy::disruption_of(n).forced() => {
+                    blocked.push((p, b))
+                }
                 // A broken node's pods, or an expired one's past its hard limit, go
                 // whatever their annotations say.
                 Some(_) if forced => here.push(p),

@@ -678,3 +678,4 @@ mod props;
 mod replay;
 mod scale_up;
 mod unremovable;
+mod volumes;

@@ -44,12 +44,18 @@ impl<'a> View<'a> {
                 vec![(
                     String::new(),
                     format!(
-                        "the scheduler refuses it though nodewright's model places it on {node}, and a node was already added for it; something the model does not see (volume topology, CSI limits, a namespaceSelector) keeps it out: check `kubectl describe pod`"
+                        "the scheduler refuses it though nodewright's model places it on {node}, and a node was already added for it; something the model does not see (a volume provisioner's own topology, a namespaceSelector) keeps it out: check `kubectl describe pod`"
                     ),
                 )],
             ));
         }
         for pod in need {
+            // No new node can help a pod whose volume is on a node that is gone, or whose
+            // claims let it run nowhere: said once, not once per group.
+            if let Some(why) = self.volume_dead_end(pod) {
+                out.unhostable.push((pod, vec![(String::new(), why)]));
+                continue;
+            }
             let mut why = Vec::new();
             let mut hostable = false;
             for g in &self.config.node_groups {
@@ -77,6 +83,22 @@ impl<'a> View<'a> {
             }
         }
         out
+    }
+
+    /// Why `pod` can run nowhere because of its volumes, if so: a volume of it lives on
+    /// a node that no longer exists, or its claims cannot be bound.
+    fn volume_dead_end(&self, pod: &PodInfo) -> Option<String> {
+        if let Some(problem) = &pod.volume_problem {
+            return Some(format!("its volumes let it run nowhere: {problem}"));
+        }
+        let l = pod
+            .local_volumes
+            .iter()
+            .find(|l| !self.nodes.iter().any(|n| n.name == l.node))?;
+        Some(format!(
+            "its data is on node {} (volume {}, PersistentVolumeClaim {}, PersistentVolume {}), which is gone: no new node can reach it; restore that node, or delete the claim to start over with an empty volume",
+            l.node, l.volume, l.claim, l.pv
+        ))
     }
 
     /// "group web: needs cpu 12, a node has 8" and the like.

@@ -1,0 +1,296 @@
+//! Persistent volumes as the planner needs them: which nodes a pod's volumes let it run
+//! on (kube-scheduler's VolumeBinding and CSI attach limits), and which pods keep data
+//! that only their node can reach (a `local-path`, `local` or OpenEBS LocalPV volume),
+//! which pins that node.
+//!
+//! Plain data, filled by the adapters from PersistentVolumes, PersistentVolumeClaims,
+//! StorageClasses and CSINodes; [`resolve`] writes what each pod's claims mean into the
+//! pod (`volume_affinity`, `volume_problem`, `local_volumes`, attach requests) and each
+//! node's attach limits into its allocatable, so the scheduling model and the policy read
+//! plain fields and stay unaware of claims.
+
+#[cfg(test)]
+mod tests;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use super::model::{NodeInfo, PodInfo};
+use super::sched::spec::{NodeSelectorTerm, Operator};
+
+/// The node label a `local-path`/LocalPV volume's affinity names its node by.
+pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
+
+/// The annotation kube-scheduler sets on a WaitForFirstConsumer claim for the node it chose.
+pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
+
+/// The annotation that marks the default StorageClass.
+pub const DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
+
+/// Prefix of the scalar resource that counts a CSI driver's volumes on a node, named as
+/// kube's in-tree attach limits were (`attachable-volumes-*`). A node that publishes no
+/// limit for a driver has none: a missing allocatable entry of this prefix never makes
+/// a pod not fit (see [`super::sched::Resources::fits`]).
+pub const ATTACH_PREFIX: &str = "attachable-volumes-csi-";
+
+/// The scalar resource counting `driver`'s volumes on a node.
+pub fn attach_resource(driver: &str) -> String {
+    format!("{ATTACH_PREFIX}{driver}")
+}
+
+/// Every volume object the planner reads, from one cycle.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Volumes {
+    pub pvs: Vec<PvInfo>,
+    pub claims: Vec<ClaimInfo>,
+    pub classes: Vec<ClassInfo>,
+    pub csi_nodes: Vec<CsiNodeInfo>,
+}
+
+/// A PersistentVolume.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PvInfo {
+    pub name: String,
+    /// `spec.nodeAffinity.required` terms (any one must match); None when unset.
+    pub node_affinity: Option<Vec<NodeSelectorTerm>>,
+    /// A `local` volume (a disk of one node), whatever its affinity looks like.
+    pub local: bool,
+    /// The CSI driver serving it, if any (`spec.csi.driver`).
+    pub csi_driver: Option<String>,
+    /// `spec.claimRef` as (namespace, name).
+    pub claim: Option<(String, String)>,
+}
+
+impl PvInfo {
+    /// The one node this volume lives on, if its required node affinity names a single
+    /// node (every term asks for one `kubernetes.io/hostname` or one `metadata.name`,
+    /// the same in each): `local-path`, `local` PVs, OpenEBS LocalPV.
+    pub fn pinned_node(&self) -> Option<&str> {
+        names_one_node(self.node_affinity.as_ref()?)
+    }
+}
+
+/// The one node `terms` select by name (see [`PvInfo::pinned_node`]), if so.
+pub fn names_one_node(terms: &[NodeSelectorTerm]) -> Option<&str> {
+    let mut node: Option<&str> = None;
+    for t in terms {
+        let single = t
+            .expressions
+            .iter()
+            .filter(|r| r.key == HOSTNAME_LABEL)
+            .chain(t.fields.iter().filter(|r| r.key == "metadata.name"))
+            .find_map(|r| match (r.operator, r.values.as_slice()) {
+                (Operator::In, [one]) => Some(one.as_str()),
+                _ => None,
+            })?;
+        if node.is_some_and(|n| n != single) {
+            return None;
+        }
+        node = Some(single);
+    }
+    node
+}
+
+/// A PersistentVolumeClaim.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClaimInfo {
+    pub namespace: String,
+    pub name: String,
+    /// `spec.volumeName`: the PV it is bound to.
+    pub volume_name: Option<String>,
+    /// `spec.storageClassName` (None: unset; the API server's admission sets the default).
+    pub storage_class: Option<String>,
+    /// `volume.kubernetes.io/selected-node`: where the scheduler chose to provision it.
+    pub selected_node: Option<String>,
+}
+
+/// A StorageClass.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClassInfo {
+    pub name: String,
+    pub provisioner: String,
+    /// `volumeBindingMode: WaitForFirstConsumer` (else Immediate).
+    pub wait_for_first_consumer: bool,
+    /// `allowedTopologies` as node selector terms (any one must match).
+    pub allowed_topologies: Option<Vec<NodeSelectorTerm>>,
+    pub default: bool,
+}
+
+/// A CSINode: how many volumes each CSI driver may attach to the node.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CsiNodeInfo {
+    pub node: String,
+    /// Driver name to `allocatable.count`, for the drivers that publish one.
+    pub limits: BTreeMap<String, u64>,
+}
+
+/// One pod volume backed by a claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PodClaim {
+    /// The name of the volume in the pod spec (what `safe-to-evict-local-volumes` lists).
+    pub volume: String,
+    /// The PersistentVolumeClaim, in the pod's namespace.
+    pub claim: String,
+}
+
+/// A volume of a pod whose data only one node can reach.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LocalVolume {
+    /// The pod spec's volume name.
+    pub volume: String,
+    pub claim: String,
+    pub pv: String,
+    /// The node holding the data.
+    pub node: String,
+}
+
+impl Volumes {
+    fn index(&self) -> Index<'_> {
+        Index {
+            pvs: self.pvs.iter().map(|p| (p.name.as_str(), p)).collect(),
+            claims: self
+                .claims
+                .iter()
+                .map(|c| ((c.namespace.as_str(), c.name.as_str()), c))
+                .collect(),
+            classes: self.classes.iter().map(|c| (c.name.as_str(), c)).collect(),
+            default_class: self
+                .classes
+                .iter()
+                .filter(|c| c.default)
+                .map(|c| c.name.as_str())
+                .max(),
+        }
+    }
+}
+
+struct Index<'a> {
+    pvs: BTreeMap<&'a str, &'a PvInfo>,
+    claims: BTreeMap<(&'a str, &'a str), &'a ClaimInfo>,
+    classes: BTreeMap<&'a str, &'a ClassInfo>,
+    default_class: Option<&'a str>,
+}
+
+/// What a pod's claims mean for where it may run.
+#[derive(Debug, Default, PartialEq)]
+struct Resolved {
+    affinity: Vec<Vec<NodeSelectorTerm>>,
+    problem: Option<String>,
+    local: Vec<LocalVolume>,
+    attach: BTreeMap<String, u64>,
+}
+
+/// `hostnames` maps a node's `kubernetes.io/hostname` label to its name (they may differ).
+fn resolve_pod(ix: &Index<'_>, hostnames: &BTreeMap<&str, &str>, pod: &PodInfo) -> Resolved {
+    let mut r = Resolved::default();
+    for pc in &pod.claims {
+        let Some(claim) = ix.claims.get(&(pod.namespace.as_str(), pc.claim.as_str())) else {
+            r.problem
+                .get_or_insert_with(|| format!("persistentvolumeclaim \"{}\" not found", pc.claim));
+            continue;
+        };
+        match claim.volume_name.as_deref().filter(|v| !v.is_empty()) {
+            Some(pv_name) => {
+                let Some(pv) = ix.pvs.get(pv_name) else {
+                    r.problem.get_or_insert_with(|| {
+                        format!(
+                            "persistentvolumeclaim \"{}\" is bound to PersistentVolume \"{pv_name}\", which does not exist",
+                            pc.claim
+                        )
+                    });
+                    continue;
+                };
+                if let Some(terms) = &pv.node_affinity {
+                    r.affinity.push(terms.clone());
+                }
+                if let Some(host) = pv.pinned_node() {
+                    let node = hostnames.get(host).copied().unwrap_or(host);
+                    r.local.push(LocalVolume {
+                        volume: pc.volume.clone(),
+                        claim: pc.claim.clone(),
+                        pv: pv.name.clone(),
+                        node: node.to_string(),
+                    });
+                }
+                if let Some(d) = &pv.csi_driver {
+                    *r.attach.entry(attach_resource(d)).or_default() += 1;
+                }
+            }
+            None => {
+                let class = claim.storage_class.as_deref().or(ix.default_class);
+                match class.and_then(|c| ix.classes.get(c)) {
+                    Some(c) if c.wait_for_first_consumer => {
+                        if let Some(terms) = &c.allowed_topologies {
+                            r.affinity.push(terms.clone());
+                        }
+                    }
+                    Some(_) => {
+                        r.problem.get_or_insert_with(|| {
+                            "pod has unbound immediate PersistentVolumeClaims".to_string()
+                        });
+                    }
+                    None => {
+                        r.problem.get_or_insert_with(|| match class {
+                            Some(c) => format!(
+                                "persistentvolumeclaim \"{}\": storageclass.storage.k8s.io \"{c}\" not found",
+                                pc.claim
+                            ),
+                            None => format!(
+                                "persistentvolumeclaim \"{}\" is not bound and names no StorageClass",
+                                pc.claim
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    r
+}
+
+/// Writes what the volume objects mean into `pods` (only those with claims are copied)
+/// and `nodes` (attach limits). Idempotent: running it twice changes nothing more.
+pub fn resolve(volumes: &Volumes, nodes: &mut [NodeInfo], pods: &mut [Arc<PodInfo>]) {
+    let ix = volumes.index();
+    let hostnames: BTreeMap<&str, &str> = nodes
+        .iter()
+        .filter_map(|n| Some((n.labels.get(HOSTNAME_LABEL)?.as_str(), n.name.as_str())))
+        .collect();
+    for p in pods.iter_mut().filter(|p| !p.claims.is_empty()) {
+        let r = resolve_pod(&ix, &hostnames, p);
+        let pod = Arc::make_mut(p);
+        for (k, n) in &r.attach {
+            pod.requests.scalar.insert(k.clone(), *n);
+        }
+        pod.volume_affinity = r.affinity;
+        pod.volume_problem = r.problem;
+        pod.local_volumes = r.local;
+    }
+    drop(hostnames);
+    let limits: BTreeMap<&str, &CsiNodeInfo> = volumes
+        .csi_nodes
+        .iter()
+        .map(|c| (c.node.as_str(), c))
+        .collect();
+    for n in nodes.iter_mut() {
+        if let Some(c) = limits.get(n.name.as_str()) {
+            for (driver, count) in &c.limits {
+                n.allocatable.scalar.insert(attach_resource(driver), *count);
+            }
+        }
+    }
+}
+
+/// The names of the volumes `annotation` lists (`safe-to-evict-local-volumes`).
+pub fn listed_volumes(annotation: Option<&String>) -> Vec<&str> {
+    annotation
+        .map(|a| {
+            a.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .collect()
+        })
+        .unwrap_or_default()
+}
