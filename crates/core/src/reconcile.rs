@@ -79,9 +79,11 @@ impl Reconciler {
         let mut seen = BTreeSet::new();
         let mut unavailable = BTreeMap::new();
         let mut cloud_failures = Vec::new();
+        let mut frozen_sizes = BTreeMap::new();
         for ((provider, _), result) in providers.iter().zip(observed) {
             match result {
                 Ok(o) => {
+                    self.clouds.remember_observed(provider.name(), &o);
                     for s in o.servers {
                         if seen.insert((s.provider.clone(), s.id.clone())) {
                             servers.push(s);
@@ -94,6 +96,13 @@ impl Reconciler {
                 Err(e) => {
                     tracing::warn!(provider = provider.name(), error = %e, "reading the provider's VMs or group shapes failed; freezing this provider's groups for the cycle");
                     unavailable.insert(provider.name().to_string(), e.to_string());
+                    // Its last good figures keep counting in the limits.
+                    if let Some(known) = self.clouds.last_known(provider.name()) {
+                        frozen_sizes.extend(known.sizes);
+                        for (g, shape) in known.shapes {
+                            group_shapes.entry(g).or_insert(shape);
+                        }
+                    }
                 }
             }
         }
@@ -106,6 +115,7 @@ impl Reconciler {
             servers,
             group_shapes,
             unavailable_providers: unavailable,
+            frozen_sizes,
             cloud_failures,
             pdbs,
             volume_attachments,

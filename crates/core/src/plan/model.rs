@@ -27,6 +27,12 @@ pub struct Snapshot {
     /// Providers whose VMs could not be listed this cycle, with the error: their groups
     /// are frozen (nothing is decided from missing data) while the others carry on.
     pub unavailable_providers: BTreeMap<String, String>,
+    /// VMs per group of a provider that could not be listed, as its last good listing
+    /// in this process showed them: the cluster-wide limits count them. A group of a
+    /// frozen provider missing here (the process restarted during the outage) counts at
+    /// its `maxSize`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub frozen_sizes: BTreeMap<String, u32>,
     /// Provisioning failures a provider found that no server carries, as (provider,
     /// what it said): noted in the plan and posted as an Event.
     pub cloud_failures: Vec<(String, String)>,
