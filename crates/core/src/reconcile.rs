@@ -109,6 +109,7 @@ impl Reconciler {
         // Servers of a frozen provider would be half a picture: leave them all out.
         servers.retain(|s| !unavailable.contains_key(&s.provider));
         let remembered = self.clouds.disruption_times();
+        let learned_allocatable = self.clouds.learn_allocatable(cluster_name, &nodes);
         Ok(Snapshot {
             nodes,
             pods,
@@ -116,6 +117,7 @@ impl Reconciler {
             group_shapes,
             unavailable_providers: unavailable,
             frozen_sizes,
+            learned_allocatable,
             cloud_failures,
             pdbs,
             volume_attachments,

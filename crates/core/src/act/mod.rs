@@ -78,6 +78,10 @@ pub struct Clouds {
     /// cluster-wide limits while it cannot be listed (see [`LastKnown`]). Soft state: a
     /// restart forgets it and the planner then counts the frozen groups at `maxSize`.
     last_known: Arc<std::sync::Mutex<BTreeMap<String, LastKnown>>>,
+    /// Each group's allocatable as its Ready nodes last showed it (see
+    /// [`crate::plan::Snapshot::learned_allocatable`]). Soft state: a restart forgets it
+    /// and the first node of a group at zero is modelled from its flavor again.
+    learned: Arc<std::sync::Mutex<BTreeMap<String, crate::plan::sched::Resources>>>,
 }
 
 /// What a provider's last good listing showed: its VMs (all but those being deleted)
@@ -176,6 +180,38 @@ impl Clouds {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(provider.to_string(), known);
+    }
+
+    /// Learns each group's allocatable from its Ready nodes of `cluster` in `nodes` (the
+    /// largest, as the planner takes it), by `<group>/<settings hash>` (a node made from
+    /// other settings, another flavor, teaches nothing about the next one), and returns
+    /// what is known.
+    pub fn learn_allocatable(
+        &self,
+        cluster: &str,
+        nodes: &[crate::plan::NodeInfo],
+    ) -> BTreeMap<String, crate::plan::sched::Resources> {
+        let mut seen: BTreeMap<String, crate::plan::sched::Resources> = BTreeMap::new();
+        for n in nodes.iter().filter(|n| n.ready && !n.deleting) {
+            if n.labels.get(crate::LABEL_CLUSTER).map(String::as_str) != Some(cluster) {
+                continue;
+            }
+            if n.has_taint(crate::STARTUP_TAINT_KEY) {
+                continue;
+            }
+            let (Some(g), Some(h)) = (
+                n.labels.get(crate::LABEL_GROUP),
+                n.labels.get(crate::LABEL_SETTINGS_HASH),
+            ) else {
+                continue;
+            };
+            seen.entry(format!("{g}/{h}"))
+                .or_default()
+                .max_with(&n.allocatable);
+        }
+        let mut learned = self.learned.lock().unwrap_or_else(|p| p.into_inner());
+        learned.extend(seen);
+        learned.clone()
     }
 
     /// The last good listing of `provider` this process saw, if any.
@@ -314,6 +350,7 @@ impl Clouds {
             observe_deadline: self.observe_deadline,
             action_failures: self.action_failures.clone(),
             last_known: self.last_known.clone(),
+            learned: self.learned.clone(),
         }
     }
 }

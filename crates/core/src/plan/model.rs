@@ -33,6 +33,12 @@ pub struct Snapshot {
     /// its `maxSize`.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub frozen_sizes: BTreeMap<String, u32>,
+    /// What a node of each group offered when this process last saw one Ready
+    /// (allocatable), by `<group>/<settings hash>`: a group scaled to zero is modelled with it rather than its flavor
+    /// minus `reserved`, which a real kubelet's reservation may undercut (a pod that fits
+    /// only the model got a node, which went again as unneeded, and again: a flap).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub learned_allocatable: BTreeMap<String, super::sched::resources::Resources>,
     /// Provisioning failures a provider found that no server carries, as (provider,
     /// what it said): noted in the plan and posted as an Event.
     pub cloud_failures: Vec<(String, String)>,

@@ -43,3 +43,42 @@ fn a_garbage_unneeded_since_annotation_restarts_the_clock_and_is_reported() {
     // Never read as long ago: nothing is cordoned on it.
     assert!(!matches!(d.action, Action::Cordon { .. }), "{d:#?}");
 }
+
+/// Low: scaling from zero modelled a new node as its flavor minus `reserved`; a real
+/// kubelet reserving more left a pod that fit only the model pending on the new node,
+/// which went again as unneeded, and the next cycle made another: a flap. A group at zero
+/// is modelled with what its last Ready node of the same settings offered.
+#[test]
+fn scale_from_zero_uses_what_the_last_real_node_offered_and_does_not_flap() {
+    let c = mk_config("freeMemoryTarget: 0 B");
+    let mut s = Snapshot::default();
+    s.group_shapes.insert(
+        "workers".into(),
+        crate::cloud::GroupShape {
+            cpu_milli: Some(4000),
+            memory: Some(8 * GI),
+            ..Default::default()
+        },
+    );
+    // 7.5 GiB: fits 8 GiB minus the model's reservation, not the 7 GiB real nodes offered.
+    let mut p = mk_pod("big", None, 7 * GI + GI / 2);
+    p.requests.cpu = 100;
+    s.pods.push(p.into());
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(d.action, Action::ScaleUp { .. }),
+        "from the flavor the pod fits a new node: {d:#?}"
+    );
+    let hash = c.node_groups[0].settings_hash.clone();
+    s.learned_allocatable
+        .insert(format!("workers/{hash}"), mk_alloc(4000, 7 * GI));
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::ScaleUp { .. }), "{d:#?}");
+    assert!(d.has_reason(ReasonCode::NoGroupFits), "{d:#?}");
+    // A node of other settings (another flavor) teaches nothing about the next one.
+    s.learned_allocatable.clear();
+    s.learned_allocatable
+        .insert("workers/other-hash".into(), mk_alloc(4000, 7 * GI));
+    let d = plan_it(&s, &c);
+    assert!(matches!(d.action, Action::ScaleUp { .. }), "{d:#?}");
+}

@@ -288,7 +288,13 @@ impl<'a> View<'a> {
                     .filter(|n| n.labels.get(LABEL_GROUP) == Some(&g.name) && n.ready),
             );
             let (allocatable, learned) = if live.is_empty() {
-                (sched::template::allocatable_from_shape(g, shape), false)
+                match s
+                    .learned_allocatable
+                    .get(&format!("{}/{}", g.name, g.settings_hash))
+                {
+                    Some(a) => (a.clone(), true),
+                    None => (sched::template::allocatable_from_shape(g, shape), false),
+                }
             } else {
                 let mut a = Resources::default();
                 for n in &live {
