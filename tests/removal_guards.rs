@@ -595,3 +595,70 @@ async fn pods_a_pdb_holds_are_deleted_and_gone_before_the_expired_node_and_its_v
     assert!(env.cluster.node(name).is_none());
     assert!(!env.cloud.servers().iter().any(|s| s.id == id));
 }
+
+/// Items M and N as a user sees them, with the real `nodewright run`: the Node of a VM
+/// that is gone goes once NotReady past `health.unhealthyAfter`; a VM of a group removed
+/// from the config is reported (log, metric) and left alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodewright_run_deletes_the_node_of_a_gone_vm_and_reports_a_removed_groups_vm() {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("simulated environment starts");
+    let config = CONFIG.replace("nodeGroups:", "health: {unhealthyAfter: 2s}\nnodeGroups:");
+    let (cfg, _) = env.write_config(&config).expect("config");
+    let ghost = "e2e-workers-ghost";
+    env.cluster
+        .add_node(
+            SimNodeSpec::new(ghost, 8 * GI)
+                .label(LABEL_CLUSTER, "e2e")
+                .label(LABEL_GROUP, "workers"),
+        )
+        .expect("node");
+    env.cluster.set_node_ready(ghost, false).expect("NotReady");
+    let old = env.cloud.insert_server(
+        "e2e-batch-old",
+        BTreeMap::from([
+            ("nodewright-cluster".to_string(), "e2e".to_string()),
+            ("nodewright-group".to_string(), "batch".to_string()),
+        ]),
+    );
+    let metrics_port = common::free_port();
+    let log_path = env.dir.join("run-removal.log");
+    let log = std::fs::File::create(&log_path).expect("log");
+    let mut cmd = common::nodewright_for(&env, &cfg);
+    cmd.arg("run")
+        .arg("--metrics-addr")
+        .arg(format!("127.0.0.1:{metrics_port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(log);
+    let _run = common::Killed(cmd.spawn().expect("start nodewright"));
+    common::wait_for(
+        "the Node of the gone VM to be deleted",
+        std::time::Duration::from_secs(60),
+        || env.cluster.node(ghost).is_none(),
+    )
+    .await;
+    let logged = || std::fs::read_to_string(&log_path).unwrap_or_default();
+    common::wait_for(
+        "the VM of group batch to be reported",
+        std::time::Duration::from_secs(30),
+        || logged().contains("e2e-batch-old") && logged().contains("does not have"),
+    )
+    .await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let metrics = reqwest::get(format!("http://127.0.0.1:{metrics_port}/metrics"))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics text");
+    assert!(
+        metrics.contains("nodewright_unknown_group_vms 1"),
+        "{metrics}"
+    );
+    assert!(
+        env.cloud.servers().iter().any(|s| s.id == old),
+        "{}",
+        logged()
+    );
+}
