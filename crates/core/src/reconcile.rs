@@ -81,9 +81,11 @@ impl Reconciler {
         let mut unavailable = BTreeMap::new();
         let mut cloud_failures = Vec::new();
         let mut strays = Vec::new();
+        let mut frozen_sizes = BTreeMap::new();
         for ((provider, _), result) in providers.iter().zip(observed) {
             match result {
                 Ok(o) => {
+                    self.clouds.remember_observed(provider.name(), &o);
                     // One VM may be listed once per group it counts for (a Proxmox clone
                     // still copying, of a template several groups use): each group keeps
                     // it, or the other would make a second VM for the same need.
@@ -100,18 +102,28 @@ impl Reconciler {
                 Err(e) => {
                     tracing::warn!(provider = provider.name(), error = %e, "reading the provider's VMs or group shapes failed; freezing this provider's groups for the cycle");
                     unavailable.insert(provider.name().to_string(), e.to_string());
+                    // Its last good figures keep counting in the limits.
+                    if let Some(known) = self.clouds.last_known(provider.name()) {
+                        frozen_sizes.extend(known.sizes);
+                        for (g, shape) in known.shapes {
+                            group_shapes.entry(g).or_insert(shape);
+                        }
+                    }
                 }
             }
         }
         // Servers of a frozen provider would be half a picture: leave them all out.
         servers.retain(|s| !unavailable.contains_key(&s.provider));
         let remembered = self.clouds.disruption_times();
+        let learned_allocatable = self.clouds.learn_allocatable(cluster_name, &nodes);
         let mut snapshot = Snapshot {
             nodes,
             pods,
             servers,
             group_shapes,
             unavailable_providers: unavailable,
+            frozen_sizes,
+            learned_allocatable,
             cloud_failures,
             strays,
             pdbs,

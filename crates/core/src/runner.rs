@@ -173,6 +173,8 @@ fn record_metrics(m: &Metrics, summary: &Summary, cycle: &Cycle) {
     m.set_unremovable(&crate::plan::unremovable::counts(
         &cycle.decision.unremovable,
     ));
+    m.unknown_group_vms
+        .set(i64::try_from(summary.unknown_group_vms).unwrap_or(i64::MAX));
     m.free_memory.set(summary.free_memory_bytes);
     m.free_memory_target
         .set(i64::try_from(summary.free_memory_target_bytes).unwrap_or(i64::MAX));

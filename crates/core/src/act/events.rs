@@ -28,7 +28,9 @@ fn action_objects(action: &Action) -> Vec<ObjectRef> {
         Action::Cordon { nodes, .. }
         | Action::Uncordon { nodes, .. }
         | Action::ForgetCordon { nodes }
+        | Action::DeleteNodesWithoutVm { nodes }
         | Action::Drain { nodes, .. }
+        | Action::DeletePodsPastLimit { nodes, .. }
         | Action::DeleteServers { nodes, .. }
         | Action::RemoveStartupTaint { nodes } => {
             nodes.iter().map(|n| ObjectRef::node(n)).collect()
@@ -237,6 +239,30 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
                 ));
             }
         }
+        Action::DeletePodsPastLimit { nodes, pods } => {
+            let names: Vec<String> = pods.iter().map(|p| p.to_string()).collect();
+            for node in nodes {
+                out.push(ev(
+                    ObjectRef::node(node),
+                    "Draining",
+                    format!(
+                        "drain.terminationGracePeriod passed: deleting pod(s) a PodDisruptionBudget holds, each with its grace period: {}",
+                        names.join(", ")
+                    ),
+                    true,
+                ));
+            }
+        }
+        Action::DeleteNodesWithoutVm { nodes } => {
+            for node in nodes {
+                out.push(ev(
+                    ObjectRef::node(node),
+                    "NodeDeleted",
+                    "NotReady past health.unhealthyAfter and its VM is gone (listed twice); node deleted so its pods are recreated elsewhere".into(),
+                    true,
+                ));
+            }
+        }
         Action::MarkUnneeded { .. } | Action::ForgetCordon { .. } => {}
         Action::DeleteServers { .. } => {
             for r in &decision.reasons {
@@ -263,7 +289,8 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
 /// Warnings on the status ConfigMap for what concerns no Kubernetes object: VMs the
 /// decision removes for failing before they had a node, and provisioning failures a
 /// provider found that no server carries (`ProvisioningFailed`), and providers that could
-/// not be listed (`ProviderUnavailable`). One Event per reason, the messages joined:
+/// not be listed (`ProviderUnavailable`), and VMs of a group the config lacks
+/// (`UnknownGroupVms`). One Event per reason, the messages joined:
 /// Events are deduplicated by object and reason, so separate ones would hide all but the
 /// first.
 fn status_events(decision: &Decision, status: &ObjectRef) -> Vec<EventSpec> {
@@ -289,6 +316,10 @@ fn status_events(decision: &Decision, status: &ObjectRef) -> Vec<EventSpec> {
         .iter()
         .filter(nodeless)
         .filter(|r| r.code == ReasonCode::ProviderUnavailable);
+    let unknown_group = decision
+        .notes
+        .iter()
+        .filter(|r| r.code == ReasonCode::UnknownGroupVms);
     let joined = |rs: Vec<&Reason>| -> Option<String> {
         (!rs.is_empty()).then(|| {
             rs.iter()
@@ -303,6 +334,9 @@ fn status_events(decision: &Decision, status: &ObjectRef) -> Vec<EventSpec> {
     }
     if let Some(m) = joined(unavailable.collect()) {
         out.push(ev(status.clone(), "ProviderUnavailable", m, true));
+    }
+    if let Some(m) = joined(unknown_group.collect()) {
+        out.push(ev(status.clone(), "UnknownGroupVms", m, true));
     }
     out
 }

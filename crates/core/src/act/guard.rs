@@ -12,7 +12,7 @@ use std::fmt;
 
 use super::{ActError, Actuator, Outcome};
 use crate::cloud::{not_owned_by, Server, GROUP_TAG};
-use crate::plan::{NodeInfo, PodRef, ServerRef};
+use crate::plan::{NodeInfo, NodeTarget, PodInfo, PodRef, ServerRef};
 use crate::{ANNOTATION_CORDONED, LABEL_CLUSTER, LABEL_GROUP};
 
 /// A deletion refused because a check just before it failed: what was not deleted, and
@@ -132,6 +132,44 @@ pub fn check_cordon(name: &str, now: &NodeInfo) -> Option<String> {
     None
 }
 
+/// Why node `name` must not be deleted given its pods as the API server lists them now
+/// (`pods_now`): one that a drain does not leave alone (not a DaemonSet, mirror or
+/// finished pod, nor one of this cluster's image pullers in `puller_ns`) and that the
+/// plan did not know it deletes the node with (`leaving`). The plan judged the node on
+/// the watch cache; a pods watch that keeps failing leaves that cache stale, and a node
+/// running pods would be deleted as empty.
+pub fn check_pods(
+    name: &str,
+    pods_now: &[std::sync::Arc<PodInfo>],
+    leaving: &[PodRef],
+    puller_ns: &str,
+    cluster: &str,
+) -> Option<String> {
+    let unexpected: Vec<String> = pods_now
+        .iter()
+        .filter(|p| !p.ignored_by_drain())
+        .filter(|p| {
+            !(p.namespace == puller_ns
+                && p.labels.get(crate::LABEL_IMAGE_PULLER).map(String::as_str) == Some("true")
+                && p.labels.get(LABEL_CLUSTER).map(String::as_str) == Some(cluster))
+        })
+        .filter(|p| {
+            !leaving
+                .iter()
+                .any(|l| l.namespace == p.namespace && l.name == p.name)
+        })
+        .map(|p| p.key())
+        .collect();
+    if unexpected.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "node {name} runs {} pod(s) the plan did not see ({}), read from the API server just now; the plan's view of the pods is stale (a failing pods watch?), the node stays",
+        unexpected.len(),
+        unexpected.join(", ")
+    ))
+}
+
 /// Pairs each VM of a `DeleteServers` action with its node (named like it); a node no
 /// VM is named like is refused.
 pub fn by_name<'a>(
@@ -155,15 +193,16 @@ pub fn by_name<'a>(
 
 impl Actuator<'_> {
     /// Deletes each VM with its node (the Node first), each pair only once both, read
-    /// back just before, pass [`check_removal`] (and, with `cordoned`, the node
-    /// [`check_cordon`]). Pairs that fail a check are left alone and the others still
-    /// go; then the refusals (with `earlier` ones) are the error, naming each object and
-    /// the check that failed.
+    /// back just before, pass [`check_removal`] (and, with `cordoned`, the nodes of a
+    /// `DeleteNodes`, the node [`check_cordon`] and its pods, listed from the API server,
+    /// [`check_pods`]). Pairs that fail a check are left alone and the others still go;
+    /// then the refusals (with `earlier` ones) are the error, naming each object and the
+    /// check that failed.
     pub(super) async fn remove_checked(
         &self,
         targets: &[(&ServerRef, Option<&str>)],
         earlier: Vec<Refusal>,
-        cordoned: bool,
+        cordoned: Option<&[NodeTarget]>,
         park: &[&str],
         out: &mut Outcome,
     ) -> Result<(), ActError> {
@@ -173,6 +212,11 @@ impl Actuator<'_> {
             let provider = self.clouds.for_group(&server.group)?;
             let vm_now = provider.get_server(cluster_name, &server.id).await?;
             let node_now = self.cluster.node(node.unwrap_or(&server.name)).await?;
+            let target = node.and_then(|n| cordoned?.iter().find(|t| t.node == n));
+            let pods_now = match target {
+                Some(t) => Some(self.cluster.pods_on_node(&t.node).await?),
+                None => None,
+            };
             let refusal = check_removal(
                 cluster_name,
                 provider.name(),
@@ -182,8 +226,17 @@ impl Actuator<'_> {
                 node_now.as_ref().map(|n| &n.labels),
             )
             .or_else(|| {
-                let (name, now) = ((*node)?, node_now.as_ref()?);
-                let check = check_cordon(name, now).filter(|_| cordoned)?;
+                let (t, now) = (target?, node_now.as_ref()?);
+                let name = t.node.as_str();
+                let check = check_cordon(name, now).or_else(|| {
+                    check_pods(
+                        name,
+                        pods_now.as_deref().unwrap_or_default(),
+                        &t.leaving,
+                        &self.config.image_puller.namespace,
+                        cluster_name,
+                    )
+                })?;
                 let r = Refusal {
                     object: format!("VM {} ({}) and its node {name}", server.name, server.id),
                     check,
@@ -228,6 +281,92 @@ impl Actuator<'_> {
             *out.deleted.entry(server.group.clone()).or_default() += 1;
             out.done
                 .push(format!("deleted VM {} ({})", server.name, server.id));
+        }
+        refused_if_any(refusals, out)
+    }
+
+    /// Deletes (gracefully: the pod's own grace period, no Eviction API) each pod of
+    /// `pods` that the API server lists, just before, on one of `nodes`, still nodewright's
+    /// cordoned nodes; any other is refused.
+    pub(super) async fn delete_pods_past_limit(
+        &self,
+        nodes: &[String],
+        pods: &[PodRef],
+        out: &mut Outcome,
+    ) -> Result<(), ActError> {
+        let mut on_nodes: Vec<std::sync::Arc<PodInfo>> = Vec::new();
+        let mut refusals = Vec::new();
+        for name in nodes {
+            if let Some(n) = self.cluster.node(name).await? {
+                match check_cordon(name, &n) {
+                    None => on_nodes.extend(self.cluster.pods_on_node(name).await?),
+                    Some(check) => refusals.push(Refusal {
+                        object: format!("the pods on node {name}"),
+                        check,
+                    }),
+                }
+            }
+        }
+        for pod in pods {
+            if on_nodes
+                .iter()
+                .any(|p| p.namespace == pod.namespace && p.name == pod.name)
+            {
+                self.cluster.delete_pod(pod).await?;
+                out.done
+                    .push(format!("deleted pod {pod} (its grace period applies)"));
+            } else if refusals.is_empty() {
+                // Gone, or moved off these nodes, since the plan: nothing to do.
+                out.deferred
+                    .push(format!("pod {pod} is no longer on {}", nodes.join(", ")));
+            }
+        }
+        refused_if_any(refusals, out)
+    }
+
+    /// Deletes each Node of `nodes`, NotReady with no VM in the plan's listing, once a
+    /// second look agrees: the Node, read back, is still ours and NotReady, and its
+    /// group's provider, listed again now, has no VM of its name.
+    pub(super) async fn delete_nodes_without_vm(
+        &self,
+        nodes: &[String],
+        out: &mut Outcome,
+    ) -> Result<(), ActError> {
+        let mut refusals = Vec::new();
+        let cluster_name = &self.config.cluster_name;
+        for name in nodes {
+            let Some(now) = self.cluster.node(name).await? else {
+                continue;
+            };
+            let group = now.labels.get(LABEL_GROUP).cloned().unwrap_or_default();
+            let check = if let Some(m) = label_mismatch(&now.labels, cluster_name, &group) {
+                Some(format!("node {name}: {m}"))
+            } else if now.ready {
+                Some(format!("node {name} is Ready again"))
+            } else {
+                let provider = self.clouds.for_group(&group)?;
+                let listed = provider.list_servers(cluster_name).await?;
+                listed.iter().find(|s| s.name == *name).map(|s| {
+                    format!(
+                        "{} lists VM {} ({}) now; the node is judged with it next cycle",
+                        provider.name(),
+                        s.name,
+                        s.id
+                    )
+                })
+            };
+            if let Some(check) = check {
+                let r = Refusal {
+                    object: format!("node {name}"),
+                    check,
+                };
+                tracing::warn!(refusal = %r, "not deleting: a check just before the delete failed");
+                refusals.push(r);
+                continue;
+            }
+            self.cluster.delete_node(name).await?;
+            out.done
+                .push(format!("deleted node {name}, whose VM is gone"));
         }
         refused_if_any(refusals, out)
     }

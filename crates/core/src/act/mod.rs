@@ -74,6 +74,22 @@ pub struct Clouds {
     /// failures in a row and until when the action is held back. Soft state, like the
     /// group failures.
     action_failures: Arc<std::sync::Mutex<BTreeMap<String, Failures>>>,
+    /// Each provider's last good listing, as VMs per group and group shapes, for the
+    /// cluster-wide limits while it cannot be listed (see [`LastKnown`]). Soft state: a
+    /// restart forgets it and the planner then counts the frozen groups at `maxSize`.
+    last_known: Arc<std::sync::Mutex<BTreeMap<String, LastKnown>>>,
+    /// Each group's allocatable as its Ready nodes last showed it (see
+    /// [`crate::plan::Snapshot::learned_allocatable`]). Soft state: a restart forgets it
+    /// and the first node of a group at zero is modelled from its flavor again.
+    learned: Arc<std::sync::Mutex<BTreeMap<String, crate::plan::sched::Resources>>>,
+}
+
+/// What a provider's last good listing showed: its VMs (all but those being deleted)
+/// per group, and its group shapes.
+#[derive(Debug, Clone, Default)]
+pub struct LastKnown {
+    pub sizes: BTreeMap<String, u32>,
+    pub shapes: BTreeMap<String, GroupShape>,
 }
 
 /// How long one provider may take to list its VMs and group shapes in a cycle. Past it
@@ -143,6 +159,68 @@ impl Clouds {
         count_failure(&mut self.lock_failures(), group.to_string(), now, |n| {
             backoff.after(n)
         });
+    }
+
+    /// Remembers `observed` as the last good listing of `provider`.
+    pub fn remember_observed(&self, provider: &str, observed: &crate::cloud::Observed) {
+        let mut sizes = BTreeMap::new();
+        for s in &observed.servers {
+            if s.status == crate::cloud::ServerStatus::Deleting {
+                continue;
+            }
+            if let Some(g) = &s.group {
+                *sizes.entry(g.clone()).or_insert(0u32) += 1;
+            }
+        }
+        let known = LastKnown {
+            sizes,
+            shapes: observed.shapes.clone(),
+        };
+        self.last_known
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(provider.to_string(), known);
+    }
+
+    /// Learns each group's allocatable from its Ready nodes of `cluster` in `nodes` (the
+    /// largest, as the planner takes it), by `<group>/<settings hash>` (a node made from
+    /// other settings, another flavor, teaches nothing about the next one), and returns
+    /// what is known.
+    pub fn learn_allocatable(
+        &self,
+        cluster: &str,
+        nodes: &[crate::plan::NodeInfo],
+    ) -> BTreeMap<String, crate::plan::sched::Resources> {
+        let mut seen: BTreeMap<String, crate::plan::sched::Resources> = BTreeMap::new();
+        for n in nodes.iter().filter(|n| n.ready && !n.deleting) {
+            if n.labels.get(crate::LABEL_CLUSTER).map(String::as_str) != Some(cluster) {
+                continue;
+            }
+            if n.has_taint(crate::STARTUP_TAINT_KEY) {
+                continue;
+            }
+            let (Some(g), Some(h)) = (
+                n.labels.get(crate::LABEL_GROUP),
+                n.labels.get(crate::LABEL_SETTINGS_HASH),
+            ) else {
+                continue;
+            };
+            seen.entry(format!("{g}/{h}"))
+                .or_default()
+                .max_with(&n.allocatable);
+        }
+        let mut learned = self.learned.lock().unwrap_or_else(|p| p.into_inner());
+        learned.extend(seen);
+        learned.clone()
+    }
+
+    /// The last good listing of `provider` this process saw, if any.
+    pub fn last_known(&self, provider: &str) -> Option<LastKnown> {
+        self.last_known
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(provider)
+            .cloned()
     }
 
     pub fn disruption_times(&self) -> DisruptionTimes {
@@ -271,6 +349,8 @@ impl Clouds {
             disruption: self.disruption.clone(),
             observe_deadline: self.observe_deadline,
             action_failures: self.action_failures.clone(),
+            last_known: self.last_known.clone(),
+            learned: self.learned.clone(),
         }
     }
 }
@@ -401,7 +481,7 @@ impl Actuator<'_> {
             }
             Action::DeleteServers { servers, nodes } => {
                 let (targets, refusals) = guard::by_name(servers, nodes);
-                self.remove_checked(&targets, refusals, false, &[], &mut out)
+                self.remove_checked(&targets, refusals, None, &[], &mut out)
                     .await?;
             }
             Action::ScaleUp { group, count } => {
@@ -541,8 +621,14 @@ impl Actuator<'_> {
                     .filter(|t| t.park)
                     .map(|t| t.server.id.as_str())
                     .collect();
-                self.remove_checked(&targets, Vec::new(), true, &park, &mut out)
+                self.remove_checked(&targets, Vec::new(), Some(nodes), &park, &mut out)
                     .await?;
+            }
+            Action::DeletePodsPastLimit { nodes, pods } => {
+                self.delete_pods_past_limit(nodes, pods, &mut out).await?
+            }
+            Action::DeleteNodesWithoutVm { nodes } => {
+                self.delete_nodes_without_vm(nodes, &mut out).await?
             }
             Action::PullImages { node, images } => {
                 let ns = &self.config.image_puller.namespace;

@@ -124,8 +124,16 @@ async fn list_all<K>(api: &Api<K>, what: &str) -> Result<Vec<K>, ClusterError>
 where
     K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
 {
+    list_with(api, what, ListParams::default()).await
+}
+
+/// Every object `params` selects, page by page.
+async fn list_with<K>(api: &Api<K>, what: &str, params: ListParams) -> Result<Vec<K>, ClusterError>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
     let mut out = Vec::new();
-    let mut params = ListParams::default().limit(PAGE);
+    let mut params = params.limit(PAGE);
     loop {
         let page = api
             .list(&params)
@@ -246,8 +254,29 @@ impl ClusterApi for KubeCluster {
         annotations: &BTreeMap<String, String>,
     ) -> Result<(), ClusterError> {
         let api: Api<Node> = Api::all(self.client.clone());
+        let current = api
+            .get(node)
+            .await
+            .map_err(api_err(format!("get node {node}")))?;
+        let cordoned = current.spec.as_ref().and_then(|s| s.unschedulable) == Some(true);
+        let ours = current
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(ANNOTATION_CORDONED));
+        if cordoned && !ours {
+            return Err(ClusterError::Changed(format!(
+                "node {node} was cordoned by someone else since the plan; nodewright leaves their cordon alone"
+            )));
+        }
+        // The resourceVersion makes this a compare-and-swap: a person's cordon (or any
+        // change) between the read and the patch fails with 409 Conflict instead of being
+        // taken over; the next cycle reads the node again.
         let patch = json!({
-            "metadata": {"annotations": annotations},
+            "metadata": {
+                "resourceVersion": current.metadata.resource_version,
+                "annotations": annotations
+            },
             "spec": {"unschedulable": true}
         });
         let patched = api
@@ -387,6 +416,17 @@ impl ClusterApi for KubeCluster {
             .await
             .map_err(api_err(format!("get node {node}")))?;
         Ok(found.as_ref().and_then(node_info))
+    }
+
+    async fn pods_on_node(&self, node: &str) -> Result<Vec<Arc<PodInfo>>, ClusterError> {
+        let api: Api<Pod> = Api::all(self.client.clone());
+        let params = ListParams::default().fields(&format!("spec.nodeName={node}"));
+        Ok(list_with(&api, &format!("pods on node {node}"), params)
+            .await?
+            .iter()
+            .filter_map(pod_info)
+            .map(Arc::new)
+            .collect())
     }
 
     async fn create_image_puller(

@@ -36,6 +36,10 @@ pub enum ClusterError {
         #[source]
         source: Box<kube::Error>,
     },
+    /// The object changed since the plan in a way that makes the write wrong (a person
+    /// cordoned the node meanwhile): nothing was written; the next cycle reads it again.
+    #[error("{0}")]
+    Changed(String),
     /// The watch cache has not completed its first list: deciding on part of the cluster
     /// could remove nodes that are needed.
     #[error("the {resource} cache is not synced after {}{}", humantime::format_duration(*.waited), .last_error.as_ref().map(|e| format!(" (last watch error: {e})")).unwrap_or_default())]
@@ -70,7 +74,8 @@ pub trait ClusterApi: Send + Sync {
         Ok(Volumes::default())
     }
     /// Marks the node unschedulable and sets `annotations` (why, when, what for) in the
-    /// same patch, so a crash never leaves a cordon without its record.
+    /// same patch, so a crash never leaves a cordon without its record. A node someone
+    /// else cordoned meanwhile is left to them ([`ClusterError::Changed`]).
     async fn cordon(
         &self,
         node: &str,
@@ -92,6 +97,18 @@ pub trait ClusterApi: Send + Sync {
     /// `node` as the API server has it now (labels, annotations, cordon); `None` when
     /// there is no such node. The actuator checks it just before a destructive call.
     async fn node(&self, node: &str) -> Result<Option<NodeInfo>, ClusterError>;
+    /// The pods bound to `node` as the API server has them now (not the watch cache):
+    /// read just before a node is deleted, so a cache a failing watch left stale never
+    /// passes a node running pods for empty. The default filters [`Self::pods`], right
+    /// for implementations without a cache.
+    async fn pods_on_node(&self, node: &str) -> Result<Vec<Arc<PodInfo>>, ClusterError> {
+        Ok(self
+            .pods()
+            .await?
+            .into_iter()
+            .filter(|p| p.node_name.as_deref() == Some(node))
+            .collect())
+    }
     /// Starts a pod on `node` whose only job is to make the runtime pull `images`,
     /// labelled as an image puller of `cluster` (so that only `cluster`'s nodewright
     /// ever deletes it).

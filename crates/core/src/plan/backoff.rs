@@ -46,7 +46,9 @@ pub fn keys(action: &Action) -> Vec<String> {
         | Action::Cordon { nodes: ns, .. }
         | Action::Uncordon { nodes: ns, .. }
         | Action::ForgetCordon { nodes: ns }
-        | Action::Drain { nodes: ns, .. } => nodes(&mut ns.iter()),
+        | Action::DeleteNodesWithoutVm { nodes: ns }
+        | Action::Drain { nodes: ns, .. }
+        | Action::DeletePodsPastLimit { nodes: ns, .. } => nodes(&mut ns.iter()),
         Action::MarkUnneeded { mark, clear, .. } => nodes(&mut mark.iter().chain(clear)),
         Action::DeleteNodes { nodes: ts } => nodes(&mut ts.iter().map(|t| &t.node)),
         Action::PullImages { node, .. } => vec![format!("{kind} node/{node}")],

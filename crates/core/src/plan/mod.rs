@@ -29,7 +29,7 @@ use crate::config::{Config, DisruptionReason};
 pub use model::{
     normalize_image, shared, NodeInfo, PdbInfo, PodInfo, PodPhase, Snapshot, Taint, Toleration,
 };
-pub use steps::MAX_NOT_JOINED_PER_ACTION;
+pub use steps::{unknown_group_vms, MAX_NOT_JOINED_PER_ACTION};
 pub use unremovable::{KeptReason, Unremovable};
 pub use view::ServerState;
 
@@ -62,6 +62,11 @@ pub struct NodeTarget {
     /// `scaleDown.mode: stop`: the VM is stopped into its group's warm pool, not deleted.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub park: bool,
+    /// The pods the plan knowingly deletes the node with (a forced removal); empty for a
+    /// node removed as empty. Just before the delete the node's pods are read from the
+    /// API server, and any other pod there stops it (the watch cache may be stale).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub leaving: Vec<PodRef>,
 }
 
 /// The one thing a cycle does.
@@ -107,8 +112,20 @@ pub enum Action {
         nodes: Vec<String>,
         pods: Vec<PodRef>,
     },
+    /// Delete (gracefully, each with its own grace period, not through the Eviction API)
+    /// the pods PodDisruptionBudgets hold on expired nodes past
+    /// `drain.terminationGracePeriod`, as Karpenter does, so they stop before their node
+    /// and VM go.
+    DeletePodsPastLimit {
+        nodes: Vec<String>,
+        pods: Vec<PodRef>,
+    },
     /// Delete empty cordoned nodes: each Node object first, then its VM.
     DeleteNodes { nodes: Vec<NodeTarget> },
+    /// Delete Node objects of ours NotReady past `health.unhealthyAfter` whose VM the
+    /// cloud no longer has (its provider is listed again just before, a second look),
+    /// so their pods are recreated elsewhere.
+    DeleteNodesWithoutVm { nodes: Vec<String> },
     /// Start (`mark`, at `at` Unix seconds) or stop (`clear`) the unneeded clock of
     /// nodes, kept in a node annotation so a restart keeps it.
     MarkUnneeded {
@@ -140,7 +157,9 @@ impl Action {
             Action::Uncordon { .. } => "uncordon",
             Action::ForgetCordon { .. } => "forget-cordon",
             Action::Drain { .. } => "drain",
+            Action::DeletePodsPastLimit { .. } => "delete-pods-past-limit",
             Action::DeleteNodes { .. } => "delete-node",
+            Action::DeleteNodesWithoutVm { .. } => "delete-node-without-vm",
             Action::MarkUnneeded { .. } => "mark-unneeded",
             Action::MarkJoined { .. } => "mark-joined",
             Action::PullImages { .. } => "pull-images",
@@ -205,6 +224,12 @@ impl fmt::Display for Action {
             Action::Drain { nodes, pods } => {
                 write!(f, "evict {} pod(s) from {}", pods.len(), nodes.join(", "))
             }
+            Action::DeletePodsPastLimit { nodes, pods } => write!(
+                f,
+                "delete {} pod(s) a PodDisruptionBudget holds on {}, past drain.terminationGracePeriod",
+                pods.len(),
+                nodes.join(", ")
+            ),
             Action::DeleteNodes { nodes } => {
                 let (park, delete): (Vec<&NodeTarget>, Vec<&NodeTarget>) =
                     nodes.iter().partition(|t| t.park);
@@ -229,6 +254,11 @@ impl fmt::Display for Action {
                     ),
                 }
             }
+            Action::DeleteNodesWithoutVm { nodes } => write!(
+                f,
+                "delete node(s) {} whose VM is gone",
+                nodes.join(", ")
+            ),
             Action::MarkUnneeded { mark, clear, .. } => write!(
                 f,
                 "mark {} node(s) unneeded, clear {}",
@@ -257,7 +287,12 @@ pub enum ReasonCode {
     NodeReady,
     ServerError,
     ProvisionTimeout,
+    /// A node of ours NotReady past `health.unhealthyAfter` whose VM the cloud does not
+    /// have: its Node is deleted.
     NodeWithoutServer,
+    /// VMs tagged with this cluster name a group the config does not have (removed or
+    /// renamed): reported every cycle, never touched.
+    UnknownGroupVms,
     GroupBelowMinSize,
     UnschedulablePods,
     FreeMemoryBelowTarget,
@@ -611,6 +646,7 @@ pub const STEPS: &[(&str, Step)] = &[
     ("finish-provisioning", steps::finish_provisioning),
     ("clean-up-failed", steps::clean_up_failed),
     ("finish-removal", steps::finish_removal),
+    ("delete-nodes-without-vm", steps::delete_nodes_without_vm),
     ("park-warm", steps::park_warm),
     ("drop-stale-warm", steps::drop_stale_warm),
     ("forget-stale-cordons", steps::forget_stale_cordons),
@@ -636,6 +672,7 @@ pub fn plan(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Decision {
             ),
         ));
     }
+    steps::note_unknown_groups(&view, &mut notes);
     for (provider, said) in &snapshot.cloud_failures {
         notes.push(Reason::new(
             ReasonCode::ServerError,

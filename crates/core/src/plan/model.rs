@@ -28,6 +28,18 @@ pub struct Snapshot {
     /// Providers whose VMs could not be listed this cycle, with the error: their groups
     /// are frozen (nothing is decided from missing data) while the others carry on.
     pub unavailable_providers: BTreeMap<String, String>,
+    /// VMs per group of a provider that could not be listed, as its last good listing
+    /// in this process showed them: the cluster-wide limits count them. A group of a
+    /// frozen provider missing here (the process restarted during the outage) counts at
+    /// its `maxSize`.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub frozen_sizes: BTreeMap<String, u32>,
+    /// What a node of each group offered when this process last saw one Ready
+    /// (allocatable), by `<group>/<settings hash>`: a group scaled to zero is modelled with it rather than its flavor
+    /// minus `reserved`, which a real kubelet's reservation may undercut (a pod that fits
+    /// only the model got a node, which went again as unneeded, and again: a flap).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub learned_allocatable: BTreeMap<String, super::sched::resources::Resources>,
     /// Provisioning failures a provider found that no server carries, as (provider,
     /// what it said): noted in the plan and posted as an Event.
     pub cloud_failures: Vec<(String, String)>,

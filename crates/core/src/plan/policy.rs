@@ -180,6 +180,17 @@ pub fn blocker(v: &View<'_>, pod: &PodInfo) -> Option<Blocker> {
     None
 }
 
+/// Whether the eviction API refuses `pod` for its PodDisruptionBudgets now: one that
+/// allows no disruption selects it, or several do.
+pub fn pdb_held(v: &View<'_>, pod: &PodInfo) -> bool {
+    let mut budgets = v.pdbs.iter().filter(|b| b.selects(pod));
+    match (budgets.next(), budgets.next()) {
+        (Some(_), Some(_)) => true,
+        (Some(b), None) => b.disruptions_allowed <= 0,
+        _ => false,
+    }
+}
+
 /// The node opted out of voluntary removal by annotation.
 pub fn opted_out(n: &NodeInfo) -> bool {
     let yes = |k: &str| n.annotations.get(k).is_some_and(|v| v == "true");

@@ -36,6 +36,8 @@ pub struct Summary {
     pub unschedulable_pods: usize,
     pub free_memory_bytes: i64,
     pub free_memory_target_bytes: u64,
+    /// VMs tagged with this cluster whose group the config does not have.
+    pub unknown_group_vms: usize,
 }
 
 pub fn summarize(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Summary {
@@ -88,6 +90,10 @@ pub fn summarize(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Summa
         groups.insert(g.name.clone(), s);
     }
     Summary {
+        unknown_group_vms: super::unknown_group_vms(&snapshot.servers, config)
+            .values()
+            .map(Vec::len)
+            .sum(),
         groups,
         unschedulable_pods: view.unschedulable.len() + view.pending.unhostable.len(),
         free_memory_bytes: view.free_total().0,

@@ -161,6 +161,7 @@ pub struct Metrics {
     pub unschedulable_pods: Gauge,
     pub pending_pods: Family<BucketLabels, Gauge>,
     pub unremovable_nodes: Family<KeptLabels, Gauge>,
+    pub unknown_group_vms: Gauge,
     pub free_memory: Gauge,
     pub free_memory_target: Gauge,
     pub scale_ups: Family<GroupLabels, Counter>,
@@ -189,6 +190,7 @@ impl Metrics {
             unschedulable_pods: Gauge::default(),
             pending_pods: Family::default(),
             unremovable_nodes: Family::default(),
+            unknown_group_vms: Gauge::default(),
             free_memory: Gauge::default(),
             free_memory_target: Gauge::default(),
             scale_ups: Family::default(),
@@ -235,6 +237,11 @@ impl Metrics {
             "nodewright_unremovable_nodes",
             "Managed nodes scale-down keeps, by reason (e.g. blocked-by-pod, not-underutilized, unneeded-too-short; see docs)",
             m.unremovable_nodes.clone(),
+        );
+        r.register(
+            "nodewright_unknown_group_vms",
+            "VMs tagged with this cluster whose group the config does not have (removed or renamed); never touched, see the plan's notes",
+            m.unknown_group_vms.clone(),
         );
         r.register(
             "nodewright_free_memory_bytes",

@@ -256,6 +256,9 @@ struct State_ {
     never_boot: Vec<String>,
     /// Servers that go to ERROR instead of ACTIVE, with their fault message.
     late_faults: HashMap<String, String>,
+    /// Servers whose cell is unreachable: Nova knows only what its API database keeps
+    /// (id, project, creation time), see [`SimOpenStack::set_cell_down`].
+    down_cell: std::collections::HashSet<String>,
     counter: u64,
     token_lifetime: Duration,
 }
@@ -324,6 +327,7 @@ impl SimOpenStack {
                 fail_deletes: 0,
                 never_boot: Vec::new(),
                 late_faults: HashMap::new(),
+                down_cell: Default::default(),
                 counter: 0,
                 token_lifetime: opts.token_lifetime,
             }),
@@ -435,6 +439,21 @@ impl SimOpenStack {
                     s.metadata.remove(key);
                 }
             }
+        }
+    }
+
+    /// Puts server `id` in a cell that cannot be reached (`down`) or back. As real Nova
+    /// (microversion ≥2.69) lists such a server as a partial record: `id`, `status`
+    /// `UNKNOWN`, `tenant_id`, `created` and `links` in `GET /servers/detail`, no name,
+    /// metadata or tags; `GET /servers/{id}` adds `user_id`, `image`, `flavor`, the zone
+    /// and power state 0. Below 2.69 the list leaves it out (Nova's default,
+    /// `list_records_by_skipping_down_cells`), and showing it is a 503.
+    pub fn set_cell_down(&self, id: &str, down: bool) {
+        let mut st = self.shared.lock();
+        if down {
+            st.down_cell.insert(id.to_string());
+        } else {
+            st.down_cell.remove(id);
         }
     }
 

@@ -85,6 +85,37 @@ pub(super) fn server_json(shared: &Shared, s: &SimServer, mv: (u32, u32)) -> Val
     v
 }
 
+/// A server of an unreachable cell as Nova (≥2.69) shows it: what the API database
+/// keeps, status `UNKNOWN`. `detail` adds `tenant_id` and `created` (list detail);
+/// `show` adds what `GET /servers/{id}` has besides.
+fn partial_json(shared: &Shared, s: &SimServer, show: bool) -> Value {
+    let o = &shared.opts;
+    let base = shared.base();
+    let mut v = json!({
+        "id": s.id,
+        "status": "UNKNOWN",
+        "tenant_id": o.project_id,
+        "created": rfc3339(s.created),
+        "links": [{ "rel": "self", "href": format!("{base}/compute/v2.1/servers/{}", s.id) }],
+    });
+    if show {
+        let flavor = o.flavors.iter().find(|f| f.id == s.flavor_id);
+        v["user_id"] = json!("0123456789abcdef0123456789abcdef");
+        v["image"] = json!({ "id": s.image_id });
+        v["flavor"] = match flavor {
+            Some(f) => json!({ "original_name": f.name, "ram": f.ram_mib, "vcpus": f.vcpus,
+                "disk": f.disk_gb, "ephemeral": 0, "swap": 0, "extra_specs": {} }),
+            None => json!({}),
+        };
+        v["OS-EXT-AZ:availability_zone"] = json!(s
+            .availability_zone
+            .clone()
+            .unwrap_or_else(|| "UNKNOWN".into()));
+        v["OS-EXT-STS:power_state"] = json!(0);
+    }
+    v
+}
+
 pub(super) async fn list_servers(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
@@ -108,6 +139,11 @@ pub(super) async fn list_servers(
     let st = shared.lock();
     // Nova lists newest first.
     let mut all: Vec<&SimServer> = st.servers.iter().rev().collect();
+    // A down cell's servers: left out below 2.69, and whenever a filter other than the
+    // project's is given (Nova cannot test them against it).
+    if mv < (2, 69) || q.contains_key("name") {
+        all.retain(|s| !st.down_cell.contains(&s.id));
+    }
     if let Some(name) = q.get("name") {
         all.retain(|s| s.name.contains(name.as_str()));
     }
@@ -128,6 +164,9 @@ pub(super) async fn list_servers(
     let servers: Vec<Value> = page
         .iter()
         .map(|s| {
+            if st.down_cell.contains(&s.id) {
+                return partial_json(&shared, s, false);
+            }
             let mut v = server_json(&shared, s, mv);
             // A server no host was found for stays in cell0, and real Nova's detail
             // list leaves out the fault of cell0 servers: only GET /servers/{id} has it.
@@ -160,6 +199,16 @@ pub(super) async fn show_server(
     let mv = microversion(&headers);
     let st = shared.lock();
     match st.servers.iter().find(|s| s.id == id) {
+        Some(s) if st.down_cell.contains(&s.id) => {
+            if mv < (2, 69) {
+                return nova_error(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "serviceUnavailable",
+                    "the cell of this server cannot be reached",
+                );
+            }
+            Json(json!({ "server": partial_json(&shared, s, true) })).into_response()
+        }
         Some(s) => {
             let mut v = server_json(&shared, s, mv);
             // Only the single-server view has it (microversion ≥2.71).

@@ -517,6 +517,26 @@ impl CloudProvider for OpenStackProvider {
                 .await?;
             let page: ServerList = read_json(call, ensure_success(call, resp).await?).await?;
             let done = page.servers.is_empty();
+            // Servers of a Nova cell that cannot be reached come back as partial records
+            // (status UNKNOWN, no name or metadata): whether they are ours is unknown, so
+            // the whole listing is: without them a group would look smaller than it is
+            // and grow past maxSize.
+            let partial: Vec<&str> = page
+                .servers
+                .iter()
+                .filter(|s| s.status == "UNKNOWN" && s.metadata.is_empty())
+                .map(|s| s.id.as_str())
+                .collect();
+            if !partial.is_empty() {
+                return Err(CloudError::Other {
+                    provider: PROVIDER.into(),
+                    message: format!(
+                        "{call}: Nova listed {} server(s) only partly, status UNKNOWN without name or metadata ({}): a cell is down, so the listing is incomplete; this provider's groups stay frozen until the cell is back",
+                        partial.len(),
+                        partial.join(", ")
+                    ),
+                });
+            }
             for s in page
                 .servers
                 .iter()
@@ -617,6 +637,14 @@ impl CloudProvider for OpenStackProvider {
             .server;
         if server.status.eq_ignore_ascii_case("DELETED") {
             return Ok(None);
+        }
+        if server.status == "UNKNOWN" && server.metadata.is_empty() {
+            return Err(CloudError::Other {
+                provider: PROVIDER.into(),
+                message: format!(
+                    "{call}: Nova shows server {id} only partly (status UNKNOWN, no metadata): its cell is down; nothing is decided on it until the cell is back"
+                ),
+            });
         }
         Ok(Some(server.to_server()))
     }

@@ -942,14 +942,38 @@ fn unremovable_unscreened(v: &View<'_>, action: &Action) -> Vec<Unremovable> {
 
 /// Starts the unneeded clock on nodes that became unneeded and stops it on those that
 /// no longer are, in node annotations.
-pub fn mark_unneeded(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
+///
+/// An annotation that is no time (edited by hand, written by another tool) is never read
+/// as "long ago": the node counts as unneeded since now, the clock is written anew and
+/// the plan notes it.
+pub fn mark_unneeded(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     let now_unneeded: Vec<&str> = unneeded(v).iter().map(|u| u.node.name.as_str()).collect();
     let mut mark = Vec::new();
     let mut clear = Vec::new();
     for (_, n) in in_service(v) {
-        let has = n.annotations.contains_key(ANNOTATION_UNNEEDED_SINCE);
+        let raw = n.annotations.get(ANNOTATION_UNNEEDED_SINCE);
+        let has = raw.is_some();
+        let garbage = raw.is_some() && unneeded_since(n).is_none();
         let is = now_unneeded.contains(&n.name.as_str());
-        if is && !has {
+        if garbage {
+            notes.push(
+                Reason::new(
+                    ReasonCode::NodeUnneeded,
+                    format!(
+                        "{}: annotation {ANNOTATION_UNNEEDED_SINCE} {:?} is not an RFC 3339 time; {}",
+                        n.name,
+                        raw.map(String::as_str).unwrap_or_default(),
+                        if is {
+                            "its unneeded clock restarts now"
+                        } else {
+                            "removed"
+                        }
+                    ),
+                )
+                .about([ObjectRef::node(&n.name)]),
+            );
+        }
+        if is && (!has || garbage) {
             mark.push(n.name.clone());
         } else if has && !is {
             clear.push(n.name.clone());

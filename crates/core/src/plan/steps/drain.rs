@@ -53,29 +53,17 @@ pub fn forced_now(v: &View<'_>, n: &NodeInfo) -> bool {
     policy::broken_now(n) || past_hard_limit(v, n)
 }
 
-/// Whether an expired node past its hard limit may be deleted with what is left: nothing
-/// an eviction could still move (pods a PodDisruptionBudget holds stay, as the eviction
-/// API refuses them), and pods already terminating and volumes still attached are waited
-/// for at most `drain.timeout` more, so nothing holds it for ever.
+/// Whether an expired node past its hard limit may be deleted with what is left. Past
+/// the limit every pod is evicted, or deleted when a PodDisruptionBudget holds it (the
+/// Eviction API would refuse it for ever), so the node goes once they are gone; pods
+/// still terminating (or not going) and volumes still attached are waited for at most
+/// `drain.timeout` more, so nothing holds it for ever.
 pub fn hard_limit_reached(v: &View<'_>, n: &NodeInfo, left: &[&PodInfo]) -> bool {
     let Some(limit) = hard_limit(v, n) else {
         return false;
     };
     let drained = draining_for(v, n);
-    if drained <= limit {
-        return false;
-    }
-    let overdue = drained > limit + v.config.drain.timeout;
-    left.iter().all(|p| {
-        if p.deleting {
-            overdue
-        } else {
-            matches!(
-                policy::blocker(v, p),
-                Some(Blocker::Budget(_) | Blocker::SeveralBudgets(_))
-            )
-        }
-    })
+    drained > limit && (left.is_empty() || drained > limit + v.config.drain.timeout)
 }
 
 /// Whether `n` past its hard limit has waited `drain.timeout` more (for volumes to detach).
@@ -145,6 +133,10 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             vec![reason],
         ));
     }
+    // Past the hard limit: pods PodDisruptionBudgets hold, deleted instead of evicted.
+    let mut delete_nodes = Vec::new();
+    let mut delete: Vec<&PodInfo> = Vec::new();
+    let mut delete_reasons = Vec::new();
     for m in &v.members {
         let Some(n) = m.node.filter(|n| policy::cordoned_by_us(n)) else {
             continue;
@@ -166,12 +158,18 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         let forced = forced_now(v, n);
         let job_wait =
             !past_hard_limit(v, n) && draining_for(v, n) < v.config.drain.job_grace_period;
+        let past_limit = past_hard_limit(v, n);
         let mut waiting_jobs = Vec::new();
         let mut blocked = Vec::new();
         let mut here = Vec::new();
+        let mut held = Vec::new();
         for p in left.iter().copied().filter(|p| !p.deleting) {
             if policy::is_job(p) && job_wait {
                 waiting_jobs.push(p);
+                continue;
+            }
+            if past_limit && policy::pdb_held(v, p) {
+                held.push(p);
                 continue;
             }
             match policy::blocker(v, p) {
@@ -232,6 +230,23 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
                 .about([ObjectRef::node(&n.name)]),
             );
         }
+        if !held.is_empty() {
+            delete_reasons.push(
+                Reason::new(
+                    ReasonCode::DrainInProgress,
+                    format!(
+                        "{} passed drain.terminationGracePeriod {}; deleting {} pod(s) a PodDisruptionBudget keeps from eviction, each with its grace period, before the node goes: {}",
+                        n.name,
+                        humantime::format_duration(limit.unwrap_or_default()),
+                        held.len(),
+                        list_pods(&held)
+                    ),
+                )
+                .about([ObjectRef::node(&n.name)]),
+            );
+            delete_nodes.push(n.name.clone());
+            delete.extend(held);
+        }
         if here.is_empty() {
             continue;
         }
@@ -271,7 +286,18 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         ));
     }
     if evict.is_empty() {
-        return None;
+        if delete.is_empty() {
+            return None;
+        }
+        let mut pods: Vec<_> = delete.iter().map(|p| pod_ref(p)).collect();
+        pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+        return Some((
+            Action::DeletePodsPastLimit {
+                nodes: delete_nodes,
+                pods,
+            },
+            delete_reasons,
+        ));
     }
     // By name, not in the order the API listed them: the same pods, the same action.
     let mut pods: Vec<_> = evict.iter().map(|p| pod_ref(p)).collect();

@@ -5,6 +5,7 @@ mod buffers;
 mod disrupt;
 mod drain;
 mod images;
+mod orphans;
 mod pools;
 mod provisioning;
 mod reasons;
@@ -14,6 +15,7 @@ mod scale_up;
 pub use disrupt::{disrupt, mark_unneeded, unremovable};
 pub use drain::{drain, forget_stale_cordons};
 pub use images::warm_images;
+pub use orphans::{delete_nodes_without_vm, note_unknown_groups, unknown_group_vms};
 pub use pools::{drop_stale_warm, fill_warm_pools, from_warm_pool, park_warm};
 pub use provisioning::{
     clean_up_failed, finish_provisioning, finish_removal, mark_joined, MAX_NOT_JOINED_PER_ACTION,

@@ -7,7 +7,7 @@ use super::drain::{hard_limit_overdue, hard_limit_reached, past_deadline, remain
 use super::StepResult;
 use crate::plan::policy;
 use crate::plan::view::{ServerState, View};
-use crate::plan::{Action, NodeTarget, ObjectRef, Reason, ReasonCode};
+use crate::plan::{Action, NodeTarget, ObjectRef, PodRef, Reason, ReasonCode};
 
 pub fn remove_empty(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     let mut targets = Vec::new();
@@ -80,10 +80,20 @@ pub fn remove_empty(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         };
         reasons.push(Reason::new(code, message).about([ObjectRef::node(&n.name)]));
         let parked = targets.iter().filter(|t: &&NodeTarget| t.park).count() as u32;
+        // By name, not in the order the API listed them: the same pods, the same action.
+        let mut leaving: Vec<PodRef> = left
+            .iter()
+            .map(|p| PodRef {
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+            })
+            .collect();
+        leaving.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
         targets.push(NodeTarget {
             node: n.name.clone(),
             server: m.server_ref(),
             park: super::pools::parks(v, m, parked),
+            leaving,
         });
     }
     if targets.is_empty() {

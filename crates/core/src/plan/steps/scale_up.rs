@@ -29,14 +29,21 @@ pub(super) fn limit_room(v: &View<'_>, g: &NodeGroupConfig) -> (u32, Option<Stri
         .filter_map(|s| s.group.as_deref())
         .collect();
     // A frozen provider's VMs are missing from the snapshot: each of its groups counts
-    // as full (at maxSize), so the limits hold whatever it runs now.
-    let frozen: Vec<&NodeGroupConfig> = v
+    // with its last known VMs, or as full (at maxSize) when this process never listed
+    // it (a restart during the outage), so the limits hold whatever it runs now.
+    let frozen: Vec<(&NodeGroupConfig, u32)> = v
         .config
         .node_groups
         .iter()
         .filter(|f| v.frozen.contains_key(f.name.as_str()))
+        .map(|f| {
+            (
+                f,
+                v.frozen_sizes.get(&f.name).copied().unwrap_or(f.max_size),
+            )
+        })
         .collect();
-    let frozen_nodes: u32 = frozen.iter().map(|f| f.max_size).sum();
+    let frozen_nodes: u32 = frozen.iter().map(|(_, n)| n).sum();
     if let Some(max) = limits.nodes {
         let total = ((active.clone().count() + warm.len()) as u32).saturating_add(frozen_nodes);
         let r = max.saturating_sub(total);
@@ -68,9 +75,9 @@ pub(super) fn limit_room(v: &View<'_>, g: &NodeGroupConfig) -> (u32, Option<Stri
             mem += i.allocatable.memory;
         }
     }
-    for f in &frozen {
+    for (f, n) in &frozen {
         let a = v.group(&f.name).map(|i| &i.allocatable);
-        let n = u64::from(f.max_size);
+        let n = u64::from(*n);
         cpu = cpu.saturating_add(a.map_or(0, |a| a.cpu).saturating_mul(n));
         mem = mem.saturating_add(a.map_or(0, |a| a.memory).saturating_mul(n));
     }

@@ -90,8 +90,11 @@ fn expired_node_blocked_by_do_not_disrupt_is_drained_forcibly_and_deleted_past_t
     assert!(d.has_reason(ReasonCode::NodeTooOld), "{d:#?}");
 }
 
+/// Issue 19, item S: past the hard limit the node and its VM went with the pods a
+/// PodDisruptionBudget held still running. They are deleted first (gracefully, as
+/// Karpenter does past its terminationGracePeriod), waited for, then the node goes.
 #[test]
-fn expired_node_past_the_hard_limit_goes_with_the_pods_a_pdb_holds() {
+fn pods_a_pdb_holds_are_deleted_before_their_expired_node_past_the_hard_limit() {
     let c = mk_config(WITH_LIMIT);
     let mut db = mk_pod("db-0", Some("dev-workers-a"), GI);
     db.labels.insert("app".into(), "db".into());
@@ -105,11 +108,41 @@ fn expired_node_past_the_hard_limit_goes_with_the_pods_a_pdb_holds() {
     cordon_by_us(&mut s.nodes[0], "expired", 50 * 60);
     let d = plan_it(&s, &c);
     assert!(
-        deleted(&d).is_empty() && !matches!(d.action, Action::Uncordon { .. }),
+        deleted(&d).is_empty()
+            && !matches!(
+                d.action,
+                Action::Uncordon { .. } | Action::DeletePodsPastLimit { .. }
+            ),
         "{d:#?}"
     );
-    // The eviction API would refuse it for ever: nothing more to evict, so it goes.
+    // Past the limit: the Eviction API would refuse it for ever, so it is deleted.
     cordon_by_us(&mut s.nodes[0], "expired", 61 * 60);
+    let d = plan_it(&s, &c);
+    assert!(deleted(&d).is_empty(), "{d:#?}");
+    match &d.action {
+        Action::DeletePodsPastLimit { nodes, pods } => {
+            assert_eq!(nodes, &["dev-workers-a".to_string()]);
+            assert_eq!(pods.len(), 1);
+            assert_eq!(pods[0].name, "db-0");
+        }
+        other => panic!("expected the pod to be deleted first, got {other:?}"),
+    }
+    // Terminating: waited for (not deleted again)...
+    std::sync::Arc::make_mut(&mut s.pods[0]).deleting = true;
+    let d = plan_it(&s, &c);
+    assert!(
+        deleted(&d).is_empty() && !matches!(d.action, Action::DeletePodsPastLimit { .. }),
+        "{d:#?}"
+    );
+    // ...gone: the node goes.
+    s.pods.clear();
+    let d = plan_it(&s, &c);
+    assert_eq!(deleted(&d), ["dev-workers-a"], "{d:#?}");
+    // A pod that never goes holds it at most drain.timeout past the limit.
+    let mut stuck = mk_pod("db-0", Some("dev-workers-a"), GI);
+    stuck.deleting = true;
+    s.pods.push(stuck.into());
+    cordon_by_us(&mut s.nodes[0], "expired", 71 * 60);
     let d = plan_it(&s, &c);
     assert_eq!(deleted(&d), ["dev-workers-a"], "{d:#?}");
 }

@@ -675,6 +675,7 @@ mod hosts;
 mod joined;
 mod pools;
 mod props;
+mod removal;
 mod replay;
 mod scale_up;
 mod unremovable;

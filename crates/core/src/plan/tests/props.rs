@@ -372,6 +372,13 @@ fn named(a: &Action, s: &Snapshot) -> (Vec<String>, Vec<String>) {
             (mark.iter().chain(clear).cloned().collect(), vec![])
         }
         Action::PullImages { node, .. } => (vec![node.clone()], vec![]),
+        // Nodes labelled ours whose VM is gone: checked on their own below.
+        Action::DeleteNodesWithoutVm { .. } => (vec![], vec![]),
+        Action::DeletePodsPastLimit { nodes, pods } => {
+            let mut all = nodes.clone();
+            all.extend(pods.iter().filter_map(pod_node));
+            (all, vec![])
+        }
     }
 }
 
@@ -432,6 +439,19 @@ proptest! {
         }
         for v in &vms {
             prop_assert!(ours.contains(v.as_str()), "VM {} is not ours: {:#?}", v, d);
+        }
+        // A Node deleted for its VM being gone: labelled ours, NotReady, and no VM of
+        // its name listed.
+        if let Action::DeleteNodesWithoutVm { nodes } = &d.action {
+            for name in nodes {
+                let n = s.nodes.iter().find(|n| &n.name == name);
+                prop_assert!(
+                    n.is_some_and(|n| !n.ready
+                        && n.labels.get(LABEL_CLUSTER).map(String::as_str) == Some("dev")),
+                    "{} is not a NotReady node of ours: {:#?}", name, d
+                );
+                prop_assert!(!s.servers.iter().any(|v| &v.name == name), "{:#?}", d);
+            }
         }
         if let Action::DeletePods { pods } = &d.action {
             for p in pods {

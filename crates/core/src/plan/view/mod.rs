@@ -149,11 +149,20 @@ pub struct View<'a> {
     pub unschedulable: Vec<&'a PodInfo>,
     pub pods: &'a [Arc<PodInfo>],
     pub nodes: &'a [NodeInfo],
+    /// Every VM the providers listed, ours or not, of known groups or not.
+    pub servers: &'a [Server],
     pub pdbs: &'a [super::model::PdbInfo],
     pub volume_attachments: &'a [(String, String)],
     pub group_backoff: &'a BTreeMap<String, SystemTime>,
     /// Groups whose provider could not be listed this cycle, with the error.
     pub frozen: BTreeMap<&'a str, &'a str>,
+    /// VMs per frozen group as their provider's last good listing showed them.
+    pub frozen_sizes: &'a BTreeMap<String, u32>,
+    /// Nodes of ours (by their labels) in a frozen group: their VMs are not in the
+    /// snapshot, so they are no members, but the cluster shows they are there. Their
+    /// room counts as capacity, so an outage of one provider does not make the others
+    /// scale up for the free-capacity targets.
+    pub frozen_nodes: Vec<&'a NodeInfo>,
     pub groups: BTreeMap<&'a str, GroupInfo>,
     pub pending: Pending<'a>,
     pub last_node_deleted: Option<SystemTime>,
@@ -228,6 +237,17 @@ impl<'a> View<'a> {
             }
         }
 
+        let frozen_nodes: Vec<&NodeInfo> = s
+            .nodes
+            .iter()
+            .filter(|n| n.labels.get(LABEL_CLUSTER) == Some(&config.cluster_name))
+            .filter(|n| {
+                n.labels
+                    .get(LABEL_GROUP)
+                    .is_some_and(|g| frozen.contains_key(g.as_str()))
+            })
+            .collect();
+
         // Hashed first, sorted once: far cheaper than a tree insert per pod.
         let mut by_node: FxHashMap<&str, Vec<&PodInfo>> = FxHashMap::default();
         let mut unschedulable = Vec::new();
@@ -268,13 +288,25 @@ impl<'a> View<'a> {
         for g in &config.node_groups {
             let shape = s.group_shapes.get(&g.name);
             let labels = well_known_labels(g, &config.cluster_name, shape);
-            let live: Vec<&NodeInfo> = members
+            let mut live: Vec<&NodeInfo> = members
                 .iter()
                 .filter(|m| m.group.name == g.name && m.state == ServerState::Joined)
                 .filter_map(|m| m.node)
                 .collect();
+            // A frozen group has no members: its Nodes still tell what a node offers.
+            live.extend(
+                frozen_nodes
+                    .iter()
+                    .filter(|n| n.labels.get(LABEL_GROUP) == Some(&g.name) && n.ready),
+            );
             let (allocatable, learned) = if live.is_empty() {
-                (sched::template::allocatable_from_shape(g, shape), false)
+                match s
+                    .learned_allocatable
+                    .get(&format!("{}/{}", g.name, g.settings_hash))
+                {
+                    Some(a) => (a.clone(), true),
+                    None => (sched::template::allocatable_from_shape(g, shape), false),
+                }
             } else {
                 let mut a = Resources::default();
                 for n in &live {
@@ -332,10 +364,13 @@ impl<'a> View<'a> {
             unschedulable: Vec::new(),
             pods: &s.pods,
             nodes: &s.nodes,
+            servers: &s.servers,
             pdbs: &s.pdbs,
             volume_attachments: &s.volume_attachments,
             group_backoff: &s.group_backoff,
             frozen,
+            frozen_sizes: &s.frozen_sizes,
+            frozen_nodes,
             groups,
             pending: Pending::default(),
             last_node_deleted: s.last_node_deleted,
@@ -500,8 +535,9 @@ impl<'a> View<'a> {
             .filter(|m| m.state == ServerState::Provisioning)
     }
 
-    /// Managed nodes that count as capacity: schedulable ones, and those NotReady for
-    /// less than `health.notReadyGrace` (a blip does not call for a new node).
+    /// Managed nodes that count as capacity: schedulable ones, those NotReady for less
+    /// than `health.notReadyGrace` (a blip does not call for a new node), and the Ready,
+    /// schedulable Nodes of a frozen group (its provider's outage takes no room away).
     pub fn capacity_nodes(&self) -> impl Iterator<Item = &'a NodeInfo> + '_ {
         let grace = self.config.health.not_ready_grace;
         self.members
@@ -517,6 +553,12 @@ impl<'a> View<'a> {
                         }))
             })
             .filter_map(|m| m.node)
+            .chain(
+                self.frozen_nodes
+                    .iter()
+                    .copied()
+                    .filter(|n| n.ready && !n.unschedulable && !n.deleting),
+            )
     }
 
     /// Free (memory, CPU milli) on managed nodes that count as capacity minus what the
