@@ -47,7 +47,10 @@ impl Cli {
             ("OS_INTERFACE", "public".into()),
         ];
         Cli {
-            env: env.iter().map(|(k, v)| (k.to_string(), v.clone())).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.clone()))
+                .collect(),
         }
     }
 
@@ -174,9 +177,7 @@ async fn openstack_cli_lists_creates_and_gets_novas_refusal_for_an_unknown_key()
     let paths: Vec<String> = sim.calls().iter().map(|c| c.path.clone()).collect();
     for doc in ["/identity/v3", "/compute/v2.1", "/image"] {
         assert!(
-            paths
-                .iter()
-                .any(|p| p.trim_end_matches('/') == doc),
+            paths.iter().any(|p| p.trim_end_matches('/') == doc),
             "no GET {doc} in {paths:#?}"
         );
     }

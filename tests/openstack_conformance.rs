@@ -97,7 +97,9 @@ impl Nova {
         assert_eq!(status, 202, "{v}");
         let id = v["server"]["id"].as_str().expect("id").to_string();
         for _ in 0..300 {
-            let (_, v) = self.send("GET", &format!("/servers/{id}"), "2.67", None).await;
+            let (_, v) = self
+                .send("GET", &format!("/servers/{id}"), "2.67", None)
+                .await;
             if v["server"]["status"] == "ACTIVE" {
                 return id;
             }
@@ -264,7 +266,10 @@ async fn simulated_nova_answers_as_real_nova_does() {
 
     let mut mismatches = Vec::new();
     for (c, (status, v)) in cases(&simulated).iter().zip(&sim_answers) {
-        let want = c.message.as_ref().map(|m| m.replace("{server}", &sim_server));
+        let want = c
+            .message
+            .as_ref()
+            .map(|m| m.replace("{server}", &sim_server));
         if *status != c.status || (want.is_some() && message(v) != want) {
             mismatches.push(format!(
                 "simulator, {}: {status} {:?}, real Nova answers {} {want:?}",

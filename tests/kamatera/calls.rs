@@ -466,9 +466,12 @@ async fn command_ids_are_integers_as_the_real_api_answers_them() {
         let list = v.get("commandIds").unwrap_or(&v).clone();
         ids.extend(list.as_array().cloned().unwrap_or_default());
         let name = format!("raw-ids-{i}");
-        let r = post("/service/server/poweroff", serde_json::json!({ "name": name }))
-            .await
-            .expect("poweroff answers");
+        let r = post(
+            "/service/server/poweroff",
+            serde_json::json!({ "name": name }),
+        )
+        .await
+        .expect("poweroff answers");
         let v: serde_json::Value = r.json().await.expect("json");
         ids.extend(v.as_array().cloned().unwrap_or_default());
     }

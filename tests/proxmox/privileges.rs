@@ -8,7 +8,10 @@ use super::*;
 fn documented_privileges() -> BTreeSet<String> {
     let docs = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/proxmox.md"))
         .expect("docs/proxmox.md");
-    let start = docs.find("-privs \"").expect("a pveum role add -privs line") + 8;
+    let start = docs
+        .find("-privs \"")
+        .expect("a pveum role add -privs line")
+        + 8;
     let end = start + docs[start..].find('"').expect("closing quote");
     docs[start..end]
         .split(|c: char| c.is_whitespace() || c == '\\')
@@ -48,10 +51,14 @@ async fn answer(r: reqwest::Response) -> (u16, String) {
     (status, v["message"].as_str().unwrap_or("").to_string())
 }
 
+/// A privilege taken away, the call it refuses (method, path, parameters) and the
+/// `path, privilege` of Proxmox's message (empty for a failed `or`).
+type Refusal<'a> = (&'a str, &'a str, &'a str, &'a [(&'a str, &'a str)], &'a str);
+
 #[tokio::test]
 async fn a_token_without_a_privilege_gets_proxmoxs_403_naming_it() {
     let all = documented_privileges();
-    let cases: &[(&str, &str, &str, &[(&str, &str)], &str)] = &[
+    let cases: &[Refusal] = &[
         (
             "VM.Clone",
             "POST",
@@ -73,13 +80,7 @@ async fn a_token_without_a_privilege_gets_proxmoxs_403_naming_it() {
             &[("newid", "120"), ("name", "c1")],
             "/storage/local-lvm, Datastore.AllocateSpace",
         ),
-        (
-            "Sys.Audit",
-            "GET",
-            "/cluster/status",
-            &[],
-            "/, Sys.Audit",
-        ),
+        ("Sys.Audit", "GET", "/cluster/status", &[], "/, Sys.Audit"),
         (
             "VM.Audit",
             "GET",
@@ -120,7 +121,11 @@ async fn a_token_without_a_privilege_gets_proxmoxs_403_naming_it() {
         } else {
             format!("Permission check failed ({what})\n")
         };
-        assert_eq!((status, message.as_str()), (403, want.as_str()), "{privilege}");
+        assert_eq!(
+            (status, message.as_str()),
+            (403, want.as_str()),
+            "{privilege}"
+        );
         // With the privilege, the same call passes the check.
         let s = sim_with(SimProxmoxOptions {
             privileges: Some(all.clone()),
@@ -163,7 +168,10 @@ async fn each_config_key_needs_its_own_privilege() {
     let (status, message) = answer(put(&[("ciuser", "core")]).await.expect("answers")).await;
     assert_eq!(
         (status, message.as_str()),
-        (403, "Permission check failed (/vms/9000, VM.Config.Cloudinit)\n")
+        (
+            403,
+            "Permission check failed (/vms/9000, VM.Config.Cloudinit)\n"
+        )
     );
     // A key of another privilege in the same role is still allowed.
     let (status, message) = answer(put(&[("cores", "4")]).await.expect("answers")).await;
@@ -235,7 +243,9 @@ async fn nodewright_scales_up_and_down_with_exactly_the_documented_privileges() 
     .await;
     let errors = scale(&env, 1, || joined(&env).len() == 2).await;
     assert!(
-        errors.iter().all(|e| !e.contains("Permission check failed")),
+        errors
+            .iter()
+            .all(|e| !e.contains("Permission check failed")),
         "{errors:?}"
     );
     let names = joined(&env);
@@ -244,7 +254,9 @@ async fn nodewright_scales_up_and_down_with_exactly_the_documented_privileges() 
     }
     let errors = scale(&env, 0, || env.pve.guests().is_empty()).await;
     assert!(
-        errors.iter().all(|e| !e.contains("Permission check failed")),
+        errors
+            .iter()
+            .all(|e| !e.contains("Permission check failed")),
         "{errors:?}"
     );
     let denied: Vec<u16> = env

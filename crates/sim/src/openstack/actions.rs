@@ -154,7 +154,10 @@ fn reboot(shared: &Arc<Shared>, id: &str, body: &Value) -> Response {
             let Some(s) = st.servers.iter_mut().find(|s| s.id == id) else {
                 return;
             };
-            if !matches!(s.task_state.as_deref(), Some("rebooting" | "rebooting_hard")) {
+            if !matches!(
+                s.task_state.as_deref(),
+                Some("rebooting" | "rebooting_hard")
+            ) {
                 return;
             }
             s.task_state = None;

@@ -67,10 +67,8 @@ pub(super) async fn show_flavor(
         return r;
     }
     match shared.opts.flavors.iter().find(|f| f.id == id) {
-        Some(f) => {
-            Json(json!({ "flavor": flavor_json(&shared, f, microversion(&headers)) }))
-                .into_response()
-        }
+        Some(f) => Json(json!({ "flavor": flavor_json(&shared, f, microversion(&headers)) }))
+            .into_response(),
         None => nova_error(
             StatusCode::NOT_FOUND,
             "itemNotFound",

@@ -82,13 +82,13 @@ pub(super) async fn glance_root(State(shared): State<Arc<Shared>>) -> Response {
     let versions: Vec<Value> = [
         "v2.15", "v2.9", "v2.7", "v2.6", "v2.5", "v2.4", "v2.3", "v2.2", "v2.1", "v2.0",
     ]
-        .iter()
-        .enumerate()
-        .map(|(i, id)| {
-            json!({ "id": id, "status": if i == 0 { "CURRENT" } else { "SUPPORTED" },
+    .iter()
+    .enumerate()
+    .map(|(i, id)| {
+        json!({ "id": id, "status": if i == 0 { "CURRENT" } else { "SUPPORTED" },
                     "links": [{ "rel": "self", "href": href }] })
-        })
-        .collect();
+    })
+    .collect();
     (
         StatusCode::MULTIPLE_CHOICES,
         Json(json!({ "versions": versions })),

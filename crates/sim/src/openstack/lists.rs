@@ -50,14 +50,14 @@ pub(super) fn filter_servers(
     all: &mut Vec<&SimServer>,
     q: &HashMap<String, String>,
     mv: (u32, u32),
-) -> Result<(), Response> {
+) -> Result<(), Box<Response>> {
     if let Some(name) = q.get("name") {
         let Ok(re) = regex::Regex::new(name) else {
-            return Err(nova_error(
+            return Err(Box::new(nova_error(
                 StatusCode::BAD_REQUEST,
                 "badRequest",
                 &format!("Invalid input for query parameters name. Value: {name}. '{name}' is not a 'regex'"),
-            ));
+            )));
         };
         all.retain(|s| re.is_match(&s.name));
     }
@@ -65,11 +65,11 @@ pub(super) fn filter_servers(
         let status = status.to_ascii_uppercase();
         if !KNOWN_STATUSES.contains(&status.as_str()) {
             if mv >= (2, 38) {
-                return Err(nova_error(
+                return Err(Box::new(nova_error(
                     StatusCode::BAD_REQUEST,
                     "badRequest",
                     "Invalid status value",
-                ));
+                )));
             }
             all.clear();
         }

@@ -163,7 +163,10 @@ pub(super) async fn show_port(
     if let Some(r) = unauthorized_unless_token(&shared, &headers) {
         return r;
     }
-    match all_ports(&shared).into_iter().find(|p| p["id"] == id.as_str()) {
+    match all_ports(&shared)
+        .into_iter()
+        .find(|p| p["id"] == id.as_str())
+    {
         Some(v) => Json(json!({ "port": v })).into_response(),
         None => neutron_not_found("Port", &id),
     }

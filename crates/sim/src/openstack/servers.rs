@@ -96,7 +96,11 @@ pub(super) fn server_json(shared: &Shared, s: &SimServer, mv: (u32, u32)) -> Val
         ((2, 26), "tags", json!(s.tags)),
         ((2, 63), "trusted_image_certificates", Value::Null),
         ((2, 73), "locked_reason", Value::Null),
-        ((2, 90), "OS-EXT-SRV-ATTR:hostname", json!(s.name.to_ascii_lowercase())),
+        (
+            (2, 90),
+            "OS-EXT-SRV-ATTR:hostname",
+            json!(s.name.to_ascii_lowercase()),
+        ),
     ] {
         if mv >= since {
             v[key] = value;
@@ -135,7 +139,7 @@ pub(super) async fn list_servers(
     // Nova lists newest first.
     let mut all: Vec<&SimServer> = st.servers.iter().rev().collect();
     if let Err(r) = super::lists::filter_servers(&mut all, &q, mv) {
-        return r;
+        return *r;
     }
     let start = match q.get("marker") {
         None => 0,
@@ -272,7 +276,7 @@ pub(super) async fn create_server(
     };
     let metadata = match metadata_of(&s["metadata"]) {
         Ok(m) => m,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let server_group = match &v["os:scheduler_hints"] {
         Value::Null => None,
@@ -573,8 +577,8 @@ pub(super) fn invalid_name(name: &str) -> Option<String> {
 /// The `metadata` of a create as Nova checks it: keys of 1 to 255 characters from
 /// `[a-zA-Z0-9-_:. ]`, string values up to 255 (400 from its schema), at most
 /// [`MAX_METADATA_ITEMS`] items (403 from its quota check). Real Nova's messages.
-pub(super) fn metadata_of(v: &Value) -> Result<BTreeMap<String, String>, Response> {
-    let bad = |m: &str| nova_error(StatusCode::BAD_REQUEST, "badRequest", m);
+pub(super) fn metadata_of(v: &Value) -> Result<BTreeMap<String, String>, Box<Response>> {
+    let bad = |m: &str| Box::new(nova_error(StatusCode::BAD_REQUEST, "badRequest", m));
     let m = match v {
         Value::Null => return Ok(BTreeMap::new()),
         Value::Object(m) => m,
@@ -614,11 +618,11 @@ pub(super) fn metadata_of(v: &Value) -> Result<BTreeMap<String, String>, Respons
         out.insert(k.clone(), text.to_string());
     }
     if out.len() > MAX_METADATA_ITEMS {
-        return Err(nova_error(
+        return Err(Box::new(nova_error(
             StatusCode::FORBIDDEN,
             "forbidden",
             &format!("Maximum number of metadata items exceeds {MAX_METADATA_ITEMS}"),
-        ));
+        )));
     }
     Ok(out)
 }

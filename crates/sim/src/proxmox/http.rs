@@ -13,10 +13,10 @@ use serde_json::{json, Value};
 
 use super::clone::clone;
 use super::hosts::{cluster_status, ha_status, resources};
-use super::schema::{self, percent_decode};
-use super::storage;
 use super::perms::{self, Privs};
 use super::reads;
+use super::schema::{self, percent_decode};
+use super::storage;
 use super::tasks::{agent_exec, list as list_tasks, new_task, stop_task};
 use super::{next_free, now_secs, Shared, SimAuth, SimCall, Ticket};
 
@@ -394,9 +394,7 @@ async fn respond(
                 None => data(json!(next_free(&st, 100).to_string())),
             }
         }
-        ("GET", "/nodes/{node}/storage") if !perms::can_see(privs, "storage") => {
-            data(json!([]))
-        }
+        ("GET", "/nodes/{node}/storage") if !perms::can_see(privs, "storage") => data(json!([])),
         ("GET", "/nodes/{node}/storage") => storage::list(o, &get),
         ("POST", "/nodes/{node}/storage/{storage}/upload") => storage::upload(
             shared,
@@ -555,8 +553,7 @@ async fn respond(
                 let Some(vm) = st.vms.get(&vmid) else {
                     return fail(StatusCode::INTERNAL_SERVER_ERROR, "gone");
                 };
-                if let Some(refused) = perms::config_privileges(privs, vmid, params, &vm.config)
-                {
+                if let Some(refused) = perms::config_privileges(privs, vmid, params, &vm.config) {
                     return refused;
                 }
                 // As Proxmox: a `digest` that is not the current config's means someone
@@ -786,9 +783,30 @@ async fn respond(
 /// Config keys the schema returns as integers (booleans are 0/1 too) and as numbers;
 /// every other value is a string.
 const CONFIG_INTEGERS: &[&str] = &[
-    "acpi", "allow-ksm", "autostart", "balloon", "ciupgrade", "cores", "cpuunits", "freeze",
-    "keephugepages", "kvm", "localtime", "migrate_speed", "numa", "onboot", "protection",
-    "reboot", "shares", "smp", "snaptime", "sockets", "tablet", "tdf", "template", "vcpus",
+    "acpi",
+    "allow-ksm",
+    "autostart",
+    "balloon",
+    "ciupgrade",
+    "cores",
+    "cpuunits",
+    "freeze",
+    "keephugepages",
+    "kvm",
+    "localtime",
+    "migrate_speed",
+    "numa",
+    "onboot",
+    "protection",
+    "reboot",
+    "shares",
+    "smp",
+    "snaptime",
+    "sockets",
+    "tablet",
+    "tdf",
+    "template",
+    "vcpus",
 ];
 const CONFIG_NUMBERS: &[&str] = &["cpulimit", "migrate_downtime"];
 

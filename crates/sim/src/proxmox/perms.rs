@@ -144,11 +144,7 @@ fn fill(path: &str, vars: &dyn Fn(&str) -> Option<String>) -> Option<String> {
 
 /// Evaluates a schema `check` expression: `Ok` or the text of the refusal, which is
 /// `path, privilege` (`path, a|b` for an `any` check, empty for a failed `or`).
-fn eval(
-    check: &Value,
-    privs: Privs,
-    vars: &dyn Fn(&str) -> Option<String>,
-) -> Result<(), String> {
+fn eval(check: &Value, privs: Privs, vars: &dyn Fn(&str) -> Option<String>) -> Result<(), String> {
     let items = check.as_array().map(Vec::as_slice).unwrap_or_default();
     match items.first().and_then(Value::as_str) {
         Some("and") => {
@@ -226,8 +222,8 @@ pub fn config_privilege(key: &str, value: &str) -> &'static str {
             "VM.Config.CPU"
         }
         "memory" | "balloon" | "shares" => "VM.Config.Memory",
-        "cicustom" | "cipassword" | "citype" | "ciuser" | "ciupgrade" | "sshkeys"
-        | "ipconfig" | "nameserver" | "searchdomain" => "VM.Config.Cloudinit",
+        "cicustom" | "cipassword" | "citype" | "ciuser" | "ciupgrade" | "sshkeys" | "ipconfig"
+        | "nameserver" | "searchdomain" => "VM.Config.Cloudinit",
         "net" => "VM.Config.Network",
         "ide" | "sata" | "scsi" | "virtio" => {
             if value.contains("media=cdrom") || value == "none" || value.contains(":iso/") {
@@ -269,10 +265,7 @@ pub(super) fn config_privileges(
                 return Some(denied(&format!("/vms/{vmid}, {p}")));
             }
             if p == "VM.Config.Network" && !privs.has("SDN.Use") {
-                if let Some(bridge) = value
-                    .split(',')
-                    .find_map(|kv| kv.strip_prefix("bridge="))
-                {
+                if let Some(bridge) = value.split(',').find_map(|kv| kv.strip_prefix("bridge=")) {
                     return Some(denied(&format!(
                         "/sdn/zones/localnetwork/{bridge}, SDN.Use"
                     )));
