@@ -1,6 +1,7 @@
 //! An independent client in CI: Apache Libcloud's Kamatera driver (PyPI `apache-libcloud`,
-//! installed by `.ci/run`) runs list → create → list → power off/on → reboot → terminate
-//! against the simulated Kamatera API (tests/libcloud_kamatera.py). Without the module
+//! installed by `.ci/run`) runs list → create → list → power off/on → reboot → create with
+//! an SSH key only → list by a name regex → terminate against the simulated Kamatera API
+//! (tests/libcloud_kamatera.py). Without the module
 //! outside CI (`CI` unset) the test prints SKIPPED and passes; in CI it fails.
 
 use std::time::Duration;
@@ -105,5 +106,20 @@ async fn libcloud_kamatera_driver_runs_a_full_cycle_against_the_simulator() {
     for k in ["create", "poweroff", "poweron", "reboot", "terminate"] {
         assert!(done(k), "{k} not completed: {kinds:?}");
     }
+    // The key-only create sent no password, only the key.
+    let key_only = sim
+        .calls()
+        .into_iter()
+        .filter(|c| c.method == "POST" && c.path == "/service/server")
+        .filter_map(|c| c.body)
+        .find(|b| b["name"] == "libcloud-key-only")
+        .expect("the key-only create");
+    assert_eq!(key_only["password"], "", "{key_only}");
+    assert!(
+        key_only["ssh-key"]
+            .as_str()
+            .is_some_and(|k| k.starts_with("ssh-ed25519 ")),
+        "{key_only}"
+    );
     assert!(sim.servers().is_empty(), "{:?}", sim.servers());
 }

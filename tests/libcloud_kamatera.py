@@ -12,6 +12,7 @@ an exception (exit status 1) naming the step.
 import os
 import sys
 
+from libcloud.compute.base import NodeAuthSSHKey
 from libcloud.compute.providers import get_driver
 from libcloud.compute.types import NodeState, Provider
 
@@ -79,6 +80,20 @@ def main():
     check(listed()[node.id].state == NodeState.RUNNING, "listed running again")
     check(driver.reboot_node(node), "reboot")
     check(listed()[node.id].state == NodeState.RUNNING, "running after reboot")
+
+    # A second server with an SSH key and no password (what NodeAuthSSHKey sends), found
+    # again by a name regular expression.
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGxpYmNsb3VkLWtleS1vbmx5LXRlc3Qta2V5 libcloud@test"
+    keyed = driver.create_node(
+        name="libcloud-key-only", size=size, image=image, location=eu, auth=NodeAuthSSHKey(key)
+    )
+    check(keyed.state == NodeState.RUNNING, f"key-only state: {keyed.state}")
+    check(keyed.extra.get("generated_password") is None, "no password generated")
+    both = {n.name for n in driver.list_nodes(ex_name_regex="libcloud-.*")}
+    check(both == {name, "libcloud-key-only"}, f"regex libcloud-.*: {both}")
+    one = [n.name for n in driver.list_nodes(ex_name_regex="libcloud-key-.*")]
+    check(one == ["libcloud-key-only"], f"regex libcloud-key-.*: {one}")
+    check(driver.destroy_node(keyed), "terminate the key-only server")
 
     check(driver.destroy_node(node), "terminate")
     check(node.id not in listed(), "gone after terminate")

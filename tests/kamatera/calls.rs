@@ -187,7 +187,7 @@ async fn list_returns_only_servers_tagged_for_the_cluster() {
 }
 
 #[tokio::test]
-async fn queue_is_polled_through_pending_and_running_with_both_id_forms() {
+async fn queue_is_polled_through_pending_and_running() {
     let (sim, _) = sim_with(SimKamateraOptions {
         step: Duration::from_millis(80),
         ..SimKamateraOptions::default()
@@ -201,8 +201,6 @@ async fn queue_is_polled_through_pending_and_running_with_both_id_forms() {
         .await
         .expect("create");
     let commands = sim.commands();
-    assert!(commands.iter().any(|c| c.id_as_string));
-    assert!(commands.iter().any(|c| !c.id_as_string));
     assert!(
         commands.iter().all(|c| c.status == "complete"),
         "{commands:?}"
@@ -435,4 +433,48 @@ async fn a_tag_a_person_removed_is_seen_once_the_cached_tags_expire() {
         .await
         .expect_err("not ours any more: refused");
     assert_eq!(sim.servers().len(), 1);
+}
+
+/// The real API answers command ids as JSON integers, every time (Libcloud's fixtures
+/// and `ex_wait_command` take an int): the simulator does not vary their type.
+#[tokio::test]
+async fn command_ids_are_integers_as_the_real_api_answers_them() {
+    let (sim, _) = start_sim().await;
+    let o = sim.options().clone();
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let post = |path: &'static str, body: serde_json::Value| {
+        http.post(format!("{}{path}", sim.url()))
+            .header("AuthClientId", &o.client_id)
+            .header("AuthSecret", &o.secret)
+            .json(&body)
+            .send()
+    };
+    let mut ids = Vec::new();
+    for (i, password) in ["SimPass1234", "__generate__"].iter().enumerate() {
+        let body = serde_json::json!({
+            "name": format!("raw-ids-{i}"), "password": password, "passwordValidate": password,
+            "ssh-key": "", "datacenter": "EU", "image": "EU:6000C29d4e5f60718293a4b5c6d7e8f9",
+            "cpu": "2B", "ram": 2048, "disk": "size=20", "dailybackup": "no", "managed": "no",
+            "network": "name=wan,ip=auto", "quantity": 1, "billingcycle": "hourly",
+            "monthlypackage": "", "poweronaftercreate": "yes",
+        });
+        let r = post("/service/server", body).await.expect("create answers");
+        let status = r.status();
+        let v: serde_json::Value = r.json().await.expect("json");
+        assert!(status.is_success(), "{status} {v}");
+        let list = v.get("commandIds").unwrap_or(&v).clone();
+        ids.extend(list.as_array().cloned().unwrap_or_default());
+        let name = format!("raw-ids-{i}");
+        let r = post(
+            "/service/server/poweroff",
+            serde_json::json!({ "name": name }),
+        )
+        .await
+        .expect("poweroff answers");
+        let v: serde_json::Value = r.json().await.expect("json");
+        ids.extend(v.as_array().cloned().unwrap_or_default());
+    }
+    assert_eq!(ids.len(), 4, "{ids:?}");
+    assert!(ids.iter().all(serde_json::Value::is_u64), "{ids:?}");
 }

@@ -5,6 +5,8 @@
 mod common;
 
 mod auth;
+mod config;
+mod privileges;
 mod reconciler;
 mod seed;
 

@@ -12,7 +12,7 @@ use super::cluster::{SimCluster, SimClusterOptions, SimNodeSpec};
 use super::faults::{FaultCounts, FaultSpec, Faults};
 use super::kamatera::{SimKamatera, SimKamateraOptions};
 use super::openstack::{SimOpenStack, SimOpenStackOptions};
-use super::proxmox::{SchemaCheck, SimProxmox, SimProxmoxOptions};
+use super::proxmox::{SchemaCheck, SimProxmox, SimProxmoxOptions, SimTls};
 use super::{VmEvent, VmHook};
 use crate::cloud::build::build_clouds_with;
 use crate::config::{Config, ProviderKind};
@@ -253,8 +253,13 @@ impl SimEnv {
         })
         .await
         .context("starting the simulated OpenStack")?;
+        // HTTPS with a self-signed certificate, as a real host serves (the credentials
+        // file pins it; `proxmox-ca.pem` is for other clients).
+        let tls = SimTls::self_signed().context("making the Proxmox VE certificate")?;
+        std::fs::write(dir.join("proxmox-ca.pem"), &tls.cert_chain_pem)?;
         let proxmox = SimProxmox::start(SimProxmoxOptions {
             schema,
+            tls: Some(tls),
             boot_delay: timings.boot_delay,
             hook: Some(hook.clone()),
             faults: faults.proxmox.clone(),

@@ -96,13 +96,9 @@ fn cpu_count(cpu: &str) -> Option<u32> {
     cpu[..cpu.len() - 1].parse().ok().filter(|n| *n > 0)
 }
 
-/// Answers command ids, alternating between string and integer forms.
+/// Answers command ids as the real API does: a list of integers.
 fn command_ids_json(cmd: &SimCommand) -> Value {
-    if cmd.id_as_string {
-        json!([cmd.id.to_string()])
-    } else {
-        json!([cmd.id])
-    }
+    json!([cmd.id])
 }
 
 /// Queues a command and runs it in the background: `step` pending, `step` running, then
@@ -125,8 +121,6 @@ fn enqueue(
         status: "pending".into(),
         log: String::new(),
         completed: None,
-        // Every other command's id is answered as a string.
-        id_as_string: st.commands_issued % 2 == 1,
     };
     st.commands.push(cmd.clone());
     let shared = shared.clone();
@@ -288,10 +282,13 @@ pub(super) async fn create_server(State(shared): State<Arc<Shared>>, body: Bytes
     } else {
         get("password")
     };
-    if !generated && !valid_password(&password) {
+    // An SSH key alone is enough (what Libcloud sends for `NodeAuthSSHKey`): no
+    // password, and the server is reached with the key.
+    let key_only = !generated && password.is_empty() && !get("ssh-key").trim().is_empty();
+    if !generated && !key_only && !valid_password(&password) {
         return bad("Invalid password: must be 10-20 characters of a-z, A-Z, 0-9, !@#$^&*()~ with at least 1 capital letter, 1 small letter and 1 digit".into());
     }
-    if !generated && get("passwordValidate") != password {
+    if !generated && !key_only && get("passwordValidate") != password {
         return bad("Password validation does not match".into());
     }
     let datacenter = get("datacenter");

@@ -151,8 +151,9 @@ impl Refusal {
 
 /// The servers a call about servers selects, or the real service's refusal: by `id`
 /// (exactly one, else the console's refusal, see [`UnknownServerAnswer`]) or by `name`
-/// (the real API takes an anchored regular expression; the simulator matches names
-/// exactly), never both and never neither.
+/// (an anchored regular expression, as the real API takes it: `.*` selects every
+/// server, Libcloud's `list_nodes(ex_name_regex=…)` sends one), never both and never
+/// neither.
 pub(super) fn select(st: &State_, m: &Map<String, Value>) -> Result<Vec<usize>, Refusal> {
     let id = text(m, "id").filter(|s| !s.is_empty());
     let name = text(m, "name").filter(|s| !s.is_empty());
@@ -173,7 +174,12 @@ pub(super) fn select(st: &State_, m: &Map<String, Value>) -> Result<Vec<usize>, 
         (None, None) => return Err(Refusal::Message("Missing server 'id' / 'name'".into())),
         (Some(id), None) => matching(&|s| s.id == id),
         (None, Some(name)) => {
-            let found = matching(&|s| s.name == name);
+            let Ok(re) = regex::Regex::new(&format!("^(?:{name})$")) else {
+                return Err(Refusal::Message(format!(
+                    "No servers found (name='{name}')"
+                )));
+            };
+            let found = matching(&|s| re.is_match(&s.name));
             if found.is_empty() {
                 return Err(Refusal::Message(format!(
                     "No servers found (name='{name}')"

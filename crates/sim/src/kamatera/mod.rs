@@ -181,8 +181,6 @@ pub struct SimCommand {
     /// `pending`, `running`, `complete`, `error`.
     pub status: String,
     pub log: String,
-    /// The command id was answered as a JSON string (else an integer).
-    pub id_as_string: bool,
     /// When it ended (`complete` or `error`), answered by the queue as `completed`.
     pub completed: Option<SystemTime>,
 }

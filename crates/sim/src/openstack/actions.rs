@@ -61,6 +61,7 @@ pub(super) async fn server_action(
     let stop = match keys.as_slice() {
         ["os-stop"] => true,
         ["os-start"] => false,
+        ["reboot"] => return reboot(&shared, &id, &v["reboot"]),
         _ => return bad(&format!("There is no such action: {}", keys.join(", "))),
     };
     let (action, allowed, task) = if stop {
@@ -86,6 +87,84 @@ pub(super) async fn server_action(
     tokio::spawn(async move {
         tokio::time::sleep(delay).await;
         finish_power(&s2, &id, stop);
+    });
+    StatusCode::ACCEPTED.into_response()
+}
+
+/// `{"reboot": {"type": "SOFT"|"HARD"}}`: a soft reboot only from ACTIVE, a hard one
+/// also from SHUTOFF or ERROR (as Nova allows), each with no task in progress; an active
+/// server shows REBOOT or HARD_REBOOT until it settles ACTIVE after the boot delay.
+fn reboot(shared: &Arc<Shared>, id: &str, body: &Value) -> Response {
+    let kind = body.get("type").and_then(Value::as_str).unwrap_or("");
+    let hard = match kind {
+        "HARD" | "Hard" | "hard" => true,
+        "SOFT" | "Soft" | "soft" => false,
+        _ if body.get("type").is_none() => {
+            return nova_error(
+                StatusCode::BAD_REQUEST,
+                "badRequest",
+                "Invalid input for field/attribute reboot. Value: {}. 'type' is a required property",
+            )
+        }
+        other => {
+            return nova_error(
+                StatusCode::BAD_REQUEST,
+                "badRequest",
+                &format!("Invalid input for field/attribute type. Value: {other}. '{other}' is not one of ['HARD', 'Hard', 'hard', 'SOFT', 'Soft', 'soft']"),
+            )
+        }
+    };
+    let allowed: &[&str] = if hard {
+        &["ACTIVE", "SHUTOFF", "ERROR"]
+    } else {
+        &["ACTIVE"]
+    };
+    {
+        let mut st = shared.lock();
+        let Some(s) = st.servers.iter_mut().find(|s| s.id == id) else {
+            return not_found(id);
+        };
+        if let Some(t) = &s.task_state {
+            return conflict("reboot", id, "task_state", t);
+        }
+        if !allowed.contains(&s.status.as_str()) {
+            return conflict("reboot", id, "vm_state", vm_state(&s.status));
+        }
+        s.task_state = Some(if hard { "rebooting_hard" } else { "rebooting" }.into());
+        let was_running = s.status == "ACTIVE";
+        // Nova's status follows the task only for an active server; a stopped one
+        // shows SHUTOFF until it is up.
+        if was_running {
+            s.status = if hard { "HARD_REBOOT" } else { "REBOOT" }.into();
+        }
+        let name = s.name.clone();
+        drop(st);
+        // The kubelet goes down with the guest and comes back at the end.
+        if was_running {
+            shared.fire(VmEvent::Stopped { name });
+        }
+    }
+    let delay = shared.opts.boot_delay;
+    let s2 = shared.clone();
+    let id = id.to_string();
+    tokio::spawn(async move {
+        tokio::time::sleep(delay).await;
+        let event = {
+            let mut st = s2.lock();
+            let Some(s) = st.servers.iter_mut().find(|s| s.id == id) else {
+                return;
+            };
+            if !matches!(
+                s.task_state.as_deref(),
+                Some("rebooting" | "rebooting_hard")
+            ) {
+                return;
+            }
+            s.task_state = None;
+            s.status = "ACTIVE".into();
+            super::servers::booted(&s2, s)
+        };
+        s2.fire(event);
     });
     StatusCode::ACCEPTED.into_response()
 }

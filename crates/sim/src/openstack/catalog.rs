@@ -11,15 +11,34 @@ use serde_json::{json, Value};
 
 use super::*;
 
-pub(super) fn flavor_json(shared: &Shared, f: &SimFlavor) -> Value {
-    let href = format!("{}/compute/v2.1/flavors/{}", shared.base(), f.id);
-    json!({
+/// A flavor as Nova shows it: `description` from microversion 2.55, `extra_specs` from
+/// 2.61; `swap` is `""` when there is none before 2.75 and `0` from it, as Nova answers.
+pub(super) fn flavor_json(shared: &Shared, f: &SimFlavor, mv: (u32, u32)) -> Value {
+    let base = shared.base();
+    let mut v = json!({
         "id": f.id, "name": f.name, "ram": f.ram_mib, "vcpus": f.vcpus, "disk": f.disk_gb,
-        "OS-FLV-EXT-DATA:ephemeral": 0, "OS-FLV-DISABLED:disabled": false, "swap": 0,
-        "rxtx_factor": 1.0, "os-flavor-access:is_public": true, "description": null,
-        "extra_specs": {},
-        "links": [{ "rel": "self", "href": href }],
-    })
+        "OS-FLV-EXT-DATA:ephemeral": 0, "OS-FLV-DISABLED:disabled": false, "swap": "",
+        "rxtx_factor": 1.0, "os-flavor-access:is_public": true,
+        "links": [
+            { "rel": "self", "href": format!("{base}/compute/v2.1/flavors/{}", f.id) },
+            { "rel": "bookmark", "href": format!("{base}/compute/flavors/{}", f.id) },
+        ],
+    });
+    if mv >= (2, 55) {
+        v["description"] = Value::Null;
+    }
+    if mv >= (2, 75) {
+        v["swap"] = json!(0);
+    }
+    if mv >= (2, 61) {
+        v["extra_specs"] = json!(shared
+            .opts
+            .flavor_extra_specs
+            .get(&f.id)
+            .cloned()
+            .unwrap_or_default());
+    }
+    v
 }
 
 pub(super) async fn list_flavors(
@@ -29,11 +48,12 @@ pub(super) async fn list_flavors(
     if let Some(r) = unauthorized_unless_token(&shared, &headers) {
         return r;
     }
+    let mv = microversion(&headers);
     let flavors: Vec<Value> = shared
         .opts
         .flavors
         .iter()
-        .map(|f| flavor_json(&shared, f))
+        .map(|f| flavor_json(&shared, f, mv))
         .collect();
     Json(json!({ "flavors": flavors })).into_response()
 }
@@ -47,7 +67,8 @@ pub(super) async fn show_flavor(
         return r;
     }
     match shared.opts.flavors.iter().find(|f| f.id == id) {
-        Some(f) => Json(json!({ "flavor": flavor_json(&shared, f) })).into_response(),
+        Some(f) => Json(json!({ "flavor": flavor_json(&shared, f, microversion(&headers)) }))
+            .into_response(),
         None => nova_error(
             StatusCode::NOT_FOUND,
             "itemNotFound",

@@ -138,3 +138,35 @@ pub(super) fn domain_matches(want: &str, given: &Value) -> bool {
     }
     given.get("name").and_then(Value::as_str) == Some(want)
 }
+
+/// `v` as Python's `repr` prints it: Nova's schema errors quote the refused value so
+/// (`{'a/b': 'v'}`, `'x'`, `['t0', 't1']`).
+pub(super) fn py_repr(v: &Value) -> String {
+    match v {
+        Value::Null => "None".into(),
+        Value::Bool(true) => "True".into(),
+        Value::Bool(false) => "False".into(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) if s.contains('\'') && !s.contains('"') => format!("\"{s}\""),
+        Value::String(s) => format!("'{}'", s.replace('\'', "\\'")),
+        Value::Array(items) => {
+            let inner: Vec<String> = items.iter().map(py_repr).collect();
+            format!("[{}]", inner.join(", "))
+        }
+        Value::Object(m) => {
+            let inner: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{}: {}", py_repr(&Value::String(k.clone())), py_repr(v)))
+                .collect();
+            format!("{{{}}}", inner.join(", "))
+        }
+    }
+}
+
+/// `v` as Nova's schema errors print it after `Value:` (a string bare, else its repr).
+pub(super) fn py_str(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => py_repr(other),
+    }
+}

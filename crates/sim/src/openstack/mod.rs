@@ -19,15 +19,23 @@ use super::{VmEvent, VmHook};
 
 mod actions;
 mod catalog;
+mod discovery;
 mod http;
 mod keystone;
+mod lists;
+mod neutron;
 mod servers;
+mod tags;
 
 use actions::*;
 use catalog::*;
+use discovery::*;
 use http::*;
 use keystone::*;
+use lists::*;
+use neutron::*;
 use servers::*;
+use tags::*;
 
 /// A flavor: `ram` in MiB as Nova reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -100,6 +108,8 @@ pub struct SimOpenStackOptions {
     /// How long a deleted server shows `task_state: deleting` before it disappears.
     pub delete_delay: Duration,
     pub flavors: Vec<SimFlavor>,
+    /// Extra specs by flavor id (`GET /flavors/{id}/os-extra_specs`); none by default.
+    pub flavor_extra_specs: BTreeMap<String, BTreeMap<String, String>>,
     pub images: Vec<SimImage>,
     pub networks: Vec<SimNetwork>,
     /// Server groups of the project; a create naming another one in its `group`
@@ -151,6 +161,7 @@ impl Default for SimOpenStackOptions {
                 flavor("3", "m1.medium", 4096, 2, 40),
                 flavor("4", "m1.large", 8192, 4, 80),
             ],
+            flavor_extra_specs: BTreeMap::new(),
             images: vec![
                 SimImage {
                     id: "5b0e4a8c-7f3d-4e61-9d3a-2c1f0b9e8a01".into(),
@@ -498,8 +509,25 @@ impl SimOpenStack {
 
 fn router(shared: Arc<Shared>) -> Router {
     Router::new()
+        .route("/identity", get(keystone_root))
+        .route("/identity/", get(keystone_root))
+        .route("/identity/v3", get(keystone_version))
+        .route("/identity/v3/", get(keystone_version))
+        .route("/compute", get(nova_root))
+        .route("/compute/", get(nova_root))
+        .route("/compute/v2.1", get(nova_version))
+        .route("/compute/v2.1/", get(nova_version))
+        .route("/image", get(glance_root))
+        .route("/image/", get(glance_root))
+        .route("/network", get(neutron_root))
+        .route("/network/", get(neutron_root))
         .route("/identity/v3/auth/tokens", post(issue_token))
+        .route("/compute/v2.1/flavors", get(list_flavors_brief))
         .route("/compute/v2.1/flavors/detail", get(list_flavors))
+        .route(
+            "/compute/v2.1/flavors/{id}/os-extra_specs",
+            get(flavor_extra_specs),
+        )
         .route("/compute/v2.1/flavors/{id}", get(show_flavor))
         .route("/compute/v2.1/os-server-groups", get(list_server_groups))
         .route(
@@ -511,13 +539,24 @@ fn router(shared: Arc<Shared>) -> Router {
             "/compute/v2.1/os-availability-zone",
             get(list_availability_zones),
         )
-        .route("/compute/v2.1/servers", post(create_server))
+        .route(
+            "/compute/v2.1/servers",
+            get(list_servers_brief).post(create_server),
+        )
         .route("/compute/v2.1/servers/detail", get(list_servers))
         .route(
             "/compute/v2.1/servers/{id}",
             get(show_server).delete(delete_server),
         )
         .route("/compute/v2.1/servers/{id}/action", post(server_action))
+        .route(
+            "/compute/v2.1/servers/{id}/tags",
+            get(list_tags).put(replace_tags).delete(delete_tags),
+        )
+        .route(
+            "/compute/v2.1/servers/{id}/tags/{tag}",
+            get(check_tag).put(add_tag).delete(delete_tag),
+        )
         .route("/compute/v2.1/servers/{id}/metadata", post(update_metadata))
         .route(
             "/compute/v2.1/servers/{id}/metadata/{key}",
@@ -528,6 +567,10 @@ fn router(shared: Arc<Shared>) -> Router {
         .route("/network/v2.0/networks", get(list_networks))
         .route("/network/v2.0/networks/{id}", get(show_network))
         .route("/network/v2.0/security-groups", get(list_security_groups))
+        .route("/network/v2.0/subnets", get(list_subnets))
+        .route("/network/v2.0/subnets/{id}", get(show_subnet))
+        .route("/network/v2.0/ports", get(list_ports))
+        .route("/network/v2.0/ports/{id}", get(show_port))
         .layer(axum::middleware::from_fn_with_state(
             shared.clone(),
             record_call,

@@ -21,7 +21,8 @@ pub(super) fn server_json(shared: &Shared, s: &SimServer, mv: (u32, u32)) -> Val
     let flavor_v = if mv >= (2, 47) {
         match flavor {
             Some(f) => json!({ "original_name": f.name, "ram": f.ram_mib, "vcpus": f.vcpus,
-                "disk": f.disk_gb, "ephemeral": 0, "swap": 0, "extra_specs": {} }),
+                "disk": f.disk_gb, "ephemeral": 0, "swap": 0,
+                "extra_specs": o.flavor_extra_specs.get(&f.id).cloned().unwrap_or_default() }),
             None => json!({}),
         }
     } else {
@@ -71,16 +72,45 @@ pub(super) fn server_json(shared: &Shared, s: &SimServer, mv: (u32, u32)) -> Val
             if s.status == "ACTIVE" { "nova".into() } else { String::new() }
         }),
         "OS-DCF:diskConfig": "MANUAL",
+        "OS-SRV-USG:launched_at": if s.status == "BUILD" || s.status == "ERROR" { Value::Null } else {
+            json!(humantime::format_rfc3339_micros(s.created).to_string().trim_end_matches('Z'))
+        },
+        "OS-SRV-USG:terminated_at": null,
+        "config_drive": "",
+        "os-extended-volumes:volumes_attached": [],
         "accessIPv4": "",
         "accessIPv6": "",
         "progress": 0,
-        "tags": s.tags,
-        "locked": false,
-        "description": null,
-        "links": [{ "rel": "self", "href": format!("{base}/compute/v2.1/servers/{}", s.id) }],
+        "links": [
+            { "rel": "self", "href": format!("{base}/compute/v2.1/servers/{}", s.id) },
+            { "rel": "bookmark", "href": format!("{base}/compute/servers/{}", s.id) },
+        ],
     });
     if let Some(f) = &s.fault {
         v["fault"] = json!({ "code": fault_code(f), "message": f, "created": rfc3339(s.created) });
+    }
+    // The fields later microversions added, as real Nova shows them.
+    for (since, key, value) in [
+        ((2, 9), "locked", json!(false)),
+        ((2, 19), "description", Value::Null),
+        ((2, 26), "tags", json!(s.tags)),
+        ((2, 63), "trusted_image_certificates", Value::Null),
+        ((2, 73), "locked_reason", Value::Null),
+        (
+            (2, 90),
+            "OS-EXT-SRV-ATTR:hostname",
+            json!(s.name.to_ascii_lowercase()),
+        ),
+    ] {
+        if mv >= since {
+            v[key] = value;
+        }
+    }
+    // Security groups come from the ports: a server on no network shows none.
+    if s.networks.is_empty() {
+        if let Some(o) = v.as_object_mut() {
+            o.remove("security_groups");
+        }
     }
     v
 }
@@ -141,11 +171,11 @@ pub(super) async fn list_servers(
     let mut all: Vec<&SimServer> = st.servers.iter().rev().collect();
     // A down cell's servers: left out below 2.69, and whenever a filter other than the
     // project's is given (Nova cannot test them against it).
-    if mv < (2, 69) || q.contains_key("name") {
+    if mv < (2, 69) || q.keys().any(|k| !matches!(k.as_str(), "marker" | "limit")) {
         all.retain(|s| !st.down_cell.contains(&s.id));
     }
-    if let Some(name) = q.get("name") {
-        all.retain(|s| s.name.contains(name.as_str()));
+    if let Err(r) = super::lists::filter_servers(&mut all, &q, mv) {
+        return *r;
     }
     let start = match q.get("marker") {
         None => 0,
@@ -242,9 +272,15 @@ pub(super) async fn create_server(
     if !s.is_object() {
         return bad("Invalid input for field/attribute server.");
     }
-    let Some(name) = s["name"].as_str().filter(|n| !n.is_empty()) else {
+    let Some(name) = s["name"].as_str() else {
         return bad("Invalid input for field/attribute name.");
     };
+    if name.is_empty() {
+        return bad("Invalid input for field/attribute name. Value: . '' is too short");
+    }
+    if let Some(why) = invalid_name(name) {
+        return bad(&why);
+    }
     let Some(flavor_ref) = s["flavorRef"].as_str() else {
         return bad("Invalid input for field/attribute flavorRef.");
     };
@@ -287,15 +323,10 @@ pub(super) async fn create_server(
             Err(_) => return bad("User data needs to be valid base 64."),
         },
     };
-    let mut metadata = BTreeMap::new();
-    if let Some(m) = s["metadata"].as_object() {
-        for (k, val) in m {
-            let Some(val) = val.as_str() else {
-                return bad("Invalid input for field/attribute metadata.");
-            };
-            metadata.insert(k.clone(), val.to_string());
-        }
-    }
+    let metadata = match metadata_of(&s["metadata"]) {
+        Ok(m) => m,
+        Err(r) => return *r,
+    };
     let server_group = match &v["os:scheduler_hints"] {
         Value::Null => None,
         Value::Object(hints) => match hints.get("group") {
@@ -572,4 +603,75 @@ pub(super) async fn delete_server(
 pub(super) fn looks_like_uuid(s: &str) -> bool {
     let hex: Vec<char> = s.chars().filter(|c| *c != '-').collect();
     hex.len() == 32 && hex.iter().all(char::is_ascii_hexdigit)
+}
+
+/// Nova's limit of metadata items a server may have (the `metadata_items` quota).
+pub(super) const MAX_METADATA_ITEMS: usize = 128;
+
+/// Why Nova's schema refuses `name` (1 to 255 characters, printable, no whitespace at
+/// either end), or `None`; the messages are real Nova's.
+pub(super) fn invalid_name(name: &str) -> Option<String> {
+    if name.chars().count() > 255 {
+        return Some(format!(
+            "Invalid input for field/attribute name. Value: {name}. '{name}' is too long"
+        ));
+    }
+    let edge_space = name.starts_with(char::is_whitespace) || name.ends_with(char::is_whitespace);
+    if edge_space || name.chars().any(char::is_control) {
+        return Some("An invalid 'name' value was provided. The name must be: printable characters. Can not start or end with whitespace.".into());
+    }
+    None
+}
+
+/// The `metadata` of a create as Nova checks it: keys of 1 to 255 characters from
+/// `[a-zA-Z0-9-_:. ]`, string values up to 255 (400 from its schema), at most
+/// [`MAX_METADATA_ITEMS`] items (403 from its quota check). Real Nova's messages.
+pub(super) fn metadata_of(v: &Value) -> Result<BTreeMap<String, String>, Box<Response>> {
+    let bad = |m: &str| Box::new(nova_error(StatusCode::BAD_REQUEST, "badRequest", m));
+    let m = match v {
+        Value::Null => return Ok(BTreeMap::new()),
+        Value::Object(m) => m,
+        other => {
+            return Err(bad(&format!(
+                "Invalid input for field/attribute metadata. Value: {}. {} is not of type 'object'",
+                py_str(other),
+                py_repr(other)
+            )))
+        }
+    };
+    let key_ok = |k: &str| {
+        (1..=255).contains(&k.chars().count())
+            && k.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_:. ".contains(c))
+    };
+    let mut out = BTreeMap::new();
+    for (k, val) in m {
+        if !key_ok(k) {
+            return Err(bad(&format!(
+                "Invalid input for field/attribute metadata. Value: {}. '{k}' does not match any of the regexes: '^[a-zA-Z0-9-_:. ]{{1,255}}$'",
+                py_repr(v)
+            )));
+        }
+        let Some(text) = val.as_str() else {
+            return Err(bad(&format!(
+                "Invalid input for field/attribute {k}. Value: {}. {} is not of type 'string'",
+                py_str(val),
+                py_repr(val)
+            )));
+        };
+        if text.chars().count() > 255 {
+            return Err(bad(&format!(
+                "Invalid input for field/attribute {k}. Value: {text}. '{text}' is too long"
+            )));
+        }
+        out.insert(k.clone(), text.to_string());
+    }
+    if out.len() > MAX_METADATA_ITEMS {
+        return Err(Box::new(nova_error(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            &format!("Maximum number of metadata items exceeds {MAX_METADATA_ITEMS}"),
+        )));
+    }
+    Ok(out)
 }

@@ -13,6 +13,8 @@ use serde_json::{json, Value};
 
 use super::clone::clone;
 use super::hosts::{cluster_status, ha_status, resources};
+use super::perms::{self, Privs};
+use super::reads;
 use super::schema::{self, percent_decode};
 use super::storage;
 use super::tasks::{agent_exec, list as list_tasks, new_task, stop_task};
@@ -336,6 +338,12 @@ async fn respond(
         (None, None) => return fail(StatusCode::UNAUTHORIZED, "No ticket"),
     };
 
+    // Authorization, before anything about the objects named (as Proxmox does).
+    let privs = Privs(o.privileges.as_ref());
+    if let Some(refused) = perms::check(method.as_str(), &m.template, privs, &get) {
+        return refused;
+    }
+
     if let Some(node) = m.vars.get("node") {
         if !o.hosts.iter().any(|h| &h.name == node) {
             return fail(
@@ -362,7 +370,16 @@ async fn respond(
         ("GET", "/version") => {
             data(json!({ "version": "9.1.3", "release": "9.1", "repoid": "simulated" }))
         }
-        ("GET", "/cluster/resources") => data(resources(shared, get("type").as_deref())),
+        ("GET", "/nodes") => data(reads::nodes(shared, privs)),
+        ("GET", "/nodes/{node}/qemu") => data(reads::qemu_list(shared, &node, privs)),
+        ("GET", "/nodes/{node}/qemu/{vmid}") => data(reads::qemu_index()),
+        ("GET", "/nodes/{node}/qemu/{vmid}/status/current") => {
+            data(reads::qemu_status(shared, vmid))
+        }
+        ("GET", "/cluster/resources") => data(perms::filter_resources(
+            privs,
+            resources(shared, get("type").as_deref()),
+        )),
         ("GET", "/cluster/ha/status/current") => data(ha_status(shared)),
         ("GET", "/cluster/status") => data(cluster_status(shared)),
         ("GET", "/cluster/nextid") => {
@@ -377,6 +394,7 @@ async fn respond(
                 None => data(json!(next_free(&st, 100).to_string())),
             }
         }
+        ("GET", "/nodes/{node}/storage") if !perms::can_see(privs, "storage") => data(json!([])),
         ("GET", "/nodes/{node}/storage") => storage::list(o, &get),
         ("POST", "/nodes/{node}/storage/{storage}/upload") => storage::upload(
             shared,
@@ -389,13 +407,19 @@ async fn respond(
         ("GET", "/nodes/{node}/storage/{storage}/content") => {
             storage::content(shared, &node, &get("storage").unwrap_or_default(), &get)
         }
-        ("DELETE", "/nodes/{node}/storage/{storage}/content/{volume}") => storage::delete(
-            shared,
-            &node,
-            &get("storage").unwrap_or_default(),
-            &get("volume").unwrap_or_default(),
-            &user,
-        ),
+        ("DELETE", "/nodes/{node}/storage/{storage}/content/{volume}") => {
+            let storage = get("storage").unwrap_or_default();
+            if let Some(refused) = perms::volume_delete(privs, &storage) {
+                return refused;
+            }
+            storage::delete(
+                shared,
+                &node,
+                &storage,
+                &get("volume").unwrap_or_default(),
+                &user,
+            )
+        }
         ("GET", "/nodes/{node}/network") => {
             let kind = get("type").unwrap_or_default();
             let bridges = matches!(
@@ -421,6 +445,10 @@ async fn respond(
             let upid = get("upid").unwrap_or_default();
             let st = shared.lock();
             match st.tasks.get(&upid) {
+                // Another user's task needs Sys.Audit on its host.
+                Some(t) if t.node == node && t.user != user && !privs.has("Sys.Audit") => {
+                    perms::denied(&format!("/nodes/{node}, Sys.Audit"))
+                }
                 Some(t) if t.node == node => {
                     let mut v = json!({
                         "upid": t.upid, "node": t.node, "pid": t.pid, "pstart": 1234567,
@@ -491,25 +519,33 @@ async fn respond(
             };
             let mut cfg = serde_json::Map::new();
             for (k, v) in &vm.config {
-                let val = match k.as_str() {
-                    "cores" | "sockets" | "template" => v
-                        .parse::<u64>()
-                        .map(Value::from)
-                        .unwrap_or_else(|_| json!(v)),
-                    _ => json!(v),
-                };
-                cfg.insert(k.clone(), val);
+                cfg.insert(k.clone(), config_value(k, v));
             }
             if let Some(l) = &vm.lock {
                 cfg.insert("lock".into(), json!(l));
             }
-            cfg.insert(
-                "digest".into(),
-                json!("0123456789abcdef0123456789abcdef01234567"),
-            );
+            cfg.insert("digest".into(), json!(config_digest(vm)));
             data(Value::Object(cfg))
         }
-        ("POST", "/nodes/{node}/qemu/{vmid}/clone") => clone(shared, &node, vmid, &get, &user),
+        ("POST", "/nodes/{node}/qemu/{vmid}/clone") => {
+            // The disks go to `storage`, or to the template's own storage.
+            let storage = get("storage").or_else(|| {
+                let st = shared.lock();
+                st.vms.get(&vmid).and_then(|t| {
+                    t.config
+                        .iter()
+                        .filter(|(k, _)| {
+                            (k.starts_with("scsi") && *k != "scsihw") || k.starts_with("ide")
+                        })
+                        .filter(|(_, v)| !v.contains("media=cdrom"))
+                        .find_map(|(_, v)| v.split(':').next().map(str::to_string))
+                })
+            });
+            if let Some(refused) = storage.and_then(|s| perms::clone_extra(privs, &s)) {
+                return refused;
+            }
+            clone(shared, &node, vmid, &get, &user)
+        }
         ("POST", "/nodes/{node}/qemu/{vmid}/config")
         | ("PUT", "/nodes/{node}/qemu/{vmid}/config") => {
             {
@@ -517,6 +553,17 @@ async fn respond(
                 let Some(vm) = st.vms.get(&vmid) else {
                     return fail(StatusCode::INTERNAL_SERVER_ERROR, "gone");
                 };
+                if let Some(refused) = perms::config_privileges(privs, vmid, params, &vm.config) {
+                    return refused;
+                }
+                // As Proxmox: a `digest` that is not the current config's means someone
+                // else wrote it since it was read.
+                if get("digest").is_some_and(|d| d != config_digest(vm)) {
+                    return fail(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "detected modified configuration - file changed by other user? Try again.",
+                    );
+                }
                 if let Some(l) = &vm.lock {
                     return fail(
                         StatusCode::INTERNAL_SERVER_ERROR,
@@ -731,4 +778,63 @@ async fn respond(
             )
         }
     }
+}
+
+/// Config keys the schema returns as integers (booleans are 0/1 too) and as numbers;
+/// every other value is a string.
+const CONFIG_INTEGERS: &[&str] = &[
+    "acpi",
+    "allow-ksm",
+    "autostart",
+    "balloon",
+    "ciupgrade",
+    "cores",
+    "cpuunits",
+    "freeze",
+    "keephugepages",
+    "kvm",
+    "localtime",
+    "migrate_speed",
+    "numa",
+    "onboot",
+    "protection",
+    "reboot",
+    "shares",
+    "smp",
+    "snaptime",
+    "sockets",
+    "tablet",
+    "tdf",
+    "template",
+    "vcpus",
+];
+const CONFIG_NUMBERS: &[&str] = &["cpulimit", "migrate_downtime"];
+
+/// A config value typed as the schema's `returns` types it.
+fn config_value(key: &str, v: &str) -> Value {
+    if CONFIG_INTEGERS.contains(&key) {
+        if let Ok(n) = v.parse::<i64>() {
+            return json!(n);
+        }
+    }
+    if CONFIG_NUMBERS.contains(&key) {
+        if let Ok(n) = v.parse::<f64>() {
+            return json!(n);
+        }
+    }
+    json!(v)
+}
+
+/// The config's `digest`: SHA-1 of its text, as Proxmox computes it over the config
+/// file, so it changes with every write that changes the config.
+pub(super) fn config_digest(vm: &super::SimVm) -> String {
+    let mut text = String::new();
+    for (k, v) in &vm.config {
+        text.push_str(k);
+        text.push_str(": ");
+        text.push_str(v);
+        text.push('\n');
+    }
+    let d = ring::digest::digest(&ring::digest::SHA1_FOR_LEGACY_USE_ONLY, text.as_bytes());
+    d.as_ref().iter().map(|b| format!("{b:02x}")).collect()
 }

@@ -51,6 +51,8 @@ mod hosts;
 mod http;
 pub mod iso;
 pub mod multipart;
+pub mod perms;
+mod reads;
 pub mod schema;
 mod storage;
 mod tasks;
@@ -203,6 +205,10 @@ pub struct SimProxmoxOptions {
     /// Snippet volumes (`local:snippets/k3s-join.yaml`) that hold a working join: a VM
     /// whose `cicustom` names one joins from it (see the module docs).
     pub snippets: Vec<String>,
+    /// The privileges of the token and the user (granted on `/`); `None`: all of them,
+    /// as `root@pam` has. A call without the one it needs gets Proxmox's 403 (see
+    /// [`perms`]).
+    pub privileges: Option<std::collections::BTreeSet<String>>,
 }
 
 /// The snippet the default simulator knows (see [`SimProxmoxOptions::snippets`]).
@@ -261,6 +267,7 @@ impl Default for SimProxmoxOptions {
             tls: None,
             status_line_errors: false,
             faults: Faults::default(),
+            privileges: None,
         }
     }
 }
@@ -566,12 +573,19 @@ impl SimProxmox {
     }
 
     /// Writes a credentials file for API-token authentication.
+    /// Over HTTPS it pins the certificate (`fingerprint:`), as for a self-signed host.
     pub fn write_credentials_file(&self, path: &Path) -> std::io::Result<()> {
         let o = &self.shared.opts;
+        let pin = o
+            .tls
+            .as_ref()
+            .and_then(SimTls::fingerprint)
+            .map(|f| format!("fingerprint: {}\n", yaml_str(&f)))
+            .unwrap_or_default();
         std::fs::write(
             path,
             format!(
-                "url: {}\ntokenId: {}\ntokenSecret: {}\n",
+                "url: {}\ntokenId: {}\ntokenSecret: {}\n{pin}",
                 yaml_str(&self.url()),
                 yaml_str(&o.token_id),
                 yaml_str(&o.token_secret)

@@ -95,6 +95,10 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/nodes/{node}/qemu/{vmid}/agent/file-write"),
     ("POST", "/nodes/{node}/qemu/{vmid}/agent/exec"),
     ("GET", "/nodes/{node}/qemu/{vmid}/agent/exec-status"),
+    ("GET", "/nodes"),
+    ("GET", "/nodes/{node}/qemu"),
+    ("GET", "/nodes/{node}/qemu/{vmid}"),
+    ("GET", "/nodes/{node}/qemu/{vmid}/status/current"),
 ];
 
 /// A request matched to its endpoint.
@@ -696,6 +700,69 @@ fn check_format(schema: &Schema, f: &str, v: &str) -> Result<(), String> {
                         | "none"
                 ) {
                     return Err(format!("unknown content type '{c}'"));
+                }
+            }
+            Ok(())
+        }
+        // `[cputype=]<model>[,flags=+a;-b][,hidden=0|1][,hv-vendor-id=..][,phys-bits=..]
+        // [,guest-phys-bits=..][,reported-model=..]`.
+        "pve-vm-cpu-conf" => {
+            let mut seen = Vec::new();
+            for (i, part) in v.split(',').enumerate() {
+                let (k, val) = match part.split_once('=') {
+                    Some(kv) => kv,
+                    None if i == 0 => ("cputype", part),
+                    None => return Err(format!("'{part}' has no key")),
+                };
+                if seen.contains(&k) {
+                    return Err(format!("key '{k}' given twice"));
+                }
+                seen.push(k);
+                let ok = match k {
+                    "cputype" | "reported-model" => {
+                        matches(r"^(?:custom-)?[A-Za-z0-9][A-Za-z0-9_.+-]*$", val).is_ok()
+                    }
+                    "flags" => val.split(';').filter(|f| !f.is_empty()).all(|f| {
+                        matches(
+                            r"^[+-](?:pcid|spec-ctrl|ibpb|ssbd|virt-ssbd|amd-ssbd|amd-no-ssb|pdpe1gb|md-clear|hv-tlbflush|hv-evmcs|aes)$",
+                            f,
+                        )
+                        .is_ok()
+                    }),
+                    "hidden" => matches!(val, "0" | "1"),
+                    "hv-vendor-id" => matches(r"^[a-zA-Z0-9]{1,12}$", val).is_ok(),
+                    "phys-bits" => {
+                        val == "host" || val.parse::<u8>().is_ok_and(|n| (8..=64).contains(&n))
+                    }
+                    "guest-phys-bits" => val.parse::<u8>().is_ok_and(|n| (32..=64).contains(&n)),
+                    _ => return Err(format!("unknown key '{k}'")),
+                };
+                if !ok {
+                    return Err(format!("invalid {k} '{val}'"));
+                }
+            }
+            Ok(())
+        }
+        // `order=scsi0;net0` (or the deprecated `[legacy=]cdn`).
+        "pve-qm-boot" => {
+            for (i, part) in v.split(',').enumerate() {
+                let (k, val) = match part.split_once('=') {
+                    Some(kv) => kv,
+                    None if i == 0 => ("legacy", part),
+                    None => return Err(format!("'{part}' has no key")),
+                };
+                match k {
+                    "legacy" => matches(r"^[acdn]{1,4}$", val)?,
+                    "order" => {
+                        for d in val.split(';').filter(|d| !d.is_empty()) {
+                            matches(
+                                r"^(?:ide|sata|scsi|virtio|efidisk|tpmstate|net|hostpci|usb)\d+$",
+                                d,
+                            )
+                            .map_err(|_| format!("invalid boot device '{d}'"))?;
+                        }
+                    }
+                    _ => return Err(format!("unknown key '{k}'")),
                 }
             }
             Ok(())

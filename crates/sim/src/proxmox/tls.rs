@@ -57,3 +57,39 @@ impl axum::serve::Listener for TlsListener {
         self.tcp.local_addr()
     }
 }
+
+impl SimTls {
+    /// A self-signed certificate for `127.0.0.1` and `localhost`, as a fresh Proxmox VE
+    /// host has one (for `simulate --serve`: clients pin it or trust it as a CA file).
+    pub fn self_signed() -> std::io::Result<SimTls> {
+        use rcgen::{CertificateParams, DnType, KeyPair};
+        let key = KeyPair::generate().map_err(std::io::Error::other)?;
+        let mut params =
+            CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+                .map_err(std::io::Error::other)?;
+        params
+            .distinguished_name
+            .push(DnType::CommonName, "pve1.sim");
+        let cert = params.self_signed(&key).map_err(std::io::Error::other)?;
+        Ok(SimTls {
+            cert_chain_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        })
+    }
+
+    /// SHA-256 fingerprint of the first certificate (`AB:CD:...`), the form Proxmox shows
+    /// and nodewright's `fingerprint:` takes.
+    pub fn fingerprint(&self) -> Option<String> {
+        let der = CertificateDer::pem_slice_iter(self.cert_chain_pem.as_bytes())
+            .next()?
+            .ok()?;
+        let d = ring::digest::digest(&ring::digest::SHA256, der.as_ref());
+        Some(
+            d.as_ref()
+                .iter()
+                .map(|b| format!("{b:02X}"))
+                .collect::<Vec<_>>()
+                .join(":"),
+        )
+    }
+}
