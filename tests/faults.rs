@@ -674,7 +674,7 @@ async fn a_persons_copy_and_a_disowned_proxmox_vm_are_never_touched_under_faults
         .set_config(disowned.vmid, "tags", &tags.join(";"));
     let copy = 4343;
     let o = env.proxmox.options();
-    let made = reqwest::Client::new()
+    let made = common::proxmox_client(&env.proxmox)
         .post(format!(
             "{}/api2/json/nodes/{}/qemu/{}/clone",
             env.proxmox.url(),
@@ -947,15 +947,17 @@ async fn transient_failures_the_loop_recovers_from_are_not_logged_at_error() {
         .await
         .expect("env");
     let (cfg, _) = env.write_config(&config(CLUSTER, "300ms")).expect("config");
+    // The timeout comes last: a timed-out PATCH may have been applied (as a real one
+    // may), and then no further PATCH would meet the faults queued after it.
+    env.faults
+        .cluster
+        .force(FaultKind::TooManyRequests, "PATCH /api/v1/nodes/", 1);
     env.faults
         .cluster
         .force(FaultKind::ServerError, "PATCH /api/v1/nodes/", 2);
     env.faults
         .cluster
         .force(FaultKind::Timeout, "PATCH /api/v1/nodes/", 1);
-    env.faults
-        .cluster
-        .force(FaultKind::TooManyRequests, "PATCH /api/v1/nodes/", 1);
     env.faults
         .openstack
         .force(FaultKind::ServerError, "POST /compute/v2.1/servers", 1);

@@ -234,6 +234,8 @@ fn an_unhealthy_node_drains_its_local_volume_pod_as_the_unhealthy_rules_say() {
     let c = config("", "");
     let mut s = expired_world(None);
     cordon_by_us(&mut s.nodes[1], "unhealthy", 10);
+    // Broken now (not Ready): a Ready node cordoned as unhealthy is given back instead.
+    s.nodes[1].ready = false;
     let d = plan_it(&s, &c);
     assert!(
         matches!(&d.action, Action::Drain { pods, .. } if pods.iter().any(|p| p.name == "db")),
