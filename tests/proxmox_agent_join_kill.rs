@@ -109,8 +109,7 @@ fn agent_execs(pve: &SimProxmox) -> usize {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_proxmox_vm_started_by_a_killed_process_joins_without_waiting_out_provision_timeout()
-{
+async fn a_proxmox_vm_started_by_a_killed_process_joins_without_waiting_out_provision_timeout() {
     // The guest agent answers 2 s after the start: the first process is gone by then.
     let env = e2e::env_with(SimProxmoxOptions {
         boot_delay: Duration::from_secs(2),
@@ -137,16 +136,18 @@ async fn a_proxmox_vm_started_by_a_killed_process_joins_without_waiting_out_prov
     let t0 = Instant::now();
     let rec = process(env.dir.path(), &env.pve).await;
     let name = vm.name.clone();
-    let joined = || env.cluster.node(&name).is_some_and(|n| e2e::ready_joined(&n));
+    let joined = || {
+        env.cluster
+            .node(&name)
+            .is_some_and(|n| e2e::ready_joined(&n))
+    };
     let kinds = drive(&rec, Duration::from_secs(30), joined).await;
-    assert!(
-        t0.elapsed() < PROVISION_TIMEOUT / 20,
-        "{:?}",
-        t0.elapsed()
-    );
+    assert!(t0.elapsed() < PROVISION_TIMEOUT / 20, "{:?}", t0.elapsed());
     assert!(kinds.iter().any(|k| k == "finish-join"), "{kinds:?}");
     assert!(
-        !kinds.iter().any(|k| k.starts_with("delete") || k == "scale-up"),
+        !kinds
+            .iter()
+            .any(|k| k.starts_with("delete") || k == "scale-up"),
         "neither destroyed nor replaced: {kinds:?}"
     );
     // The same VM, never destroyed; the script it ran is the one rendered anew.

@@ -445,7 +445,13 @@ impl ProxmoxProvider {
         })
     }
 
-    pub(super) fn spawn_join(&self, node: String, vmid: u32, req: &CreateRequest, settings: &ProxmoxSettings) {
+    pub(super) fn spawn_join(
+        &self,
+        node: String,
+        vmid: u32,
+        req: &CreateRequest,
+        settings: &ProxmoxSettings,
+    ) {
         let inner = self.inner.clone();
         let script = req.user_data.clone();
         let path = settings.join_script_path.clone();

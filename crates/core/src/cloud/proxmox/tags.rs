@@ -387,7 +387,10 @@ mod tests {
         let o = ownership(&on);
         // Not read as a joined mark (`nw-j-`), nor the joined mark as it.
         assert!(o.joining);
-        assert_eq!(o.joined, Some(SystemTime::UNIX_EPOCH + Duration::from_secs(40)));
+        assert_eq!(
+            o.joined,
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(40))
+        );
         assert_eq!(with_joining(&on, false), t);
         assert!(any_ours("nw-joining") && !ownership("nw-joined").joining);
     }

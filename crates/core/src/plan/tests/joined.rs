@@ -219,7 +219,9 @@ fn a_vm_whose_join_script_a_process_gone_never_ran_has_it_run_again() {
     assert_eq!(names, ["dev-workers-pending", "dev-workers-registered"]);
     assert_eq!(registered, &["dev-workers-registered".to_string()]);
     assert!(
-        d.reasons.iter().all(|r| r.code == ReasonCode::JoinUnfinished),
+        d.reasons
+            .iter()
+            .all(|r| r.code == ReasonCode::JoinUnfinished),
         "{d:#?}"
     );
     assert!(
