@@ -9,6 +9,7 @@ use async_trait::async_trait;
 
 mod finish;
 mod joined;
+mod joining;
 mod listing;
 pub mod seeding;
 mod warm;
@@ -444,7 +445,13 @@ impl ProxmoxProvider {
         })
     }
 
-    fn spawn_join(&self, node: String, vmid: u32, req: &CreateRequest, settings: &ProxmoxSettings) {
+    pub(super) fn spawn_join(
+        &self,
+        node: String,
+        vmid: u32,
+        req: &CreateRequest,
+        settings: &ProxmoxSettings,
+    ) {
         let inner = self.inner.clone();
         let script = req.user_data.clone();
         let path = settings.join_script_path.clone();
@@ -474,6 +481,14 @@ impl ProxmoxProvider {
                     JoinState::Unknown(e.to_string())
                 }
             };
+            // The script was sent: a later process does not run it again (an unknown
+            // outcome is left to `provisionTimeout`, as here).
+            if matches!(state, JoinState::Done | JoinState::Unknown(_)) {
+                let this = ProxmoxProvider {
+                    inner: task_inner.clone(),
+                };
+                this.joining_done(vmid).await;
+            }
             task_inner
                 .joins
                 .lock()
@@ -599,6 +614,15 @@ impl CloudProvider for ProxmoxProvider {
 
     async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         self.mark_vm_removing(cluster, id).await
+    }
+
+    async fn finish_join(
+        &self,
+        cluster: &str,
+        id: &str,
+        render: Option<&crate::cloud::RenderJoin<'_>>,
+    ) -> Result<(), CloudError> {
+        self.finish_vm_join(cluster, id, render).await
     }
 
     /// Destroys VM `id` only when its tags, read back just before, name `cluster` (and

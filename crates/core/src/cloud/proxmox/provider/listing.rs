@@ -66,6 +66,9 @@ impl ProxmoxProvider {
             (None, "running", Some(JoinState::Running | JoinState::Unknown(_))) => {
                 ServerStatus::Building
             }
+            // Started for a guest-agent join no process here runs: the one that started
+            // it stopped before the script ran (see `joining`).
+            (None, "running", None) if o.joining => ServerStatus::JoinPending,
             (None, "running", _) => ServerStatus::Active,
             (None, "stopped", _) => ServerStatus::Stopped,
             _ => ServerStatus::Unknown,
