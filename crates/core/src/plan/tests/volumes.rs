@@ -163,7 +163,8 @@ fn openebs_world(c: &Config, affinity: Vec<NodeSelectorTerm>) -> Snapshot {
         mk_member(&mut s, n, 3600);
     }
     for n in &mut s.nodes {
-        n.labels.insert("openebs.io/nodename".into(), n.name.clone());
+        n.labels
+            .insert("openebs.io/nodename".into(), n.name.clone());
     }
     s.pods.push(mk_pod("big", Some(A), 3 * GI).into());
     with_volume(&mut s, "db", Some(B), affinity);

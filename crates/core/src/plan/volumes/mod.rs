@@ -169,9 +169,11 @@ impl<'a> Reach<'a> {
                         .map(|r| (&self.by_name, r))
                 });
             let candidates: Box<dyn Iterator<Item = &'a NodeInfo> + '_> = match listed {
-                Some((index, r)) => {
-                    Box::new(r.values.iter().filter_map(|v| index.get(v.as_str()).copied()))
-                }
+                Some((index, r)) => Box::new(
+                    r.values
+                        .iter()
+                        .filter_map(|v| index.get(v.as_str()).copied()),
+                ),
                 None => Box::new(self.nodes.iter()),
             };
             for n in candidates.filter(|n| t.matches(&n.name, &n.labels)) {

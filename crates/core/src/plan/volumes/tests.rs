@@ -148,7 +148,10 @@ fn a_local_path_volume_pins_the_node_its_affinity_names() {
     let local = pv("pvc-1", Some(vec![term(HOSTNAME_LABEL, &["a"])]), None);
     let pinned = pinned_by(local, "a", &[new_worker()]);
     assert_eq!(pinned.len(), 1);
-    assert_eq!((pinned[0].node.as_str(), pinned[0].pv.as_str()), ("a", "pvc-1"));
+    assert_eq!(
+        (pinned[0].node.as_str(), pinned[0].pv.as_str()),
+        ("a", "pvc-1")
+    );
     assert_eq!(pinned[0].volume, "data");
     // By `metadata.name` in matchFields, the same.
     let by_name = NodeSelectorTerm {
@@ -243,7 +246,11 @@ fn a_pv_whose_selector_matches_a_new_node_of_a_group_does_not_pin() {
     assert_eq!(pods[0].local_volumes.len(), 1, "no group: a alone");
     let mut pods = vec![Arc::new(pod("db", Some("a"), &[("data", "data")]))];
     resolve(&v, &mut nodes, &[new_worker()], &mut pods);
-    assert!(pods[0].local_volumes.is_empty(), "{:?}", pods[0].local_volumes);
+    assert!(
+        pods[0].local_volumes.is_empty(),
+        "{:?}",
+        pods[0].local_volumes
+    );
     // `kubernetes.io/hostname Exists` selects every node, new ones too.
     let any = NodeSelectorTerm {
         expressions: vec![requirement(HOSTNAME_LABEL, Operator::Exists, &[])],
