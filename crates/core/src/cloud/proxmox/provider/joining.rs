@@ -26,7 +26,10 @@ impl ProxmoxProvider {
         let Some(vm) = vms.into_iter().find(|v| v.vmid == vmid && !v.template) else {
             return Ok(());
         };
-        if !ownership(vm.tags()).joining {
+        let marks = ownership(vm.tags());
+        // A VM a person took over meanwhile (its cluster tag removed) or copied is left
+        // as it is, even its joining mark.
+        if !marks.joining || marks.cluster.is_none() || marks.copy_of(vmid).is_some() {
             return Ok(());
         }
         self.set_tags(&vm, tags::with_joining(vm.tags(), false))
