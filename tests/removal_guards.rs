@@ -445,6 +445,86 @@ nodeGroups:
     assert!(d.has_reason(ReasonCode::ClusterLimitReached), "{d:#?}");
 }
 
+/// The crash suite found a cluster one VM past `limits.nodes`: a VM made in one cycle,
+/// then its provider's listing failed in the next, which counted the provider's last
+/// good listing (from before the VM was made), and another provider's group grew into
+/// the room the new VM had taken. A VM made since the last good listing counts too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_vm_made_just_before_its_provider_goes_dark_still_counts_in_the_limits() {
+    let env = SimEnv::start(None, SimTimings::default())
+        .await
+        .expect("env");
+    let text = r#"clusterName: e2e
+freeMemoryTarget: 0 B
+provisionTimeout: 60s
+limits: {nodes: 2}
+scaleDown: {enabled: false}
+nodeGroups:
+  - name: os
+    provider: openstack
+    maxSize: 3
+    openstack: {flavor: m1.large, image: ubuntu-24.04, network: private}
+    userData:
+      template: k3s-agent.cloud-init.yaml.j2
+      variables: {k3s_url: "https://192.0.2.1:6443", k3s_token: "e2e-secret-token"}
+  - name: kam
+    provider: kamatera
+    minSize: 1
+    maxSize: 3
+    kamatera: {datacenter: EU, image: ubuntu_server_24.04_64-bit, cpu: 2B, ram: 8 GiB}
+    userData: {template: k3s-agent.join.sh.j2, variables: {k3s_url: "https://192.0.2.1:6443", k3s_token: "e2e-secret-token"}}
+"#;
+    let (_, cfg) = env.write_config(text).expect("config");
+    let mut rec = env.reconciler(cfg).await.expect("reconciler");
+    // kam's first VM, then a good listing that shows it.
+    let report = rec.cycle(SystemTime::now()).await.expect("cycle");
+    assert_eq!(
+        report.decision.action.scale_up(),
+        Some(("kam", 1)),
+        "{:#?}",
+        report.decision
+    );
+    rec.observe().await.expect("observe");
+    // kam's second VM (minSize 2 now), made after that listing.
+    let (_, cfg) = env
+        .write_config(&text.replace("minSize: 1", "minSize: 2"))
+        .expect("config");
+    rec.config = std::sync::Arc::new(cfg);
+    let report = rec.cycle(SystemTime::now()).await.expect("cycle");
+    assert_eq!(
+        report.decision.action.scale_up(),
+        Some(("kam", 1)),
+        "{:#?}",
+        report.decision
+    );
+    assert_eq!(env.kamatera.servers().len(), 2);
+    // Then Kamatera cannot be listed, and a pod needs an os node.
+    env.kamatera.set_listing_down(true);
+    env.cluster
+        .add_pod(
+            "default",
+            "big",
+            SimPodTemplate::new("nginx:1.25", 7 * GI).node_selector(LABEL_GROUP, "os"),
+        )
+        .expect("pod");
+    let mut held = false;
+    for _ in 0..30 {
+        let report = rec.cycle(SystemTime::now()).await.expect("cycle");
+        let d = &report.decision;
+        assert!(
+            d.action.scale_up().is_none(),
+            "grown past limits.nodes 2 while kam's new VM was out of sight: {d:#?}"
+        );
+        if d.has_reason(ReasonCode::ClusterLimitReached) {
+            held = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert!(held, "the limit is given as the reason");
+    assert!(env.cloud.servers().is_empty(), "no os VM");
+}
+
 /// Item L: Nova lists the servers of a cell it cannot reach as partial records (status
 /// UNKNOWN, no name or metadata); they were dropped as not ours, the group looked
 /// smaller than it is and grew past maxSize. A partial listing is a failed one: the

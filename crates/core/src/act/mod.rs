@@ -214,6 +214,17 @@ impl Clouds {
         learned.clone()
     }
 
+    /// Counts one more VM of `group` in the last good listing of `provider`: a VM made
+    /// after it would otherwise be missing from the limits when the next listing fails,
+    /// and another group would be grown past `limits` in the same breath. The next good
+    /// listing replaces the guess.
+    pub fn remember_creating(&self, provider: &str, group: &str) {
+        let mut known = self.last_known.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = known.get_mut(provider) {
+            *k.sizes.entry(group.to_string()).or_insert(0) += 1;
+        }
+    }
+
     /// The last good listing of `provider` this process saw, if any.
     pub fn last_known(&self, provider: &str) -> Option<LastKnown> {
         self.last_known
@@ -753,6 +764,8 @@ impl Actuator<'_> {
             let name = new_node_name(&self.config.cluster_name, &g.name, &self.taken_names);
             self.taken_names.insert(name.clone());
             let req = self.request(g, &name, zones.get(k).cloned())?;
+            // Counted before the call: a create that fails half-way may leave the VM.
+            self.clouds.remember_creating(provider.name(), group);
             let server = if warm {
                 provider.create_warm(&req).await?
             } else {
