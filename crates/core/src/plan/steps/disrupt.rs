@@ -842,10 +842,7 @@ pub fn unremovable(v: &View<'_>, action: &Action) -> Vec<Unremovable> {
     };
     let sd = &v.config.scale_down;
     let mut out = screened.kept.clone();
-    let removed: Vec<&str> = match action {
-        Action::Cordon { nodes, .. } => nodes.iter().map(String::as_str).collect(),
-        _ => Vec::new(),
-    };
+    let removed: Vec<&str> = action.cordons().iter().map(String::as_str).collect();
     let unneeded = unneeded(v);
     let held = match policy::unready_guard(v) {
         Some((unready, total)) => Some((
