@@ -374,4 +374,3 @@ impl fmt::Display for Action {
         }
     }
 }
-

@@ -84,7 +84,6 @@ pub enum ReasonCode {
     ActionBackedOff,
 }
 
-
 impl ReasonCode {
     /// A note with this code means pods that need a new node get none from it this
     /// cycle: a group at its size or backed off, a cluster limit, full hypervisor hosts,
@@ -118,7 +117,10 @@ impl ReasonCode {
     /// A VM deleted for this is no failure of its group (a stale warm VM, a removal
     /// to finish): the group is not backed off for it.
     pub fn is_routine_removal(self) -> bool {
-        matches!(self, ReasonCode::WarmVmStale | ReasonCode::RemovalUnfinished)
+        matches!(
+            self,
+            ReasonCode::WarmVmStale | ReasonCode::RemovalUnfinished
+        )
     }
 }
 
@@ -235,4 +237,3 @@ impl Decision {
         out
     }
 }
-
