@@ -15,8 +15,7 @@ use crate::cloud::CloudError;
 use crate::cluster::{client_from_env, KubeCluster};
 use crate::config::{Config, ConfigError, ENV_CONFIG_FILE};
 use crate::plan::{unremovable, Bucket, Decision, Unremovable};
-use crate::reconcile::Reconciler;
-use crate::runner::{LeaderOptions, RunOptions};
+use crate::run::{LeaderOptions, Reconciler, RunOptions};
 use crate::telemetry::{init_logging, LogFormat};
 
 #[derive(Debug, Parser)]
@@ -396,7 +395,7 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                 stop_tx.send_replace(true);
             });
             let mut stopping = stop_rx.clone();
-            let run = crate::runner::run(opts, stop_rx);
+            let run = crate::run::run(opts, stop_rx);
             tokio::pin!(run);
             // A stop abandons the cycle at once; what is left (releasing the lease) gets
             // SHUTDOWN_GRACE, so a hung API server cannot outlast the pod's own grace.
@@ -556,6 +555,7 @@ async fn reconciler(config_path: &Path, dry_run: bool) -> Result<Reconciler, Cli
         config: Arc::new(config),
         cluster: Arc::new(KubeCluster::new(client)),
         clouds,
+        memory: Default::default(),
         dry_run,
     })
 }

@@ -15,7 +15,7 @@ use nodewright::act::events::events_for;
 use nodewright::act::ActError;
 use nodewright::cluster::{kubeconfig_from_file, KubeCluster};
 use nodewright::plan::Action;
-use nodewright::reconcile::Reconciler;
+use nodewright::run::Reconciler;
 use nodewright::sim::cluster::SimNodeSpec;
 use nodewright::sim::env::{SimEnv, SimTimings};
 use nodewright::{ANNOTATION_CORDONED, ANNOTATION_UNNEEDED_SINCE, LABEL_CLUSTER, LABEL_GROUP};

@@ -14,7 +14,7 @@ use common::faulty::{add_app, config, orphans, running_of, scale_app, violations
 use common::has_startup_taint;
 use nodewright::cloud::build::build_clouds_with;
 use nodewright::cluster::{client_from_config, kubeconfig_from_file, CacheOptions, KubeCluster};
-use nodewright::reconcile::Reconciler;
+use nodewright::run::Reconciler;
 use nodewright::sim::env::{SimEnv, SimTimings};
 use nodewright::sim::faults::{FaultKind, FaultSpec, HalfDone};
 use nodewright::telemetry::metrics::Metrics;
@@ -64,6 +64,7 @@ async fn process_with(env: &SimEnv, text: &str) -> (Reconciler, Arc<Metrics>) {
         config: Arc::new(cfg),
         cluster: Arc::new(cluster),
         clouds,
+        memory: Default::default(),
         dry_run: false,
     };
     (rec, metrics)
@@ -840,9 +841,9 @@ async fn a_vm_whose_delete_failed_in_scale_down_is_not_capacity_nor_a_failed_cre
             _ => {}
         }
         assert!(
-            !rec.clouds.backoffs().contains_key("cache"),
+            !rec.memory.backoffs().contains_key("cache"),
             "the group is never backed off for it: {:?}",
-            rec.clouds.backoffs()
+            rec.memory.backoffs()
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }

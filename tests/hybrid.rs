@@ -12,7 +12,7 @@ use common::{has_startup_taint, phase, ready, scale_ups, unschedulable};
 use k8s_openapi::api::core::v1::Pod;
 use nodewright::cluster::convert::parse_quantity;
 use nodewright::plan::{Action, Bucket, Decision, ReasonCode};
-use nodewright::reconcile::Reconciler;
+use nodewright::run::Reconciler;
 use nodewright::sim::cluster::SimPodTemplate;
 use nodewright::sim::env::{SimEnv, SimTimings};
 use nodewright::LABEL_GROUP;

@@ -30,7 +30,7 @@ use nodewright::cloud::{
 use nodewright::cluster::KubeCluster;
 use nodewright::config::{Config, ProviderKind};
 use nodewright::plan::Action;
-use nodewright::reconcile::Reconciler;
+use nodewright::run::Reconciler;
 use nodewright::sim::cluster::{SimCluster, SimClusterOptions, SimNodeSpec, SimPodTemplate};
 use nodewright::sim::env::SHIPPED_TEMPLATES;
 use nodewright::sim::{VmEvent, VmHook};
@@ -561,6 +561,7 @@ nodeGroups:
             cluster.kube_client().await.expect("kube client"),
         )),
         clouds,
+        memory: Default::default(),
         dry_run: false,
     };
 

@@ -19,7 +19,7 @@ use nodewright::cloud::proxmox::{ProxmoxProvider, ProxmoxSettings};
 use nodewright::cluster::{kubeconfig_from_file, KubeCluster};
 use nodewright::config::Config;
 use nodewright::plan::Action;
-use nodewright::reconcile::Reconciler;
+use nodewright::run::Reconciler;
 use nodewright::sim::proxmox::{SimProxmox, SimProxmoxOptions};
 
 const PROVISION_TIMEOUT: Duration = Duration::from_secs(600);
@@ -57,6 +57,7 @@ async fn process(dir: &Path, pve: &SimProxmox) -> Reconciler {
             kube::Client::try_from(kube).expect("client"),
         )),
         clouds,
+        memory: Default::default(),
         dry_run: false,
     }
 }

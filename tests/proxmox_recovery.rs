@@ -167,7 +167,7 @@ mod cycle {
     use nodewright::act::Clouds;
     use nodewright::cluster::{kubeconfig_from_file, KubeCluster};
     use nodewright::config::Config;
-    use nodewright::reconcile::Reconciler;
+    use nodewright::run::Reconciler;
     use nodewright::sim::cluster::{SimCluster, SimClusterOptions};
 
     use super::*;
@@ -208,6 +208,7 @@ mod cycle {
                 kube::Client::try_from(kube).expect("client"),
             )),
             clouds,
+            memory: Default::default(),
             dry_run: false,
         }
     }

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use nodewright::act::ActError;
 use nodewright::plan::{Action, ReasonCode};
-use nodewright::reconcile::Reconciler;
+use nodewright::run::Reconciler;
 use nodewright::sim::cluster::{SimNodeSpec, SimPodTemplate};
 use nodewright::sim::env::{SimEnv, SimTimings};
 use nodewright::{LABEL_CLUSTER, LABEL_GROUP};

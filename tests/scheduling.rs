@@ -11,7 +11,7 @@ use std::time::Duration;
 use common::{app_pods, nodewright_for, phase, ready, scale_ups, Killed};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use nodewright::plan::{Decision, ReasonCode};
-use nodewright::reconcile::Reconciler;
+use nodewright::run::Reconciler;
 use nodewright::sim::cluster::{SimNodeSpec, SimPodTemplate};
 use nodewright::sim::env::{SimEnv, SimTimings};
 use nodewright::LABEL_GROUP;

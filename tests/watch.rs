@@ -18,7 +18,7 @@ use nodewright::cloud::build::build_clouds_with;
 use nodewright::cluster::{CacheOptions, CacheStats, KubeCluster};
 use nodewright::config::Config;
 use nodewright::plan::Action;
-use nodewright::reconcile::Reconciler;
+use nodewright::run::Reconciler;
 use nodewright::sim::cluster::{SimCluster, SimClusterOptions, SimNodeSpec, SimPodTemplate};
 use nodewright::sim::env::{SimEnv, SimTimings};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -146,6 +146,7 @@ fn reconciler(env: &SimEnv, client: kube::Client, config: Config) -> (Reconciler
         config: Arc::new(config),
         cluster: Arc::new(cluster.clone()),
         clouds,
+        memory: Default::default(),
         dry_run: false,
     };
     (rec, cluster)

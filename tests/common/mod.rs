@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
 use nodewright::plan::{Action, Decision};
-use nodewright::reconcile::Reconciler;
+use nodewright::run::Reconciler;
 use nodewright::sim::env::{SimEnv, SimTimings};
 use nodewright::sim::{VmEvent, VmHook};
 use nodewright::STARTUP_TAINT_KEY;

@@ -12,7 +12,7 @@ use nodewright::cloud::proxmox::{
 };
 use nodewright::cluster::{kubeconfig_from_file, KubeCluster};
 use nodewright::config::Config;
-use nodewright::reconcile::Reconciler;
+use nodewright::run::Reconciler;
 use nodewright::sim::cluster::{SimCluster, SimClusterOptions, SimNodeSpec};
 use nodewright::sim::proxmox::{SimProxmox, SimProxmoxOptions};
 
@@ -135,6 +135,7 @@ pub async fn reconciler(env: &Env, groups: &str) -> Reconciler {
         config: Arc::new(config),
         cluster: Arc::new(KubeCluster::new(client)),
         clouds,
+        memory: Default::default(),
         dry_run: false,
     }
 }

@@ -19,7 +19,7 @@ use common::{
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use nodewright::plan::Action;
-use nodewright::reconcile::Reconciler;
+use nodewright::run::Reconciler;
 use nodewright::sim::cluster::{SimNodeSpec, SimPodTemplate};
 use nodewright::sim::env::{SimEnv, SimTimings};
 use nodewright::{LABEL_CLUSTER, LABEL_GROUP, LABEL_IMAGE_PULLER};

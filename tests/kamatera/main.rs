@@ -25,7 +25,7 @@ use nodewright::cloud::{CloudError, CloudProvider, CreateRequest, ServerStatus};
 use nodewright::cluster::{kubeconfig_from_file, KubeCluster};
 use nodewright::config::Config;
 use nodewright::plan::Action;
-use nodewright::reconcile::Reconciler;
+use nodewright::run::Reconciler;
 use nodewright::sim::cluster::{SimCluster, SimClusterOptions, SimNodeSpec, SimPodTemplate};
 use nodewright::sim::env::SHIPPED_TEMPLATES;
 use nodewright::sim::kamatera::{

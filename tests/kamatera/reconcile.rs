@@ -126,6 +126,7 @@ nodeGroups:
             config: Arc::new(config),
             cluster: Arc::new(KubeCluster::new(client)),
             clouds,
+            memory: Default::default(),
             dry_run: false,
         }
     }

@@ -3,18 +3,17 @@
 //!
 //! Each cycle observes the cluster and the cloud ([`cluster`], [`cloud`]), lets the pure
 //! planner ([`plan`]) choose exactly one action with its reasons, and carries it out
-//! ([`act`]). Nothing is kept between cycles that cannot be read back.
+//! ([`act`]); [`run`] is the loop around it. Nothing is kept between cycles that cannot
+//! be read back.
 
 pub mod act;
 pub mod cloud;
 pub mod cluster;
 pub mod config;
 pub mod plan;
-pub mod reconcile;
-pub mod runner;
+pub mod run;
 pub mod telemetry;
 pub mod userdata;
-pub mod wakeup;
 pub mod yaml;
 
 /// Node label and cloud tag values derive from these; see [`plan::ownership`].

@@ -16,7 +16,7 @@ use super::proxmox::{SchemaCheck, SimProxmox, SimProxmoxOptions, SimTls};
 use super::{VmEvent, VmHook};
 use crate::cloud::build::build_clouds_with;
 use crate::config::{Config, ProviderKind};
-use crate::reconcile::Reconciler;
+use crate::run::Reconciler;
 use nodewright_core::cluster::{kubeconfig_from_file, KubeCluster};
 
 /// The shipped templates, embedded so `simulate` works from any directory.
@@ -324,6 +324,7 @@ impl SimEnv {
             config: Arc::new(config),
             cluster: Arc::new(KubeCluster::new(client)),
             clouds,
+            memory: Default::default(),
             dry_run: false,
         })
     }

@@ -20,39 +20,6 @@ fn ev(object: ObjectRef, reason: &str, message: String, warning: bool) -> EventS
     }
 }
 
-/// The objects an action touches, for failure events.
-fn action_objects(action: &Action) -> Vec<ObjectRef> {
-    match action {
-        Action::PullImages { node, .. } => vec![ObjectRef::node(node)],
-        Action::DeleteNodes { nodes } => nodes.iter().map(|t| ObjectRef::node(&t.node)).collect(),
-        Action::Cordon { nodes, .. }
-        | Action::Uncordon { nodes, .. }
-        | Action::ForgetCordon { nodes }
-        | Action::DeleteNodesWithoutVm { nodes }
-        | Action::Drain { nodes, .. }
-        | Action::DeletePodsPastLimit { nodes, .. }
-        | Action::DeleteServers { nodes, .. }
-        | Action::RemoveStartupTaint { nodes } => {
-            nodes.iter().map(|n| ObjectRef::node(n)).collect()
-        }
-        Action::MarkUnneeded { mark, clear, .. } => mark
-            .iter()
-            .chain(clear)
-            .map(|n| ObjectRef::node(n))
-            .collect(),
-        Action::ParkWarm { servers }
-        | Action::MarkJoined { servers, .. }
-        | Action::FinishJoin { servers, .. } => {
-            servers.iter().map(|s| ObjectRef::node(&s.name)).collect()
-        }
-        Action::ScaleUp { .. }
-        | Action::StartWarm { .. }
-        | Action::FillWarmPool { .. }
-        | Action::None
-        | Action::DeletePods { .. } => Vec::new(),
-    }
-}
-
 /// Events for the decision and what acting on it did. Every pod nothing can host now
 /// gets a `NotTriggerScaleUp` with the reason (a `NoGroupFits` note's per-group reasons,
 /// or its bucket's detail: groups at maxSize, limits, backoff); a pod the scheduler refuses
@@ -136,7 +103,9 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
     let outcome = match result {
         Ok(o) => o,
         Err(error) => {
-            let failing: Vec<ObjectRef> = action_objects(&decision.action)
+            let failing: Vec<ObjectRef> = decision
+                .action
+                .objects()
                 .into_iter()
                 .chain(
                     decision
@@ -303,12 +272,7 @@ fn status_events(decision: &Decision, status: &ObjectRef) -> Vec<EventSpec> {
         .iter()
         .filter(|_| matches!(decision.action, Action::DeleteServers { .. }))
         .filter(nodeless)
-        .filter(|r| {
-            matches!(
-                r.code,
-                ReasonCode::ServerError | ReasonCode::ProvisionTimeout
-            )
-        });
+        .filter(|r| r.code.is_provisioning_failure());
     let found = decision
         .notes
         .iter()

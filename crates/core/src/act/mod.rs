@@ -58,38 +58,14 @@ fn deleted_meanwhile(done: &[String]) -> String {
     }
 }
 
-/// The cloud providers in use, by node group and by provider name.
+/// The cloud providers in use, by node group and by provider name. What the loop
+/// remembers of them between cycles (backoffs, last listings) is
+/// [`crate::run::LoopMemory`].
 #[derive(Clone, Default)]
 pub struct Clouds {
     by_group: BTreeMap<String, Arc<dyn CloudProvider>>,
-    failures: Arc<std::sync::Mutex<BTreeMap<String, Failures>>>,
-    /// When this process last deleted a node and last saw a removal fail, for the
-    /// scale-down delays: the cluster keeps the same per group (see
-    /// [`crate::cluster::records`]), read back every cycle, so a restart forgets nothing;
-    /// this copy covers a cluster whose records cannot be read or written.
-    disruption: Arc<std::sync::Mutex<DisruptionTimes>>,
     /// How long one provider's listing may take (`None`: [`DEFAULT_OBSERVE_DEADLINE`]).
     observe_deadline: Option<std::time::Duration>,
-    /// Actions that failed on their objects (see [`crate::plan::backoff`]), by key: the
-    /// failures in a row and until when the action is held back. Soft state, like the
-    /// group failures.
-    action_failures: Arc<std::sync::Mutex<BTreeMap<String, Failures>>>,
-    /// Each provider's last good listing, as VMs per group and group shapes, for the
-    /// cluster-wide limits while it cannot be listed (see [`LastKnown`]). Soft state: a
-    /// restart forgets it and the planner then counts the frozen groups at `maxSize`.
-    last_known: Arc<std::sync::Mutex<BTreeMap<String, LastKnown>>>,
-    /// Each group's allocatable as its Ready nodes last showed it (see
-    /// [`crate::plan::Snapshot::learned_allocatable`]). Soft state: a restart forgets it
-    /// and the first node of a group at zero is modelled from its flavor again.
-    learned: Arc<std::sync::Mutex<BTreeMap<String, crate::plan::sched::Resources>>>,
-}
-
-/// What a provider's last good listing showed: its VMs (all but those being deleted)
-/// per group, and its group shapes.
-#[derive(Debug, Clone, Default)]
-pub struct LastKnown {
-    pub sizes: BTreeMap<String, u32>,
-    pub shapes: BTreeMap<String, GroupShape>,
 }
 
 /// How long one provider may take to list its VMs and group shapes in a cycle. Past it
@@ -97,38 +73,6 @@ pub struct LastKnown {
 /// others go on: a hung or rate-limited cloud (a `Retry-After` longer than this) must
 /// not stall every group.
 pub const DEFAULT_OBSERVE_DEADLINE: std::time::Duration = std::time::Duration::from_secs(20);
-
-#[derive(Debug, Clone, Copy, Default)]
-pub struct DisruptionTimes {
-    pub last_node_deleted: Option<std::time::SystemTime>,
-    pub last_failure: Option<std::time::SystemTime>,
-}
-
-/// Failures in a row of a group's creates, or of one action on one object. Soft state:
-/// losing it on a restart costs at most one more attempt, which is why it may live in
-/// memory.
-#[derive(Debug, Clone, Copy)]
-struct Failures {
-    count: u32,
-    until: std::time::SystemTime,
-}
-
-/// Counts one more failure of `key` at `now`, held back for `wait(count)`.
-fn count_failure(
-    map: &mut BTreeMap<String, Failures>,
-    key: String,
-    now: std::time::SystemTime,
-    wait: impl Fn(u32) -> std::time::Duration,
-) {
-    let count = map.get(&key).map_or(0, |g| g.count) + 1;
-    map.insert(
-        key,
-        Failures {
-            count,
-            until: now + wait(count),
-        },
-    );
-}
 
 impl Clouds {
     pub fn new() -> Self {
@@ -143,161 +87,6 @@ impl Clouds {
 
     pub fn observe_deadline(&self) -> std::time::Duration {
         self.observe_deadline.unwrap_or(DEFAULT_OBSERVE_DEADLINE)
-    }
-
-    fn lock_failures(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Failures>> {
-        self.failures.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Records a failed create (or provisioning) in `group`; it is left alone for a while.
-    pub fn record_failure(
-        &self,
-        group: &str,
-        backoff: &crate::config::BackoffConfig,
-        now: std::time::SystemTime,
-    ) {
-        count_failure(&mut self.lock_failures(), group.to_string(), now, |n| {
-            backoff.after(n)
-        });
-    }
-
-    /// Remembers `observed` as the last good listing of `provider`.
-    pub fn remember_observed(&self, provider: &str, observed: &crate::cloud::Observed) {
-        let mut sizes = BTreeMap::new();
-        for s in &observed.servers {
-            if s.status == crate::cloud::ServerStatus::Deleting {
-                continue;
-            }
-            if let Some(g) = &s.group {
-                *sizes.entry(g.clone()).or_insert(0u32) += 1;
-            }
-        }
-        let known = LastKnown {
-            sizes,
-            shapes: observed.shapes.clone(),
-        };
-        self.last_known
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(provider.to_string(), known);
-    }
-
-    /// Learns each group's allocatable from its Ready nodes of `cluster` in `nodes` (the
-    /// largest, as the planner takes it), by `<group>/<settings hash>` (a node made from
-    /// other settings, another flavor, teaches nothing about the next one), and returns
-    /// what is known.
-    pub fn learn_allocatable(
-        &self,
-        cluster: &str,
-        nodes: &[crate::plan::NodeInfo],
-    ) -> BTreeMap<String, crate::plan::sched::Resources> {
-        let mut seen: BTreeMap<String, crate::plan::sched::Resources> = BTreeMap::new();
-        for n in nodes.iter().filter(|n| n.ready && !n.deleting) {
-            if n.labels.get(crate::LABEL_CLUSTER).map(String::as_str) != Some(cluster) {
-                continue;
-            }
-            if n.has_taint(crate::STARTUP_TAINT_KEY) {
-                continue;
-            }
-            let (Some(g), Some(h)) = (
-                n.labels.get(crate::LABEL_GROUP),
-                n.labels.get(crate::LABEL_SETTINGS_HASH),
-            ) else {
-                continue;
-            };
-            seen.entry(format!("{g}/{h}"))
-                .or_default()
-                .max_with(&n.allocatable);
-        }
-        let mut learned = self.learned.lock().unwrap_or_else(|p| p.into_inner());
-        learned.extend(seen);
-        learned.clone()
-    }
-
-    /// Counts one more VM of `group` in the last good listing of `provider`: a VM made
-    /// after it would otherwise be missing from the limits when the next listing fails,
-    /// and another group would be grown past `limits` in the same breath. The next good
-    /// listing replaces the guess.
-    pub fn remember_creating(&self, provider: &str, group: &str) {
-        let mut known = self.last_known.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(k) = known.get_mut(provider) {
-            *k.sizes.entry(group.to_string()).or_insert(0) += 1;
-        }
-    }
-
-    /// The last good listing of `provider` this process saw, if any.
-    pub fn last_known(&self, provider: &str) -> Option<LastKnown> {
-        self.last_known
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(provider)
-            .cloned()
-    }
-
-    pub fn disruption_times(&self) -> DisruptionTimes {
-        *self.disruption.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    pub fn record_node_deleted(&self, now: std::time::SystemTime) {
-        self.disruption
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .last_node_deleted = Some(now);
-    }
-
-    pub fn record_disruption_failure(&self, now: std::time::SystemTime) {
-        self.disruption
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .last_failure = Some(now);
-    }
-
-    pub fn record_success(&self, group: &str) {
-        self.lock_failures().remove(group);
-    }
-
-    /// Records that `action` failed at `now`: each object it acts on is held back, longer
-    /// at each failure in a row.
-    pub fn record_action_failure(&self, action: &crate::plan::Action, now: std::time::SystemTime) {
-        let mut f = self
-            .action_failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        // Objects long gone (a node removed since) are forgotten.
-        let forget = crate::plan::backoff::MAX_WAIT * 4;
-        f.retain(|_, g| g.until + forget > now);
-        for key in crate::plan::backoff::keys(action) {
-            count_failure(&mut f, key, now, crate::plan::backoff::wait_after);
-        }
-    }
-
-    /// Records that `action` succeeded: its objects are no longer held back.
-    pub fn record_action_success(&self, action: &crate::plan::Action) {
-        let mut f = self
-            .action_failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        for key in crate::plan::backoff::keys(action) {
-            f.remove(&key);
-        }
-    }
-
-    /// Actions held back after failures, by key, and until when.
-    pub fn action_backoffs(&self) -> BTreeMap<String, std::time::SystemTime> {
-        self.action_failures
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .iter()
-            .map(|(k, g)| (k.clone(), g.until))
-            .collect()
-    }
-
-    /// Groups left alone after failures, and until when.
-    pub fn backoffs(&self) -> BTreeMap<String, std::time::SystemTime> {
-        self.lock_failures()
-            .iter()
-            .map(|(g, f)| (g.clone(), f.until))
-            .collect()
     }
 
     pub fn add_group(&mut self, group: &str, provider: Arc<dyn CloudProvider>) {
@@ -356,12 +145,7 @@ impl Clouds {
         }
         Clouds {
             by_group,
-            failures: self.failures.clone(),
-            disruption: self.disruption.clone(),
             observe_deadline: self.observe_deadline,
-            action_failures: self.action_failures.clone(),
-            last_known: self.last_known.clone(),
-            learned: self.learned.clone(),
         }
     }
 }
@@ -764,8 +548,6 @@ impl Actuator<'_> {
             let name = new_node_name(&self.config.cluster_name, &g.name, &self.taken_names);
             self.taken_names.insert(name.clone());
             let req = self.request(g, &name, zones.get(k).cloned())?;
-            // Counted before the call: a create that fails half-way may leave the VM.
-            self.clouds.remember_creating(provider.name(), group);
             let server = if warm {
                 provider.create_warm(&req).await?
             } else {

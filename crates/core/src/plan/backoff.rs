@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
-use super::Action;
+use super::{Action, Target};
 
 /// Failures in a row tried again at once: most are passing (a 409 Conflict on a node
 /// someone else just changed, a dropped connection), and holding them back slowed
@@ -34,36 +34,15 @@ pub fn wait_after(failures: u32) -> Duration {
 /// for `None`.
 pub fn keys(action: &Action) -> Vec<String> {
     let kind = action.kind();
-    let nodes = |ns: &mut dyn Iterator<Item = &String>| -> Vec<String> {
-        ns.map(|n| format!("{kind} node/{n}")).collect()
-    };
-    match action {
-        Action::None
-        | Action::ScaleUp { .. }
-        | Action::StartWarm { .. }
-        | Action::FillWarmPool { .. } => Vec::new(),
-        Action::RemoveStartupTaint { nodes: ns }
-        | Action::Cordon { nodes: ns, .. }
-        | Action::Uncordon { nodes: ns, .. }
-        | Action::ForgetCordon { nodes: ns }
-        | Action::DeleteNodesWithoutVm { nodes: ns }
-        | Action::Drain { nodes: ns, .. }
-        | Action::DeletePodsPastLimit { nodes: ns, .. } => nodes(&mut ns.iter()),
-        Action::MarkUnneeded { mark, clear, .. } => nodes(&mut mark.iter().chain(clear)),
-        Action::DeleteNodes { nodes: ts } => nodes(&mut ts.iter().map(|t| &t.node)),
-        Action::PullImages { node, .. } => vec![format!("{kind} node/{node}")],
-        Action::DeleteServers { servers, .. }
-        | Action::ParkWarm { servers }
-        | Action::MarkJoined { servers, .. }
-        | Action::FinishJoin { servers, .. } => servers
-            .iter()
-            .map(|s| format!("{kind} server/{}/{}", s.group, s.id))
-            .collect(),
-        Action::DeletePods { pods } => pods
-            .iter()
-            .map(|p| format!("{kind} pod/{}/{}", p.namespace, p.name))
-            .collect(),
-    }
+    action
+        .targets()
+        .into_iter()
+        .map(|t| match t {
+            Target::Node(n) => format!("{kind} node/{n}"),
+            Target::Server(s) => format!("{kind} server/{}/{}", s.group, s.id),
+            Target::Pod(p) => format!("{kind} pod/{}/{}", p.namespace, p.name),
+        })
+        .collect()
 }
 
 /// When `action` may be tried again, if every object it acts on is held back at `now`.

@@ -92,22 +92,17 @@ pub fn removal_keeps<'a>(
     let now = match *baseline {
         Some(n) => n,
         None => {
-            let cp = m.checkpoint();
-            let n = place(m, buffer, reference, existing).len();
-            m.rollback(cp);
+            let n = m.trial(|m| place(m, buffer, reference, existing).len());
             *baseline.insert(n)
         }
     };
     let Some(i) = m.slot_index(node) else {
         return false;
     };
-    let was = m.slots[i].usable;
-    m.slots[i].usable = false;
-    let cp = m.checkpoint();
-    place(m, evicted, reference, existing);
-    let without = place(m, buffer, reference, existing).len();
-    m.rollback(cp);
-    m.slots[i].usable = was;
+    let without = m.trial_without(i, |m| {
+        place(m, evicted, reference, existing);
+        place(m, buffer, reference, existing).len()
+    });
     without <= now
 }
 

@@ -1,6 +1,6 @@
 //! The world behind production's traits: [`MemCluster`] answers as the API server
 //! would ([`ClusterApi`]), [`MemCloud`] as one provider would ([`CloudProvider`]), so the
-//! unmodified [`crate::reconcile::Reconciler`] drives it.
+//! unmodified [`crate::run::Reconciler`] drives it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

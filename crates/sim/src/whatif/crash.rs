@@ -20,7 +20,7 @@ use super::world::{at, Ms, World, WorldError, WorldOptions};
 use crate::config::Config;
 use crate::plan::sched::spec::LabelSelector;
 use crate::plan::{Action, PdbInfo};
-use crate::reconcile::Reconciler;
+use crate::run::Reconciler;
 
 /// Faults and crashes happen in the first this long of a run.
 pub const FAULT_PHASE: Ms = 90 * 60_000;
@@ -318,6 +318,7 @@ pub async fn run(config: &Arc<Config>, opts: RunOptions) -> Result<RunFigures, W
             config: config.clone(),
             cluster,
             clouds,
+            memory: Default::default(),
             dry_run: false,
         }
     };
@@ -390,7 +391,7 @@ pub async fn run(config: &Arc<Config>, opts: RunOptions) -> Result<RunFigures, W
 
 fn trace(
     t: Ms,
-    cycle: &Result<crate::reconcile::Cycle, crate::reconcile::CycleError>,
+    cycle: &Result<crate::run::Cycle, crate::run::CycleError>,
     crashed: bool,
     world: &World,
 ) {

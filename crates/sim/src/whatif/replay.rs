@@ -21,7 +21,7 @@ use super::world::{at, pod_info, Census, Ms, World, WorldError, WorldOptions};
 use crate::config::Config;
 use crate::plan::sched::{group_template, static_check, Resources, SlotKind};
 use crate::plan::Action;
-use crate::reconcile::{Cycle, CycleError, Reconciler};
+use crate::run::{Cycle, CycleError, Reconciler};
 
 /// A replay whose remaining pods wait with nothing happening stops after this.
 pub const IDLE_STOP: Duration = Duration::from_secs(3600);
@@ -79,6 +79,7 @@ pub async fn replay_with(
             world: world.clone(),
         }),
         clouds: api::clouds(&world, &config),
+        memory: Default::default(),
         dry_run: false,
     };
     let rows = world.rows();

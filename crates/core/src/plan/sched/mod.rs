@@ -33,7 +33,8 @@ use std::fmt;
 use super::model::{NodeInfo, PodInfo, Taint};
 use index::{FxHashMap, RoomTree};
 pub use pack::{
-    first_fit, first_fit_all, pack_new_nodes, sort_for_packing, why_not, GroupOption, NewNodes,
+    first_fit, first_fit_all, pack_new_nodes, sort_for_packing, trial_new_nodes, why_not,
+    GroupOption, NewNodes,
 };
 pub use resources::{fmt_cpu, Resources};
 use spec::HostPort;
@@ -380,6 +381,25 @@ impl<'a> Model<'a> {
         }
         self.pods_on.truncate(cp.slots);
         self.room.truncate(cp.slots);
+    }
+
+    /// Runs `f` as a trial: every pod it places and every slot it adds is undone after,
+    /// so a step can ask "where would these pods go?" and find the model as it was.
+    pub fn trial<R>(&mut self, f: impl FnOnce(&mut Model<'a>) -> R) -> R {
+        let cp = self.checkpoint();
+        let out = f(self);
+        self.rollback(cp);
+        out
+    }
+
+    /// As [`Self::trial`], with slot `i` out of use meanwhile: where its pods would go
+    /// if its node were gone.
+    pub fn trial_without<R>(&mut self, i: usize, f: impl FnOnce(&mut Model<'a>) -> R) -> R {
+        let was = self.slots[i].usable;
+        self.slots[i].usable = false;
+        let out = self.trial(f);
+        self.slots[i].usable = was;
+        out
     }
 
     /// Whether `pod` may go on slot `i` now, and why not.

@@ -306,6 +306,20 @@ pub fn pack_new_nodes<'a>(
     }
 }
 
+/// How many new nodes shaped like `template` `pods` (already sorted) would need, up to
+/// `room`, and which of them they take: [`pack_new_nodes`] as a trial, the model left
+/// as it was.
+pub fn trial_new_nodes<'a>(
+    m: &mut Model<'a>,
+    pods: &[&'a PodInfo],
+    template: &Slot<'static>,
+    overhead: &Resources,
+    room: u32,
+    zones: &[String],
+) -> NewNodes<'a> {
+    m.trial(|m| pack_new_nodes(m, pods, template, overhead, room, zones))
+}
+
 /// Why no empty node shaped like `template` (with `overhead` taken) takes `pod`, if not.
 pub fn why_not(pod: &PodInfo, template: &Slot<'_>, overhead: &Resources) -> Option<Unfit> {
     if let Err(e) = static_check(pod, template, false) {

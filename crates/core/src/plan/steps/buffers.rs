@@ -54,16 +54,14 @@ pub fn scale_up_for_buffers(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult
             notes.push(at_max(v, g));
             continue;
         }
-        let cp = model.checkpoint();
-        let nodes = sched::pack_new_nodes(
+        let nodes = sched::trial_new_nodes(
             &mut model,
             &sorted,
             &info.template,
             &info.overhead,
             room,
-            info.hosts.as_ref().map_or(&[][..], |h| &h.zones[..]),
+            info.zones(),
         );
-        model.rollback(cp);
         if nodes.count > 0 {
             options.push(GroupOption {
                 group: g.name.clone(),

@@ -342,16 +342,14 @@ fn replacement_group(v: &View<'_>, m: &Member<'_>, pods: &[&PodInfo]) -> Option<
         if room == 0 {
             continue;
         }
-        let cp = model.checkpoint();
-        let nodes = sched::pack_new_nodes(
+        let nodes = sched::trial_new_nodes(
             &mut model,
             &sorted,
             &info.template,
             &info.overhead,
             room,
-            info.hosts.as_ref().map_or(&[][..], |h| &h.zones[..]),
+            info.zones(),
         );
-        model.rollback(cp);
         if nodes.count > 0 && nodes.placed.len() == sorted.len() {
             return Some((g.name.clone(), nodes.count));
         }
@@ -842,10 +840,7 @@ pub fn unremovable(v: &View<'_>, action: &Action) -> Vec<Unremovable> {
     };
     let sd = &v.config.scale_down;
     let mut out = screened.kept.clone();
-    let removed: Vec<&str> = match action {
-        Action::Cordon { nodes, .. } => nodes.iter().map(String::as_str).collect(),
-        _ => Vec::new(),
-    };
+    let removed: Vec<&str> = action.cordons().iter().map(String::as_str).collect();
     let unneeded = unneeded(v);
     let held = match policy::unready_guard(v) {
         Some((unready, total)) => Some((
@@ -1025,27 +1020,24 @@ pub(super) fn evict_in_model<'m>(
     let Some(i) = m.slot_index(node) else {
         return (pods.to_vec(), false);
     };
-    let was = m.slots[i].usable;
-    m.slots[i].usable = false;
-    let cp = m.checkpoint();
     let mut sorted = pods.to_vec();
     sched::sort_for_packing(&mut sorted, &v.reference_node());
-    let (_, left) = sched::first_fit(m, &sorted, |s| s.kind == SlotKind::Node);
-    let min_mem = v.config.minimum_free_node_memory.as_u64();
-    let min_cpu = v
-        .config
-        .minimum_free_node_cpu
-        .as_ref()
-        .map_or(0, |q| q.milli());
-    let keeps_minimum = (min_mem == 0 && min_cpu == 0)
-        || v.schedulable().filter_map(|mem| mem.node).any(|n| {
-            n.name != node
-                && m.slot_index(&n.name).is_some_and(|j| {
-                    let f = m.slots[j].free();
-                    f.memory >= min_mem && f.cpu >= min_cpu
-                })
-        });
-    m.rollback(cp);
-    m.slots[i].usable = was;
-    (left, keeps_minimum)
+    m.trial_without(i, |m| {
+        let (_, left) = sched::first_fit(m, &sorted, |s| s.kind == SlotKind::Node);
+        let min_mem = v.config.minimum_free_node_memory.as_u64();
+        let min_cpu = v
+            .config
+            .minimum_free_node_cpu
+            .as_ref()
+            .map_or(0, |q| q.milli());
+        let keeps_minimum = (min_mem == 0 && min_cpu == 0)
+            || v.schedulable().filter_map(|mem| mem.node).any(|n| {
+                n.name != node
+                    && m.slot_index(&n.name).is_some_and(|j| {
+                        let f = m.slots[j].free();
+                        f.memory >= min_mem && f.cpu >= min_cpu
+                    })
+            });
+        (left, keeps_minimum)
+    })
 }

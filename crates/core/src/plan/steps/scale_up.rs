@@ -243,17 +243,14 @@ fn pending_pods(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             }
             continue;
         }
-        let cp = model.checkpoint();
-        let zones = info.hosts.as_ref().map_or(&[][..], |h| &h.zones[..]);
-        let nodes = sched::pack_new_nodes(
+        let nodes = sched::trial_new_nodes(
             &mut model,
             &pods,
             &info.template,
             &info.overhead,
             room,
-            zones,
+            info.zones(),
         );
-        model.rollback(cp);
         if nodes.count > 0 {
             options.push(GroupOption {
                 group: g.name.clone(),

@@ -103,6 +103,14 @@ pub struct GroupInfo {
     pub hosts: Option<HostRoom>,
 }
 
+impl GroupInfo {
+    /// The hypervisor hosts the group's next new nodes go to, in order (empty without
+    /// hosts): the zone of each.
+    pub fn zones(&self) -> &[String] {
+        self.hosts.as_ref().map_or(&[][..], |h| &h.zones[..])
+    }
+}
+
 /// What the hosts of a group allow now (see [`crate::cloud::hosts`]).
 #[derive(Debug, Clone)]
 pub struct HostRoom {

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::SystemTime;
 
+use super::LoopMemory;
 use crate::act::{ActError, Actuator, Clouds, Outcome};
 use crate::cloud::CloudError;
 use crate::cluster::{ClusterApi, ClusterError, DisruptionRecords, RecordKind};
@@ -40,6 +41,9 @@ pub struct Reconciler {
     pub config: Arc<Config>,
     pub cluster: Arc<dyn ClusterApi>,
     pub clouds: Clouds,
+    /// What this process remembers between cycles (backoffs, disruption times, last
+    /// listings): a new reconciler (a restart) starts with it empty.
+    pub memory: LoopMemory,
     pub dry_run: bool,
 }
 
@@ -85,7 +89,7 @@ impl Reconciler {
         for ((provider, _), result) in providers.iter().zip(observed) {
             match result {
                 Ok(o) => {
-                    self.clouds.remember_observed(provider.name(), &o);
+                    self.memory.remember_observed(provider.name(), &o);
                     // One VM may be listed once per group it counts for (a Proxmox clone
                     // still copying, of a template several groups use): each group keeps
                     // it, or the other would make a second VM for the same need.
@@ -103,7 +107,7 @@ impl Reconciler {
                     tracing::warn!(provider = provider.name(), error = %e, "reading the provider's VMs or group shapes failed; freezing this provider's groups for the cycle");
                     unavailable.insert(provider.name().to_string(), e.to_string());
                     // Its last good figures keep counting in the limits.
-                    if let Some(known) = self.clouds.last_known(provider.name()) {
+                    if let Some(known) = self.memory.last_known(provider.name()) {
                         frozen_sizes.extend(known.sizes);
                         for (g, shape) in known.shapes {
                             group_shapes.entry(g).or_insert(shape);
@@ -114,8 +118,8 @@ impl Reconciler {
         }
         // Servers of a frozen provider would be half a picture: leave them all out.
         servers.retain(|s| !unavailable.contains_key(&s.provider));
-        let remembered = self.clouds.disruption_times();
-        let learned_allocatable = self.clouds.learn_allocatable(cluster_name, &nodes);
+        let remembered = self.memory.disruption_times();
+        let learned_allocatable = self.memory.learn_allocatable(cluster_name, &nodes);
         let mut snapshot = Snapshot {
             nodes,
             pods,
@@ -129,8 +133,8 @@ impl Reconciler {
             pdbs,
             volume_attachments,
             volumes,
-            group_backoff: self.clouds.backoffs(),
-            action_backoff: self.clouds.action_backoffs(),
+            group_backoff: self.memory.backoffs(),
+            action_backoff: self.memory.action_backoffs(),
             last_node_deleted: remembered
                 .last_node_deleted
                 .max(records.latest(RecordKind::NodeDeleted)),
@@ -169,6 +173,21 @@ impl Reconciler {
         })
     }
 
+    /// Counts the VMs `action` is about to make in their provider's last good listing,
+    /// before the calls (a create that fails half-way may leave its VM): made since that
+    /// listing, they would be missing from the limits if the next listing fails, and
+    /// another provider's group would grow into their room.
+    fn count_creates(&self, action: &plan::Action) {
+        let (group, count) = match action {
+            plan::Action::ScaleUp { group, count }
+            | plan::Action::FillWarmPool { group, count } => (group, *count),
+            _ => return,
+        };
+        if let Ok(p) = self.clouds.for_group(group) {
+            self.memory.remember_creating(p.name(), group, count);
+        }
+    }
+
     /// Carries out a decision made on `snapshot` at `now` (the loop's clock, virtual in
     /// a replay).
     pub async fn act(
@@ -191,17 +210,19 @@ impl Reconciler {
             group_shapes: &snapshot.group_shapes,
             dry_run: self.dry_run,
         };
+        if !self.dry_run {
+            self.count_creates(&decision.action);
+        }
         let result = actuator.execute(&decision.action).await;
-        if let (plan::Action::RemoveStartupTaint { nodes }, Ok(_), false) =
-            (&decision.action, &result, self.dry_run)
-        {
-            self.mark_joined(snapshot, nodes, now).await;
+        let let_in = decision.action.lets_in();
+        if !let_in.is_empty() && result.is_ok() && !self.dry_run {
+            self.mark_joined(snapshot, let_in, now).await;
         }
         self.record_outcome(snapshot, decision, &result, now);
         if !self.dry_run {
             match &result {
-                Ok(_) => self.clouds.record_action_success(&decision.action),
-                Err(_) => self.clouds.record_action_failure(&decision.action, now),
+                Ok(_) => self.memory.record_action_success(&decision.action),
+                Err(_) => self.memory.record_action_failure(&decision.action, now),
             }
         }
         if !self.dry_run {
@@ -282,6 +303,11 @@ impl Reconciler {
         now: SystemTime,
     ) {
         let backoff = &self.config.scale_up_backoff;
+        if let (Some(group), Err(ActError::Cloud(e))) = (decision.action.group(), result) {
+            tracing::warn!(group = %group, error = %e, "create or start failed; backing the group off");
+            self.memory.record_failure(group, backoff, now);
+            return;
+        }
         match (&decision.action, result) {
             (plan::Action::RemoveStartupTaint { nodes }, Ok(_)) => {
                 let groups: BTreeSet<&str> = snapshot
@@ -291,34 +317,20 @@ impl Reconciler {
                     .filter_map(|s| s.group.as_deref())
                     .collect();
                 for g in groups {
-                    self.clouds.record_success(g);
+                    self.memory.record_success(g);
                 }
-            }
-            (
-                plan::Action::ScaleUp { group, .. }
-                | plan::Action::StartWarm { group, .. }
-                | plan::Action::FillWarmPool { group, .. },
-                Err(ActError::Cloud(e)),
-            ) => {
-                tracing::warn!(group = %group, error = %e, "create or start failed; backing the group off");
-                self.clouds.record_failure(group, backoff, now);
             }
             // Stale warm VMs and unfinished removals deleted are no provisioning failure.
             (plan::Action::DeleteServers { .. }, Ok(_))
-                if decision.reasons.iter().all(|r| {
-                    matches!(
-                        r.code,
-                        plan::ReasonCode::WarmVmStale | plan::ReasonCode::RemovalUnfinished
-                    )
-                }) => {}
-            (plan::Action::DeleteNodes { .. }, Ok(_)) => self.clouds.record_node_deleted(now),
+                if decision.reasons.iter().all(|r| r.code.is_routine_removal()) => {}
+            (plan::Action::DeleteNodes { .. }, Ok(_)) => self.memory.record_node_deleted(now),
             (plan::Action::DeleteNodes { .. }, Err(_)) | (plan::Action::Uncordon { .. }, _) => {
-                self.clouds.record_disruption_failure(now)
+                self.memory.record_disruption_failure(now)
             }
             (plan::Action::DeleteServers { servers, .. }, Ok(_)) => {
                 let groups: BTreeSet<&str> = servers.iter().map(|s| s.group.as_str()).collect();
                 for g in groups {
-                    self.clouds.record_failure(g, backoff, now);
+                    self.memory.record_failure(g, backoff, now);
                 }
             }
             _ => {}

@@ -2,34 +2,32 @@
 //! Events, the status ConfigMap, and config reload. The cycle itself is
 //! [`Reconciler::cycle_detailed`]; this module only wires the production concerns around it.
 
-use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
-use serde::Serialize;
 use tokio::sync::watch;
 
+use super::cycle::{log_report, Cycle, CycleError, CycleReport, NoteLog, Reconciler};
+use super::status::Status;
+use super::wakeup::{next_batch, Batching};
+use super::LoopMemory;
 use crate::act::events::events_for;
 use crate::act::Clouds;
 use crate::cloud::build::{build_clouds, build_clouds_read_only};
 use crate::cluster::events::EventRecorder;
 use crate::cluster::leader::{LeaderElector, LeaseSettings};
-use crate::cluster::status::write_status;
 use crate::cluster::{client_from_env, CacheOptions, KubeCluster};
 use crate::config::reload::{ConfigWatch, Reload};
 use crate::config::Config;
 use crate::plan::summary::{summarize, Summary, NODE_STATES};
-use crate::plan::unremovable::UnremovableSummary;
-use crate::plan::{Action, Decision, ObjectRef};
-use crate::reconcile::{log_report, Cycle, CycleReport, NoteLog, Reconciler};
+use crate::plan::{Action, ObjectRef};
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics::{
     ActionLabels, FailedCreateLabels, GroupLabels, Metrics, NodeStateLabels, ResultLabels,
 };
-use crate::wakeup::{next_batch, Batching};
 
 #[derive(Debug, Clone)]
 pub struct LeaderOptions {
@@ -64,95 +62,6 @@ fn identity() -> String {
         .unwrap_or_else(|| "nodewright".into());
     let base: String = base.chars().take(56).collect();
     format!("{base}-{}", crate::act::random_suffix(6))
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct StatusDoc<'a> {
-    time: String,
-    leader: &'a str,
-    health: &'a str,
-    dry_run: bool,
-    summary: &'a Summary,
-    /// Nodes scale-down keeps: counts per reason and the first few (bounded).
-    unremovable: UnremovableSummary,
-    last_action: LastAction<'a>,
-}
-
-/// Nodes of the unremovable list the status ConfigMap names; the counts cover all.
-const STATUS_UNREMOVABLE_SHOWN: usize = 20;
-
-/// Pending pods, and objects of each reason, the status ConfigMap names; counts cover
-/// all. A real API server refuses a ConfigMap over 1 MiB, which the full lists passed
-/// from about 6,700 pending pods.
-const STATUS_LIST_SHOWN: usize = 20;
-
-/// The decision as the status ConfigMap holds it: bounded whatever the cluster's size.
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct StatusDecision<'a> {
-    action: &'a Action,
-    reasons: Vec<StatusReason<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    notes: Vec<StatusReason<'a>>,
-    /// Pods the scheduler could not place, per bucket.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pending_counts: BTreeMap<&'static str, usize>,
-    /// The first of them, with where each goes or why it cannot.
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    pending: &'a [crate::plan::PendingPod],
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct StatusReason<'a> {
-    code: crate::plan::ReasonCode,
-    message: &'a str,
-    #[serde(skip_serializing_if = "<[_]>::is_empty")]
-    objects: &'a [ObjectRef],
-    /// Objects beyond those named.
-    #[serde(skip_serializing_if = "is_zero")]
-    more_objects: usize,
-}
-
-fn is_zero(n: &usize) -> bool {
-    *n == 0
-}
-
-impl<'a> StatusDecision<'a> {
-    fn of(d: &'a Decision) -> Self {
-        let reason = |r: &'a crate::plan::Reason| StatusReason {
-            code: r.code,
-            message: &r.message,
-            objects: &r.objects[..r.objects.len().min(STATUS_LIST_SHOWN)],
-            more_objects: r.objects.len().saturating_sub(STATUS_LIST_SHOWN),
-        };
-        StatusDecision {
-            action: &d.action,
-            reasons: d.reasons.iter().map(reason).collect(),
-            notes: d.notes.iter().map(reason).collect(),
-            pending_counts: d
-                .bucket_counts()
-                .into_iter()
-                .filter(|(_, n)| *n > 0)
-                .map(|(b, n)| (b.as_str(), n))
-                .collect(),
-            pending: &d.pending[..d.pending.len().min(STATUS_LIST_SHOWN)],
-        }
-    }
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct LastAction<'a> {
-    #[serde(rename = "type")]
-    kind: &'a str,
-    description: String,
-    decision: StatusDecision<'a>,
-    done: &'a [String],
-    deferred: &'a [String],
-    #[serde(skip_serializing_if = "Option::is_none")]
-    error: Option<String>,
 }
 
 fn record_metrics(m: &Metrics, summary: &Summary, cycle: &Cycle) {
@@ -211,10 +120,10 @@ fn record_metrics(m: &Metrics, summary: &Summary, cycle: &Cycle) {
             }
         }
         Err(e) => {
-            if let Action::ScaleUp { group, .. } = action {
+            if let Some((group, _)) = action.creates() {
                 m.failed_creates
                     .get_or_create(&FailedCreateLabels {
-                        group: group.clone(),
+                        group: group.to_string(),
                         reason: failure_reason(e).to_string(),
                     })
                     .inc();
@@ -297,6 +206,7 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
     let mut synced_once = false;
     let mut reconciler = Reconciler {
         clouds: clouds_for(&config, &metrics, opts.dry_run)?,
+        memory: LoopMemory::default(),
         config: Arc::new(config),
         cluster: Arc::new(cluster.clone()),
         dry_run: opts.dry_run,
@@ -364,6 +274,9 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
             match clouds_for(&new, &metrics, opts.dry_run) {
                 Ok(clouds) => {
                     reconciler.clouds = clouds;
+                    // New providers start with nothing remembered (backoffs, last
+                    // listings), as they did when the providers held that memory.
+                    reconciler.memory = LoopMemory::default();
                     reconciler.config = Arc::new(*new);
                 }
                 Err(e) => {
@@ -395,7 +308,7 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
             health.acting(Some(reconciler.config.provision_timeout));
             let result = reconciler.act(&snapshot, &decision, now).await;
             health.acting(None);
-            Ok::<_, crate::reconcile::CycleError>((
+            Ok::<_, CycleError>((
                 now,
                 Cycle {
                     snapshot,
@@ -449,40 +362,15 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
                     recorder.record(&events).await;
                 }
                 if let Some((ns, name)) = &opts.status_configmap {
-                    // Every list is bounded: the full ones grow with the cluster;
-                    // `unremovable` holds its bounded summary.
-                    let doc = StatusDoc {
-                        time: k8s_openapi::jiff::Timestamp::now().to_string(),
+                    let status = Status {
                         leader: &me,
-                        health: if error.is_none() {
-                            "Healthy"
-                        } else {
-                            "Degraded"
-                        },
                         dry_run: opts.dry_run,
                         summary: &summary,
-                        unremovable: crate::plan::unremovable::summary(
-                            &cycle.decision.unremovable,
-                            STATUS_UNREMOVABLE_SHOWN,
-                        ),
-                        last_action: LastAction {
-                            kind: cycle.decision.action.kind(),
-                            description: cycle.decision.action.to_string(),
-                            decision: StatusDecision::of(&cycle.decision),
-                            done: &outcome.done,
-                            deferred: &outcome.deferred,
-                            error,
-                        },
+                        decision: &cycle.decision,
+                        outcome: &outcome,
+                        error,
                     };
-                    match crate::yaml::to_string(&doc) {
-                        Ok(text) => {
-                            let data = BTreeMap::from([("status".to_string(), text)]);
-                            if let Err(e) = write_status(&client, ns, name, data).await {
-                                tracing::warn!(error = %e, "could not write the status ConfigMap");
-                            }
-                        }
-                        Err(e) => tracing::warn!(error = %e, "could not render the status"),
-                    }
+                    status.write(&client, ns, name).await;
                 }
                 metrics.record_success(started.elapsed());
                 health.cycle_completed();
@@ -513,80 +401,4 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
     }
     tracing::info!("nodewright stopped");
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::plan::{Bucket, PendingPod, PodRef, Reason, ReasonCode};
-
-    /// The status ConfigMap grew about 156 bytes per pending pod, and a real API server
-    /// refuses one over 1 MiB (about 6,700 pending pods): its decision is now bounded.
-    #[test]
-    fn the_status_decision_stays_small_with_ten_thousand_pending_pods() {
-        let pods: Vec<PodRef> = (0..10_000)
-            .map(|i| PodRef {
-                namespace: "default".into(),
-                name: format!("web-{i:05}-abcdefghij"),
-            })
-            .collect();
-        let pending = pods
-            .iter()
-            .enumerate()
-            .map(|(i, p)| PendingPod {
-                pod: p.clone(),
-                bucket: if i % 2 == 0 {
-                    Bucket::ScalingUp
-                } else {
-                    Bucket::NoCapacity
-                },
-                detail: "fits no group: group web is at maxSize 3".into(),
-            })
-            .collect();
-        let objects: Vec<ObjectRef> = pods
-            .iter()
-            .map(|p| ObjectRef {
-                kind: "Pod".into(),
-                namespace: Some(p.namespace.clone()),
-                name: p.name.clone(),
-            })
-            .collect();
-        let d = Decision {
-            action: Action::ScaleUp {
-                group: "web".into(),
-                count: 3,
-            },
-            reasons: vec![Reason::new(
-                ReasonCode::UnschedulablePods,
-                "10000 pod(s) cannot be scheduled",
-            )
-            .about(objects.clone())],
-            notes: vec![
-                Reason::new(ReasonCode::GroupAtMaxSize, "group web is at maxSize 3").about(objects),
-            ],
-            pending,
-            unremovable: Vec::new(),
-        };
-        let full = crate::yaml::to_string(&d).expect("yaml");
-        let text = crate::yaml::to_string(&StatusDecision::of(&d)).expect("yaml");
-        assert!(
-            full.len() > 1 << 20,
-            "the unbounded decision: {} B",
-            full.len()
-        );
-        assert!(
-            text.len() < 16 << 10,
-            "the status decision: {} B",
-            text.len()
-        );
-        assert!(
-            text.contains("scaling-up: 5000") && text.contains("no-capacity: 5000"),
-            "{text}"
-        );
-        assert!(text.contains("moreObjects: 9980"), "{text}");
-        assert!(
-            text.contains("web-00019-") && !text.contains("web-00020-"),
-            "{text}"
-        );
-    }
 }

@@ -1,0 +1,16 @@
+//! The loop: observe → decide → act, once per `scanInterval` or sooner when the cluster
+//! changes. [`cycle`] is one cycle ([`Reconciler`]); [`memory`] what the loop remembers
+//! between cycles in this process (backoffs, disruption times, last listings), apart
+//! from the providers ([`crate::act::Clouds`]); [`wakeup`] when the next cycle starts;
+//! `runner` is `nodewright run` as deployed (leader election, metrics, Events) and
+//! `status` the status ConfigMap it writes.
+
+pub mod cycle;
+pub mod memory;
+mod runner;
+mod status;
+pub mod wakeup;
+
+pub use cycle::{log_report, Cycle, CycleError, CycleReport, NoteLog, Reconciler};
+pub use memory::{DisruptionTimes, LastKnown, LoopMemory};
+pub use runner::{run, LeaderOptions, RunOptions};
