@@ -59,8 +59,20 @@ pub enum Command {
         node_name: Option<String>,
     },
     /// Run the loop against an embedded simulated cluster and cloud.
+    #[cfg(feature = "simulate")]
     Simulate(SimulateArgs),
+    /// Not in this build: built without the `simulate` feature (as the container image
+    /// is), it has no simulator; `cargo run -- simulate` from a checkout has it.
+    #[cfg(not(feature = "simulate"))]
+    Simulate {
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        args: Vec<String>,
+    },
 }
+
+/// What `simulate` answers in a build without the `simulate` feature.
+#[cfg(not(feature = "simulate"))]
+pub const NO_SIMULATOR: &str = "this build has no simulator: it was built without the `simulate` feature (as the container image is, to carry only what runs in a cluster); from a checkout, `cargo run -- simulate` has it";
 
 #[derive(Debug, Clone, Args)]
 pub struct RunArgs {
@@ -137,6 +149,7 @@ impl RunArgs {
     }
 }
 
+#[cfg(feature = "simulate")]
 #[derive(Debug, Clone, Default, Args)]
 pub struct SimulateArgs {
     /// Keep the simulated cluster and cloud running without an autoscaler inside and
@@ -182,6 +195,7 @@ pub struct SimulateArgs {
     pub faults: Option<String>,
 }
 
+#[cfg(feature = "simulate")]
 impl SimulateArgs {
     /// Options that only mean something with --workload, given without it.
     fn whatif_only(&self) -> Vec<&'static str> {
@@ -222,6 +236,7 @@ impl SimulateArgs {
 }
 
 /// `simulate --workload`: the what-if, returning what to print.
+#[cfg(feature = "simulate")]
 pub async fn simulate_workload(config: &Path, args: &SimulateArgs) -> Result<String, CliError> {
     use crate::sim::whatif::command::{self, WhatIf, WhatIfError};
     let Some(workload) = args.workload.clone() else {
@@ -309,11 +324,15 @@ fn cannot_reach(e: &CloudError) -> bool {
 pub async fn run(cli: Cli) -> Result<(), CliError> {
     // The simulate timeline is the output; logs would only interleave with it.
     let level = match cli.command {
+        #[cfg(feature = "simulate")]
         Command::Simulate(_) => "warn",
         _ => "info",
     };
     init_logging(cli.log_format, level);
     match cli.command {
+        #[cfg(not(feature = "simulate"))]
+        Command::Simulate { .. } => Err(CliError::Usage(NO_SIMULATOR.into())),
+        #[cfg(feature = "simulate")]
         Command::Simulate(args) => {
             if args.workload.is_some() {
                 let text = simulate_workload(&cli.config, &args).await?;
@@ -740,6 +759,21 @@ mod tests {
             serde_json::from_str(&plan_json(&decision(vec![])).expect("json")).expect("parses");
         assert_eq!(empty["pending"], serde_json::json!([]));
         assert_eq!(empty["buckets"]["scaling-up"], 0);
+    }
+
+    /// The container image's binary (no `simulate` feature) used to link the whole
+    /// simulator; now it has none, and `simulate` says so, in `--help` and when run.
+    #[cfg(not(feature = "simulate"))]
+    #[tokio::test]
+    async fn a_build_without_the_simulator_says_so_for_simulate() {
+        use clap::CommandFactory;
+        let help = Cli::command().render_help().to_string();
+        assert!(help.contains("Not in this build"), "{help}");
+        let cli = Cli::try_parse_from(["nodewright", "simulate", "--workload", "w.csv"])
+            .expect("simulate parses, to say it is not here");
+        let err = run(cli).await.expect_err("this build has no simulator");
+        assert_eq!(err.to_string(), NO_SIMULATOR);
+        assert_eq!(err.exit_code(), ExitCode::from(EXIT_CONFIG));
     }
 
     /// `render` used to print a Proxmox group's template as if its VMs got it; with the

@@ -36,6 +36,52 @@ fn dockerfile_is_multi_stage_and_runs_as_non_root() {
     }
 }
 
+/// The image carries only what runs in a cluster (issue 22): the Dockerfile builds without
+/// the `simulate` feature, and with its own flags the binary's dependency tree has no
+/// simulator, plotting or certificate-minting crate (`cargo tree`, no compile).
+#[test]
+fn the_image_is_built_without_the_simulator() {
+    let text = read(&repo().join("deploy/Dockerfile"));
+    let build = text
+        .lines()
+        .find(|l| l.contains("cargo build"))
+        .expect("a `cargo build` in deploy/Dockerfile");
+    let words: Vec<&str> = build.split_whitespace().collect();
+    assert!(
+        words.contains(&"--no-default-features"),
+        "the image's build keeps the default `simulate` feature: {build}"
+    );
+    let mut args = vec!["tree", "--offline", "-e", "normal", "-p", "nodewright"];
+    // The build's own feature flags, so that a `--features simulate` added there counts.
+    for (i, w) in words.iter().enumerate() {
+        match *w {
+            "--locked" | "--no-default-features" | "--all-features" => args.push(w),
+            w if w.starts_with("--features=") => args.push(w),
+            "--features" | "-F" => args.extend([*w, words.get(i + 1).copied().unwrap_or("")]),
+            _ => {}
+        }
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let out = Command::new(&cargo)
+        .args(&args)
+        .current_dir(repo())
+        .output()
+        .expect("runs cargo tree");
+    let tree = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "cargo {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(tree.contains("nodewright-core"), "{tree}");
+    for left_out in ["nodewright-sim", "plotters", "rcgen"] {
+        assert!(
+            !tree.contains(&format!("{left_out} v")),
+            "the image's binary links {left_out}:\n{tree}"
+        );
+    }
+}
+
 /// The metrics the binary exports (issue 4); histograms without their suffixes.
 const METRICS: &[&str] = &[
     "nodewright_cycle_duration_seconds",

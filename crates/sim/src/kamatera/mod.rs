@@ -39,7 +39,7 @@
 //!
 //! The simulator is stricter than the real API in two ways: unknown create fields are
 //! rejected, so a misspelt field fails a test instead of being ignored; and tags longer
-//! than [`MAX_TAG_LEN`] (the longest tag known to be accepted) or with characters other
+//! than [`MAX_TAG_LEN`](crate::cloud::kamatera::MAX_TAG_LEN) (the longest tag known to be accepted) or with characters other
 //! than letters, digits, `-` and `_` are refused, so a tag that might not fit fails a test.
 //!
 //! - `http`: routes, the API key check, refusals, listings, tags and the queue.

@@ -1,12 +1,12 @@
 //! Privileges: what a token or user may do, checked as Proxmox VE checks them.
 //!
 //! [`CHECKS`] holds each endpoint's `permissions.check` from the official schema (a test
-//! compares them with the schema file, which the simulator may run without); [`check`]
+//! compares them with the schema file, which the simulator may run without); `check`
 //! evaluates one as `PVE::RPCEnvironment` does and answers 403 `Permission check failed
 //! (<path>, <privilege>)`. What the API code checks beyond the schema — the clone's
 //! `Datastore.AllocateSpace` on its storage, each config key's own `VM.Config.*`
 //! privilege, `SDN.Use` on a bridge, `Datastore.Allocate` to delete a volume — is in
-//! [`clone_extra`], [`config_privileges`] and [`volume_delete`]. Listings the schema marks
+//! `clone_extra`, `config_privileges` and `volume_delete`. Listings the schema marks
 //! `user: all` show only what the privileges let one see ([`can_see`]).
 //!
 //! The privileges of the simulated token and user are one set granted on `/` (as the
