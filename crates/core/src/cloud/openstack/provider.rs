@@ -13,6 +13,7 @@ use tokio::sync::Mutex;
 use super::auth::{authenticate, Session};
 use super::credentials::OpenStackCredentials;
 use super::http::{api_error, build_client, transport};
+use crate::cloud::http::seg;
 use super::nova::{
     next_query, ownership_tags, CreatedEnvelope, Flavor, FlavorList, NovaServer, ServerEnvelope,
     ServerGroupList, ServerList, COMPUTE_MICROVERSION, MAX_USER_DATA_BASE64,
@@ -126,18 +127,6 @@ fn other(message: String) -> CloudError {
     }
 }
 
-/// Percent-encodes one URL path segment.
-fn seg(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
 
 fn looks_like_uuid(s: &str) -> bool {
     let hex: String = s.chars().filter(|c| *c != '-').collect();
