@@ -167,3 +167,40 @@ impl<'de> Visitor<'de> for KeySeed {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::config::Config;
+
+    fn group(block: &str) -> String {
+        format!(
+            "clusterName: c\nfreeMemoryTarget: 1 GiB\nnodeGroups:\n- name: g\n  provider: proxmox\n  maxSize: 1\n  {block}\n  userData: {{template: x}}\n"
+        )
+    }
+
+    /// A misspelt provider block is an unknown key at its own path, explained with every
+    /// key a group takes (the provider names where they stood as fields).
+    #[test]
+    fn a_misspelt_provider_block_is_named_at_its_path_with_a_suggestion() {
+        let e = Config::parse(&group("proxmx: {template: 9000}"), Path::new("/"))
+            .expect_err("unknown key");
+        let text = e.to_string();
+        assert!(text.contains("nodeGroups[0].proxmx"), "{text}");
+        assert!(text.contains("did you mean `proxmox`?"), "{text}");
+        assert!(
+            text.contains("price, openstack, proxmox, kamatera, warmPool"),
+            "{text}"
+        );
+    }
+
+    /// A bad value inside a block is reported at its path under the block.
+    #[test]
+    fn a_bad_value_in_a_provider_block_is_named_at_its_path() {
+        let e = Config::parse(&group("proxmox: {template: 9000, cores: many}"), Path::new("/"))
+            .expect_err("bad cores");
+        let text = e.to_string();
+        assert!(text.contains("nodeGroups[0].proxmox.cores"), "{text}");
+    }
+}
