@@ -187,7 +187,12 @@ fn a_provider_is_registered_in_one_place() {
             core.join("cloud").join(p.name).join("settings.rs"),
             repo.join("crates/sim/src").join(p.name).join("mod.rs"),
         ] {
-            assert!(place.is_file(), "provider {}: no {}", p.name, place.display());
+            assert!(
+                place.is_file(),
+                "provider {}: no {}",
+                p.name,
+                place.display()
+            );
         }
     }
     let registry_text = std::fs::read_to_string(&registry).expect("registry");

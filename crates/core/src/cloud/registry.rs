@@ -44,6 +44,10 @@ pub trait Settings: fmt::Debug + Send + Sync {
     }
 }
 
+/// Builds a provider's client: config, credentials file, its groups, read-only.
+pub type BuildFn =
+    fn(&Config, &Path, &[&NodeGroupConfig], bool) -> Result<Arc<dyn CloudProvider>, BuildError>;
+
 /// One registered provider: what config, `cloud::build`, `check` and the docs read.
 pub struct Provider {
     pub kind: ProviderKind,
@@ -59,12 +63,7 @@ pub struct Provider {
     pub warm_pools: bool,
     /// Builds the client for `groups` (its groups, blocks validated) from the credentials
     /// file; `read_only` for a process that only reads.
-    pub build: fn(
-        &Config,
-        &Path,
-        &[&NodeGroupConfig],
-        bool,
-    ) -> Result<Arc<dyn CloudProvider>, BuildError>,
+    pub build: BuildFn,
     /// Reads the credentials file without the network (`check --offline`).
     pub read_credentials: fn(&Path) -> Result<(), String>,
 }
@@ -282,8 +281,17 @@ mod tests {
             assert_eq!(ProviderKind::ALL[i], p.kind);
             assert_eq!(ProviderKind::from_name(p.name), Some(p.kind));
         }
-        assert_eq!(ProviderKind::Openstack.as_str(), super::super::openstack::PROVIDER);
-        assert_eq!(ProviderKind::Proxmox.as_str(), super::super::proxmox::PROVIDER);
-        assert_eq!(ProviderKind::Kamatera.as_str(), super::super::kamatera::PROVIDER);
+        assert_eq!(
+            ProviderKind::Openstack.as_str(),
+            super::super::openstack::PROVIDER
+        );
+        assert_eq!(
+            ProviderKind::Proxmox.as_str(),
+            super::super::proxmox::PROVIDER
+        );
+        assert_eq!(
+            ProviderKind::Kamatera.as_str(),
+            super::super::kamatera::PROVIDER
+        );
     }
 }

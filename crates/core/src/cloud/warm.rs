@@ -18,8 +18,7 @@ pub(crate) trait WarmStart: Sync {
     /// Reads VM `id` back; refused unless it is `cluster`'s and parked in the pool.
     async fn parked(&self, cluster: &str, id: &str) -> Result<Self::Parked, CloudError>;
     /// Takes it out of the pool: its start time `now` stamped, its park mark removed.
-    async fn unpark(&self, vm: &Self::Parked, id: &str, now: SystemTime)
-        -> Result<(), CloudError>;
+    async fn unpark(&self, vm: &Self::Parked, id: &str, now: SystemTime) -> Result<(), CloudError>;
     /// What its boot needs before the power-on (Proxmox: the seed with the user data).
     async fn before_boot(
         &self,

@@ -198,8 +198,11 @@ mod tests {
     /// A bad value inside a block is reported at its path under the block.
     #[test]
     fn a_bad_value_in_a_provider_block_is_named_at_its_path() {
-        let e = Config::parse(&group("proxmox: {template: 9000, cores: many}"), Path::new("/"))
-            .expect_err("bad cores");
+        let e = Config::parse(
+            &group("proxmox: {template: 9000, cores: many}"),
+            Path::new("/"),
+        )
+        .expect_err("bad cores");
         let text = e.to_string();
         assert!(text.contains("nodeGroups[0].proxmox.cores"), "{text}");
     }

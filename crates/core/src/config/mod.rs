@@ -22,9 +22,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::userdata::UserDataConfig;
 
+pub use crate::cloud::registry::{ProviderBlocks, ProviderKind, ProviderSettings};
 pub use buffers::{BufferConfig, TolerationConfig, TolerationOperator};
 pub use bytes::Bytes;
-pub use crate::cloud::registry::{ProviderBlocks, ProviderKind, ProviderSettings};
 
 /// A YAML scalar as text, whether written as a string (`8 GiB`, `500m`) or a number
 /// (`8`, `0.5`): the quantity parsers decide what it means and say so in their errors.

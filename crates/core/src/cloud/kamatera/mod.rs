@@ -52,7 +52,6 @@ pub const HASH_TAG_DIGITS: usize = 10;
 pub const MAX_DISKS: usize = 4;
 pub const MAX_NETWORKS: usize = 4;
 
-
 /// The tag marking servers of `cluster`.
 pub fn cluster_tag(prefix: &str, cluster: &str) -> String {
     format!("{prefix}-{cluster}")
@@ -165,7 +164,6 @@ pub fn parse_hash_tag(prefix: &str, tag: &str) -> Option<String> {
     let n = u64::from_str_radix(&rest.to_ascii_lowercase(), 36).ok()?;
     (n < 1 << 48).then(|| format!("{n:012x}"))
 }
-
 
 /// A character Kamatera takes in a tag.
 pub(crate) fn is_tag_char(c: char) -> bool {

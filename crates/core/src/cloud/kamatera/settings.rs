@@ -9,8 +9,8 @@ use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
 use super::{
-    cluster_tag, group_tag, is_tag_char, is_time_tag_suffix, DEFAULT_TAG_PREFIX, MAX_DISKS, MAX_NETWORKS,
-    MAX_TAG_LEN, TIME_TAG_DIGITS,
+    cluster_tag, group_tag, is_tag_char, is_time_tag_suffix, DEFAULT_TAG_PREFIX, MAX_DISKS,
+    MAX_NETWORKS, MAX_TAG_LEN, TIME_TAG_DIGITS,
 };
 use crate::cloud::registry::{GroupContext, Settings};
 use crate::cloud::GroupShape;

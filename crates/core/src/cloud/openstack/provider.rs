@@ -13,12 +13,12 @@ use tokio::sync::Mutex;
 use super::auth::{authenticate, Session};
 use super::credentials::OpenStackCredentials;
 use super::http::{api_error, build_client, transport};
-use crate::cloud::http::seg;
 use super::nova::{
     next_query, ownership_tags, CreatedEnvelope, Flavor, FlavorList, NovaServer, ServerEnvelope,
     ServerGroupList, ServerList, COMPUTE_MICROVERSION, MAX_USER_DATA_BASE64,
 };
 use super::{OpenStackSettings, PROVIDER};
+use crate::cloud::http::seg;
 
 mod poll;
 mod refs;
@@ -126,7 +126,6 @@ fn other(message: String) -> CloudError {
         message,
     }
 }
-
 
 fn looks_like_uuid(s: &str) -> bool {
     let hex: String = s.chars().filter(|c| *c != '-').collect();

@@ -26,22 +26,21 @@ pub mod hosts;
 pub mod ippool;
 pub mod provider;
 pub mod seed;
+pub mod settings;
 pub mod tags;
 pub mod tasks;
-pub mod settings;
 mod tls;
 
 pub use credentials::{ProxmoxAuth, ProxmoxCredentials, TlsTrust};
 pub use ippool::StaticPool;
+pub use provider::{JoinState, ProviderOptions, ProxmoxProvider};
 pub use settings::{
     validate_settings, CloneMode, HostReserve, IpConfig, JoinMode, ProxmoxSettings, TemplateRef,
 };
-pub use provider::{JoinState, ProviderOptions, ProxmoxProvider};
 pub use tasks::TaskDeadline;
 
 /// Provider name used in errors, logs and [`crate::cloud::Server::provider`].
 pub const PROVIDER: &str = "proxmox";
-
 
 pub(crate) use crate::cloud::http::seg;
 
