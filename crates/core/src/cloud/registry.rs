@@ -1,6 +1,6 @@
 //! The providers, one row each. A provider is its folder under `cloud/` (its settings
 //! module, client, [`CloudProvider`] impl; its simulator under `crates/sim`) and one row
-//! of the [`providers!`] table below: config reads the row to parse, validate and hash a
+//! of the `providers!` table below: config reads the row to parse, validate and hash a
 //! group's `<name>:` block, `cloud::build` and `nodewright check` to build the client from
 //! its credentials file, the what-if world for the shape its settings imply, and
 //! `tests/docs.rs` holds README's configuration table to it. See

@@ -247,7 +247,7 @@ impl Default for ImagePullerConfig {
     }
 }
 
-/// One set of identical VMs. Deserialized through [`blocks`]: the keys named after a
+/// One set of identical VMs. Deserialized through `config/blocks.rs`: the keys named after a
 /// provider of [`crate::cloud::registry`] are its settings block, the rest these fields.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(remote = "Self", rename_all = "camelCase", deny_unknown_fields)]

@@ -100,7 +100,7 @@ impl<'de> Deserialize<'de> for IpConfig {
 #[serde(rename_all = "camelCase")]
 pub enum JoinMode {
     /// cloud-init in the guest runs the group's rendered user data, delivered as a NoCloud
-    /// seed ISO (see [`seed`]); or, with `cicustom` (the group's or the template's), the
+    /// seed ISO (see [`super::seed`]); or, with `cicustom` (the group's or the template's), the
     /// user's own snippets, and the rendered user data is not used.
     #[default]
     CloudInit,
