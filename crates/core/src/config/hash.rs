@@ -174,6 +174,34 @@ nodeGroups:
         );
     }
 
+    /// The legacy hash stays the one releases before v2 computed, the `Debug` text of the
+    /// group's one field per provider (`None` or `Some(<settings>)` each, in the order
+    /// openstack, proxmox, kamatera): VMs made by those releases must not all look drifted.
+    #[test]
+    fn the_legacy_hash_is_the_debug_text_of_one_field_per_provider() {
+        let (_dir, c) = fixed();
+        let template = std::fs::read(c.templates_dir.join("join.j2")).expect("template");
+        for g in &c.node_groups {
+            let before = format!(
+                "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}",
+                g.provider,
+                g.settings.of::<OpenStackSettings>(),
+                g.settings.of::<ProxmoxSettings>(),
+                g.settings.of::<KamateraSettings>(),
+                g.user_data.variables,
+                g.labels,
+                g.taints,
+                g.arch,
+            );
+            assert_eq!(
+                g.legacy_settings_hash,
+                super::digest(&[before.as_bytes(), &template]),
+                "group {}",
+                g.name
+            );
+        }
+    }
+
     /// Placement, planning sizes, prices, pools and billing are not what a VM is made from.
     #[test]
     fn placement_planning_and_prices_leave_the_hash_alone() {
