@@ -375,7 +375,11 @@ pub async fn run(cli: Cli) -> Result<(), CliError> {
                 node_name.unwrap_or_else(|| format!("{}-{}-example", config.cluster_name, g.name));
             let rendered = render_user_data(&config, g, &name).map_err(anyhow::Error::from)?;
             println!("{}", rendered.content);
-            if let Some(note) = g.proxmox.as_ref().map(render_note) {
+            if let Some(note) = g
+                .settings
+                .of::<crate::cloud::proxmox::ProxmoxSettings>()
+                .map(render_note)
+            {
                 eprintln!("{note}");
             }
             Ok(())

@@ -85,13 +85,16 @@ fn readme_serve_snippet_exports_every_variable_nodewright_reads() {
         .expect("README has the --serve snippet");
     let block = &readme[start..];
     let block = &block[..block.find("```").expect("snippet ends")];
+    let credentials = nodewright::cloud::registry::PROVIDERS
+        .iter()
+        .map(|p| p.credentials_env);
     for var in [
         nodewright::config::ENV_CONFIG_FILE,
         nodewright::config::ENV_KUBECONFIG_FILE,
-        nodewright::config::ENV_OPENSTACK_CREDENTIALS,
-        nodewright::config::ENV_PROXMOX_CREDENTIALS,
-        nodewright::config::ENV_KAMATERA_CREDENTIALS,
-    ] {
+    ]
+    .into_iter()
+    .chain(credentials)
+    {
         assert!(
             block.contains(&format!("{var}=/tmp/nw/")),
             "README's --serve snippet does not export {var}:\n{block}"
@@ -222,5 +225,43 @@ fn readme_reliability_figures_are_the_constants() {
     assert!(
         missing.is_empty(),
         "README's Reliability section does not say these (as the code has them): {missing:#?}"
+    );
+}
+
+/// README's configuration and environment tables come from the provider rows
+/// (`cloud/registry.rs`): each provider's settings block and credentials variable are
+/// described there as its row says, and `provider:` lists exactly the registered names.
+#[test]
+fn readme_provider_tables_follow_the_provider_rows() {
+    use nodewright::cloud::registry::PROVIDERS;
+    let readme = read(&repo().join("README.md"));
+    for p in PROVIDERS {
+        let settings = format!(
+            "| `nodeGroups[].{name}` | with `provider: {name}` | {} |",
+            p.settings_docs,
+            name = p.name
+        );
+        assert!(
+            readme.lines().any(|l| l == settings),
+            "README's configuration table lacks the row of provider {}:\n{settings}",
+            p.name
+        );
+        let credentials = format!("| `{}` | {} |", p.credentials_env, p.credentials_docs);
+        assert!(
+            readme.lines().any(|l| l == credentials),
+            "README's environment table lacks the row of provider {}:\n{credentials}",
+            p.name
+        );
+    }
+    let names: Vec<String> = PROVIDERS.iter().map(|p| format!("`{}`", p.name)).collect();
+    let listed = match names.split_last() {
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+        None => String::new(),
+    };
+    let provider = format!("| `nodeGroups[].provider` | required | {listed} |");
+    assert!(
+        readme.lines().any(|l| l == provider),
+        "README's configuration table should list the registered providers:\n{provider}"
     );
 }

@@ -156,3 +156,90 @@ nodeGroups:
     }
     assert_eq!(env.kamatera.servers().len(), 1);
 }
+
+/// Rust sources under `dir`, recursively.
+fn sources(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// A provider is its folder and its row of `cloud/registry.rs`, and nothing else in the
+/// production code lists providers: outside those, no file (its unit tests aside) names
+/// two providers by `ProviderKind::<Variant>`, the string `"<name>"` or a `<name>::` path.
+/// A fourth provider is then one folder and one row (docs/adding-a-provider.md).
+#[test]
+fn a_provider_is_registered_in_one_place() {
+    use nodewright::cloud::registry::PROVIDERS;
+    let repo = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let core = repo.join("crates/core/src");
+    let registry = core.join("cloud/registry.rs");
+    // Each provider's places: its folder, its settings module, its simulator, its row.
+    for p in PROVIDERS {
+        for place in [
+            core.join("cloud").join(p.name).join("mod.rs"),
+            core.join("cloud").join(p.name).join("settings.rs"),
+            repo.join("crates/sim/src").join(p.name).join("mod.rs"),
+        ] {
+            assert!(
+                place.is_file(),
+                "provider {}: no {}",
+                p.name,
+                place.display()
+            );
+        }
+    }
+    let registry_text = std::fs::read_to_string(&registry).expect("registry");
+    for p in PROVIDERS {
+        let row = format!("{:?} = \"{}\" {{", p.kind, p.name);
+        assert_eq!(
+            registry_text.matches(&row).count(),
+            1,
+            "provider {}: expected exactly one row `{row}` in {}",
+            p.name,
+            registry.display()
+        );
+    }
+    let mut files = Vec::new();
+    sources(&core, &mut files);
+    sources(&repo.join("src"), &mut files);
+    let mut lists = Vec::new();
+    for file in files {
+        let rel = file.strip_prefix(&repo).unwrap_or(&file).to_path_buf();
+        let in_folder = PROVIDERS
+            .iter()
+            .any(|p| file.starts_with(core.join("cloud").join(p.name)));
+        let test_file = rel.components().any(|c| c.as_os_str() == "tests")
+            || rel
+                .file_name()
+                .is_some_and(|n| n == "tests.rs" || n.to_string_lossy().ends_with("_tests.rs"));
+        if in_folder || file == registry || test_file {
+            continue;
+        }
+        let text = std::fs::read_to_string(&file).expect("source");
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        let named: Vec<&str> = PROVIDERS
+            .iter()
+            .filter(|p| {
+                code.contains(&format!("ProviderKind::{:?}", p.kind))
+                    || code.contains(&format!("\"{}\"", p.name))
+                    || code.contains(&format!("{}::", p.name))
+            })
+            .map(|p| p.name)
+            .collect();
+        if named.len() >= 2 {
+            lists.push(format!("{}: {}", rel.display(), named.join(", ")));
+        }
+    }
+    assert!(
+        lists.is_empty(),
+        "providers listed outside their folders and cloud/registry.rs (add a field to the row instead):\n{}",
+        lists.join("\n")
+    );
+}

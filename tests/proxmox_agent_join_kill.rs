@@ -42,7 +42,12 @@ async fn process(dir: &Path, pve: &SimProxmox) -> Reconciler {
     let settings: BTreeMap<String, ProxmoxSettings> = config
         .node_groups
         .iter()
-        .filter_map(|g| g.proxmox.clone().map(|s| (g.name.clone(), s)))
+        .filter_map(|g| {
+            g.settings
+                .of::<ProxmoxSettings>()
+                .cloned()
+                .map(|s| (g.name.clone(), s))
+        })
         .collect();
     let provider = ProxmoxProvider::with_options(e2e::token_creds(pve), settings, e2e::fast())
         .expect("provider");

@@ -119,7 +119,12 @@ pub async fn reconciler(env: &Env, groups: &str) -> Reconciler {
     let settings: BTreeMap<String, ProxmoxSettings> = config
         .node_groups
         .iter()
-        .filter_map(|g| g.proxmox.clone().map(|s| (g.name.clone(), s)))
+        .filter_map(|g| {
+            g.settings
+                .of::<nodewright::cloud::proxmox::ProxmoxSettings>()
+                .cloned()
+                .map(|s| (g.name.clone(), s))
+        })
         .collect();
     let provider =
         Arc::new(ProxmoxProvider::with_options(creds, settings, fast()).expect("provider"));

@@ -118,10 +118,16 @@ fn bare_number_memory_is_refused_with_an_example() {
         "{datacenter: EU, image: ubuntu, cpu: 2B, ram: 8 GiB}",
     ))
     .expect("kamatera loads");
-    let k = c.node_groups[0].kamatera.as_ref().expect("kamatera");
+    let k = c.node_groups[0]
+        .settings
+        .of::<nodewright::cloud::kamatera::KamateraSettings>()
+        .expect("kamatera");
     assert_eq!(k.ram.bytes(), 8 << 30);
     let c = parse(&on_proxmox("{template: 9000, memory: 8192 MiB}")).expect("proxmox loads");
-    let px = c.node_groups[0].proxmox.as_ref().expect("proxmox");
+    let px = c.node_groups[0]
+        .settings
+        .of::<nodewright::cloud::proxmox::ProxmoxSettings>()
+        .expect("proxmox");
     assert_eq!(px.memory.map(|m| m.as_u64()), Some(8 << 30));
 }
 

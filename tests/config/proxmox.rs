@@ -57,7 +57,10 @@ fn proxmox_host_settings_parse_and_bad_ones_name_the_field() {
         "{template: {tag: k8s-1-30}, overcommit: {cpu: 3.0}, reserve: {cpu: 2, memory: 8 GiB}, maxPerHost: 2}",
     ))
     .expect("good Proxmox settings load");
-    let px = c.node_groups[0].proxmox.as_ref().expect("proxmox block");
+    let px = c.node_groups[0]
+        .settings
+        .of::<nodewright::cloud::proxmox::ProxmoxSettings>()
+        .expect("proxmox block");
     assert_eq!((px.overcommit.cpu, px.overcommit.memory), (3.0, 1.0));
     assert_eq!(px.reserve.memory.map(|m| m.as_u64()), Some(8 << 30));
     assert_eq!(px.max_per_host, Some(2));

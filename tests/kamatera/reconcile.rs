@@ -114,7 +114,12 @@ nodeGroups:
         let groups: BTreeMap<String, KamateraSettings> = config
             .node_groups
             .iter()
-            .filter_map(|g| g.kamatera.clone().map(|k| (g.name.clone(), k)))
+            .filter_map(|g| {
+                g.settings
+                    .of::<nodewright::cloud::kamatera::KamateraSettings>()
+                    .cloned()
+                    .map(|k| (g.name.clone(), k))
+            })
             .collect();
         let provider: Arc<dyn CloudProvider> =
             Arc::new(KamateraProvider::with_options(creds, groups, fast()).expect("provider"));
@@ -360,7 +365,12 @@ async fn provision_timeout_counts_from_the_real_creation_after_a_restart() {
     let groups: BTreeMap<String, KamateraSettings> = config
         .node_groups
         .iter()
-        .filter_map(|g| g.kamatera.clone().map(|k| (g.name.clone(), k)))
+        .filter_map(|g| {
+            g.settings
+                .of::<nodewright::cloud::kamatera::KamateraSettings>()
+                .cloned()
+                .map(|k| (g.name.clone(), k))
+        })
         .collect();
     let a = KamateraProvider::with_options(creds(&env.cloud), groups, fast()).expect("provider");
     let made = a

@@ -344,11 +344,7 @@ impl SimEnv {
             (crate::config::ENV_CONFIG_FILE, config.to_path_buf()),
             (crate::config::ENV_KUBECONFIG_FILE, self.kubeconfig.clone()),
         ];
-        for kind in [
-            ProviderKind::Openstack,
-            ProviderKind::Proxmox,
-            ProviderKind::Kamatera,
-        ] {
+        for &kind in ProviderKind::ALL {
             vars.push((kind.credentials_env(), self.credentials_for(kind)));
         }
         vars

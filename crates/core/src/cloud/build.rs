@@ -1,15 +1,9 @@
-//! Builds the providers a config needs from the credential files the environment names.
+//! Builds the providers a config needs from the credential files the environment names,
+//! each through its row of [`super::registry`].
 
-use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 
-use super::kamatera::{KamateraCredentials, KamateraProvider};
-use super::openstack::{OpenStackCredentials, OpenStackProvider};
-use super::proxmox::{
-    ProviderOptions as ProxmoxOptions, ProxmoxCredentials, ProxmoxProvider, TaskDeadline,
-};
-use super::CloudProvider;
+use super::proxmox::TaskDeadline;
 use crate::act::Clouds;
 use crate::config::{Config, NodeGroupConfig, ProviderKind};
 
@@ -57,11 +51,7 @@ fn build(
     read_only: bool,
 ) -> Result<Clouds, BuildError> {
     let mut clouds = Clouds::new();
-    for kind in [
-        ProviderKind::Openstack,
-        ProviderKind::Proxmox,
-        ProviderKind::Kamatera,
-    ] {
+    for &kind in ProviderKind::ALL {
         let groups: Vec<&NodeGroupConfig> = config
             .node_groups
             .iter()
@@ -79,7 +69,7 @@ fn build(
                 .join(", "),
             env: kind.credentials_env(),
         })?;
-        let provider = build_provider(config, kind, &path, &groups, read_only)?;
+        let provider = (kind.row().build)(config, &path, &groups, read_only)?;
         for g in groups {
             clouds.add_group(&g.name, provider.clone());
         }
@@ -96,11 +86,7 @@ pub fn check_credentials(
     credentials: impl Fn(ProviderKind) -> Option<PathBuf>,
 ) -> Vec<Result<String, String>> {
     let mut out = Vec::new();
-    for kind in [
-        ProviderKind::Openstack,
-        ProviderKind::Proxmox,
-        ProviderKind::Kamatera,
-    ] {
+    for &kind in ProviderKind::ALL {
         if !config.node_groups.iter().any(|g| g.provider == kind) {
             continue;
         }
@@ -112,17 +98,7 @@ pub fn check_credentials(
             )));
             continue;
         };
-        let read = match kind {
-            ProviderKind::Openstack => OpenStackCredentials::from_file(&path)
-                .map(drop)
-                .map_err(|e| e.to_string()),
-            ProviderKind::Proxmox => ProxmoxCredentials::from_file(&path)
-                .map(drop)
-                .map_err(|e| e.to_string()),
-            ProviderKind::Kamatera => KamateraCredentials::from_file(&path)
-                .map(drop)
-                .map_err(|e| e.to_string()),
-        };
+        let read = (kind.row().read_credentials)(&path);
         out.push(
             read.map(|()| format!("{}: credentials {} read", kind.as_str(), path.display()))
                 .map_err(|e| format!("{} ({}): {e}", kind.credentials_env(), kind.as_str())),
@@ -144,53 +120,4 @@ pub fn clone_deadline(config: &Config) -> TaskDeadline {
         max: config.provision_deadline_max(),
         stall: config.provision_stall(),
     }
-}
-
-/// Settings of each group, by group name (validation guarantees the block is present).
-fn settings<T: Clone>(
-    groups: &[&NodeGroupConfig],
-    pick: impl Fn(&NodeGroupConfig) -> Option<&T>,
-) -> BTreeMap<String, T> {
-    groups
-        .iter()
-        .filter_map(|g| pick(g).map(|s| (g.name.clone(), s.clone())))
-        .collect()
-}
-
-fn build_provider(
-    config: &Config,
-    kind: ProviderKind,
-    path: &Path,
-    groups: &[&NodeGroupConfig],
-    read_only: bool,
-) -> Result<Arc<dyn CloudProvider>, BuildError> {
-    let creds_err = |e: &dyn std::fmt::Display| BuildError::Credentials(e.to_string());
-    Ok(match kind {
-        ProviderKind::Openstack => {
-            let creds = OpenStackCredentials::from_file(path).map_err(|e| creds_err(&e))?;
-            Arc::new(OpenStackProvider::new(
-                creds,
-                settings(groups, |g| g.openstack.as_ref()),
-            )?)
-        }
-        ProviderKind::Proxmox => {
-            let creds = ProxmoxCredentials::from_file(path).map_err(|e| creds_err(&e))?;
-            Arc::new(ProxmoxProvider::with_options(
-                creds,
-                settings(groups, |g| g.proxmox.as_ref()),
-                ProxmoxOptions {
-                    clone_deadline: Some(clone_deadline(config)),
-                    read_only,
-                    ..ProxmoxOptions::default()
-                },
-            )?)
-        }
-        ProviderKind::Kamatera => {
-            let creds = KamateraCredentials::from_file(path).map_err(|e| creds_err(&e))?;
-            Arc::new(KamateraProvider::new(
-                creds,
-                settings(groups, |g| g.kamatera.as_ref()),
-            )?)
-        }
-    })
 }

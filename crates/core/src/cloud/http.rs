@@ -1,6 +1,8 @@
 //! HTTP plumbing shared by the cloud adapters: the reqwest client's common settings,
-//! CA bundles, transport errors, bounded response bodies and truncated error bodies. What differs per provider
-//! (trust options, error body formats, status mapping) stays in the provider.
+//! CA bundles, transport errors, the status → [`CloudError`] mapping, URL path segments,
+//! bounded response bodies and truncated error bodies. What differs per provider (trust
+//! options, error body formats, which answers mean a quota or an auth refusal) stays in
+//! the provider.
 
 use std::path::Path;
 use std::time::Duration;
@@ -49,6 +51,70 @@ pub fn read_ca_bundle(label: &str, path: &Path) -> Result<Vec<reqwest::Certifica
         ));
     }
     Ok(certs)
+}
+
+/// What an error answer means, as the provider reads its status and body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The credentials were refused ([`CloudError::Auth`]).
+    Auth,
+    /// A quota or capacity limit ([`CloudError::Quota`]).
+    Quota,
+    /// Anything else ([`CloudError::Api`]).
+    Other,
+}
+
+impl Refusal {
+    /// The reading every provider shares: 401 is an auth refusal, the rest plain errors.
+    pub fn of_status(status: u16) -> Refusal {
+        if status == 401 {
+            Refusal::Auth
+        } else {
+            Refusal::Other
+        }
+    }
+}
+
+/// The error of `call` answered with `status` and `message` (the provider's reading of
+/// the body), of the kind `refusal` says. An auth error names the call; a quota error
+/// is the message alone.
+pub fn api_error(
+    provider: &str,
+    call: &str,
+    status: u16,
+    message: String,
+    refusal: Refusal,
+) -> CloudError {
+    match refusal {
+        Refusal::Auth => CloudError::Auth {
+            provider: provider.into(),
+            message: format!("{call}: {message}"),
+        },
+        Refusal::Quota => CloudError::Quota {
+            provider: provider.into(),
+            message,
+        },
+        Refusal::Other => CloudError::Api {
+            provider: provider.into(),
+            call: call.into(),
+            status,
+            message,
+        },
+    }
+}
+
+/// Percent-encodes one URL path segment: every byte but ASCII letters, digits and `-_.~`
+/// as `%XX`.
+pub fn seg(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// A transport-level failure (connect, TLS, timeout, body read) of `call`. A TLS failure

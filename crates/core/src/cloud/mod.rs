@@ -8,6 +8,8 @@ pub mod instrumented;
 pub mod kamatera;
 pub mod openstack;
 pub mod proxmox;
+pub mod registry;
+pub(crate) mod warm;
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;

@@ -12,10 +12,7 @@
 
 use serde::Serialize;
 
-use super::NodeGroupConfig;
-use crate::cloud::kamatera::{KamateraSettings, UserDataField};
-use crate::cloud::openstack::OpenStackSettings;
-use crate::cloud::proxmox::{CloneMode, IpConfig, JoinMode, ProxmoxSettings};
+use super::{NodeGroupConfig, ProviderKind};
 
 /// The version of the field list, the first line of what is hashed.
 pub const VERSION: &str = "nodewright settings hash v2";
@@ -34,62 +31,10 @@ impl Material {
         self.0.push('\n');
     }
 
-    fn opt<T: Serialize>(&mut self, key: &str, value: Option<T>) {
-        if let Some(v) = value {
-            self.put(key, v);
-        }
-    }
-
     fn list<T: Serialize>(&mut self, key: &str, values: &[T]) {
         if !values.is_empty() {
             self.put(key, values);
         }
-    }
-}
-
-fn openstack(m: &mut Material, s: &OpenStackSettings) {
-    m.put("openstack.flavor", &s.flavor);
-    m.put("openstack.image", &s.image);
-    m.opt("openstack.network", s.network.as_ref());
-    m.opt("openstack.keyName", s.key_name.as_ref());
-    m.list("openstack.securityGroups", &s.security_groups);
-}
-
-fn proxmox(m: &mut Material, s: &ProxmoxSettings) {
-    m.put("proxmox.template", s.template.to_string());
-    if s.clone == CloneMode::Linked {
-        m.put("proxmox.clone", "linked");
-    }
-    m.opt("proxmox.storage", s.storage.as_ref());
-    m.opt("proxmox.cores", s.cores);
-    m.opt("proxmox.memory", s.memory.map(|b| b.as_u64()));
-    m.opt("proxmox.ciuser", s.ciuser.as_ref());
-    m.list("proxmox.sshKeys", &s.ssh_keys);
-    m.opt("proxmox.bridge", s.bridge.as_ref());
-    if let IpConfig::Static(p) = &s.ip_config {
-        // The subnet, gateway and DNS a VM is configured with; the range addresses are
-        // handed out from is assignment, not make.
-        m.put("proxmox.ipConfig.static.cidr", &p.cidr);
-        m.put("proxmox.ipConfig.static.gateway", p.gateway.to_string());
-        let dns: Vec<String> = p.nameservers.iter().map(|a| a.to_string()).collect();
-        m.list("proxmox.ipConfig.static.nameservers", &dns);
-    }
-    if s.join == JoinMode::GuestAgent {
-        m.put("proxmox.join", "guestAgent");
-        m.put("proxmox.joinScriptPath", &s.join_script_path);
-    }
-}
-
-fn kamatera(m: &mut Material, s: &KamateraSettings) {
-    m.put("kamatera.datacenter", &s.datacenter);
-    m.put("kamatera.image", &s.image);
-    m.put("kamatera.cpu", &s.cpu);
-    m.put("kamatera.ram", s.ram.0);
-    m.put("kamatera.disks", &s.disks);
-    m.put("kamatera.networks", &s.networks);
-    m.opt("kamatera.sshKey", s.ssh_key.as_ref());
-    if s.user_data_field == UserDataField::Userdata {
-        m.put("kamatera.userDataField", "userdata");
     }
 }
 
@@ -99,14 +44,11 @@ fn material(g: &NodeGroupConfig) -> String {
     m.0.push_str(VERSION);
     m.0.push('\n');
     m.put("provider", g.provider.as_str());
-    if let Some(s) = &g.openstack {
-        openstack(&mut m, s);
-    }
-    if let Some(s) = &g.proxmox {
-        proxmox(&mut m, s);
-    }
-    if let Some(s) = &g.kamatera {
-        kamatera(&mut m, s);
+    // Each block's own fields (its settings module's `hash_fields`), in table order.
+    for block in g.settings.iter() {
+        for (key, value) in block.as_settings().hash_fields() {
+            m.put(key, value);
+        }
     }
     if let Some(f) = g.user_data.format {
         m.put("userData.format", f);
@@ -147,12 +89,16 @@ pub fn settings_hash(g: &NodeGroupConfig, template: &[u8]) -> String {
 /// is as current as one carrying [`settings_hash`], as long as the text it came from is
 /// the same.
 pub fn legacy_settings_hash(g: &NodeGroupConfig, template: &[u8]) -> String {
+    // `Some(<block>)` or `None` per provider in table order, as the `Debug` text of the
+    // one field per provider the group had then.
+    let blocks: Vec<String> = ProviderKind::ALL
+        .iter()
+        .map(|&kind| format!("{:?}", g.settings.get(kind).map(|s| s.as_settings())))
+        .collect();
     let material = format!(
-        "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}",
+        "{:?}|{}|{:?}|{:?}|{:?}|{}",
         g.provider,
-        g.openstack,
-        g.proxmox,
-        g.kamatera,
+        blocks.join("|"),
         g.user_data.variables,
         g.labels,
         g.taints,
@@ -165,6 +111,9 @@ pub fn legacy_settings_hash(g: &NodeGroupConfig, template: &[u8]) -> String {
 mod tests {
     use std::path::Path;
 
+    use crate::cloud::kamatera::KamateraSettings;
+    use crate::cloud::openstack::OpenStackSettings;
+    use crate::cloud::proxmox::ProxmoxSettings;
     use crate::config::Config;
 
     /// A config with one group per provider, every hashed field set, and the directory
@@ -225,6 +174,34 @@ nodeGroups:
         );
     }
 
+    /// The legacy hash stays the one releases before v2 computed, the `Debug` text of the
+    /// group's one field per provider (`None` or `Some(<settings>)` each, in the order
+    /// openstack, proxmox, kamatera): VMs made by those releases must not all look drifted.
+    #[test]
+    fn the_legacy_hash_is_the_debug_text_of_one_field_per_provider() {
+        let (_dir, c) = fixed();
+        let template = std::fs::read(c.templates_dir.join("join.j2")).expect("template");
+        for g in &c.node_groups {
+            let before = format!(
+                "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}",
+                g.provider,
+                g.settings.of::<OpenStackSettings>(),
+                g.settings.of::<ProxmoxSettings>(),
+                g.settings.of::<KamateraSettings>(),
+                g.user_data.variables,
+                g.labels,
+                g.taints,
+                g.arch,
+            );
+            assert_eq!(
+                g.legacy_settings_hash,
+                super::digest(&[before.as_bytes(), &template]),
+                "group {}",
+                g.name
+            );
+        }
+    }
+
     /// Placement, planning sizes, prices, pools and billing are not what a VM is made from.
     #[test]
     fn placement_planning_and_prices_leave_the_hash_alone() {
@@ -236,16 +213,16 @@ nodeGroups:
             g.max_size = 9;
             g.max_pods = 50;
             g.node_memory = Some(crate::config::Bytes(16 << 30));
-            if let Some(o) = &mut g.openstack {
+            if let Some(o) = g.settings.of_mut::<OpenStackSettings>() {
                 o.availability_zone = Some("az2".into());
                 o.server_group = Some("spread".into());
             }
-            if let Some(p) = &mut g.proxmox {
+            if let Some(p) = g.settings.of_mut::<ProxmoxSettings>() {
                 p.max_per_host = Some(2);
                 p.nodes = vec!["pve1".into()];
                 p.pool = Some("k8s".into());
             }
-            if let Some(k) = &mut g.kamatera {
+            if let Some(k) = g.settings.of_mut::<KamateraSettings>() {
                 k.daily_backup = true;
                 k.extra_tags = vec!["team-a".into()];
             }
@@ -257,8 +234,8 @@ nodeGroups:
         // What a VM is made from does change it.
         let mut image = base.clone();
         image.node_groups[0]
-            .openstack
-            .as_mut()
+            .settings
+            .of_mut::<OpenStackSettings>()
             .expect("openstack")
             .image = "ubuntu-26.04".into();
         image.node_groups[0].compute_settings_hashes(&dir);

@@ -1,6 +1,7 @@
 //! `autoscaler.yaml`: raw serde types, then validation into a [`Config`] the rest of the
 //! program can trust. Every error names the field path, the bad value and what is expected.
 
+mod blocks;
 mod buffers;
 mod bytes;
 mod disruption;
@@ -19,11 +20,9 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::cloud::kamatera::KamateraSettings;
-use crate::cloud::openstack::OpenStackSettings;
-use crate::cloud::proxmox::ProxmoxSettings;
 use crate::userdata::UserDataConfig;
 
+pub use crate::cloud::registry::{ProviderBlocks, ProviderKind, ProviderSettings};
 pub use buffers::{BufferConfig, TolerationConfig, TolerationOperator};
 pub use bytes::Bytes;
 
@@ -55,12 +54,6 @@ pub use scheduling::{
 
 /// Environment variable naming the config file.
 pub const ENV_CONFIG_FILE: &str = "AUTOSCALER_CONFIG_FILE";
-/// Environment variable naming the OpenStack credentials file.
-pub const ENV_OPENSTACK_CREDENTIALS: &str = "OPENSTACK_CREDENTIALS_FILE";
-/// Environment variable naming the Proxmox VE credentials file.
-pub const ENV_PROXMOX_CREDENTIALS: &str = "PROXMOX_CREDENTIALS_FILE";
-/// Environment variable naming the Kamatera credentials file.
-pub const ENV_KAMATERA_CREDENTIALS: &str = "KAMATERA_CREDENTIALS_FILE";
 /// Environment variable naming the kubeconfig; falls back to `KUBECONFIG`, then in-cluster.
 pub const ENV_KUBECONFIG_FILE: &str = "KUBECONFIG_FILE";
 
@@ -254,37 +247,10 @@ impl Default for ImagePullerConfig {
     }
 }
 
-/// Which cloud a node group lives on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ProviderKind {
-    Openstack,
-    Proxmox,
-    Kamatera,
-}
-
-impl ProviderKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ProviderKind::Openstack => "openstack",
-            ProviderKind::Proxmox => "proxmox",
-            ProviderKind::Kamatera => "kamatera",
-        }
-    }
-
-    /// The environment variable naming this provider's credentials file.
-    pub fn credentials_env(self) -> &'static str {
-        match self {
-            ProviderKind::Openstack => ENV_OPENSTACK_CREDENTIALS,
-            ProviderKind::Proxmox => ENV_PROXMOX_CREDENTIALS,
-            ProviderKind::Kamatera => ENV_KAMATERA_CREDENTIALS,
-        }
-    }
-}
-
-/// One set of identical VMs.
+/// One set of identical VMs. Deserialized through `config/blocks.rs`: the keys named after a
+/// provider of [`crate::cloud::registry`] are its settings block, the rest these fields.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[serde(remote = "Self", rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeGroupConfig {
     pub name: String,
     pub provider: ProviderKind,
@@ -311,12 +277,10 @@ pub struct NodeGroupConfig {
     /// Hourly price of one node, for the `price` expander and cost reports.
     #[serde(default)]
     pub price: Option<f64>,
-    #[serde(default)]
-    pub openstack: Option<OpenStackSettings>,
-    #[serde(default)]
-    pub proxmox: Option<ProxmoxSettings>,
-    #[serde(default)]
-    pub kamatera: Option<KamateraSettings>,
+    /// The provider blocks written (`openstack:`, `proxmox:`, ...): after validation,
+    /// exactly the one of `provider`.
+    #[serde(skip)]
+    pub settings: ProviderBlocks,
     /// Stopped VMs kept ready; a scale-up starts one instead of creating.
     #[serde(default)]
     pub warm_pool: Option<WarmPoolConfig>,
@@ -346,21 +310,14 @@ impl NodeGroupConfig {
     /// script (not hand it to cloud-init or Ignition), if any: such a group needs a
     /// template that renders a `#!` script.
     pub fn runs_user_data_as_script(&self) -> Option<&'static str> {
-        let guest_agent = self
-            .proxmox
-            .as_ref()
-            .is_some_and(|p| p.join == crate::cloud::proxmox::JoinMode::GuestAgent);
-        let kamatera_script = self
-            .kamatera
-            .as_ref()
-            .is_some_and(|k| k.user_data_field == crate::cloud::kamatera::UserDataField::Script);
-        if guest_agent {
-            Some("`proxmox.join: guestAgent` writes it into the VM and runs it as a script")
-        } else if kamatera_script {
-            Some("`kamatera.userDataField: script` (the default) runs it as the server's initialization script")
-        } else {
-            None
-        }
+        self.settings
+            .iter()
+            .find_map(|s| s.as_settings().runs_user_data_as_script())
+    }
+
+    /// The group's provider block (validation guarantees it).
+    pub fn provider_settings(&self) -> Option<&ProviderSettings> {
+        self.settings.get(self.provider)
     }
 
     /// Size of the group's warm pool (0: none).

@@ -2,7 +2,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Config, ConfigProblem, NodeGroupConfig, ProviderKind};
+use super::{Config, ConfigProblem, NodeGroupConfig};
+use crate::cloud::registry::PROVIDERS;
 
 /// `warmPool` of a group: `size` stopped VMs kept ready, started by a scale-up instead
 /// of creating one. They count toward `maxSize` (everything the cloud holds for the
@@ -25,20 +26,19 @@ pub enum ScaleDownMode {
     Stop,
 }
 
-/// Providers whose warm pools are implemented (stop, start and the warm mark): all.
-const POOL_PROVIDERS: &[ProviderKind] = &[
-    ProviderKind::Proxmox,
-    ProviderKind::Openstack,
-    ProviderKind::Kamatera,
-];
-
 pub(super) fn validate_pool(p: &mut Vec<ConfigProblem>, at: &str, g: &NodeGroupConfig) {
     let Some(pool) = &g.warm_pool else { return };
-    if pool.size > 0 && !POOL_PROVIDERS.contains(&g.provider) {
+    if pool.size > 0 && !g.provider.row().warm_pools {
+        let pooled: Vec<&str> = PROVIDERS
+            .iter()
+            .filter(|p| p.warm_pools)
+            .map(|p| p.name)
+            .collect();
         p.push(ConfigProblem::new(
             format!("{at}.warmPool"),
             format!(
-                "warm pools are supported for providers proxmox, openstack and kamatera only, this group uses {}; expected no warmPool here",
+                "warm pools are supported for providers {} only, this group uses {}; expected no warmPool here",
+                pooled.join(", "),
                 g.provider.as_str()
             ),
         ));

@@ -4,6 +4,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::{Config, ConfigProblem, NodeGroupConfig, ProviderKind};
+use crate::cloud::registry::GroupContext;
 
 /// Kubernetes node names are DNS labels; VM names are `<cluster>-<group>-<5 chars>`.
 const MAX_NODE_NAME: usize = 63;
@@ -263,13 +264,9 @@ fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGrou
         ));
     }
     // Exactly the settings block of the group's provider, no other.
-    let blocks = [
-        (ProviderKind::Openstack, g.openstack.is_some()),
-        (ProviderKind::Proxmox, g.proxmox.is_some()),
-        (ProviderKind::Kamatera, g.kamatera.is_some()),
-    ];
-    for (kind, present) in blocks {
+    for &kind in ProviderKind::ALL {
         let name = kind.as_str();
+        let present = g.settings.get(kind).is_some();
         if kind == g.provider && !present {
             p.push(ConfigProblem::new(
                 format!("{at}.{name}"),
@@ -285,43 +282,14 @@ fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGrou
             ));
         }
     }
-    if let Some(k) = &g.kamatera {
-        for problem in crate::cloud::kamatera::validate_settings(&c.cluster_name, &g.name, k) {
-            p.push(ConfigProblem::new(format!("{at}.kamatera"), problem));
-        }
-    }
-    if let Some(px) = &g.proxmox {
-        for (field, problem) in crate::cloud::proxmox::validate_settings(px) {
-            p.push(ConfigProblem::new(format!("{at}.proxmox.{field}"), problem));
-        }
-        if let crate::cloud::proxmox::IpConfig::Static(pool) = &px.ip_config {
-            let path = format!("{at}.proxmox.ipConfig.static");
-            match pool.validate() {
-                Err(why) => p.push(ConfigProblem::new(path, why)),
-                Ok(valid) if valid.capacity() < u64::from(g.max_size) => {
-                    p.push(ConfigProblem::new(
-                        path,
-                        format!(
-                            "holds {} addresses ({} to {}, without the gateway), fewer than maxSize {}: VMs past the pool would fail to be created; widen first/last or the cidr, or lower maxSize",
-                            valid.capacity(),
-                            std::net::Ipv4Addr::from(valid.first),
-                            std::net::Ipv4Addr::from(valid.last),
-                            g.max_size
-                        ),
-                    ))
-                }
-                Ok(_) => {}
-            }
-        }
-    }
-    if let Some(os) = &g.openstack {
-        for (field, value) in [("flavor", &os.flavor), ("image", &os.image)] {
-            if value.trim().is_empty() {
-                p.push(ConfigProblem::new(
-                    format!("{at}.openstack.{field}"),
-                    "empty; expected a name or id",
-                ));
-            }
+    let group = GroupContext {
+        cluster: &c.cluster_name,
+        group: &g.name,
+        max_size: g.max_size,
+    };
+    for block in g.settings.iter() {
+        for (field, problem) in block.as_settings().validate(&group) {
+            p.push(ConfigProblem::new(format!("{at}.{field}"), problem));
         }
     }
     let template = c.templates_dir.join(&g.user_data.template);

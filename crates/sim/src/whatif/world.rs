@@ -93,55 +93,13 @@ pub enum WorldError {
     BadFailureFraction(f64),
 }
 
-/// Nova's classic flavors, for OpenStack groups whose config says no size.
-const KNOWN_FLAVORS: &[(&str, u64, u64)] = &[
-    ("m1.tiny", 1, 512),
-    ("m1.small", 1, 2048),
-    ("m1.medium", 2, 4096),
-    ("m1.large", 4, 8192),
-    ("m1.xlarge", 8, 16384),
-];
-
-/// What the in-memory provider says of one new VM of `g`, from its settings as the real
-/// providers read them (flavor, cores and memory, Kamatera's `cpu` and `ram`).
+/// What the in-memory provider says of one new VM of `g`: the shape its provider's
+/// settings imply without asking a cloud (flavor, cores and memory, Kamatera's `cpu` and
+/// `ram`; see [`nodewright_core::cloud::registry::Settings::offline_shape`]).
 pub fn shape_of(g: &NodeGroupConfig) -> GroupShape {
-    let mut shape = GroupShape::default();
-    match g.provider {
-        ProviderKind::Openstack => {
-            if let Some(o) = &g.openstack {
-                if let Some((_, cpus, mib)) = KNOWN_FLAVORS.iter().find(|f| f.0 == o.flavor) {
-                    shape.cpu_milli = Some(cpus * 1000);
-                    shape.memory = Some(mib << 20);
-                }
-                shape.instance_type = Some(o.flavor.clone());
-                shape.zone = o.availability_zone.clone();
-            }
-        }
-        ProviderKind::Proxmox => {
-            if let Some(p) = &g.proxmox {
-                shape.cpu_milli = p.cores.map(|c| u64::from(c) * 1000);
-                shape.memory = p.memory.map(|m| m.as_u64());
-                shape.instance_type = Some(p.template.to_string());
-                if let [one] = p.nodes.as_slice() {
-                    shape.zone = Some(one.clone());
-                }
-            }
-        }
-        ProviderKind::Kamatera => {
-            if let Some(k) = &g.kamatera {
-                shape.cpu_milli = k
-                    .cpu
-                    .trim_end_matches(|c: char| c.is_ascii_alphabetic())
-                    .parse::<u64>()
-                    .ok()
-                    .map(|c| c * 1000);
-                shape.memory = Some(k.ram.bytes());
-                shape.instance_type = Some(format!("{}-{}", k.cpu, k.ram.0));
-                shape.zone = Some(k.datacenter.clone());
-            }
-        }
-    }
-    shape
+    g.provider_settings()
+        .map(|s| s.as_settings().offline_shape())
+        .unwrap_or_default()
 }
 
 /// One node group as the world builds its nodes.
@@ -163,24 +121,9 @@ fn group_spec(
 ) -> Result<GroupSpec, WorldError> {
     let shape = shape_of(g);
     let allocatable = allocatable_from_shape(g, Some(&shape));
-    let why = || match g.provider {
-        ProviderKind::Openstack => format!(
-            "flavor {} is not one of {}",
-            g.openstack.as_ref().map_or("?", |o| o.flavor.as_str()),
-            KNOWN_FLAVORS
-                .iter()
-                .map(|f| f.0)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        ProviderKind::Proxmox => {
-            "proxmox.cores / proxmox.memory are not set (the template's are not known offline)"
-                .into()
-        }
-        ProviderKind::Kamatera => format!(
-            "kamatera.cpu {} does not start with a CPU count",
-            g.kamatera.as_ref().map_or("?", |k| k.cpu.as_str())
-        ),
+    let why = || {
+        g.provider_settings()
+            .map_or_else(|| "?".to_string(), |s| s.as_settings().unknown_shape())
     };
     if allocatable.cpu == 0 {
         return Err(WorldError::UnknownShape {

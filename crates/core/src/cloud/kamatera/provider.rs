@@ -104,24 +104,14 @@ fn transport(call: &str, e: &reqwest::Error) -> CloudError {
 /// Maps a non-success response to a [`CloudError`] carrying the API's message.
 pub fn api_error(call: &str, status: u16, body: &str) -> CloudError {
     let message = error_message(body);
-    if status == 401 || status == 403 || is_auth_message(&message) {
-        return CloudError::Auth {
-            provider: PROVIDER.into(),
-            message: format!("{call}: {message}"),
-        };
-    }
-    if is_quota_message(&message) {
-        return CloudError::Quota {
-            provider: PROVIDER.into(),
-            message,
-        };
-    }
-    CloudError::Api {
-        provider: PROVIDER.into(),
-        call: call.into(),
-        status,
-        message,
-    }
+    let refusal = if status == 401 || status == 403 || is_auth_message(&message) {
+        http::Refusal::Auth
+    } else if is_quota_message(&message) {
+        http::Refusal::Quota
+    } else {
+        http::Refusal::Other
+    };
+    http::api_error(PROVIDER, call, status, message, refusal)
 }
 
 impl KamateraProvider {

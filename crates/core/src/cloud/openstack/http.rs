@@ -64,24 +64,13 @@ pub fn is_quota_message(message: &str) -> bool {
 /// Maps a non-success response to a [`CloudError`].
 pub fn api_error(call: &str, status: u16, body: &str) -> CloudError {
     let message = error_message(body);
-    if (status == 403 || status == 413) && is_quota_message(&format!("{message} {body}")) {
-        return CloudError::Quota {
-            provider: PROVIDER.into(),
-            message,
+    let refusal =
+        if (status == 403 || status == 413) && is_quota_message(&format!("{message} {body}")) {
+            http::Refusal::Quota
+        } else {
+            http::Refusal::of_status(status)
         };
-    }
-    if status == 401 {
-        return CloudError::Auth {
-            provider: PROVIDER.into(),
-            message: format!("{call}: {message}"),
-        };
-    }
-    CloudError::Api {
-        provider: PROVIDER.into(),
-        call: call.into(),
-        status,
-        message,
-    }
+    http::api_error(PROVIDER, call, status, message, refusal)
 }
 
 #[cfg(test)]

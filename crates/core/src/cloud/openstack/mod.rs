@@ -3,6 +3,7 @@
 //! - [`credentials`]: the `OS_*` YAML credentials file.
 //! - [`auth`]: Keystone v3 tokens and the service catalog.
 //! - [`nova`]: Nova shapes and status mapping.
+//! - [`settings`]: the `openstack:` block of a node group (serde, validation, shape, hash).
 //! - [`provider`]: [`OpenStackProvider`], the [`crate::cloud::CloudProvider`].
 
 pub mod auth;
@@ -10,37 +11,34 @@ pub mod credentials;
 mod http;
 pub mod nova;
 pub mod provider;
+pub mod settings;
 mod time;
-
-use serde::Deserialize;
 
 pub use credentials::{
     AuthMethod, CredentialsError, DomainRef, Interface, OpenStackCredentials, ProjectScope,
 };
 pub use provider::{OpenStackProvider, ProviderOptions};
+pub use settings::OpenStackSettings;
 
 /// Provider name used in errors, logs and [`crate::cloud::Server::provider`].
 pub const PROVIDER: &str = "openstack";
 
-/// Per-node-group OpenStack settings (the `openstack` key of a node group).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct OpenStackSettings {
-    /// Flavor name or id.
-    pub flavor: String,
-    /// Image name or id.
-    pub image: String,
-    /// Network name or id; none means Nova's `"networks": "none"`.
-    #[serde(default)]
-    pub network: Option<String>,
-    #[serde(default)]
-    pub key_name: Option<String>,
-    #[serde(default)]
-    pub security_groups: Vec<String>,
-    #[serde(default)]
-    pub availability_zone: Option<String>,
-    /// Server group name or id (Nova `os-server-groups`), passed on create as the
-    /// `group` scheduler hint, e.g. an `anti-affinity` group to spread the nodes.
-    #[serde(default)]
-    pub server_group: Option<String>,
+/// Builds the provider for `groups` from the credentials file at `path` (the registry's
+/// `build`).
+pub(crate) fn build(
+    _config: &crate::config::Config,
+    path: &std::path::Path,
+    groups: std::collections::BTreeMap<String, OpenStackSettings>,
+    _read_only: bool,
+) -> Result<std::sync::Arc<dyn crate::cloud::CloudProvider>, crate::cloud::build::BuildError> {
+    let creds = OpenStackCredentials::from_file(path)
+        .map_err(|e| crate::cloud::build::BuildError::Credentials(e.to_string()))?;
+    Ok(std::sync::Arc::new(OpenStackProvider::new(creds, groups)?))
+}
+
+/// Reads the credentials file without the network (the registry's `read_credentials`).
+pub(crate) fn read_credentials(path: &std::path::Path) -> Result<(), String> {
+    OpenStackCredentials::from_file(path)
+        .map(drop)
+        .map_err(|e| e.to_string())
 }

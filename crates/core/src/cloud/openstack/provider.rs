@@ -18,6 +18,7 @@ use super::nova::{
     ServerGroupList, ServerList, COMPUTE_MICROVERSION, MAX_USER_DATA_BASE64,
 };
 use super::{OpenStackSettings, PROVIDER};
+use crate::cloud::http::seg;
 
 mod poll;
 mod refs;
@@ -124,19 +125,6 @@ fn other(message: String) -> CloudError {
         provider: PROVIDER.into(),
         message,
     }
-}
-
-/// Percent-encodes one URL path segment.
-fn seg(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }
 
 fn looks_like_uuid(s: &str) -> bool {

@@ -131,18 +131,8 @@ pub fn error_message(body: &str, reason: Option<&str>, fallback: &str) -> String
 
 /// Maps a non-success response to a [`CloudError`].
 pub fn api_error(call: &str, status: u16, message: String) -> CloudError {
-    if status == 401 {
-        return CloudError::Auth {
-            provider: PROVIDER.into(),
-            message: format!("{call}: {message}"),
-        };
-    }
-    CloudError::Api {
-        provider: PROVIDER.into(),
-        call: call.into(),
-        status,
-        message,
-    }
+    let refusal = crate::cloud::http::Refusal::of_status(status);
+    crate::cloud::http::api_error(PROVIDER, call, status, message, refusal)
 }
 
 impl Api {

@@ -45,27 +45,14 @@ impl KamateraProvider {
         Ok(())
     }
 
-    /// Out of the pool first (start stamped, park tag removed), then powered on: a crash
-    /// in between leaves a powered-off server of ours with no Node, which
-    /// `provisionTimeout` removes, never a warm server that runs.
+    /// Out of the pool, then powered on ([`crate::cloud::warm`]).
     pub(super) async fn start_parked(
         &self,
         cluster: &str,
         id: &str,
         req: &CreateRequest,
     ) -> Result<(), CloudError> {
-        let (entry, tags, prefix) = self.owned_now(cluster, id).await?;
-        let parked = warm_tag(&prefix, false);
-        if !tags.contains(&parked) || tags.contains(&warm_tag(&prefix, true)) {
-            let reason = format!("it is not parked in the warm pool (no tag {parked})");
-            return Err(refused(PROVIDER, &entry.name, id, reason));
-        }
-        let now = whole_seconds(SystemTime::now());
-        self.add_tag(id, &started_tag(&prefix, now)).await?;
-        self.remove_tag(id, &parked).await?;
-        self.power_on(id).await?;
-        tracing::info!(server = %req.name, id, "warm Kamatera server powered on");
-        Ok(())
+        crate::cloud::warm::start(self, cluster, id, req).await
     }
 
     /// Tags the server `<prefix>_j<unix seconds>` (the new mark first, then any older one
@@ -122,5 +109,39 @@ impl KamateraProvider {
         }
         tracing::info!(server = %entry.name, id, "Kamatera server powered off and parked in the warm pool");
         Ok(())
+    }
+}
+
+/// A parked server as read back: the tag prefix it is ours under.
+pub(crate) struct Parked {
+    prefix: String,
+}
+
+#[async_trait]
+impl crate::cloud::warm::WarmStart for KamateraProvider {
+    type Parked = Parked;
+
+    async fn parked(&self, cluster: &str, id: &str) -> Result<Parked, CloudError> {
+        let (entry, tags, prefix) = self.owned_now(cluster, id).await?;
+        let parked = warm_tag(&prefix, false);
+        if !tags.contains(&parked) || tags.contains(&warm_tag(&prefix, true)) {
+            let reason = format!("it is not parked in the warm pool (no tag {parked})");
+            return Err(refused(PROVIDER, &entry.name, id, reason));
+        }
+        Ok(Parked { prefix })
+    }
+
+    async fn unpark(&self, vm: &Parked, id: &str, now: SystemTime) -> Result<(), CloudError> {
+        self.add_tag(id, &started_tag(&vm.prefix, whole_seconds(now)))
+            .await?;
+        self.remove_tag(id, &warm_tag(&vm.prefix, false)).await
+    }
+
+    async fn power_on(&self, _vm: &Parked, id: &str) -> Result<(), CloudError> {
+        KamateraProvider::power_on(self, id).await
+    }
+
+    fn started(&self, _vm: &Parked, id: &str, req: &CreateRequest) {
+        tracing::info!(server = %req.name, id, "warm Kamatera server powered on");
     }
 }

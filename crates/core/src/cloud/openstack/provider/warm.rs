@@ -94,26 +94,14 @@ impl OpenStackProvider {
         ensure_success(call, resp).await.map(|_| ())
     }
 
-    /// Out of the pool first (the start time stamped, the warm mark removed), then
-    /// started: a crash in between leaves a stopped server of ours with no Node, which
-    /// `provisionTimeout` removes, never a warm server that runs.
+    /// Out of the pool, then started ([`crate::cloud::warm`]).
     pub(super) async fn start_parked(
         &self,
         cluster: &str,
         id: &str,
         req: &CreateRequest,
     ) -> Result<(), CloudError> {
-        let server = self.owned(cluster, id, true).await?;
-        let now = SystemTime::now()
-            .duration_since(SystemTime::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_secs();
-        self.set_metadata(id, json!({ STARTED_KEY: now.to_string() }))
-            .await?;
-        self.delete_metadata(id, WARM_KEY).await?;
-        self.server_action(id, "os-start").await?;
-        tracing::info!(server = %req.name, id, name = %server.name, "warm OpenStack server started");
-        Ok(())
+        crate::cloud::warm::start(self, cluster, id, req).await
     }
 
     /// Records that the server's node was Ready at `at` (see
@@ -196,5 +184,32 @@ impl OpenStackProvider {
         };
         let late = ("is not SHUTOFF", "os-stop");
         self.poll_server(id, STOP_TIMEOUT, judge, late).await
+    }
+}
+
+#[async_trait]
+impl crate::cloud::warm::WarmStart for OpenStackProvider {
+    type Parked = Server;
+
+    async fn parked(&self, cluster: &str, id: &str) -> Result<Server, CloudError> {
+        self.owned(cluster, id, true).await
+    }
+
+    async fn unpark(&self, _vm: &Server, id: &str, now: SystemTime) -> Result<(), CloudError> {
+        let now = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs();
+        self.set_metadata(id, json!({ STARTED_KEY: now.to_string() }))
+            .await?;
+        self.delete_metadata(id, WARM_KEY).await
+    }
+
+    async fn power_on(&self, _vm: &Server, id: &str) -> Result<(), CloudError> {
+        self.server_action(id, "os-start").await
+    }
+
+    fn started(&self, server: &Server, id: &str, req: &CreateRequest) {
+        tracing::info!(server = %req.name, id, name = %server.name, "warm OpenStack server started");
     }
 }

@@ -7,7 +7,7 @@ use super::{vmid_of, ProxmoxProvider};
 use crate::cloud::proxmox::allocate::{list_vms, vm_path, VmResource};
 use crate::cloud::proxmox::client::params;
 use crate::cloud::proxmox::tags::{self, ownership};
-use crate::cloud::proxmox::{JoinMode, PROVIDER};
+use crate::cloud::proxmox::{JoinMode, ProxmoxSettings, PROVIDER};
 use crate::cloud::{refused, CloudError, CreateRequest};
 
 impl ProxmoxProvider {
@@ -56,39 +56,14 @@ impl ProxmoxProvider {
         self.await_upid(&format!("POST {call}"), &data).await
     }
 
-    /// Out of the pool first, then started: a crash in between leaves a stopped VM of
-    /// ours with no node, which `provisionTimeout` removes, never a warm VM that runs.
+    /// Out of the pool, then started ([`crate::cloud::warm`]).
     pub(super) async fn start_parked(
         &self,
         cluster: &str,
         id: &str,
         req: &CreateRequest,
     ) -> Result<(), CloudError> {
-        let vm = self.owned_vm(cluster, id, true).await?;
-        // A VM of a group this process has no settings for is left as it is.
-        let group = ownership(vm.tags()).group.unwrap_or_default();
-        let settings = self.settings(&group)?;
-        let started = tags::rewrite(vm.tags(), false, Some(SystemTime::now()));
-        let joining = settings.join == JoinMode::GuestAgent;
-        self.set_tags(&vm, tags::with_joining(&started, joining))
-            .await?;
-        self.attach_seed(
-            &vm.node,
-            vm.vmid,
-            cluster,
-            &req.name,
-            settings,
-            &req.user_data,
-        )
-        .await?;
-        let call = format!("{}/status/start", vm_path(&vm.node, vm.vmid));
-        let data = self.inner.api.post(&call, &[]).await?;
-        self.await_upid(&format!("POST {call}"), &data).await?;
-        tracing::info!(vm = %req.name, vmid = vm.vmid, host = %vm.node, "warm Proxmox VM started");
-        if settings.join == JoinMode::GuestAgent {
-            self.spawn_join(vm.node.clone(), vm.vmid, req, settings);
-        }
-        Ok(())
+        crate::cloud::warm::start(self, cluster, id, req).await
     }
 
     /// Shut down (forced after a minute), then marked warm: a crash in between leaves a
@@ -111,5 +86,61 @@ impl ProxmoxProvider {
             .remove(&vm.vmid);
         tracing::info!(vmid = vm.vmid, host = %vm.node, "Proxmox VM stopped and parked in the warm pool");
         Ok(())
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::cloud::warm::WarmStart for ProxmoxProvider {
+    /// The VM and its group's settings.
+    type Parked = (VmResource, ProxmoxSettings);
+
+    async fn parked(&self, cluster: &str, id: &str) -> Result<Self::Parked, CloudError> {
+        let vm = self.owned_vm(cluster, id, true).await?;
+        // A VM of a group this process has no settings for is left as it is.
+        let group = ownership(vm.tags()).group.unwrap_or_default();
+        let settings = self.settings(&group)?.clone();
+        Ok((vm, settings))
+    }
+
+    async fn unpark(
+        &self,
+        (vm, settings): &Self::Parked,
+        _id: &str,
+        now: SystemTime,
+    ) -> Result<(), CloudError> {
+        let started = tags::rewrite(vm.tags(), false, Some(now));
+        let joining = settings.join == JoinMode::GuestAgent;
+        self.set_tags(vm, tags::with_joining(&started, joining))
+            .await
+    }
+
+    async fn before_boot(
+        &self,
+        (vm, settings): &Self::Parked,
+        cluster: &str,
+        req: &CreateRequest,
+    ) -> Result<(), CloudError> {
+        self.attach_seed(
+            &vm.node,
+            vm.vmid,
+            cluster,
+            &req.name,
+            settings,
+            &req.user_data,
+        )
+        .await
+    }
+
+    async fn power_on(&self, (vm, _): &Self::Parked, _id: &str) -> Result<(), CloudError> {
+        let call = format!("{}/status/start", vm_path(&vm.node, vm.vmid));
+        let data = self.inner.api.post(&call, &[]).await?;
+        self.await_upid(&format!("POST {call}"), &data).await
+    }
+
+    fn started(&self, (vm, settings): &Self::Parked, _id: &str, req: &CreateRequest) {
+        tracing::info!(vm = %req.name, vmid = vm.vmid, host = %vm.node, "warm Proxmox VM started");
+        if settings.join == JoinMode::GuestAgent {
+            self.spawn_join(vm.node.clone(), vm.vmid, req, settings);
+        }
     }
 }
