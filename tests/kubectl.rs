@@ -89,7 +89,11 @@ fn owner_kind(p: &Pod) -> Option<&str> {
 }
 
 async fn cluster() -> SimCluster {
-    let sim = SimCluster::start(SimClusterOptions::default())
+    // HTTPS: kubectl sends the kubeconfig's token only over HTTPS.
+    let sim = SimCluster::start(SimClusterOptions {
+        tls: true,
+        ..SimClusterOptions::default()
+    })
         .await
         .expect("start sim");
     sim.add_node(
