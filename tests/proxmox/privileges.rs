@@ -271,7 +271,8 @@ async fn nodewright_scales_up_and_down_with_exactly_the_documented_privileges() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_missing_privilege_is_an_error_naming_it_not_a_silent_stall() {
-    for privilege in ["VM.Clone", "VM.Config.Cloudinit", "VM.PowerMgmt"] {
+    // Without Sys.Audit the listing hides the hosts: named, not an empty datacenter.
+    for privilege in ["VM.Clone", "VM.Config.Cloudinit", "VM.PowerMgmt", "Sys.Audit"] {
         let env = e2e::env_with(SimProxmoxOptions {
             privileges: Some(without(&documented_privileges(), privilege)),
             ..SimProxmoxOptions::default()
@@ -291,9 +292,62 @@ async fn a_missing_privilege_is_an_error_naming_it_not_a_silent_stall() {
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
         assert!(
-            seen.iter()
-                .any(|e| e.contains("Permission check failed") && e.contains(privilege)),
+            seen.iter().any(|e| e.contains(privilege)),
             "without {privilege}: {seen:?}"
         );
     }
+}
+
+/// Proxmox lists a storage to a token holding `Datastore.Audit` or
+/// `Datastore.AllocateSpace` on it and leaves the others out, with no error: without
+/// them `nodewright check` and the seed's storage choice say the privilege may be
+/// missing rather than that the storage does not exist.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storages_hidden_by_a_missing_datastore_audit_are_named_as_such() {
+    let mut privs = without(&documented_privileges(), "Datastore.Audit");
+    privs.remove("Datastore.AllocateSpace");
+    let s = sim_with(SimProxmoxOptions {
+        privileges: Some(privs),
+        ..SimProxmoxOptions::default()
+    })
+    .await;
+    let e = provider(&s, &[("ci", "template: k3s-shared\n")])
+        .check()
+        .await
+        .expect_err("the template's storage is hidden");
+    assert!(
+        e.to_string().contains("not visible on host pve1")
+            && e.to_string().contains("Datastore.Audit on /storage/"),
+        "{e}"
+    );
+    // And with only Datastore.Audit gone, Datastore.AllocateSpace still shows them.
+    let s = sim_with(SimProxmoxOptions {
+        privileges: Some(without(&documented_privileges(), "Datastore.Audit")),
+        ..SimProxmoxOptions::default()
+    })
+    .await;
+    let lines = provider(&s, &[("ci", "template: k3s-shared\n")])
+        .check()
+        .await
+        .expect("storages visible through Datastore.AllocateSpace");
+    assert!(!lines.is_empty());
+}
+
+/// Without `Sys.Audit` Proxmox lists no host: `nodewright check` names the privilege
+/// instead of passing with no host to place VMs on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_without_sys_audit_names_it() {
+    let s = sim_with(SimProxmoxOptions {
+        privileges: Some(without(&documented_privileges(), "Sys.Audit")),
+        ..SimProxmoxOptions::default()
+    })
+    .await;
+    let e = provider(&s, &[("ci", "template: k3s-shared\n")])
+        .check()
+        .await
+        .expect_err("no host visible");
+    assert!(
+        e.to_string().contains("lists no host") && e.to_string().contains("Sys.Audit"),
+        "{e}"
+    );
 }

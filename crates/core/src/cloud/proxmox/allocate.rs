@@ -172,6 +172,14 @@ pub async fn all_shared(
         .get(&format!("/nodes/{}/storage", seg(node)), &[])
         .await?;
     let list = data.as_array().cloned().unwrap_or_default();
+    // The template's disks are on these storages, so each exists on its host; Proxmox
+    // leaves out of the list the storages the token may not see.
+    let listed = |name: &str| list.iter().any(|s| s["storage"].as_str() == Some(name));
+    if let Some(hidden) = storages.iter().find(|s| !listed(s)) {
+        return Err(other(format!(
+            "storage {hidden} of the template is not visible on host {node}: the token may lack Datastore.Audit on /storage/{hidden}"
+        )));
+    }
     let shared: BTreeSet<String> = list
         .iter()
         .filter(|s| s["shared"].as_i64() == Some(1) || s["shared"].as_bool() == Some(true))

@@ -40,6 +40,11 @@ pub async fn check(
     api.get("/version", &[]).await?;
     let vms = list_vms(api).await?;
     let nodes = list_nodes(api).await?;
+    if nodes.is_empty() {
+        return Err(super::other(
+            "GET /cluster/resources?type=node lists no host: the token may lack Sys.Audit on /nodes (grant it on / as docs/proxmox.md shows)",
+        ));
+    }
     let mut lines = vec!["credentials ok".to_string()];
     for (group, s) in groups {
         let copies = template_copies(&vms, &s.template)?;
@@ -91,8 +96,8 @@ pub async fn check(
                     return Err(not_found(
                         "storage",
                         format!(
-                            "{storage} (group {group}, on host {h}; it has {})",
-                            have.join(", ")
+                            "{storage} (group {group}, on host {h}; it has {}; the list shows only the storages the token holds Datastore.Audit or Datastore.AllocateSpace on, so the token may lack Datastore.Audit on /storage/{storage})",
+                            if have.is_empty() { "none visible".to_string() } else { have.join(", ") }
                         ),
                     ));
                 }

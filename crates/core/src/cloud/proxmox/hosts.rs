@@ -112,6 +112,13 @@ pub async fn list_all(api: &Api) -> Result<Listing, CloudError> {
             _ => {}
         }
     }
+    // Every Proxmox VE install has a host; a listing without one is a token that may
+    // not see them, which would otherwise look like a datacenter with no room.
+    if out.nodes.is_empty() {
+        return Err(other(
+            "GET /cluster/resources lists no host: the token may lack Sys.Audit on /nodes (grant it on / as docs/proxmox.md shows)",
+        ));
+    }
     Ok(out)
 }
 
