@@ -94,8 +94,8 @@ async fn cluster() -> SimCluster {
         tls: true,
         ..SimClusterOptions::default()
     })
-        .await
-        .expect("start sim");
+    .await
+    .expect("start sim");
     sim.add_node(
         SimNodeSpec::new("cp-1", 4 * GIB)
             .label("node-role.kubernetes.io/control-plane", "")

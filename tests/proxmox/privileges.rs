@@ -316,7 +316,8 @@ async fn storages_hidden_by_a_missing_datastore_audit_are_named_as_such() {
         .await
         .expect_err("the template's storage is hidden");
     assert!(
-        e.to_string().contains("of the template is not visible on host")
+        e.to_string()
+            .contains("of the template is not visible on host")
             && e.to_string().contains("Datastore.Audit on /storage/"),
         "{e}"
     );

@@ -256,9 +256,11 @@ async fn with_no_iso_storage_the_scale_up_fails_naming_the_fix_and_nothing_joins
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(
-        errors.iter().any(|e| e.contains("no ISO storage visible on host")
-            && e.contains("proxmox.seedStorage")
-            && e.contains("cicustom")),
+        errors
+            .iter()
+            .any(|e| e.contains("no ISO storage visible on host")
+                && e.contains("proxmox.seedStorage")
+                && e.contains("cicustom")),
         "{errors:?}"
     );
     assert!(env
