@@ -452,7 +452,7 @@ nodeGroups:
 fn simulate_faults_are_checked_before_anything_starts() {
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("faults.yaml");
-    std::fs::write(&file, "rate: 0.1\nretryAfter: 10m\n").expect("write");
+    std::fs::write(&file, "rate: 0.1\nretryAfter: 12days\n").expect("write");
     let file = file.display().to_string();
     let cases: &[(&[&str], Option<&str>, &str)] = &[
         (

@@ -668,13 +668,14 @@ async fn a_persons_copy_and_a_disowned_proxmox_vm_are_never_touched_under_faults
         .split(';')
         .filter(|t| !t.starts_with("nw-c-"))
         .collect();
-    // What nodewright did to them before is not the question.
-    let before = env.proxmox.calls().len();
     env.proxmox
         .set_config(disowned.vmid, "tags", &tags.join(";"));
+    // What nodewright did to them before is not the question (nor the person's own
+    // write just above, which the simulator records as a call).
+    let before = env.proxmox.calls().len();
     let copy = 4343;
     let o = env.proxmox.options();
-    let made = reqwest::Client::new()
+    let made = common::proxmox_client(&env.proxmox)
         .post(format!(
             "{}/api2/json/nodes/{}/qemu/{}/clone",
             env.proxmox.url(),
@@ -731,7 +732,7 @@ async fn a_persons_copy_and_a_disowned_proxmox_vm_are_never_touched_under_faults
                     || c.path.ends_with(&format!("/qemu/{vmid}"))
             })
             .filter(|c| c.method != "GET")
-            .map(|c| format!("{} {}", c.method, c.path))
+            .map(|c| format!("{} {} {:?}", c.method, c.path, c.params))
             .collect();
         assert!(touched.is_empty(), "VM {vmid} touched: {touched:?}");
     }
@@ -947,15 +948,17 @@ async fn transient_failures_the_loop_recovers_from_are_not_logged_at_error() {
         .await
         .expect("env");
     let (cfg, _) = env.write_config(&config(CLUSTER, "300ms")).expect("config");
+    // The timeout comes last: a timed-out PATCH may have been applied (as a real one
+    // may), and then no further PATCH would meet the faults queued after it.
+    env.faults
+        .cluster
+        .force(FaultKind::TooManyRequests, "PATCH /api/v1/nodes/", 1);
     env.faults
         .cluster
         .force(FaultKind::ServerError, "PATCH /api/v1/nodes/", 2);
     env.faults
         .cluster
         .force(FaultKind::Timeout, "PATCH /api/v1/nodes/", 1);
-    env.faults
-        .cluster
-        .force(FaultKind::TooManyRequests, "PATCH /api/v1/nodes/", 1);
     env.faults
         .openstack
         .force(FaultKind::ServerError, "POST /compute/v2.1/servers", 1);

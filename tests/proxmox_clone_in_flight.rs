@@ -16,6 +16,7 @@ use nodewright::cloud::proxmox::{
 use nodewright::cloud::{CloudProvider, CreateRequest, ServerStatus};
 use nodewright::plan::Action;
 use nodewright::sim::env::{SimEnv, SimTimings};
+use nodewright::sim::faults::{FaultKind, FaultSpec, Faults};
 use nodewright::sim::proxmox::{SimProxmox, SimProxmoxOptions};
 use serde_json::Value;
 
@@ -336,6 +337,63 @@ async fn restart_during_a_stuck_nameless_clone_stops_it_and_cleans_up_after_the_
     assert!(s.guests().is_empty(), "{:?}", s.guests());
     assert!(fresh.list_servers("prod").await.expect("list").is_empty());
     assert_clean(&s);
+}
+
+/// A clone of an earlier process that ends between the VM listing (where it still shows
+/// no name) and the task-list read (where it no longer runs) was counted for nothing, and
+/// the next scale-up made a second VM: a busy machine met this at random. It counts for its
+/// group, as the half-made VM it now is.
+#[tokio::test]
+async fn a_clone_ending_between_the_listing_and_the_task_list_still_counts_for_its_group() {
+    let s = sim().await;
+    cloud_init_after_the_disk(&s, SHARED_TEMPLATE);
+    s.stick_next_clones(1);
+    start_clone_and_kill(&s, provider(&s, false, 60_000, 60_000), "prod-workers-late").await;
+    s.finish_clones_at_next_task_list();
+    let fresh = provider(&s, false, 60_000, 60_000);
+    let listed = fresh.list_servers("prod").await.expect("list");
+    assert!(
+        s.task_logs("qmclone")[0]
+            .last()
+            .is_some_and(|l| l == "TASK OK"),
+        "the clone ended during the listing: {:?}",
+        s.task_logs("qmclone")
+    );
+    assert_eq!(listed.len(), 1, "the clone counts: {listed:?}");
+    assert_eq!(listed[0].group.as_deref(), Some("workers"));
+    assert_eq!(listed[0].name, "prod-workers-late");
+    assert_clean(&s);
+}
+
+/// A host whose task list cannot be read while it holds a nameless clone: the listing
+/// fails (the provider keeps its last known VMs) instead of counting the clone for nothing.
+#[tokio::test]
+async fn an_unreadable_task_list_fails_the_listing_instead_of_dropping_a_clone() {
+    let spec = FaultSpec::rate(0.0);
+    let s = SimProxmox::start(SimProxmoxOptions {
+        faults: Faults::new(&spec, "proxmox"),
+        ..SimProxmoxOptions::default()
+    })
+    .await
+    .expect("simulator starts");
+    cloud_init_after_the_disk(&s, SHARED_TEMPLATE);
+    s.stick_next_clones(1);
+    start_clone_and_kill(
+        &s,
+        provider(&s, false, 60_000, 60_000),
+        "prod-workers-hidden",
+    )
+    .await;
+    s.options()
+        .faults
+        .force(FaultKind::ServerError, "/tasks", 100);
+    let fresh = provider(&s, false, 60_000, 60_000);
+    let err = fresh
+        .list_servers("prod")
+        .await
+        .expect_err("a clone whose task cannot be read fails the listing");
+    assert!(err.to_string().contains("task list"), "{err}");
+    assert_eq!(s.guests().len(), 1, "the clone is left alone");
 }
 
 /// A clone by another Proxmox user, of the same template, still nameless: not counted,

@@ -98,7 +98,7 @@ async fn as_a_person(
     form: &[(&str, &str)],
 ) -> serde_json::Value {
     let o = pve.options();
-    let answer = reqwest::Client::new()
+    let answer = common::proxmox_client(pve)
         .request(method, format!("{}/api2/json{path}", pve.url()))
         .header(
             "Authorization",

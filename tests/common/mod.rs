@@ -383,3 +383,17 @@ pub fn form_body(form: &[(&str, &str)]) -> String {
         .collect::<Vec<_>>()
         .join("&")
 }
+
+/// A client of the simulated Proxmox VE that trusts its self-signed certificate, as a
+/// user's client given `proxmox-ca.pem` does.
+#[allow(dead_code)]
+pub fn proxmox_client(pve: &nodewright::sim::proxmox::SimProxmox) -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut builder = reqwest::Client::builder();
+    if let Some(tls) = &pve.options().tls {
+        let cert = reqwest::Certificate::from_pem(tls.cert_chain_pem.as_bytes())
+            .expect("the simulator's certificate");
+        builder = builder.add_root_certificate(cert);
+    }
+    builder.build().expect("an HTTPS client")
+}

@@ -138,7 +138,7 @@ impl Reconciler {
                 .last_failure
                 .max(records.latest(RecordKind::Failure)),
         };
-        snapshot.resolve_volumes();
+        snapshot.resolve_volumes(&self.config);
         Ok(snapshot)
     }
 

@@ -40,7 +40,9 @@ fn action_objects(action: &Action) -> Vec<ObjectRef> {
             .chain(clear)
             .map(|n| ObjectRef::node(n))
             .collect(),
-        Action::ParkWarm { servers } | Action::MarkJoined { servers, .. } => {
+        Action::ParkWarm { servers }
+        | Action::MarkJoined { servers, .. }
+        | Action::FinishJoin { servers, .. } => {
             servers.iter().map(|s| ObjectRef::node(&s.name)).collect()
         }
         Action::ScaleUp { .. }
@@ -281,7 +283,8 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
         | Action::DeletePods { .. }
         | Action::FillWarmPool { .. }
         | Action::ParkWarm { .. }
-        | Action::MarkJoined { .. } => {}
+        | Action::MarkJoined { .. }
+        | Action::FinishJoin { .. } => {}
     }
     out
 }

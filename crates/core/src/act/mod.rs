@@ -397,6 +397,30 @@ pub fn render_user_data_for(
     })
 }
 
+/// What a VM of group `g` named `name` is made (or started, or joined) with; `zone`: the
+/// hypervisor host it is (to be) on, if the group has hosts.
+fn request_for(
+    config: &Config,
+    shapes: &BTreeMap<String, GroupShape>,
+    g: &NodeGroupConfig,
+    name: &str,
+    zone: Option<String>,
+) -> Result<CreateRequest, ActError> {
+    let placed = shapes.get(&g.name).map(|s| GroupShape {
+        zone: zone.clone().or(s.zone.clone()),
+        ..s.clone()
+    });
+    let rendered = render_user_data_for(config, g, name, placed.as_ref())?;
+    Ok(CreateRequest {
+        name: name.to_string(),
+        cluster: config.cluster_name.clone(),
+        group: g.name.clone(),
+        user_data: rendered.content,
+        settings_hash: g.settings_hash.clone(),
+        zone,
+    })
+}
+
 /// Unix seconds as RFC 3339 (UTC), the form the annotations keep.
 pub fn rfc3339(secs: u64) -> String {
     humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
@@ -630,6 +654,10 @@ impl Actuator<'_> {
             Action::DeleteNodesWithoutVm { nodes } => {
                 self.delete_nodes_without_vm(nodes, &mut out).await?
             }
+            Action::FinishJoin {
+                servers,
+                registered,
+            } => self.finish_joins(servers, registered, &mut out).await?,
             Action::PullImages { node, images } => {
                 let ns = &self.config.image_puller.namespace;
                 let pod = self
@@ -654,19 +682,52 @@ impl Actuator<'_> {
         name: &str,
         zone: Option<String>,
     ) -> Result<CreateRequest, ActError> {
-        let placed = self.group_shapes.get(&g.name).map(|s| GroupShape {
-            zone: zone.clone().or(s.zone.clone()),
-            ..s.clone()
-        });
-        let rendered = render_user_data_for(self.config, g, name, placed.as_ref())?;
-        Ok(CreateRequest {
-            name: name.to_string(),
-            cluster: self.config.cluster_name.clone(),
-            group: g.name.clone(),
-            user_data: rendered.content,
-            settings_hash: g.settings_hash.clone(),
-            zone,
-        })
+        request_for(self.config, self.group_shapes, g, name, zone)
+    }
+
+    /// Runs the join scripts a process gone left unrun, or records the joins of those
+    /// whose node registered, each VM on its own; the first error is reported.
+    async fn finish_joins(
+        &self,
+        servers: &[ServerRef],
+        registered: &[String],
+        out: &mut Outcome,
+    ) -> Result<(), ActError> {
+        let (config, shapes) = (self.config, self.group_shapes);
+        let mut first_err = None;
+        for s in servers {
+            let done = registered.contains(&s.name);
+            let result = async {
+                let provider = self.clouds.for_group(&s.group)?;
+                let g = config
+                    .group(&s.group)
+                    .ok_or_else(|| ActError::NoProvider(format!("group {}", s.group)))?;
+                let render = |zone: Option<&str>| {
+                    request_for(config, shapes, g, &s.name, zone.map(str::to_string))
+                        .map_err(|e| e.to_string())
+                };
+                let render: Option<&crate::cloud::RenderJoin<'_>> =
+                    if done { None } else { Some(&render) };
+                provider
+                    .finish_join(&config.cluster_name, &s.id, render)
+                    .await?;
+                Ok::<(), ActError>(())
+            }
+            .await;
+            match result {
+                Ok(()) if done => out
+                    .done
+                    .push(format!("recorded that VM {} ({}) joined", s.name, s.id)),
+                Ok(()) => out.done.push(format!(
+                    "running the join script of VM {} ({}) again",
+                    s.name, s.id
+                )),
+                Err(e) => {
+                    first_err.get_or_insert(e);
+                }
+            }
+        }
+        first_err.map_or(Ok(()), Err)
     }
 
     /// Creates `count` VMs in `group`: started, or (`warm`) left stopped in its pool.

@@ -117,6 +117,18 @@ impl CloudProvider for Instrumented {
         r
     }
 
+    async fn finish_join(
+        &self,
+        cluster: &str,
+        id: &str,
+        render: Option<&crate::cloud::RenderJoin<'_>>,
+    ) -> Result<(), CloudError> {
+        let t = Instant::now();
+        let r = self.inner.finish_join(cluster, id, render).await;
+        self.record("finish_join", t, &r);
+        r
+    }
+
     async fn park(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         let t = Instant::now();
         let r = self.inner.park(cluster, id).await;

@@ -50,6 +50,11 @@ pub enum ServerStatus {
     /// Marked [`REMOVING_TAG`]: nodewright began removing it and the delete has not
     /// happened (yet). Never capacity and never a failed create; its delete is retried.
     Removing,
+    /// Running in a group that joins by a script run after the start (Proxmox `join:
+    /// guestAgent`), the script not seen to run, and no join of this process under way:
+    /// the process that started it stopped in between. Building as far as capacity goes;
+    /// the planner has the script run again ([`CloudProvider::finish_join`]).
+    JoinPending,
 }
 
 /// A VM as read back from the cloud on every cycle.
@@ -180,6 +185,11 @@ pub struct Observed {
     /// VMs carrying this cluster's marks that are not its to act on (see [`Stray`]).
     pub strays: Vec<Stray>,
 }
+
+/// Renders the [`CreateRequest`] of a VM for its zone (its hypervisor host), as a scale-up
+/// would have: only the caller has the config and templates (see
+/// [`CloudProvider::finish_join`]). The error is the user data's, in words.
+pub type RenderJoin<'a> = dyn Fn(Option<&str>) -> Result<CreateRequest, String> + Send + Sync + 'a;
 
 /// Everything needed to create one VM of a group.
 #[derive(Debug, Clone)]
@@ -354,6 +364,22 @@ pub trait CloudProvider: Send + Sync {
     /// [`ServerStatus::Removing`]) before nodewright deletes its Node and the VM: read
     /// back first and refused unless it is `cluster`'s. A VM already marked is left as is.
     async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError>;
+    /// Finishes the join of VM `id` ([`ServerStatus::JoinPending`]), read back first and
+    /// refused unless it is `cluster`'s: with `render`, runs its join script again (in the
+    /// background, the VM building meanwhile) with user data rendered anew; without (its
+    /// node registered), only records that the join is done. A VM whose join is no longer
+    /// pending is left as it is.
+    async fn finish_join(
+        &self,
+        _cluster: &str,
+        id: &str,
+        _render: Option<&RenderJoin<'_>>,
+    ) -> Result<(), CloudError> {
+        Err(CloudError::Other {
+            provider: self.name().to_string(),
+            message: format!("VM {id}: this provider runs no join script after the start"),
+        })
+    }
     /// The nodes `names` of `cluster` are Ready and their startup taint goes next: what was
     /// left for their boot only (a Proxmox cloud-init seed, join token inside) is removed.
     /// The caller logs an error and removes the taint all the same.

@@ -54,7 +54,8 @@ pub fn keys(action: &Action) -> Vec<String> {
         Action::PullImages { node, .. } => vec![format!("{kind} node/{node}")],
         Action::DeleteServers { servers, .. }
         | Action::ParkWarm { servers }
-        | Action::MarkJoined { servers, .. } => servers
+        | Action::MarkJoined { servers, .. }
+        | Action::FinishJoin { servers, .. } => servers
             .iter()
             .map(|s| format!("{kind} server/{}/{}", s.group, s.id))
             .collect(),

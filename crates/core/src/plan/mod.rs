@@ -136,6 +136,14 @@ pub enum Action {
     /// Record on each VM that its node was Ready (at `at`, Unix seconds), so no later
     /// process takes it for a VM that never joined (see [`crate::cloud::JOINED_TAG`]).
     MarkJoined { servers: Vec<ServerRef>, at: u64 },
+    /// Finish the joins a process gone left ([`crate::cloud::ServerStatus::JoinPending`]):
+    /// run each VM's join script again, or, for those in `registered` (names) whose node
+    /// registered, only record that the join is done.
+    FinishJoin {
+        servers: Vec<ServerRef>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        registered: Vec<String>,
+    },
     /// Pull images onto a node with a short-lived pod.
     PullImages { node: String, images: Vec<String> },
     /// Remove image puller pods that finished or got stuck.
@@ -162,6 +170,7 @@ impl Action {
             Action::DeleteNodesWithoutVm { .. } => "delete-node-without-vm",
             Action::MarkUnneeded { .. } => "mark-unneeded",
             Action::MarkJoined { .. } => "mark-joined",
+            Action::FinishJoin { .. } => "finish-join",
             Action::PullImages { .. } => "pull-images",
             Action::DeletePods { .. } => "delete-pods",
         }
@@ -269,6 +278,26 @@ impl fmt::Display for Action {
                 let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
                 write!(f, "record that VMs {} joined", names.join(", "))
             }
+            Action::FinishJoin {
+                servers,
+                registered,
+            } => {
+                let run: Vec<&str> = servers
+                    .iter()
+                    .map(|s| s.name.as_str())
+                    .filter(|n| !registered.iter().any(|r| r == n))
+                    .collect();
+                match (run.is_empty(), registered.is_empty()) {
+                    (false, true) => write!(f, "run the join script of VMs {}", run.join(", ")),
+                    (true, _) => write!(f, "record that VMs {} joined", registered.join(", ")),
+                    (false, false) => write!(
+                        f,
+                        "run the join script of VMs {}; record that VMs {} joined",
+                        run.join(", "),
+                        registered.join(", ")
+                    ),
+                }
+            }
             Action::PullImages { node, images } => {
                 write!(f, "pull {} on {node}", images.join(", "))
             }
@@ -347,6 +376,9 @@ pub enum ReasonCode {
     RemovalUnfinished,
     /// A warm VM with a Node of ours is stopped and its Node deleted.
     WarmPoolPark,
+    /// A VM was started and the process that started it stopped before its join script
+    /// ran: the script is run again (or, its node registered, the join recorded done).
+    JoinUnfinished,
     /// An action that failed on its objects is held back for a while; the next step's
     /// action runs meanwhile.
     ActionBackedOff,
@@ -645,6 +677,7 @@ type Step = fn(&view::View<'_>, &mut Vec<Reason>) -> Option<(Action, Vec<Reason>
 pub const STEPS: &[(&str, Step)] = &[
     ("finish-provisioning", steps::finish_provisioning),
     ("clean-up-failed", steps::clean_up_failed),
+    ("finish-joins", steps::finish_joins),
     ("finish-removal", steps::finish_removal),
     ("delete-nodes-without-vm", steps::delete_nodes_without_vm),
     ("park-warm", steps::park_warm),

@@ -66,9 +66,12 @@ pub struct Snapshot {
 
 impl Snapshot {
     /// Writes what [`Snapshot::volumes`] means into the pods and nodes (see
-    /// [`super::volumes::resolve`]); the adapters call it once they have read everything.
-    pub fn resolve_volumes(&mut self) {
-        super::volumes::resolve(&self.volumes, &mut self.nodes, &mut self.pods);
+    /// [`super::volumes::resolve`]), judging which volumes only one node can reach
+    /// against the nodes in view and what a new node of each group of `config` carries;
+    /// the adapters call it once they have read everything.
+    pub fn resolve_volumes(&mut self, config: &crate::config::Config) {
+        let new_nodes = super::volumes::new_nodes(config, &self.group_shapes);
+        super::volumes::resolve(&self.volumes, &mut self.nodes, &new_nodes, &mut self.pods);
     }
 }
 

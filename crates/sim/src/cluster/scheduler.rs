@@ -250,8 +250,9 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
     let vols = storage::volumes(&txn);
     let mut bound: Vec<Arc<PodInfo>> = bound.into_iter().map(Arc::new).collect();
     let mut pending: Vec<Arc<PodInfo>> = pending.into_iter().map(Arc::new).collect();
-    volumes::resolve(&vols, &mut nodes, &mut bound);
-    volumes::resolve(&vols, &mut nodes, &mut pending);
+    // The scheduler places pods on nodes that exist: no node a group could make counts.
+    volumes::resolve(&vols, &mut nodes, &[], &mut bound);
+    volumes::resolve(&vols, &mut nodes, &[], &mut pending);
     let bound: Vec<PodInfo> = bound.iter().map(|p| (**p).clone()).collect();
     pending.sort_by(|a, b| {
         b.priority

@@ -384,6 +384,9 @@ struct St {
     fail_tasks: Vec<(String, String)>,
     /// How the next clones progress (a clone with none left takes `clone_delay`).
     clone_paces: Vec<tasks::ClonePace>,
+    /// Running clones end OK when a host's task list is next read (see
+    /// [`SimProxmox::finish_clones_at_next_task_list`]).
+    finish_clones_at_task_list: bool,
     /// What each clone under way makes once its disks are copied, by new VM id.
     clones: HashMap<u32, SimVm>,
     fail_deletes: usize,
@@ -514,6 +517,7 @@ impl SimProxmox {
                 tickets_issued: 0,
                 fail_tasks: Vec::new(),
                 clone_paces: Vec::new(),
+                finish_clones_at_task_list: false,
                 clones: HashMap::new(),
                 fail_deletes: 0,
                 never_ready: Vec::new(),
@@ -662,6 +666,13 @@ impl SimProxmox {
         for _ in 0..n {
             st.clone_paces.push(tasks::ClonePace::Stuck);
         }
+    }
+
+    /// Every clone still running ends OK just before the next `GET /nodes/{node}/tasks`
+    /// is answered: a clone that ends between a client's VM listing and its task-list
+    /// read, which a busy client meets at random.
+    pub fn finish_clones_at_next_task_list(&self) {
+        self.shared.lock().finish_clones_at_task_list = true;
     }
 
     /// Log lines of every task of `kind` so far, oldest task first.

@@ -29,6 +29,7 @@ pub(super) fn list(
     let flag = |k: &str| get(k).is_some_and(|v| v == "1" || v == "true");
     let source = get("source").unwrap_or_else(|| "archive".into());
     let user = get("userfilter").map(|u| u.to_lowercase());
+    finish_clones_if_asked(shared);
     let st = shared.lock();
     let mut tasks: Vec<&Task> = st
         .tasks
@@ -72,6 +73,25 @@ pub(super) fn list(
         })
         .collect();
     data(serde_json::Value::Array(out))
+}
+
+/// Ends every running clone OK, once, when a test asked for it (see
+/// `SimProxmox::finish_clones_at_next_task_list`).
+fn finish_clones_if_asked(shared: &Arc<Shared>) {
+    let running: Vec<(String, u32)> = {
+        let mut st = shared.lock();
+        if !std::mem::take(&mut st.finish_clones_at_task_list) {
+            return;
+        }
+        st.tasks
+            .values()
+            .filter(|t| t.running && t.kind == "qmclone")
+            .map(|t| (t.upid.clone(), t.target))
+            .collect()
+    };
+    for (upid, target) in running {
+        finish_task(shared, &upid, "qmclone", target, None, false);
+    }
 }
 
 /// How a clone task progresses when the test asks for more than a fixed delay.

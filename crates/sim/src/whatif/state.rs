@@ -469,6 +469,7 @@ impl State {
                 claim,
                 pv,
                 node: node.clone(),
+                affinity: vec![hostname_terms(node)],
             }];
         }
     }
@@ -538,6 +539,7 @@ impl State {
                     pv: volume_pv(&claim),
                     claim,
                     node: n.clone(),
+                    affinity: vec![hostname_terms(n)],
                 }];
             }
         }

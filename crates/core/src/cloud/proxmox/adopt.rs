@@ -15,6 +15,7 @@ use super::allocate::VmResource;
 use super::client::Api;
 use super::seg;
 use super::tasks::{running_clones, stop_task, Following, ListedTask, LogSeen, TaskDeadline};
+use crate::cloud::CloudError;
 
 /// A clone of someone gone, as far as this process has read it.
 struct Watched {
@@ -65,9 +66,10 @@ pub(super) struct Judged {
 }
 
 /// Looks at the clone tasks running under this process's Proxmox user that nothing here
-/// follows, and stops those past their deadline. Best effort: a host whose task list
-/// cannot be read is looked at again next cycle. Costs no call unless some VM is locked
-/// for a clone; then one task-list read per host that holds such a VM or a template.
+/// follows, and stops those past their deadline. A host whose task list cannot be read
+/// fails the whole listing: its clones would otherwise count for nothing. Costs no call
+/// unless some VM is locked for a clone; then one task-list read per host that holds
+/// such a VM that can be ours.
 ///
 /// The same Proxmox user may clone for other purposes (a person with the same token, a
 /// script): a task counts only when it can be tied to a VM of `cluster`. Its source is a
@@ -87,7 +89,7 @@ pub(super) async fn judge_clones(
     templates: &HashSet<u32>,
     cluster: &str,
     read_only: bool,
-) -> Judged {
+) -> Result<Judged, CloudError> {
     let mut found = Vec::new();
     let mut still = Vec::new();
     let cloning = vms.iter().any(|v| v.lock.as_deref() == Some("clone"));
@@ -101,13 +103,21 @@ pub(super) async fn judge_clones(
             .collect();
         let me = api.identity().to_string();
         for host in hosts {
-            let mut tasks = match running_clones(api, host, &me).await {
-                Ok(t) => t,
-                Err(e) => {
-                    tracing::debug!(host, error = %e, "could not read the host's task list");
-                    continue;
+            let ours_here = vms
+                .iter()
+                .filter(|v| ours_cloning(v, host, cluster))
+                .count();
+            if ours_here == 0 {
+                continue;
+            }
+            // Unread, a clone of ours would count for nothing and be made again: the
+            // listing fails instead, and the provider keeps its last known VMs.
+            let mut tasks = running_clones(api, host, &me).await.map_err(|e| {
+                CloudError::Other {
+                    provider: super::PROVIDER.into(),
+                    message: format!("host {host} holds a VM locked for a clone, and its task list, which says whether the clone is nodewright's, could not be read: {e}"),
                 }
-            };
+            })?;
             tasks.retain(|t| {
                 t.upid
                     .id
@@ -116,10 +126,6 @@ pub(super) async fn judge_clones(
                     && !following.contains(&t.upid.raw)
             });
             tasks.sort_by_key(|t| (t.starttime, t.upid.raw.clone()));
-            let ours_here = vms
-                .iter()
-                .filter(|v| ours_cloning(v, host, cluster))
-                .count();
             for t in tasks.into_iter().take(ours_here) {
                 running.insert(t.upid.raw.clone());
                 match judge_one(api, adopted, deadline, t.clone(), read_only).await {
@@ -132,10 +138,10 @@ pub(super) async fn judge_clones(
     for w in adopted.ended(&running) {
         found.extend(report_end(api, &w).await);
     }
-    Judged {
+    Ok(Judged {
         found,
         running: still,
-    }
+    })
 }
 
 /// Whether `v` is a VM on `host` locked for a clone that can be ours: nameless (its first

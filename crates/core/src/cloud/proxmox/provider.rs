@@ -9,10 +9,12 @@ use async_trait::async_trait;
 
 mod finish;
 mod joined;
+mod joining;
 mod listing;
 pub mod seeding;
 mod warm;
 use finish::NewVm;
+use listing::unpaired_nameless;
 use serde_json::Value;
 use tokio::sync::Mutex;
 
@@ -270,7 +272,11 @@ impl ProxmoxProvider {
     /// Stops the clones a process gone left running past their deadline (see
     /// [`super::adopt`]); what it finds waits for the next `observe`. Returns those of
     /// them still running.
-    async fn judge_clones(&self, vms: &[VmResource], cluster: &str) -> Vec<ListedTask> {
+    async fn judge_clones(
+        &self,
+        vms: &[VmResource],
+        cluster: &str,
+    ) -> Result<Vec<ListedTask>, CloudError> {
         let inner = &self.inner;
         // The templates this process's groups clone: another template's clones are not ours.
         let templates: HashSet<u32> = inner
@@ -290,7 +296,7 @@ impl ProxmoxProvider {
             cluster,
             inner.options.read_only,
         )
-        .await;
+        .await?;
         if !found.is_empty() {
             inner
                 .found
@@ -298,7 +304,7 @@ impl ProxmoxProvider {
                 .unwrap_or_else(|e| e.into_inner())
                 .extend(found);
         }
-        running
+        Ok(running)
     }
 
     async fn await_upid(&self, call: &str, data: &Value) -> Result<(), CloudError> {
@@ -444,7 +450,13 @@ impl ProxmoxProvider {
         })
     }
 
-    fn spawn_join(&self, node: String, vmid: u32, req: &CreateRequest, settings: &ProxmoxSettings) {
+    pub(super) fn spawn_join(
+        &self,
+        node: String,
+        vmid: u32,
+        req: &CreateRequest,
+        settings: &ProxmoxSettings,
+    ) {
         let inner = self.inner.clone();
         let script = req.user_data.clone();
         let path = settings.join_script_path.clone();
@@ -474,6 +486,14 @@ impl ProxmoxProvider {
                     JoinState::Unknown(e.to_string())
                 }
             };
+            // The script was sent: a later process does not run it again (an unknown
+            // outcome is left to `provisionTimeout`, as here).
+            if matches!(state, JoinState::Done | JoinState::Unknown(_)) {
+                let this = ProxmoxProvider {
+                    inner: task_inner.clone(),
+                };
+                this.joining_done(vmid).await;
+            }
             task_inner
                 .joins
                 .lock()
@@ -494,8 +514,12 @@ impl CloudProvider for ProxmoxProvider {
 
     /// VMs tagged for `cluster`, and VMs half-made for it (see [`half_made`]).
     async fn list_servers(&self, cluster: &str) -> Result<Vec<Server>, CloudError> {
-        let vms = list_vms(&self.inner.api).await?;
-        let in_flight = self.judge_clones(&vms, cluster).await;
+        let api = &self.inner.api;
+        let mut vms = list_vms(api).await?;
+        let in_flight = self.judge_clones(&vms, cluster).await?;
+        if unpaired_nameless(&vms, &in_flight) {
+            vms = list_vms(api).await?;
+        }
         Ok(self.servers_in(&vms, cluster, &in_flight).await?.0)
     }
 
@@ -503,12 +527,16 @@ impl CloudProvider for ProxmoxProvider {
     /// template, and one HA status read the hosts in maintenance: a cycle costs two calls
     /// whatever the number of groups (plus, once, each template's disks and the cluster's
     /// name; while some VM is locked for a clone, the task lists of the hosts that
-    /// hold it or a template, see [`super::adopt`]; and at most every ten minutes the ISO
-    /// storages' content, for cloud-init seeds left behind, see `seeding`).
+    /// hold it, see [`super::adopt`], and the listing again while a nameless clone is not
+    /// tied to a running task, see [`unpaired_nameless`]; and at most every ten minutes
+    /// the ISO storages' content, for cloud-init seeds left behind, see `seeding`).
     async fn observe(&self, cluster: &str, groups: &[String]) -> Result<Observed, CloudError> {
         let api = &self.inner.api;
-        let listing = list_all(api).await?;
-        let in_flight = self.judge_clones(&listing.vms, cluster).await;
+        let mut listing = list_all(api).await?;
+        let in_flight = self.judge_clones(&listing.vms, cluster).await?;
+        if unpaired_nameless(&listing.vms, &in_flight) {
+            listing = list_all(api).await?;
+        }
         let maint = maintenance(api).await;
         let region = self.inner.hosts.region(api).await;
         let mut shapes = BTreeMap::new();
@@ -599,6 +627,15 @@ impl CloudProvider for ProxmoxProvider {
 
     async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         self.mark_vm_removing(cluster, id).await
+    }
+
+    async fn finish_join(
+        &self,
+        cluster: &str,
+        id: &str,
+        render: Option<&crate::cloud::RenderJoin<'_>>,
+    ) -> Result<(), CloudError> {
+        self.finish_vm_join(cluster, id, render).await
     }
 
     /// Destroys VM `id` only when its tags, read back just before, name `cluster` (and

@@ -13,6 +13,10 @@
 //!   the copy (another VM id) from the VM nodewright made. Only VMs made before this mark
 //!   existed lack it (see [`Ownership::copy_of`]).
 //! - `nw-removing`: nodewright began removing it ([`crate::cloud::REMOVING_TAG`])
+//! - `nw-joining`: started in a group that joins through the guest agent, its join script
+//!   not seen to run yet: written before the start, taken off once the script ran, so a
+//!   process that did not start it runs the script (see
+//!   [`crate::cloud::ServerStatus::JoinPending`])
 
 use std::time::{Duration, SystemTime};
 
@@ -24,6 +28,7 @@ pub const WARM_TAG: &str = "nw-warm";
 pub const JOINED_PREFIX: &str = "nw-j-";
 pub const REMOVING_TAG: &str = "nw-removing";
 pub const VMID_PREFIX: &str = "nw-i-";
+pub const JOINING_TAG: &str = "nw-joining";
 /// Every tag prefix nodewright writes: a VM carrying any of them was configured by
 /// nodewright once (a half-made VM carries none, see `halfmade`).
 pub const ALL_PREFIXES: &[&str] = &[
@@ -35,6 +40,7 @@ pub const ALL_PREFIXES: &[&str] = &[
     VMID_PREFIX,
     WARM_TAG,
     REMOVING_TAG,
+    JOINING_TAG,
 ];
 
 /// Whether `tags` hold any tag nodewright writes (of any cluster).
@@ -95,6 +101,8 @@ pub struct Ownership {
     pub joined: Option<SystemTime>,
     /// Carries [`REMOVING_TAG`].
     pub removing: bool,
+    /// Carries [`JOINING_TAG`].
+    pub joining: bool,
     /// The VM id it was made as ([`VMID_PREFIX`], or `vmid=` in the description); two
     /// different ones are `Some(0)`, which no VM has.
     pub vmid: Option<u32>,
@@ -121,6 +129,8 @@ pub fn ownership(tags: &str) -> Ownership {
             o.warm = true;
         } else if lower == REMOVING_TAG {
             o.removing = true;
+        } else if lower == JOINING_TAG {
+            o.joining = true;
         } else if let Some(v) = lower.strip_prefix(CLUSTER_PREFIX) {
             clusters.push(decode(v));
         } else if let Some(v) = lower.strip_prefix(GROUP_PREFIX) {
@@ -297,6 +307,18 @@ pub fn with_removing(tags: &str) -> String {
     out.join(";")
 }
 
+/// `tags` with [`JOINING_TAG`] set (once) or taken off; every other tag is kept.
+pub fn with_joining(tags: &str, joining: bool) -> String {
+    let mut out: Vec<&str> = split(tags)
+        .into_iter()
+        .filter(|t| !t.eq_ignore_ascii_case(JOINING_TAG))
+        .collect();
+    if joining {
+        out.push(JOINING_TAG);
+    }
+    out.join(";")
+}
+
 /// `tags` with the VM id mark [`VMID_PREFIX`] of `vmid` added when it has none (a VM
 /// made before the mark existed gets it at its next tag write); one it has is kept.
 pub fn with_vmid(tags: &str, vmid: u32) -> String {
@@ -354,6 +376,23 @@ mod tests {
         assert_eq!(o.cluster.as_deref(), Some("prod"));
         // Garbage after the prefix is no mark.
         assert_eq!(ownership("nw-c-prod;nw-j-soon").joined, None);
+    }
+
+    #[test]
+    fn the_joining_mark_is_set_once_and_taken_off() {
+        let t = "nw-c-prod;nw-g-agents;nw-t-42;nw-j-40";
+        assert!(!ownership(t).joining);
+        let on = with_joining(&with_joining(t, true), true);
+        assert_eq!(on, "nw-c-prod;nw-g-agents;nw-t-42;nw-j-40;nw-joining");
+        let o = ownership(&on);
+        // Not read as a joined mark (`nw-j-`), nor the joined mark as it.
+        assert!(o.joining);
+        assert_eq!(
+            o.joined,
+            Some(SystemTime::UNIX_EPOCH + Duration::from_secs(40))
+        );
+        assert_eq!(with_joining(&on, false), t);
+        assert!(any_ours("nw-joining") && !ownership("nw-joined").joining);
     }
 
     #[test]

@@ -205,9 +205,9 @@ fn replace(v: &View<'_>, notes: &mut Vec<Reason>, reason: DisruptionReason) -> S
         })
         .map(|p| {
             let mut c = p.clone();
+            let local = std::mem::take(&mut c.local_volumes);
             c.volume_affinity
-                .retain(|terms| crate::plan::volumes::names_one_node(terms).is_none());
-            c.local_volumes.clear();
+                .retain(|terms| !local.iter().any(|l| l.affinity == *terms));
             c
         })
         .collect();

@@ -62,6 +62,13 @@ pub fn hard_limit_reached(v: &View<'_>, n: &NodeInfo, left: &[&PodInfo]) -> bool
     let Some(limit) = hard_limit(v, n) else {
         return false;
     };
+    // Data only this node holds is never given up for a hard limit.
+    if left
+        .iter()
+        .any(|p| policy::unreleased_volume(v, p).is_some())
+    {
+        return false;
+    }
     let drained = draining_for(v, n);
     drained > limit && (left.is_empty() || drained > limit + v.config.drain.timeout)
 }
@@ -168,7 +175,7 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
                 waiting_jobs.push(p);
                 continue;
             }
-            if past_limit && policy::pdb_held(v, p) {
+            if past_limit && policy::pdb_held(v, p) && policy::unreleased_volume(v, p).is_none() {
                 held.push(p);
                 continue;
             }
@@ -178,9 +185,7 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
                 Some(b @ Blocker::Budget(_)) => blocked.push((p, b)),
                 // Data only this node holds: a hard limit does not let it go, only a
                 // broken node (whose data is out of reach anyway) does.
-                Some(b @ Blocker::LocalVolume(_)) if !policy::disruption_of(n).forced() => {
-                    blocked.push((p, b))
-                }
+                Some(b @ Blocker::LocalVolume(_)) if !policy::broken_now(n) => blocked.push((p, b)),
                 // A broken node's pods, or an expired one's past its hard limit, go
                 // whatever their annotations say.
                 Some(_) if forced => here.push(p),

@@ -18,7 +18,8 @@ pub use images::warm_images;
 pub use orphans::{delete_nodes_without_vm, note_unknown_groups, unknown_group_vms};
 pub use pools::{drop_stale_warm, fill_warm_pools, from_warm_pool, park_warm};
 pub use provisioning::{
-    clean_up_failed, finish_provisioning, finish_removal, mark_joined, MAX_NOT_JOINED_PER_ACTION,
+    clean_up_failed, finish_joins, finish_provisioning, finish_removal, mark_joined,
+    MAX_NOT_JOINED_PER_ACTION,
 };
 pub use remove::remove_empty;
 pub use scale_up::scale_up;

@@ -63,7 +63,7 @@ pub(crate) fn stale(v: &View<'_>, g: &NodeGroupConfig, s: &Server) -> Option<Str
             Some(f) => format!("warm VM {} reports an error state: {f}", s.name),
             None => format!("warm VM {} reports an error state", s.name),
         }),
-        ServerStatus::Active => Some(format!(
+        ServerStatus::Active | ServerStatus::JoinPending => Some(format!(
             "warm VM {} is running (started by someone else)",
             s.name
         )),

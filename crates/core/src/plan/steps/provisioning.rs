@@ -297,3 +297,55 @@ pub fn mark_joined(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     let servers = due.iter().map(|m| m.server_ref()).collect();
     Some((Action::MarkJoined { servers, at }, reasons))
 }
+
+/// VMs started for a join by script that a process gone never saw run
+/// ([`ServerStatus::JoinPending`]): the script is run again, well before
+/// `provisionTimeout`; a VM whose node registered meanwhile is only recorded as joined.
+/// VMs past `provisionTimeout` are left to [`clean_up_failed`].
+pub fn finish_joins(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
+    let due: Vec<&Member<'_>> = v
+        .members
+        .iter()
+        .filter(|m| {
+            m.server.status == ServerStatus::JoinPending
+                && !v.frozen.contains_key(m.group.name.as_str())
+                && matches!(
+                    m.state,
+                    ServerState::Provisioning | ServerState::Joined | ServerState::Vanished
+                )
+        })
+        .collect();
+    if due.is_empty() {
+        return None;
+    }
+    let registered: Vec<String> = due
+        .iter()
+        .filter(|m| m.node.is_some() || m.state != ServerState::Provisioning)
+        .map(|m| m.server.name.clone())
+        .collect();
+    let reasons = due
+        .iter()
+        .map(|m| {
+            let said = if registered.contains(&m.server.name) {
+                format!(
+                    "VM {} of group {}: the process that started it stopped before its join script was seen to run, and its node registered; recording the join as done",
+                    m.server.name, m.group.name
+                )
+            } else {
+                format!(
+                    "VM {} of group {}: the process that started it stopped before its join script ran; running it again",
+                    m.server.name, m.group.name
+                )
+            };
+            Reason::new(ReasonCode::JoinUnfinished, said)
+        })
+        .collect();
+    let servers = due.iter().map(|m| m.server_ref()).collect();
+    Some((
+        Action::FinishJoin {
+            servers,
+            registered,
+        },
+        reasons,
+    ))
+}

@@ -188,3 +188,54 @@ fn ready_nodes_get_their_vm_marked_joined_once() {
     let d = plan_it(&s, &c);
     assert!(!matches!(d.action, Action::MarkJoined { .. }), "{d:#?}");
 }
+
+/// Issue 20: a process killed between a VM's start and its guest-agent join left the VM to
+/// wait out `provisionTimeout`. The next plan runs the join script again; a VM whose node
+/// registered meanwhile is only recorded as joined; one past `provisionTimeout` is removed
+/// as any VM that did not join.
+#[test]
+fn a_vm_whose_join_script_a_process_gone_never_ran_has_it_run_again() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    let mut pending = mk_server("dev-workers-pending", ago(30));
+    pending.status = ServerStatus::JoinPending;
+    s.servers.push(pending.clone());
+    let mut registered = mk_server("dev-workers-registered", ago(60));
+    registered.status = ServerStatus::JoinPending;
+    s.servers.push(registered);
+    let mut node = mk_node("dev-workers-registered", ago(10));
+    node.ready = false;
+    node.taints.push(startup_taint());
+    s.nodes.push(node);
+    let d = plan_it(&s, &c);
+    let Action::FinishJoin {
+        servers,
+        registered,
+    } = &d.action
+    else {
+        panic!("expected FinishJoin: {d:#?}");
+    };
+    let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["dev-workers-pending", "dev-workers-registered"]);
+    assert_eq!(registered, &["dev-workers-registered".to_string()]);
+    assert!(
+        d.reasons
+            .iter()
+            .all(|r| r.code == ReasonCode::JoinUnfinished),
+        "{d:#?}"
+    );
+    assert!(
+        d.action
+            .to_string()
+            .contains("run the join script of VMs dev-workers-pending"),
+        "{}",
+        d.action
+    );
+
+    // Past provisionTimeout it is a VM that did not join: removed, not joined again.
+    let mut s = Snapshot::default();
+    pending.created = ago(7200);
+    s.servers.push(pending);
+    let d = plan_it(&s, &c);
+    assert_eq!(deleted(&d), ["dev-workers-pending"], "{d:#?}");
+}

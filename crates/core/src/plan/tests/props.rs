@@ -344,7 +344,9 @@ fn named(a: &Action, s: &Snapshot) -> (Vec<String>, Vec<String>) {
         | Action::ScaleUp { .. }
         | Action::FillWarmPool { .. }
         | Action::DeletePods { .. } => (vec![], vec![]),
-        Action::StartWarm { servers, .. } | Action::MarkJoined { servers, .. } => {
+        Action::StartWarm { servers, .. }
+        | Action::MarkJoined { servers, .. }
+        | Action::FinishJoin { servers, .. } => {
             (vec![], servers.iter().map(|v| v.name.clone()).collect())
         }
         Action::RemoveStartupTaint { nodes }

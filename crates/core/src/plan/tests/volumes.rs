@@ -57,11 +57,18 @@ fn hostname_is(host: &str) -> Vec<NodeSelectorTerm> {
 /// A pod of a ReplicaSet on `node` (None: pending) whose volume `data` is a
 /// `local-path` claim bound to a PV on `pv_node`.
 fn with_local_volume(s: &mut Snapshot, pod: &str, node: Option<&str>, pv_node: &str) {
+    with_volume(s, pod, node, hostname_is(pv_node));
+}
+
+/// A pod of a ReplicaSet on `node` whose volume `data` is bound to a PV whose required
+/// node affinity is `affinity`.
+fn with_volume(s: &mut Snapshot, pod: &str, node: Option<&str>, affinity: Vec<NodeSelectorTerm>) {
     let claim = format!("{pod}-data");
     let pv = format!("pvc-{pod}");
+    let pv_node = node.unwrap_or_default();
     s.volumes.pvs.push(PvInfo {
         name: pv.clone(),
-        node_affinity: Some(hostname_is(pv_node)),
+        node_affinity: Some(affinity),
         local: false,
         csi_driver: None,
         claim: Some(("default".into(), claim.clone())),
@@ -71,7 +78,7 @@ fn with_local_volume(s: &mut Snapshot, pod: &str, node: Option<&str>, pv_node: &
         name: claim.clone(),
         volume_name: Some(pv),
         storage_class: Some("local-path".into()),
-        selected_node: Some(pv_node.into()),
+        selected_node: (!pv_node.is_empty()).then(|| pv_node.into()),
     });
     let mut p = mk_pod(pod, node, GI);
     p.claims.push(PodClaim {
@@ -98,7 +105,7 @@ fn cordoned(d: &Decision) -> Vec<String> {
 }
 
 /// A (busy), B and C (each one small pod; B's keeps its data on B's disk).
-fn consolidation_world() -> Snapshot {
+fn consolidation_world(c: &Config) -> Snapshot {
     let mut s = Snapshot::default();
     for n in [A, B, C] {
         mk_member(&mut s, n, 3600);
@@ -107,14 +114,14 @@ fn consolidation_world() -> Snapshot {
     with_local_volume(&mut s, "db", Some(B), B);
     s.pods.push(mk_pod("web", Some(C), GI).into());
     unneeded_since(&mut s, 3600);
-    s.resolve_volumes();
+    s.resolve_volumes(c);
     s
 }
 
 #[test]
 fn an_underused_node_holding_a_local_path_volume_is_kept_and_plan_names_the_pod_and_volume() {
     let c = config("", "");
-    let s = consolidation_world();
+    let s = consolidation_world(&c);
     let d = plan_it(&s, &c);
     let k = d
         .unremovable
@@ -136,10 +143,74 @@ fn an_underused_node_holding_a_local_path_volume_is_kept_and_plan_names_the_pod_
     assert_eq!(cordoned(&d), vec![C.to_string()], "{d:#?}");
 }
 
+fn label_is(key: &str, value: &str) -> Vec<NodeSelectorTerm> {
+    vec![NodeSelectorTerm {
+        expressions: vec![Requirement {
+            key: key.into(),
+            operator: Operator::In,
+            values: vec![value.into()],
+        }],
+        fields: Vec::new(),
+    }]
+}
+
+/// A (busy), B and C as in [`consolidation_world`], each labelled `openebs.io/nodename`
+/// with its name as OpenEBS's node plugin does; B's pod keeps its data on an OpenEBS
+/// LocalPV whose affinity is `affinity`.
+fn openebs_world(c: &Config, affinity: Vec<NodeSelectorTerm>) -> Snapshot {
+    let mut s = Snapshot::default();
+    for n in [A, B, C] {
+        mk_member(&mut s, n, 3600);
+    }
+    for n in &mut s.nodes {
+        n.labels
+            .insert("openebs.io/nodename".into(), n.name.clone());
+    }
+    s.pods.push(mk_pod("big", Some(A), 3 * GI).into());
+    with_volume(&mut s, "db", Some(B), affinity);
+    s.pods.push(mk_pod("web", Some(C), GI).into());
+    unneeded_since(&mut s, 3600);
+    s.resolve_volumes(c);
+    s
+}
+
+#[test]
+fn an_underused_node_holding_an_openebs_local_pv_by_openebs_io_nodename_is_kept_and_plan_names_the_pod_and_volume(
+) {
+    let c = config("", "");
+    let s = openebs_world(&c, label_is("openebs.io/nodename", B));
+    let d = plan_it(&s, &c);
+    let k = d
+        .unremovable
+        .iter()
+        .find(|u| u.node == B)
+        .unwrap_or_else(|| panic!("{B} not reported kept: {d:#?}"));
+    assert_eq!(k.reason, KeptReason::LocalVolume, "{d:#?}");
+    assert_eq!(k.pod.as_ref().map(|p| p.name.as_str()), Some("db"));
+    assert!(k.detail.contains("pvc-db") && k.detail.contains(B), "{k:?}");
+    assert_eq!(cordoned(&d), vec![C.to_string()], "{d:#?}");
+}
+
+#[test]
+fn a_volume_a_new_node_of_the_group_could_reach_does_not_keep_its_node() {
+    let c = config("", "");
+    // Every node of group workers, new ones too, reaches it: B's pod can move.
+    let s = openebs_world(&c, label_is(crate::LABEL_GROUP, "workers"));
+    let d = plan_it(&s, &c);
+    assert!(
+        !d.unremovable
+            .iter()
+            .any(|u| u.reason == KeptReason::LocalVolume),
+        "{d:#?}"
+    );
+    assert!(s.pods.iter().all(|p| p.local_volumes.is_empty()));
+    assert_eq!(cordoned(&d).len(), 1, "{d:#?}");
+}
+
 #[test]
 fn a_local_volume_pins_its_node_even_with_the_opt_ins_for_consolidation() {
     let c = config("", "  allowLocalVolumeLoss: true");
-    let mut s = consolidation_world();
+    let mut s = consolidation_world(&c);
     // C's pod cannot move (it alone is kept for that), so only B could be taken.
     s.pods.retain(|p| p.name != "web");
     for p in &mut s.pods {
@@ -156,7 +227,7 @@ fn a_local_volume_pins_its_node_even_with_the_opt_ins_for_consolidation() {
 }
 
 /// An expired node (B) whose pod keeps its data there, and a young node with room.
-fn expired_world(annotate: Option<&str>) -> Snapshot {
+fn expired_world(c: &Config, annotate: Option<&str>) -> Snapshot {
     let mut s = Snapshot::default();
     mk_member(&mut s, A, 3600);
     mk_member(&mut s, B, 80 * 3600);
@@ -167,14 +238,14 @@ fn expired_world(annotate: Option<&str>) -> Snapshot {
             .annotations
             .insert(CA_SAFE_TO_EVICT_LOCAL_VOLUMES.into(), list.into());
     }
-    s.resolve_volumes();
+    s.resolve_volumes(c);
     s
 }
 
 #[test]
 fn an_expired_node_with_a_local_volume_is_not_replaced_and_the_plan_says_why() {
     let c = config("", "");
-    let d = plan_it(&expired_world(None), &c);
+    let d = plan_it(&expired_world(&c, None), &c);
     assert!(cordoned(&d).is_empty(), "{d:#?}");
     assert!(
         d.notes.iter().any(|n| n.code == ReasonCode::DrainBlocked
@@ -187,7 +258,7 @@ fn an_expired_node_with_a_local_volume_is_not_replaced_and_the_plan_says_why() {
 #[test]
 fn safe_to_evict_true_does_not_give_up_a_local_volume() {
     let c = config("", "");
-    let mut s = expired_world(None);
+    let mut s = expired_world(&c, None);
     let p = s.pods.last_mut().expect("pod");
     std::sync::Arc::make_mut(p)
         .annotations
@@ -199,27 +270,27 @@ fn safe_to_evict_true_does_not_give_up_a_local_volume() {
 #[test]
 fn listing_every_local_volume_in_safe_to_evict_local_volumes_lets_expiry_replace_the_node() {
     let c = config("", "");
-    let d = plan_it(&expired_world(Some("cache, data")), &c);
+    let d = plan_it(&expired_world(&c, Some("cache, data")), &c);
     assert_eq!(cordoned(&d), vec![B.to_string()], "{d:#?}");
     // Listing another volume only is not enough.
-    let d = plan_it(&expired_world(Some("cache")), &c);
+    let d = plan_it(&expired_world(&c, Some("cache")), &c);
     assert!(cordoned(&d).is_empty(), "{d:#?}");
 }
 
 #[test]
 fn allow_local_volume_loss_on_the_group_lets_expiry_replace_the_node() {
     let c = config("", "  allowLocalVolumeLoss: true");
-    let d = plan_it(&expired_world(None), &c);
+    let d = plan_it(&expired_world(&c, None), &c);
     assert_eq!(cordoned(&d), vec![B.to_string()], "{d:#?}");
 }
 
 #[test]
 fn a_hard_limit_does_not_force_out_a_pod_with_a_local_volume() {
     let c = config("drain: {timeout: 10m, terminationGracePeriod: 1h}", "");
-    let d = plan_it(&expired_world(None), &c);
+    let d = plan_it(&expired_world(&c, None), &c);
     assert!(cordoned(&d).is_empty(), "{d:#?}");
     // A node already cordoned for expiry and past its limit keeps the pod too.
-    let mut s = expired_world(None);
+    let mut s = expired_world(&c, None);
     cordon_by_us(&mut s.nodes[1], "expired", 3 * 3600);
     let d = plan_it(&s, &c);
     assert!(
@@ -232,8 +303,10 @@ fn a_hard_limit_does_not_force_out_a_pod_with_a_local_volume() {
 #[test]
 fn an_unhealthy_node_drains_its_local_volume_pod_as_the_unhealthy_rules_say() {
     let c = config("", "");
-    let mut s = expired_world(None);
+    let mut s = expired_world(&c, None);
     cordon_by_us(&mut s.nodes[1], "unhealthy", 10);
+    // Broken now (not Ready): a Ready node cordoned as unhealthy is given back instead.
+    s.nodes[1].ready = false;
     let d = plan_it(&s, &c);
     assert!(
         matches!(&d.action, Action::Drain { pods, .. } if pods.iter().any(|p| p.name == "db")),
@@ -248,7 +321,7 @@ fn a_pending_pod_whose_local_volume_node_is_gone_is_no_capacity_and_gets_no_node
     let mut s = Snapshot::default();
     mk_member(&mut s, A, 3600);
     with_local_volume(&mut s, "db", None, "dev-workers-gone");
-    s.resolve_volumes();
+    s.resolve_volumes(&c);
     let d = plan_it(&s, &c);
     assert!(!matches!(d.action, Action::ScaleUp { .. }), "{d:#?}");
     assert_eq!(d.bucket_of("default", "db"), Some(Bucket::NoCapacity));
@@ -271,7 +344,7 @@ fn a_pending_pod_whose_local_volume_is_on_an_existing_full_node_gets_no_new_node
     mk_member(&mut s, B, 3600);
     s.pods.push(mk_pod("hog", Some(A), 7 * GI).into());
     with_local_volume(&mut s, "db", None, A);
-    s.resolve_volumes();
+    s.resolve_volumes(&c);
     let d = plan_it(&s, &c);
     assert!(!matches!(d.action, Action::ScaleUp { .. }), "{d:#?}");
     assert_eq!(d.bucket_of("default", "db"), Some(Bucket::NoCapacity));
@@ -324,7 +397,7 @@ fn a_pending_pod_with_a_zonal_volume_gets_a_node_of_the_group_in_that_zone() {
         claim: "data".into(),
     });
     s.pods.push(p.clone().into());
-    s.resolve_volumes();
+    s.resolve_volumes(&c);
     let d = plan_it(&s, &c);
     assert!(
         matches!(&d.action, Action::ScaleUp { group, .. } if group == "zone-b"),
@@ -347,7 +420,7 @@ fn a_pending_pod_with_a_zonal_volume_gets_a_node_of_the_group_in_that_zone() {
         default: false,
     });
     s.pods.push(p.into());
-    s.resolve_volumes();
+    s.resolve_volumes(&c);
     let d = plan_it(&s, &c);
     assert!(
         matches!(&d.action, Action::ScaleUp { group, .. } if group == "zone-b"),

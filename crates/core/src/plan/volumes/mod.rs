@@ -19,6 +19,9 @@ use serde::Serialize;
 
 use super::model::{NodeInfo, PodInfo};
 use super::sched::spec::{NodeSelectorTerm, Operator};
+use super::sched::template::LABEL_ZONE;
+use super::sched::{well_known_labels, GroupShape};
+use crate::config::Config;
 
 /// The node label a `local-path`/LocalPV volume's affinity names its node by.
 pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
@@ -63,16 +66,9 @@ pub struct PvInfo {
     pub claim: Option<(String, String)>,
 }
 
-impl PvInfo {
-    /// The one node this volume lives on, if its required node affinity names a single
-    /// node (every term asks for one `kubernetes.io/hostname` or one `metadata.name`,
-    /// the same in each): `local-path`, `local` PVs, OpenEBS LocalPV.
-    pub fn pinned_node(&self) -> Option<&str> {
-        names_one_node(self.node_affinity.as_ref()?)
-    }
-}
-
-/// The one node `terms` select by name (see [`PvInfo::pinned_node`]), if so.
+/// The one node `terms` name by `kubernetes.io/hostname` or `metadata.name` (every term
+/// asks for that one node, the same in each), if so: how a volume whose node is gone
+/// still says which node held it.
 pub fn names_one_node(terms: &[NodeSelectorTerm]) -> Option<&str> {
     let mut node: Option<&str> = None;
     for t in terms {
@@ -91,6 +87,136 @@ pub fn names_one_node(terms: &[NodeSelectorTerm]) -> Option<&str> {
         node = Some(single);
     }
     node
+}
+
+/// A node a group could make, as a volume's node affinity sees it: its name and labels.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewNode {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+}
+
+/// What a new node of each group of `config` would carry (see
+/// [`super::sched::well_known_labels`]), once per hypervisor host a group may use (each is
+/// a zone of its own): a volume whose affinity selects one of these is reachable from a
+/// node nodewright can make, so it pins no node.
+pub fn new_nodes(config: &Config, shapes: &BTreeMap<String, GroupShape>) -> Vec<NewNode> {
+    let mut out = Vec::new();
+    for g in &config.node_groups {
+        let shape = shapes.get(&g.name);
+        let name = format!("{}-new-0", g.name);
+        let mut labels = well_known_labels(g, &config.cluster_name, shape);
+        labels.insert(HOSTNAME_LABEL.to_string(), name.clone());
+        let hosts = shape.and_then(|s| s.hosts.as_ref());
+        for h in hosts.map_or(&[][..], |h| &h.hosts[..]) {
+            let mut on_host = labels.clone();
+            on_host.insert(LABEL_ZONE.to_string(), h.name.clone());
+            out.push(NewNode {
+                name: name.clone(),
+                labels: on_host,
+            });
+        }
+        out.push(NewNode { name, labels });
+    }
+    out
+}
+
+/// The nodes a volume's node affinity is judged against: those in view and those a
+/// group could make.
+struct Reach<'a> {
+    by_name: BTreeMap<&'a str, &'a NodeInfo>,
+    by_hostname: BTreeMap<&'a str, &'a NodeInfo>,
+    nodes: &'a [NodeInfo],
+    new_nodes: &'a [NewNode],
+}
+
+/// How many existing nodes some terms select.
+#[derive(Debug, PartialEq)]
+enum Selected<'a> {
+    NoNode,
+    One(&'a str),
+    Several,
+}
+
+impl<'a> Reach<'a> {
+    fn new(nodes: &'a [NodeInfo], new_nodes: &'a [NewNode]) -> Reach<'a> {
+        Reach {
+            by_name: nodes.iter().map(|n| (n.name.as_str(), n)).collect(),
+            by_hostname: nodes
+                .iter()
+                .filter_map(|n| Some((n.labels.get(HOSTNAME_LABEL)?.as_str(), n)))
+                .collect(),
+            nodes,
+            new_nodes,
+        }
+    }
+
+    /// The existing nodes `terms` select (ORed terms, as kube-scheduler matches a PV's
+    /// required node affinity), told apart only as none, one or several. A term that
+    /// asks for hostnames or names `In` a list is checked against those nodes only.
+    fn existing(&self, terms: &[NodeSelectorTerm]) -> Selected<'a> {
+        let mut found: Option<&'a str> = None;
+        for t in terms {
+            let listed = t
+                .expressions
+                .iter()
+                .find(|r| r.key == HOSTNAME_LABEL && r.operator == Operator::In)
+                .map(|r| (&self.by_hostname, r))
+                .or_else(|| {
+                    t.fields
+                        .iter()
+                        .find(|r| r.key == "metadata.name" && r.operator == Operator::In)
+                        .map(|r| (&self.by_name, r))
+                });
+            let candidates: Box<dyn Iterator<Item = &'a NodeInfo> + '_> = match listed {
+                Some((index, r)) => Box::new(
+                    r.values
+                        .iter()
+                        .filter_map(|v| index.get(v.as_str()).copied()),
+                ),
+                None => Box::new(self.nodes.iter()),
+            };
+            for n in candidates.filter(|n| t.matches(&n.name, &n.labels)) {
+                match found {
+                    Some(f) if f != n.name => return Selected::Several,
+                    _ => found = Some(n.name.as_str()),
+                }
+            }
+        }
+        found.map_or(Selected::NoNode, Selected::One)
+    }
+
+    /// Whether `terms` select a node some group could make.
+    fn a_new_node(&self, terms: &[NodeSelectorTerm]) -> bool {
+        self.new_nodes
+            .iter()
+            .any(|n| terms.iter().any(|t| t.matches(&n.name, &n.labels)))
+    }
+
+    /// The node whose disk holds `pv`'s data for a pod on `pod_node`, if only one node
+    /// can reach it: its required node affinity selects that node, no other node in
+    /// view and no node a group could make (`local-path`, OpenEBS LocalPV by
+    /// `openebs.io/nodename`, a `local` PV by any label). A `local` PV is one node's
+    /// disk whatever its affinity says: it holds the data of the node its pod runs on.
+    /// A volume naming a node that is gone still names it, so the pod is reported.
+    fn data_node(&self, pv: &PvInfo, pod_node: Option<&str>) -> Option<String> {
+        let terms = pv.node_affinity.as_deref()?;
+        if pv.local {
+            if let Some(n) = pod_node.and_then(|n| self.by_name.get(n)) {
+                if terms.iter().any(|t| t.matches(&n.name, &n.labels)) {
+                    return Some(n.name.clone());
+                }
+            }
+        }
+        if self.a_new_node(terms) {
+            return None;
+        }
+        match self.existing(terms) {
+            Selected::One(n) => Some(n.to_string()),
+            Selected::NoNode => names_one_node(terms).map(str::to_string),
+            Selected::Several => None,
+        }
+    }
 }
 
 /// A PersistentVolumeClaim.
@@ -144,6 +270,10 @@ pub struct LocalVolume {
     pub pv: String,
     /// The node holding the data.
     pub node: String,
+    /// The PV's required node affinity, as the pod's `volume_affinity` carries it: what
+    /// a pod whose volume is let go is freed of.
+    #[serde(skip)]
+    pub affinity: Vec<NodeSelectorTerm>,
 }
 
 impl Volumes {
@@ -182,8 +312,7 @@ struct Resolved {
     attach: BTreeMap<String, u64>,
 }
 
-/// `hostnames` maps a node's `kubernetes.io/hostname` label to its name (they may differ).
-fn resolve_pod(ix: &Index<'_>, hostnames: &BTreeMap<&str, &str>, pod: &PodInfo) -> Resolved {
+fn resolve_pod(ix: &Index<'_>, reach: &Reach<'_>, pod: &PodInfo) -> Resolved {
     let mut r = Resolved::default();
     for pc in &pod.claims {
         let Some(claim) = ix.claims.get(&(pod.namespace.as_str(), pc.claim.as_str())) else {
@@ -205,13 +334,13 @@ fn resolve_pod(ix: &Index<'_>, hostnames: &BTreeMap<&str, &str>, pod: &PodInfo) 
                 if let Some(terms) = &pv.node_affinity {
                     r.affinity.push(terms.clone());
                 }
-                if let Some(host) = pv.pinned_node() {
-                    let node = hostnames.get(host).copied().unwrap_or(host);
+                if let Some(node) = reach.data_node(pv, pod.node_name.as_deref()) {
                     r.local.push(LocalVolume {
                         volume: pc.volume.clone(),
                         claim: pc.claim.clone(),
                         pv: pv.name.clone(),
-                        node: node.to_string(),
+                        node,
+                        affinity: pv.node_affinity.clone().unwrap_or_default(),
                     });
                 }
                 if let Some(d) = &pv.csi_driver {
@@ -251,15 +380,19 @@ fn resolve_pod(ix: &Index<'_>, hostnames: &BTreeMap<&str, &str>, pod: &PodInfo) 
 }
 
 /// Writes what the volume objects mean into `pods` (only those with claims are copied)
-/// and `nodes` (attach limits). Idempotent: running it twice changes nothing more.
-pub fn resolve(volumes: &Volumes, nodes: &mut [NodeInfo], pods: &mut [Arc<PodInfo>]) {
+/// and `nodes` (attach limits). `new_nodes` are the nodes groups could make
+/// ([`new_nodes`]): a volume one of them could reach pins no node. Idempotent: running
+/// it twice changes nothing more.
+pub fn resolve(
+    volumes: &Volumes,
+    nodes: &mut [NodeInfo],
+    new_nodes: &[NewNode],
+    pods: &mut [Arc<PodInfo>],
+) {
     let ix = volumes.index();
-    let hostnames: BTreeMap<&str, &str> = nodes
-        .iter()
-        .filter_map(|n| Some((n.labels.get(HOSTNAME_LABEL)?.as_str(), n.name.as_str())))
-        .collect();
+    let reach = Reach::new(nodes, new_nodes);
     for p in pods.iter_mut().filter(|p| !p.claims.is_empty()) {
-        let r = resolve_pod(&ix, &hostnames, p);
+        let r = resolve_pod(&ix, &reach, p);
         let pod = Arc::make_mut(p);
         for (k, n) in &r.attach {
             pod.requests.scalar.insert(k.clone(), *n);
@@ -268,7 +401,7 @@ pub fn resolve(volumes: &Volumes, nodes: &mut [NodeInfo], pods: &mut [Arc<PodInf
         pod.volume_problem = r.problem;
         pod.local_volumes = r.local;
     }
-    drop(hostnames);
+    drop(reach);
     let limits: BTreeMap<&str, &CsiNodeInfo> = volumes
         .csi_nodes
         .iter()

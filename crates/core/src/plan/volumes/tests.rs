@@ -85,7 +85,7 @@ fn pod(name: &str, node: Option<&str>, claims: &[(&str, &str)]) -> PodInfo {
 
 fn resolved(v: &Volumes, nodes: &mut [NodeInfo], p: PodInfo) -> PodInfo {
     let mut pods = vec![Arc::new(p)];
-    resolve(v, nodes, &mut pods);
+    resolve(v, nodes, &[], &mut pods);
     (*pods[0]).clone()
 }
 
@@ -104,18 +104,65 @@ fn fits<'a>(
     model.check(p, i)
 }
 
+fn requirement(key: &str, operator: Operator, values: &[&str]) -> Requirement {
+    Requirement {
+        key: key.into(),
+        operator,
+        values: values.iter().map(|v| v.to_string()).collect(),
+    }
+}
+
+/// Nodes a, b, c in zone z1, each labelled `openebs.io/nodename` with its name as the
+/// OpenEBS node plugin does; a running pod `db` on `on` whose claim is bound to `pv`.
+fn pinned_by(pv: PvInfo, on: &str, new: &[NewNode]) -> Vec<LocalVolume> {
+    let mut nodes: Vec<NodeInfo> = ["a", "b", "c"].map(|n| node(n, "z1")).into();
+    for n in &mut nodes {
+        n.labels.insert(OPENEBS_NODENAME.into(), n.name.clone());
+    }
+    let v = Volumes {
+        claims: vec![claim("data", Some(&pv.name), Some("openebs-hostpath"))],
+        pvs: vec![pv],
+        ..Volumes::default()
+    };
+    let mut pods = vec![Arc::new(pod("db", Some(on), &[("data", "data")]))];
+    resolve(&v, &mut nodes, new, &mut pods);
+    pods[0].local_volumes.clone()
+}
+
+const OPENEBS_NODENAME: &str = "openebs.io/nodename";
+
+/// A new node of group `workers` as [`new_nodes`] makes it: zone z1, its group label.
+fn new_worker() -> NewNode {
+    let mut labels = BTreeMap::new();
+    labels.insert(HOSTNAME_LABEL.to_string(), "workers-new-0".to_string());
+    labels.insert("topology.kubernetes.io/zone".to_string(), "z1".to_string());
+    labels.insert(crate::LABEL_GROUP.to_string(), "workers".to_string());
+    NewNode {
+        name: "workers-new-0".into(),
+        labels,
+    }
+}
+
 #[test]
 fn a_local_path_volume_pins_the_node_its_affinity_names() {
-    let local = pv("pvc-1", Some(vec![term(HOSTNAME_LABEL, &["host-a"])]), None);
-    assert_eq!(local.pinned_node(), Some("host-a"));
-    let zonal = pv(
-        "z",
-        Some(vec![term("topology.kubernetes.io/zone", &["a"])]),
-        None,
+    let local = pv("pvc-1", Some(vec![term(HOSTNAME_LABEL, &["a"])]), None);
+    let pinned = pinned_by(local, "a", &[new_worker()]);
+    assert_eq!(pinned.len(), 1);
+    assert_eq!(
+        (pinned[0].node.as_str(), pinned[0].pv.as_str()),
+        ("a", "pvc-1")
     );
-    assert_eq!(zonal.pinned_node(), None);
+    assert_eq!(pinned[0].volume, "data");
+    // By `metadata.name` in matchFields, the same.
+    let by_name = NodeSelectorTerm {
+        expressions: Vec::new(),
+        fields: vec![requirement("metadata.name", Operator::In, &["a"])],
+    };
+    let pinned = pinned_by(pv("pvc-2", Some(vec![by_name]), None), "a", &[]);
+    assert_eq!(pinned.first().map(|l| l.node.as_str()), Some("a"));
+    // Two hostnames, or one per term (ORed): two nodes reach it.
     let two = pv("two", Some(vec![term(HOSTNAME_LABEL, &["a", "b"])]), None);
-    assert_eq!(two.pinned_node(), None);
+    assert!(pinned_by(two, "a", &[]).is_empty());
     let split = pv(
         "split",
         Some(vec![
@@ -124,8 +171,131 @@ fn a_local_path_volume_pins_the_node_its_affinity_names() {
         ]),
         None,
     );
-    assert_eq!(split.pinned_node(), None);
-    assert_eq!(pv("nfs", None, None).pinned_node(), None);
+    assert!(pinned_by(split, "a", &[]).is_empty());
+    assert!(pinned_by(pv("nfs", None, None), "a", &[]).is_empty());
+}
+
+#[test]
+fn an_openebs_local_pv_pinned_by_openebs_io_nodename_pins_its_node() {
+    let openebs = pv(
+        "pvc-openebs",
+        Some(vec![term(OPENEBS_NODENAME, &["b"])]),
+        Some("local.csi.openebs.io"),
+    );
+    let pinned = pinned_by(openebs, "b", &[new_worker()]);
+    assert_eq!(pinned.len(), 1, "{pinned:?}");
+    assert_eq!(pinned[0].node, "b");
+    assert_eq!(pinned[0].pv, "pvc-openebs");
+    assert_eq!(pinned[0].claim, "data");
+}
+
+#[test]
+fn a_pv_selecting_one_node_by_any_operator_pins_it() {
+    // NotIn every other node, ANDed with the zone: node c alone.
+    let not_in = NodeSelectorTerm {
+        expressions: vec![
+            requirement("topology.kubernetes.io/zone", Operator::In, &["z1"]),
+            requirement(OPENEBS_NODENAME, Operator::NotIn, &["a", "b"]),
+        ],
+        fields: Vec::new(),
+    };
+    let pinned = pinned_by(pv("pvc-c", Some(vec![not_in]), None), "c", &[new_worker()]);
+    // A new node of zone z1 lacks openebs.io/nodename, so NotIn selects it too.
+    assert!(pinned.is_empty(), "{pinned:?}");
+    // With Exists, the new node (no such label) is out and node c alone is left.
+    let exists = NodeSelectorTerm {
+        expressions: vec![
+            requirement(OPENEBS_NODENAME, Operator::Exists, &[]),
+            requirement(OPENEBS_NODENAME, Operator::NotIn, &["a", "b"]),
+        ],
+        fields: Vec::new(),
+    };
+    let pinned = pinned_by(pv("pvc-c", Some(vec![exists]), None), "c", &[new_worker()]);
+    assert_eq!(pinned.first().map(|l| l.node.as_str()), Some("c"));
+}
+
+#[test]
+fn a_zonal_pv_selecting_many_nodes_does_not_pin() {
+    let zonal = pv(
+        "pvc-zonal",
+        Some(vec![term("topology.kubernetes.io/zone", &["z1"])]),
+        Some("disk.csi.example.com"),
+    );
+    assert!(pinned_by(zonal, "a", &[]).is_empty());
+}
+
+#[test]
+fn a_pv_whose_selector_matches_a_new_node_of_a_group_does_not_pin() {
+    // Node a is the only node of group workers now, but the group can make more.
+    let by_group = pv(
+        "pvc-group",
+        Some(vec![term(crate::LABEL_GROUP, &["workers"])]),
+        None,
+    );
+    let mut nodes: Vec<NodeInfo> = vec![node("a", "z1"), node("b", "z1")];
+    nodes[0]
+        .labels
+        .insert(crate::LABEL_GROUP.into(), "workers".into());
+    let v = Volumes {
+        claims: vec![claim("data", Some("pvc-group"), None)],
+        pvs: vec![by_group],
+        ..Volumes::default()
+    };
+    let mut pods = vec![Arc::new(pod("db", Some("a"), &[("data", "data")]))];
+    resolve(&v, &mut nodes, &[], &mut pods);
+    assert_eq!(pods[0].local_volumes.len(), 1, "no group: a alone");
+    let mut pods = vec![Arc::new(pod("db", Some("a"), &[("data", "data")]))];
+    resolve(&v, &mut nodes, &[new_worker()], &mut pods);
+    assert!(
+        pods[0].local_volumes.is_empty(),
+        "{:?}",
+        pods[0].local_volumes
+    );
+    // `kubernetes.io/hostname Exists` selects every node, new ones too.
+    let any = NodeSelectorTerm {
+        expressions: vec![requirement(HOSTNAME_LABEL, Operator::Exists, &[])],
+        fields: Vec::new(),
+    };
+    let mut one = vec![node("a", "z1")];
+    let v = Volumes {
+        claims: vec![claim("data", Some("pvc-any"), None)],
+        pvs: vec![pv("pvc-any", Some(vec![any]), None)],
+        ..Volumes::default()
+    };
+    let mut pods = vec![Arc::new(pod("db", Some("a"), &[("data", "data")]))];
+    resolve(&v, &mut one, &[new_worker()], &mut pods);
+    assert!(pods[0].local_volumes.is_empty());
+}
+
+#[test]
+fn a_local_pv_holds_the_data_of_the_node_its_pod_runs_on_whatever_its_affinity() {
+    let mut local = pv(
+        "pvc-local",
+        Some(vec![term("topology.kubernetes.io/zone", &["z1"])]),
+        None,
+    );
+    local.local = true;
+    let pinned = pinned_by(local, "b", &[new_worker()]);
+    assert_eq!(pinned.first().map(|l| l.node.as_str()), Some("b"));
+}
+
+#[test]
+fn new_nodes_carry_the_group_labels_and_one_zone_per_hypervisor_host() {
+    let dir = std::env::temp_dir();
+    std::fs::write(dir.join("nodewright-volumes-test.j2"), "#cloud-config\n")
+        .expect("temp dir is writable");
+    let text = format!(
+        "clusterName: dev\nfreeMemoryTarget: 0 B\ntemplatesDir: {}\nnodeGroups:\n- name: workers\n  provider: openstack\n  minSize: 0\n  maxSize: 3\n  labels: {{disk: nvme}}\n  openstack: {{flavor: m1.large, image: fcos}}\n  userData: {{template: nodewright-volumes-test.j2}}\n",
+        dir.display()
+    );
+    let config = crate::config::Config::parse(&text, std::path::Path::new("/")).expect("valid");
+    let new = new_nodes(&config, &BTreeMap::new());
+    assert_eq!(new.len(), 1);
+    assert_eq!(new[0].labels.get("disk").map(String::as_str), Some("nvme"));
+    assert_eq!(
+        new[0].labels.get(HOSTNAME_LABEL).map(String::as_str),
+        Some("workers-new-0")
+    );
 }
 
 #[test]
@@ -234,9 +404,9 @@ fn csi_attach_limits_count_where_a_driver_publishes_them() {
         Arc::new(pod("first", Some("a"), &[("v", "one")])),
         Arc::new(pod("second", None, &[("v", "two")])),
     ];
-    resolve(&v, &mut nodes, &mut pods);
+    resolve(&v, &mut nodes, &[], &mut pods);
     // Resolving twice changes nothing more.
-    resolve(&v, &mut nodes, &mut pods);
+    resolve(&v, &mut nodes, &[], &mut pods);
     let key = attach_resource("ebs.csi.aws.com");
     assert_eq!(nodes[0].allocatable.scalar.get(&key), Some(&1));
     assert_eq!(pods[1].requests.scalar.get(&key), Some(&1));

@@ -58,7 +58,11 @@ impl ProxmoxProvider {
         let api = &self.inner.api;
         let settings = n.settings;
         let tag_value = tags::for_new_vm(n.cluster, n.group, n.settings_hash, n.created, n.vmid);
-        let mut p: Params = params([("tags", tags::rewrite(&tag_value, n.warm, None))]);
+        let tag_value = tags::rewrite(&tag_value, n.warm, None);
+        // Before the start: a process killed before the script ran leaves the mark, and
+        // the next one runs the script (see `joining`).
+        let joining = settings.join == JoinMode::GuestAgent && !n.warm;
+        let mut p: Params = params([("tags", tags::with_joining(&tag_value, joining))]);
         if let Some(c) = settings.cores {
             p.push(("cores".into(), c.to_string()));
         }

@@ -2,7 +2,7 @@
 //! description, or for a clone still nameless the clone task's template), state from the
 //! lock, the power state and this process's joins.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 use std::time::SystemTime;
 
 use super::{meta_ctime, JoinState, ProxmoxProvider};
@@ -66,6 +66,9 @@ impl ProxmoxProvider {
             (None, "running", Some(JoinState::Running | JoinState::Unknown(_))) => {
                 ServerStatus::Building
             }
+            // Started for a guest-agent join no process here runs: the one that started
+            // it stopped before the script ran (see `joining`).
+            (None, "running", None) if o.joining => ServerStatus::JoinPending,
             (None, "running", _) => ServerStatus::Active,
             (None, "stopped", _) => ServerStatus::Stopped,
             _ => ServerStatus::Unknown,
@@ -182,21 +185,12 @@ impl ProxmoxProvider {
                 tasks.remove(i);
             }
         }
-        let nameless = |v: &&VmResource| {
-            !v.template
-                && !v.is_nodewright()
-                && v.lock.as_deref() == Some("clone")
-                && v.name
-                    .as_deref()
-                    .is_none_or(|n| n == format!("VM {}", v.vmid))
-        };
         let mut out = Vec::new();
         let nodes: BTreeSet<&str> = tasks.iter().map(|(t, _)| t.upid.node.as_str()).collect();
         for node in nodes {
             let mut copying: Vec<&VmResource> = vms
                 .iter()
-                .filter(nameless)
-                .filter(|v| v.node == node)
+                .filter(|v| nameless_clone(v) && v.node == node)
                 .collect();
             copying.sort_by_key(|v| v.vmid);
             let on_node = tasks.iter().filter(|(t, _)| t.upid.node == node);
@@ -224,6 +218,34 @@ impl ProxmoxProvider {
         }
         out
     }
+}
+
+/// A VM that a clone still copies its first disk into: locked, with the temporary
+/// config only (no name, no nodewright tag).
+fn nameless_clone(v: &VmResource) -> bool {
+    !v.template
+        && !v.is_nodewright()
+        && v.lock.as_deref() == Some("clone")
+        && v.name
+            .as_deref()
+            .is_none_or(|n| n.is_empty() || n == format!("VM {}", v.vmid))
+}
+
+/// Whether some host shows more nameless clones (see [`nameless_clone`]) than running
+/// clone tasks `in_flight` of this process's user. The listing comes before the task
+/// lists, so a clone of ours that ended between the two reads shows nameless in the
+/// listing with no task left to tie it to: counted for nothing, it would be made again.
+/// Listed again, it shows its name and tags (a half-made VM of its group). A person's
+/// clone under another user keeps this true while it copies, at one listing a cycle.
+pub(super) fn unpaired_nameless(vms: &[VmResource], in_flight: &[ListedTask]) -> bool {
+    let mut per_host: HashMap<&str, isize> = HashMap::new();
+    for v in vms.iter().filter(|v| nameless_clone(v)) {
+        *per_host.entry(v.node.as_str()).or_default() += 1;
+    }
+    for t in in_flight {
+        *per_host.entry(t.upid.node.as_str()).or_default() -= 1;
+    }
+    per_host.values().any(|n| *n > 0)
 }
 
 fn copied(of: u32) -> StrayKind {

@@ -68,11 +68,10 @@ impl ProxmoxProvider {
         // A VM of a group this process has no settings for is left as it is.
         let group = ownership(vm.tags()).group.unwrap_or_default();
         let settings = self.settings(&group)?;
-        self.set_tags(
-            &vm,
-            tags::rewrite(vm.tags(), false, Some(SystemTime::now())),
-        )
-        .await?;
+        let started = tags::rewrite(vm.tags(), false, Some(SystemTime::now()));
+        let joining = settings.join == JoinMode::GuestAgent;
+        self.set_tags(&vm, tags::with_joining(&started, joining))
+            .await?;
         self.attach_seed(
             &vm.node,
             vm.vmid,
@@ -102,7 +101,8 @@ impl ProxmoxProvider {
             let data = self.inner.api.post(&call, &p).await?;
             self.await_upid(&format!("POST {call}"), &data).await?;
         }
-        self.set_tags(&vm, tags::rewrite(vm.tags(), true, None))
+        let parked = tags::rewrite(vm.tags(), true, None);
+        self.set_tags(&vm, tags::with_joining(&parked, false))
             .await?;
         self.inner
             .joins
