@@ -188,6 +188,35 @@ pub async fn all_shared(
     Ok(storages.iter().all(|s| shared.contains(s)))
 }
 
+/// The clone's check is `VM.Clone` on the template and `VM.Allocate` on the new id or
+/// the pool; when the second fails Proxmox answers a bare `Permission check failed`
+/// (a failed `or` names nothing), so the error says what is missing.
+fn name_clone_privilege(e: CloudError, newid: u32, pool: Option<&str>) -> CloudError {
+    match e {
+        CloudError::Api {
+            provider,
+            call,
+            status: 403,
+            message,
+        } if !message.contains('(') => {
+            let on = match pool {
+                Some(p) => format!("/vms/{newid} or /pool/{p}"),
+                None => format!("/vms/{newid}"),
+            };
+            CloudError::Api {
+                provider,
+                call,
+                status: 403,
+                message: format!(
+                    "{}: the token lacks VM.Allocate on {on} (the new VM's id; grant it on / as docs/proxmox.md shows)",
+                    message.trim_end()
+                ),
+            }
+        }
+        e => e,
+    }
+}
+
 fn already_exists(e: &CloudError) -> bool {
     e.to_string()
         .to_ascii_lowercase()
@@ -294,7 +323,7 @@ pub async fn clone_vm(api: &Api, spec: &CloneSpec<'_>) -> Result<u32, CloudError
                 }
                 done
             }
-            Err(e) => Err(e),
+            Err(e) => Err(name_clone_privilege(e, id, spec.settings.pool.as_deref())),
         };
         match result {
             Ok(()) => return Ok(id),

@@ -290,6 +290,18 @@ impl ProxmoxProvider {
                 Ok(false) => {}
                 Err(e) => {
                     tracing::warn!(vmid = vm.vmid, error = %e, "could not remove the cloud-init seed of a joined node; it is removed with its VM");
+                    // A refusal (a privilege missing) stays until someone grants it:
+                    // say so in the next plan's reasons too, not only in the log.
+                    if matches!(e, CloudError::Api { status: 403, .. }) {
+                        self.inner
+                            .found
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(format!(
+                                "the cloud-init seed of VM {} (join token inside) stays until the VM is destroyed: {e}",
+                                vm.vmid
+                            ));
+                    }
                     first_error.get_or_insert(e);
                 }
             }
