@@ -50,6 +50,7 @@ mod storage;
 mod store;
 mod sysevents;
 mod table;
+mod tainteviction;
 mod tls;
 mod userdata;
 mod validation;
@@ -154,6 +155,7 @@ pub(crate) struct Inner {
     calls: Mutex<VecDeque<ApiCall>>,
     tokens: authn::Tokens,
     kubelet: Mutex<kubelet::KubeletState>,
+    taint_eviction: Mutex<tainteviction::TaintEvictionState>,
     controllers: Mutex<dirty::ControllerState>,
     /// The scheduler's last round left pods it could not place.
     pods_waiting: AtomicBool,
@@ -221,6 +223,7 @@ impl SimCluster {
             calls: Mutex::new(VecDeque::new()),
             tokens: authn::Tokens::default(),
             kubelet: Mutex::new(kubelet::KubeletState::default()),
+            taint_eviction: Mutex::new(tainteviction::TaintEvictionState::default()),
             controllers: Mutex::new(dirty::ControllerState::default()),
             pods_waiting: AtomicBool::new(false),
             shutdown: stop_rx,
@@ -275,8 +278,12 @@ impl SimCluster {
         });
         spawn_loop(&inner, inner.opts.controller_interval, |i, changes| {
             controllers::pass(i, changes);
-            nodelifecycle::pass(i, changes);
-            kubelet::pass(i, changes)
+            let eviction = nodelifecycle::pass(i, changes);
+            let kubelet = kubelet::pass(i, changes);
+            match (eviction, kubelet) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
         });
         Ok(SimCluster {
             inner,
