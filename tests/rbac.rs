@@ -693,7 +693,10 @@ async fn missing_rule_is_named(rule: &str, wanted: &str) {
         .await
         .expect("simulated environment starts");
     let shipped = shipped_rbac();
-    assert!(shipped.contains(rule), "the rule moved in rbac.yaml: {rule}");
+    assert!(
+        shipped.contains(rule),
+        "the rule moved in rbac.yaml: {rule}"
+    );
     let (mut child, log) = start_with_rbac(&env, &shipped.replacen(rule, "", 1));
     let started = Instant::now();
     loop {

@@ -354,7 +354,12 @@ async fn without_vm_config_memory_setting_memory_is_refused_naming_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_vm_config_cloudinit_the_config_is_refused_naming_it() {
-    reported_without("VM.Config.Cloudinit", &seed_group(), ", VM.Config.Cloudinit)").await;
+    reported_without(
+        "VM.Config.Cloudinit",
+        &seed_group(),
+        ", VM.Config.Cloudinit)",
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -366,7 +371,12 @@ async fn without_vm_config_network_setting_the_bridge_is_refused_naming_it() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_sdn_use_the_bridge_is_refused_naming_it() {
     let groups = e2e::group("ci", 1, "{template: k3s-shared, bridge: vmbr1}");
-    reported_without("SDN.Use", &groups, &refused("/sdn/zones/localnetwork/vmbr1", "SDN.Use")).await;
+    reported_without(
+        "SDN.Use",
+        &groups,
+        &refused("/sdn/zones/localnetwork/vmbr1", "SDN.Use"),
+    )
+    .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -391,7 +401,12 @@ async fn without_vm_guest_agent_unrestricted_the_join_is_refused_naming_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_datastore_audit_nodewright_says_the_template_storage_is_hidden() {
-    let said = reported_without("Datastore.Audit", &seed_group(), "lacks Datastore.Audit on /storage/ceph").await;
+    let said = reported_without(
+        "Datastore.Audit",
+        &seed_group(),
+        "lacks Datastore.Audit on /storage/ceph",
+    )
+    .await;
     assert!(said.contains("does not list storage ceph"), "{said}");
 }
 
@@ -499,7 +514,8 @@ async fn storages_hidden_by_a_missing_datastore_audit_are_named_as_such() {
         .expect_err("the template's storage is hidden");
     assert!(
         e.to_string().contains("does not list storage ceph")
-            && e.to_string().contains("lacks Datastore.Audit on /storage/ceph"),
+            && e.to_string()
+                .contains("lacks Datastore.Audit on /storage/ceph"),
         "{e}"
     );
     // Without Datastore.AllocateSpace too, the host's list hides it as well.
@@ -510,7 +526,10 @@ async fn storages_hidden_by_a_missing_datastore_audit_are_named_as_such() {
         ..SimProxmoxOptions::default()
     })
     .await;
-    assert_eq!(get_data(&s, "/nodes/pve2/storage").await, serde_json::json!([]));
+    assert_eq!(
+        get_data(&s, "/nodes/pve2/storage").await,
+        serde_json::json!([])
+    );
 }
 
 /// Without `Sys.Audit` Proxmox still lists every host, online, but without its CPU,
@@ -550,5 +569,8 @@ async fn check_without_sys_audit_names_it() {
     })
     .await;
     let hosts = get_data(&s, "/cluster/resources?type=node").await;
-    assert!(hosts[0]["maxmem"].as_u64().is_some_and(|m| m > 0), "{hosts}");
+    assert!(
+        hosts[0]["maxmem"].as_u64().is_some_and(|m| m > 0),
+        "{hosts}"
+    );
 }

@@ -41,7 +41,11 @@ async fn a_noexecute_taint_evicts_the_pods_that_do_not_tolerate_it_after_their_s
     }
     let started = std::time::Instant::now();
     while running_pods(&sim, "").len() < 3 {
-        assert!(started.elapsed() < WAIT, "pods not running: {:?}", sim.pods());
+        assert!(
+            started.elapsed() < WAIT,
+            "pods not running: {:?}",
+            sim.pods()
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 
@@ -78,7 +82,10 @@ async fn a_noexecute_taint_evicts_the_pods_that_do_not_tolerate_it_after_their_s
         tainted.elapsed()
     );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(!gone("forever"), "a pod tolerating it without a limit stays");
+    assert!(
+        !gone("forever"),
+        "a pod tolerating it without a limit stays"
+    );
     let reasons: Vec<(String, String)> = sim
         .events()
         .into_iter()
@@ -91,7 +98,10 @@ async fn a_noexecute_taint_evicts_the_pods_that_do_not_tolerate_it_after_their_s
         })
         .collect();
     assert!(
-        reasons.contains(&("plain".into(), "Marking for deletion Pod default/plain".into())),
+        reasons.contains(&(
+            "plain".into(),
+            "Marking for deletion Pod default/plain".into()
+        )),
         "{reasons:?}"
     );
 }

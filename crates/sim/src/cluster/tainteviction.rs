@@ -80,7 +80,12 @@ fn untolerated(pod: &Value, taints: &[&Value]) -> bool {
         .any(|taint| !tolerations.iter().any(|t| tolerates(t, taint)))
 }
 
-fn added_at(state: &mut TaintEvictionState, node: &str, taint: &Value, now: SystemTime) -> SystemTime {
+fn added_at(
+    state: &mut TaintEvictionState,
+    node: &str,
+    taint: &Value,
+    now: SystemTime,
+) -> SystemTime {
     if let Some(t) = taint
         .get("timeAdded")
         .and_then(Value::as_str)
@@ -90,7 +95,11 @@ fn added_at(state: &mut TaintEvictionState, node: &str, taint: &Value, now: Syst
     }
     *state
         .first_seen
-        .entry((node.to_string(), s(taint, "key").to_string(), s(taint, "value").to_string()))
+        .entry((
+            node.to_string(),
+            s(taint, "key").to_string(),
+            s(taint, "value").to_string(),
+        ))
         .or_insert(now)
 }
 
@@ -131,14 +140,18 @@ pub fn pass(inner: &Inner, txn: &mut Txn<'_>) -> Option<Instant> {
             .min()
             .unwrap_or(now);
         for t in &refs {
-            live.insert((node.clone(), s(t, "key").to_string(), s(t, "value").to_string()));
+            live.insert((
+                node.clone(),
+                s(t, "key").to_string(),
+                s(t, "value").to_string(),
+            ));
         }
         nodes.insert(node.as_str(), (refs, since));
     }
     let mut due: Vec<(String, String)> = Vec::new();
     for pod in txn.list(&PODS, None) {
-        let Some((refs, since)) = meta::path_str(pod, &["spec", "nodeName"])
-            .and_then(|n| nodes.get(n))
+        let Some((refs, since)) =
+            meta::path_str(pod, &["spec", "nodeName"]).and_then(|n| nodes.get(n))
         else {
             continue;
         };
@@ -150,7 +163,10 @@ pub fn pass(inner: &Inner, txn: &mut Txn<'_>) -> Option<Instant> {
         {
             continue;
         }
-        let key = (meta::namespace(pod).to_string(), meta::name(pod).to_string());
+        let key = (
+            meta::namespace(pod).to_string(),
+            meta::name(pod).to_string(),
+        );
         if untolerated(pod, refs) {
             due.push(key);
             continue;
@@ -199,7 +215,10 @@ mod tests {
             (json!({"key": "k", "operator": "Exists"}), true),
             (json!({"key": "k", "value": "v"}), true),
             (json!({"key": "k", "value": "w"}), false),
-            (json!({"key": "k", "operator": "Exists", "effect": "NoSchedule"}), false),
+            (
+                json!({"key": "k", "operator": "Exists", "effect": "NoSchedule"}),
+                false,
+            ),
             (json!({"key": "other", "operator": "Exists"}), false),
             (json!({"value": "v"}), false),
         ] {

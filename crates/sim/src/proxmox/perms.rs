@@ -246,10 +246,9 @@ fn is_cloudinit_drive(key: &str, value: &str) -> bool {
     let volume = value.split(',').next().unwrap_or_default();
     matches!(base, "ide" | "sata" | "scsi" | "virtio")
         && base.len() < key.len()
-        && volume
-            .rsplit([':', '/'])
-            .next()
-            .is_some_and(|name| name == "cloudinit" || (name.starts_with("vm-") && name.ends_with("-cloudinit")))
+        && volume.rsplit([':', '/']).next().is_some_and(|name| {
+            name == "cloudinit" || (name.starts_with("vm-") && name.ends_with("-cloudinit"))
+        })
 }
 
 /// Each key a config write sets or deletes needs its own privilege (and a bridge
