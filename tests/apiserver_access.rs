@@ -285,6 +285,31 @@ async fn a_service_account_token_is_authorized_by_the_rbac_objects_in_the_cluste
         status.message,
         "nodes \"n1\" is forbidden: User \"system:serviceaccount:default:bot\" cannot get resource \"nodes\" in API group \"\" at the cluster scope"
     );
+    // An aggregated ClusterRole grants the rules of the ClusterRoles its selector
+    // matches (as the aggregation controller fills it in), here reading nodes.
+    let aggregated = kubectl.write(
+        "aggregated.yaml",
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: bot-view}\n\
+         aggregationRule:\n  clusterRoleSelectors:\n  - matchLabels: {example.com/aggregate-to-bot-view: \"true\"}\n\
+         rules: []\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n\
+         metadata: {name: node-reader, labels: {example.com/aggregate-to-bot-view: \"true\"}}\n\
+         rules:\n- apiGroups: [\"\"]\n  resources: [nodes]\n  verbs: [get, list]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: bot-view}\n\
+         roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: bot-view}\n\
+         subjects:\n- {kind: ServiceAccount, name: bot, namespace: default}\n",
+    );
+    kubectl.ok(&["apply", "-f", &aggregated]).await;
+    let (code, body) = get(&format!("{}/api/v1/nodes", sim.url()), Some(&token)).await;
+    assert_eq!(code, 200, "{body}");
+    // Not what the aggregated role does not carry: deleting a node.
+    let refused = http()
+        .delete(format!("{}/api/v1/nodes/n1", sim.url()))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(refused.status().as_u16(), 403);
     // Deleting the ServiceAccount ends its token.
     kubectl.ok(&["delete", "serviceaccount", "bot"]).await;
     let (code, _) = get(
