@@ -280,7 +280,18 @@ async fn main() {
         base_rss
     );
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::Client::new();
+    // The admin's token, as the generated kubeconfig carries it (tokens are required).
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        format!("Bearer {}", sim.options().token)
+            .parse()
+            .expect("header value"),
+    );
+    let http = reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .expect("HTTP client");
     let url = sim.url();
     timed_list(
         &http,

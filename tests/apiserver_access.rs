@@ -77,13 +77,50 @@ impl Kubectl {
     }
 }
 
+/// The CAs of the clusters this process started, which [`http`] trusts.
+static CAS: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+
+/// A cluster serving HTTPS, as kubectl needs to send its token.
 async fn start(opts: SimClusterOptions) -> SimCluster {
-    SimCluster::start(opts).await.expect("start sim")
+    let sim = SimCluster::start(SimClusterOptions { tls: true, ..opts })
+        .await
+        .expect("start sim");
+    let ca = sim.ca_pem().expect("serving HTTPS").to_string();
+    CAS.lock().unwrap_or_else(|p| p.into_inner()).push(ca);
+    sim
 }
 
-fn http() -> reqwest::Client {
+/// A client that trusts the clusters' CAs and sends `headers` on every request.
+fn client_with(headers: reqwest::header::HeaderMap) -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::new()
+    let pems = CAS.lock().unwrap_or_else(|p| p.into_inner()).join("\n");
+    let certs = reqwest::Certificate::from_pem_bundle(pems.as_bytes()).expect("CA PEM");
+    reqwest::Client::builder()
+        .tls_certs_merge(certs)
+        .default_headers(headers)
+        .build()
+        .expect("client")
+}
+
+/// A client without credentials.
+fn http() -> reqwest::Client {
+    client_with(Default::default())
+}
+
+/// The default admin token of every simulated cluster (the kubeconfig's).
+fn admin_token() -> String {
+    SimClusterOptions::default().token
+}
+
+/// A client sending the admin's bearer token, as kubectl with the kubeconfig does.
+fn admin() -> reqwest::Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    let value = format!("Bearer {}", admin_token());
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        value.parse().expect("header"),
+    );
+    client_with(headers)
 }
 
 async fn get(url: &str, token: Option<&str>) -> (u16, Value) {
@@ -101,39 +138,56 @@ fn unauthorized_status() -> Value {
         "message": "Unauthorized", "reason": "Unauthorized", "code": 401})
 }
 
+/// Issue 21: a wrong or missing token is a 401 by default (a real API server with
+/// anonymous auth off), and kubectl with the generated admin kubeconfig still works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_wrong_token_gets_401_and_a_missing_one_too_when_tokens_are_required() {
-    let sim = start(SimClusterOptions {
-        require_token: true,
-        ..SimClusterOptions::default()
-    })
-    .await;
+async fn a_wrong_or_missing_token_gets_401_by_default_and_the_admin_kubeconfig_works() {
+    let sim = start(SimClusterOptions::default()).await;
     let nodes = format!("{}/api/v1/nodes", sim.url());
+    assert!(nodes.starts_with("https://"), "{nodes}");
     assert_eq!(
         get(&nodes, Some("wrong")).await,
         (401, unauthorized_status())
     );
     assert_eq!(get(&nodes, None).await, (401, unauthorized_status()));
     assert_eq!(get(&format!("{}/version", sim.url()), None).await.0, 401);
-    let admin = sim.options().token.clone();
-    assert_eq!(get(&nodes, Some(&admin)).await.0, 200);
+    assert_eq!(get(&nodes, Some(&admin_token())).await.0, 200);
     // kube-rs with the generated kubeconfig (the admin) works.
     let client = sim.kube_client().await.expect("client");
     Api::<Node>::all(client)
         .list(&ListParams::default())
         .await
         .expect("admin lists nodes");
+    // So does kubectl, which sends the kubeconfig's token (over HTTPS).
+    Kubectl::new(&sim).ok(&["get", "nodes"]).await;
+}
 
-    // The default server: a wrong token is still 401; kubectl, which sends no token
-    // over plain HTTP, is served (the default `simulate --serve` setup).
-    let open = start(SimClusterOptions::default()).await;
-    let nodes = format!("{}/api/v1/nodes", open.url());
+/// Why the simulated API server serves HTTPS where kubectl runs: over plain HTTP kubectl
+/// sends no bearer token, so a token-checking server refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_sends_no_token_over_plain_http() {
+    let plain = SimCluster::start(SimClusterOptions::default())
+        .await
+        .expect("start sim");
+    assert!(plain.url().starts_with("http://"));
+    let err = Kubectl::new(&plain).fails(&["get", "nodes"]).await;
+    assert!(
+        err.contains("the server has asked for the client to provide credentials"),
+        "{err}"
+    );
+    // With tokens not required, such a request is served as the old insecure port did.
+    let open = SimCluster::start(SimClusterOptions {
+        require_token: false,
+        ..SimClusterOptions::default()
+    })
+    .await
+    .expect("start sim");
+    Kubectl::new(&open).ok(&["get", "nodes"]).await;
+    let plain_nodes = format!("{}/api/v1/nodes", open.url());
     assert_eq!(
-        get(&nodes, Some("wrong")).await,
+        get(&plain_nodes, Some("wrong")).await,
         (401, unauthorized_status())
     );
-    let kubectl = Kubectl::new(&open);
-    kubectl.ok(&["get", "nodes"]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -231,6 +285,31 @@ async fn a_service_account_token_is_authorized_by_the_rbac_objects_in_the_cluste
         status.message,
         "nodes \"n1\" is forbidden: User \"system:serviceaccount:default:bot\" cannot get resource \"nodes\" in API group \"\" at the cluster scope"
     );
+    // An aggregated ClusterRole grants the rules of the ClusterRoles its selector
+    // matches (as the aggregation controller fills it in), here reading nodes.
+    let aggregated = kubectl.write(
+        "aggregated.yaml",
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: bot-view}\n\
+         aggregationRule:\n  clusterRoleSelectors:\n  - matchLabels: {example.com/aggregate-to-bot-view: \"true\"}\n\
+         rules: []\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\n\
+         metadata: {name: node-reader, labels: {example.com/aggregate-to-bot-view: \"true\"}}\n\
+         rules:\n- apiGroups: [\"\"]\n  resources: [nodes]\n  verbs: [get, list]\n---\n\
+         apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRoleBinding\nmetadata: {name: bot-view}\n\
+         roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: bot-view}\n\
+         subjects:\n- {kind: ServiceAccount, name: bot, namespace: default}\n",
+    );
+    kubectl.ok(&["apply", "-f", &aggregated]).await;
+    let (code, body) = get(&format!("{}/api/v1/nodes", sim.url()), Some(&token)).await;
+    assert_eq!(code, 200, "{body}");
+    // Not what the aggregated role does not carry: deleting a node.
+    let refused = http()
+        .delete(format!("{}/api/v1/nodes/n1", sim.url()))
+        .bearer_auth(&token)
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(refused.status().as_u16(), 403);
     // Deleting the ServiceAccount ends its token.
     kubectl.ok(&["delete", "serviceaccount", "bot"]).await;
     let (code, _) = get(
@@ -354,7 +433,7 @@ async fn server_side_dry_runs_store_nothing() {
         .await;
     assert_eq!(sim.pods_on("w1").len(), pods_before);
     // An unknown dryRun value is refused as the real server refuses it.
-    let client = http();
+    let client = admin();
     let resp = client
         .delete(format!("{}/api/v1/nodes/w1?dryRun=Yes", sim.url()))
         .send()
@@ -510,7 +589,7 @@ async fn negative_or_malformed_quantities_and_bad_labels_are_refused_with_422() 
         "{err}"
     );
     // NaN is not a quantity; the raw request gets 422 with the field.
-    let resp = http()
+    let resp = admin()
         .post(format!("{}/api/v1/namespaces/default/pods", sim.url()))
         .header("Content-Type", "application/json")
         .body(r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"nan"},"spec":{"containers":[{"name":"c","image":"busybox","resources":{"requests":{"cpu":"NaN"}}}]}}"#)
@@ -538,7 +617,7 @@ async fn protobuf_bodies_get_415_version_with_a_slash_works_and_the_kustomize_ba
         err.contains("the body of the request was in an unknown format"),
         "{err}"
     );
-    let resp = http()
+    let resp = admin()
         .post(format!(
             "{}/api/v1/namespaces/default/configmaps",
             sim.url()
@@ -555,14 +634,14 @@ async fn protobuf_bodies_get_415_version_with_a_slash_works_and_the_kustomize_ba
     assert_eq!(resp.status().as_u16(), 415);
     let body: Value = resp.json().await.expect("a JSON Status");
     assert_eq!(body["reason"], "UnsupportedMediaType");
-    let only_pb = http()
+    let only_pb = admin()
         .get(format!("{}/api/v1/nodes", sim.url()))
         .header("Accept", "application/vnd.kubernetes.protobuf")
         .send()
         .await
         .expect("get");
     assert_eq!(only_pb.status().as_u16(), 406);
-    let (code, version) = get(&format!("{}/version/", sim.url()), None).await;
+    let (code, version) = get(&format!("{}/version/", sim.url()), Some(&admin_token())).await;
     assert_eq!(code, 200);
     assert_eq!(version["gitVersion"], sim.options().server_version.as_str());
 
@@ -627,7 +706,7 @@ async fn the_request_record_is_bounded() {
     })
     .await;
     for _ in 0..30 {
-        get(&format!("{}/api/v1/nodes", sim.url()), None).await;
+        get(&format!("{}/api/v1/nodes", sim.url()), Some(&admin_token())).await;
     }
     assert_eq!(sim.calls().len(), 10);
 }
@@ -739,7 +818,7 @@ async fn a_thousand_nodes_registering_while_pods_start_do_not_freeze_the_server(
             });
         }
     });
-    let client = http();
+    let client = admin();
     let count = |path: &'static str| {
         let client = client.clone();
         let url = format!("{}{path}", sim.url());

@@ -23,9 +23,19 @@ async fn start(opts: SimClusterOptions) -> SimCluster {
     sim
 }
 
+/// A client sending the admin's bearer token (the generated kubeconfig's).
 fn http() -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::new()
+    let mut headers = reqwest::header::HeaderMap::new();
+    let value = format!("Bearer {}", SimClusterOptions::default().token);
+    headers.insert(
+        reqwest::header::AUTHORIZATION,
+        value.parse().expect("header"),
+    );
+    reqwest::Client::builder()
+        .default_headers(headers)
+        .build()
+        .expect("client")
 }
 
 /// GET and return (status, body).

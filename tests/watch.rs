@@ -56,9 +56,12 @@ async fn http_status(addr: SocketAddr, path: &str) -> Option<u16> {
 
 /// A kubeconfig for `cluster` that goes through `proxy`, written in `dir`.
 async fn client_via(cluster: &SimCluster, proxy: &Proxy) -> kube::Client {
-    let yaml = cluster
-        .kubeconfig_yaml()
-        .replace(&cluster.url(), &proxy.url());
+    // The proxy only relays bytes: the address changes, the scheme (HTTPS in SimEnv,
+    // whose certificate names 127.0.0.1) stays.
+    let yaml = cluster.kubeconfig_yaml().replace(
+        &cluster.addr().to_string(),
+        proxy.url().trim_start_matches("http://"),
+    );
     let kc = kube::config::Kubeconfig::from_yaml(&yaml).expect("kubeconfig");
     let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
         .await

@@ -256,9 +256,11 @@ async fn with_no_iso_storage_the_scale_up_fails_naming_the_fix_and_nothing_joins
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert!(
-        errors.iter().any(|e| e.contains("accepts ISO images")
-            && e.contains("proxmox.seedStorage")
-            && e.contains("cicustom")),
+        errors
+            .iter()
+            .any(|e| e.contains("no ISO storage visible on host")
+                && e.contains("proxmox.seedStorage")
+                && e.contains("cicustom")),
         "{errors:?}"
     );
     assert!(env
@@ -502,7 +504,7 @@ async fn check_says_how_the_user_data_is_delivered() {
     let e = p.check().await.expect_err("ceph takes no ISO images");
     assert!(
         e.to_string()
-            .contains("storage 'ceph' on host pve1 is not active or does not accept ISO images")
+            .contains("storage 'ceph' on host pve1 is not active, does not accept ISO images")
             && e.to_string().contains("these do: local"),
         "{e}"
     );

@@ -7,6 +7,7 @@ mod common;
 mod objects;
 mod scheduler;
 mod storage;
+mod tainteviction;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

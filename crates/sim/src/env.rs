@@ -203,6 +203,8 @@ impl SimEnv {
             node_ready_delay: timings.node_ready_delay,
             pod_start_delay: timings.pod_start_delay,
             faults: faults.cluster.clone(),
+            // HTTPS, so kubectl sends the admin token of the kubeconfig written below.
+            tls: true,
             ..SimClusterOptions::default()
         })
         .await

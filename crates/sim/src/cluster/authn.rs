@@ -4,12 +4,12 @@
 //! ServiceAccount, while it exists and the token has not expired. Any other token answers
 //! 401 Unauthorized with the real `Status` body. Tokens are never logged.
 //!
-//! A request without credentials: the server speaks plain HTTP, over which kubectl
-//! (client-go) sends no bearer token at all, so by default such a request is served as
-//! the API server's old insecure port served it (user `system:unsecured` in
-//! `system:masters`), which keeps `simulate --serve` usable by kubectl.
-//! With [`super::SimClusterOptions::require_token`] it is a 401, as on a real secure port
-//! with `--anonymous-auth=false`.
+//! A request without credentials is a 401, as on a real API server with
+//! `--anonymous-auth=false` (with anonymous auth on, a real one would serve it as
+//! `system:anonymous`, which RBAC refuses almost everything). kubectl sends its token
+//! only over HTTPS, so `simulate --serve` serves HTTPS (see `tls`). With
+//! [`super::SimClusterOptions::require_token`] off, such a request is served as the old
+//! insecure port served it (user `system:unsecured` in `system:masters`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;

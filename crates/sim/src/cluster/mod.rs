@@ -50,6 +50,8 @@ mod storage;
 mod store;
 mod sysevents;
 mod table;
+mod tainteviction;
+mod tls;
 mod userdata;
 mod validation;
 mod verbs;
@@ -63,6 +65,7 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use base64::Engine;
 use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -107,10 +110,14 @@ pub struct SimClusterOptions {
     /// `system:masters`). Other tokens are those the TokenRequest API issued; any other
     /// token is refused with 401.
     pub token: String,
-    /// Refuse requests without a bearer token with 401 (a real secure port with
-    /// `--anonymous-auth=false`). Off by default: over plain HTTP kubectl sends no token,
-    /// so such requests are served as the old insecure port did (as `system:masters`).
+    /// Refuse requests without a bearer token with 401, as a real API server with
+    /// `--anonymous-auth=false` does (on by default). Off, such a request is served as
+    /// the old insecure port served it (as `system:masters`).
     pub require_token: bool,
+    /// Serve HTTPS with a fresh cluster CA, which the kubeconfigs carry. kubectl sends
+    /// its bearer token only over HTTPS, so a kubectl test needs it; `SimEnv` (and so
+    /// `simulate --serve`) turns it on. Off by default (plain HTTP is cheaper in tests).
+    pub tls: bool,
     /// Injected faults (none by default), and 409 Conflicts on node patches.
     pub faults: crate::faults::Faults,
     /// API requests kept for [`SimCluster::calls`]; older ones are forgotten, so a
@@ -133,7 +140,8 @@ impl Default for SimClusterOptions {
             watch_history: 10_000,
             bookmark_interval: Duration::from_secs(5),
             token: "nodewright-sim-token".into(),
-            require_token: false,
+            require_token: true,
+            tls: false,
             faults: crate::faults::Faults::default(),
             calls_kept: 50_000,
         }
@@ -147,11 +155,14 @@ pub(crate) struct Inner {
     calls: Mutex<VecDeque<ApiCall>>,
     tokens: authn::Tokens,
     kubelet: Mutex<kubelet::KubeletState>,
+    taint_eviction: Mutex<tainteviction::TaintEvictionState>,
     controllers: Mutex<dirty::ControllerState>,
     /// The scheduler's last round left pods it could not place.
     pods_waiting: AtomicBool,
     shutdown: watch::Receiver<bool>,
     addr: SocketAddr,
+    /// The CA and serving certificate when serving HTTPS.
+    tls: Option<tls::ClusterTls>,
     runtime: tokio::runtime::Handle,
 }
 
@@ -199,13 +210,20 @@ impl SimCluster {
     /// kube-public and kube-node-lease exist from the start.
     pub async fn start(opts: SimClusterOptions) -> std::io::Result<SimCluster> {
         let (listener, addr) = crate::serve::bind_local().await?;
+        let tls = if opts.tls {
+            Some(tls::ClusterTls::generate()?)
+        } else {
+            None
+        };
         let (stop_tx, stop_rx) = watch::channel(false);
         let inner = Arc::new(Inner {
+            tls,
             store: Store::new(opts.watch_history),
             opts,
             calls: Mutex::new(VecDeque::new()),
             tokens: authn::Tokens::default(),
             kubelet: Mutex::new(kubelet::KubeletState::default()),
+            taint_eviction: Mutex::new(tainteviction::TaintEvictionState::default()),
             controllers: Mutex::new(dirty::ControllerState::default()),
             pods_waiting: AtomicBool::new(false),
             shutdown: stop_rx,
@@ -243,25 +261,29 @@ impl SimCluster {
                 crate::faults::inject,
             ))
             .into_make_service_with_connect_info::<crate::faults::ConnKill>();
-        let mut stop = inner.shutdown.clone();
-        tokio::spawn(async move {
-            let signal = async move { stopped(&mut stop).await };
-            let listener = crate::faults::KillableListener(listener);
-            if let Err(e) = axum::serve(listener, app)
-                .with_graceful_shutdown(signal)
-                .await
-            {
-                tracing::warn!(error = %e, "simulated API server stopped");
+        let stop = inner.shutdown.clone();
+        match &inner.tls {
+            None => serve(listener, app, stop),
+            Some(t) => {
+                let listener = crate::proxmox::tls::TlsListener {
+                    tcp: listener,
+                    acceptor: crate::proxmox::tls::acceptor(&t.server)?,
+                };
+                serve(listener, app, stop)
             }
-        });
+        }
         spawn_loop(&inner, inner.opts.scheduler_interval, |i, changes| {
             scheduler::pass(i, changes);
             None
         });
         spawn_loop(&inner, inner.opts.controller_interval, |i, changes| {
             controllers::pass(i, changes);
-            nodelifecycle::pass(i, changes);
-            kubelet::pass(i, changes)
+            let eviction = nodelifecycle::pass(i, changes);
+            let kubelet = kubelet::pass(i, changes);
+            match (eviction, kubelet) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
         });
         Ok(SimCluster {
             inner,
@@ -274,9 +296,19 @@ impl SimCluster {
         self.stop.0.send_replace(true);
     }
 
-    /// `http://127.0.0.1:PORT`
+    /// `http://127.0.0.1:PORT`, or `https://` when serving HTTPS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.inner.addr)
+        let scheme = if self.inner.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        };
+        format!("{scheme}://{}", self.inner.addr)
+    }
+
+    /// The cluster CA's certificate (PEM) when serving HTTPS, for clients to trust.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.inner.tls.as_ref().map(|t| t.ca_pem.as_str())
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -287,15 +319,22 @@ impl SimCluster {
         &self.inner.opts
     }
 
-    /// A kubeconfig (cluster `nodewright-sim`, bearer-token user, current context set)
-    /// accepted by kube-rs and kubectl.
+    /// A kubeconfig (cluster `nodewright-sim`, the admin's bearer token, the cluster CA
+    /// when serving HTTPS, current context set) accepted by kube-rs and kubectl.
     pub fn kubeconfig_yaml(&self) -> String {
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: nodewright-sim\n  cluster:\n    server: {url}\n\
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: nodewright-sim\n  cluster:\n    server: {url}\n{ca}\
              users:\n- name: nodewright-sim\n  user:\n    token: {token}\n\
              contexts:\n- name: nodewright-sim\n  context:\n    cluster: nodewright-sim\n    user: nodewright-sim\n    namespace: default\n\
              current-context: nodewright-sim\npreferences: {{}}\n",
             url = self.url(),
+            ca = self
+                .ca_pem()
+                .map(|pem| format!(
+                    "    certificate-authority-data: {}\n",
+                    base64::engine::general_purpose::STANDARD.encode(pem)
+                ))
+                .unwrap_or_default(),
             token = self.inner.opts.token,
         )
     }
@@ -370,6 +409,29 @@ impl SimCluster {
             .unwrap_or_else(|p| p.into_inner())
             .clear();
     }
+}
+
+/// Serves `app` on `listener` (each connection killable by injected faults) until `stop`.
+fn serve<L>(
+    listener: L,
+    app: axum::extract::connect_info::IntoMakeServiceWithConnectInfo<
+        axum::Router,
+        crate::faults::ConnKill,
+    >,
+    mut stop: watch::Receiver<bool>,
+) where
+    L: axum::serve::Listener<Addr = SocketAddr>,
+{
+    tokio::spawn(async move {
+        let signal = async move { stopped(&mut stop).await };
+        let listener = crate::faults::KillableListener(listener);
+        if let Err(e) = axum::serve(listener, app)
+            .with_graceful_shutdown(signal)
+            .await
+        {
+            tracing::warn!(error = %e, "simulated API server stopped");
+        }
+    });
 }
 
 /// Resolves once shutdown was requested (or every handle is gone).

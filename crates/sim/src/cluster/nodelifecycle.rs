@@ -7,11 +7,14 @@
 //! - Ready `Unknown` (the kubelet stopped reporting): `node.kubernetes.io/unreachable`,
 //!   `NoSchedule` and `NoExecute`;
 //!
-//! and each taint goes when its state does. Other taints are left as they are.
-//! Not modelled: evicting pods that do not tolerate a `NoExecute` taint (the taint
-//! manager), and the grace periods before a silent node counts as Unknown.
+//! and each taint goes when its state does. Other taints are left as they are. Pods on a
+//! node with a `NoExecute` taint they do not tolerate (long enough) are deleted by the
+//! taint manager (`tainteviction`). Not modelled: the grace periods before a silent node
+//! counts as Unknown.
 
 use std::sync::Arc;
+
+use tokio::time::Instant;
 
 use serde_json::{json, Value};
 
@@ -152,8 +155,9 @@ fn ready(node: Option<&Value>) -> Option<&str> {
 }
 
 /// Brings the state taints of the nodes written since the last pass (all of them when
-/// unknown) in line, gives each new node its Lease, and posts the node events.
-pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
+/// unknown) in line, gives each new node its Lease, posts the node events, and runs the
+/// taint manager; returns when its next eviction is due.
+pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) -> Option<Instant> {
     let mut txn = inner.store.lock();
     let names: Vec<String> = match changes {
         None => txn
@@ -185,6 +189,7 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
             });
         }
     }
+    super::tainteviction::pass(inner, &mut txn)
 }
 
 /// What one node write means: a new node gets its Lease and `RegisteredNode`, a Ready

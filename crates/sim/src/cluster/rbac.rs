@@ -7,8 +7,10 @@
 //! rule with resourceNames matches only requests naming one of them (so never a create or
 //! a list); non-resource URLs (`/version`, `/apis/...`) match `nonResourceURLs`, exactly or
 //! by a trailing `*`, and only from cluster-wide bindings. Members of `system:masters`
-//! are allowed everything without a look at the rules. Aggregated ClusterRoles
-//! (`aggregationRule`) are not expanded.
+//! are allowed everything without a look at the rules. An aggregated ClusterRole
+//! (`aggregationRule`) grants the rules of the ClusterRoles its selectors match, as the
+//! aggregation controller would write them into it (expanded when a request is judged,
+//! one level deep; its stored `rules` are not rewritten).
 //!
 //! The same evaluator serves the simulated API server and `tests/rbac.rs` (which builds a
 //! [`Policy`] from the shipped manifests).
@@ -132,7 +134,48 @@ impl Policy {
                 _ => {}
             }
         }
+        p.aggregate();
         p
+    }
+
+    /// Each aggregated ClusterRole's rules become those of the other ClusterRoles whose
+    /// labels one of its `clusterRoleSelectors` matches.
+    fn aggregate(&mut self) {
+        let aggregated: Vec<(String, Vec<super::selectors::LabelSelector>)> = self
+            .cluster_roles
+            .iter()
+            .filter_map(|(name, r)| {
+                let sels = r
+                    .aggregation_rule
+                    .as_ref()?
+                    .cluster_role_selectors
+                    .as_ref()?;
+                let parsed = sels
+                    .iter()
+                    .filter_map(|s| {
+                        let v = serde_json::to_value(s).ok()?;
+                        super::selectors::LabelSelector::from_object(Some(&v))
+                    })
+                    .collect();
+                Some((name.clone(), parsed))
+            })
+            .collect();
+        for (name, selectors) in aggregated {
+            let mut rules: Vec<PolicyRule> = Vec::new();
+            for (other, r) in &self.cluster_roles {
+                let labels = r.metadata.labels.clone().unwrap_or_default();
+                if *other != name && selectors.iter().any(|s| s.matches(&labels)) {
+                    for rule in r.rules.iter().flatten() {
+                        if !rules.contains(rule) {
+                            rules.push(rule.clone());
+                        }
+                    }
+                }
+            }
+            if let Some(r) = self.cluster_roles.get_mut(&name) {
+                r.rules = Some(rules);
+            }
+        }
     }
 
     /// The policy stored in the simulated cluster. RoleBindings are read only from

@@ -56,7 +56,7 @@ mod reads;
 pub mod schema;
 mod storage;
 mod tasks;
-mod tls;
+pub(crate) mod tls;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;

@@ -239,6 +239,18 @@ pub fn config_privilege(key: &str, value: &str) -> &'static str {
     }
 }
 
+/// A drive key whose volume is Proxmox's cloud-init drive (`STORAGE:vm-N-cloudinit` or
+/// `STORAGE:cloudinit` when adding one).
+fn is_cloudinit_drive(key: &str, value: &str) -> bool {
+    let base = key.trim_end_matches(|c: char| c.is_ascii_digit());
+    let volume = value.split(',').next().unwrap_or_default();
+    matches!(base, "ide" | "sata" | "scsi" | "virtio")
+        && base.len() < key.len()
+        && volume.rsplit([':', '/']).next().is_some_and(|name| {
+            name == "cloudinit" || (name.starts_with("vm-") && name.ends_with("-cloudinit"))
+        })
+}
+
 /// Each key a config write sets or deletes needs its own privilege (and a bridge
 /// `SDN.Use`): `Some` is the 403 for the first one missing.
 pub(super) fn config_privileges(
@@ -261,8 +273,15 @@ pub(super) fn config_privileges(
         };
         for (key, value) in keys {
             let p = config_privilege(&key, &value);
-            if !privs.has(p) {
-                return Some(denied(&format!("/vms/{vmid}, {p}")));
+            // A cloud-init drive is neither a disk nor a plain CD-ROM to the check:
+            // adding or removing one needs both of these.
+            let needed: &[&str] = if is_cloudinit_drive(&key, &value) {
+                &["VM.Config.Cloudinit", "VM.Config.CDROM"]
+            } else {
+                std::slice::from_ref(&p)
+            };
+            if let Some(missing) = needed.iter().find(|p| !privs.has(p)) {
+                return Some(denied(&format!("/vms/{vmid}, {missing}")));
             }
             if p == "VM.Config.Network" && !privs.has("SDN.Use") {
                 if let Some(bridge) = value.split(',').find_map(|kv| kv.strip_prefix("bridge=")) {
@@ -283,23 +302,53 @@ pub(super) fn volume_delete(privs: Privs, storage: &str) -> Option<Response> {
 }
 
 /// Whether a listing (`user: all` in the schema) shows an entry of this kind: VMs need
-/// `VM.Audit`, hosts `Sys.Audit`, storages `Datastore.Audit` or `Datastore.AllocateSpace`.
+/// `VM.Audit`; `GET /nodes/{node}/storage` shows a storage to `Datastore.Audit` or
+/// `Datastore.AllocateSpace`. Hosts are always listed (see [`hide_host_stats`]).
 pub fn can_see(privs: Privs, kind: &str) -> bool {
     match kind {
-        "qemu" | "vm" => privs.has("VM.Audit"),
-        "node" => privs.has("Sys.Audit"),
+        "qemu" | "lxc" | "vm" => privs.has("VM.Audit"),
         "storage" => privs.has_any(&["Datastore.Audit", "Datastore.AllocateSpace"]),
         _ => true,
     }
 }
 
-/// Keeps the entries of a `/cluster/resources` answer the caller may see.
+/// The figures of a host entry Proxmox leaves out for a caller without `Sys.Audit` on
+/// `/nodes/{node}`: the host is still listed, online, with no CPU, memory, disk or uptime
+/// (`extract_node_stats` with `exclude_stats`, for `/nodes` and `/cluster/resources`).
+const HOST_STATS: &[&str] = &[
+    "uptime", "cpu", "mem", "disk", "maxcpu", "maxmem", "maxdisk",
+];
+
+/// Takes a host entry's figures out when the caller lacks `Sys.Audit`.
+pub fn hide_host_stats(privs: Privs, entry: &mut Value) {
+    if privs.has("Sys.Audit") {
+        return;
+    }
+    if let Value::Object(m) = entry {
+        for k in HOST_STATS {
+            m.remove(*k);
+        }
+    }
+}
+
+/// A `/cluster/resources` answer as the caller may see it: guests with `VM.Audit`,
+/// storages with `Datastore.Audit` (this listing checks that one alone), every host,
+/// its figures only with `Sys.Audit`.
 pub(super) fn filter_resources(privs: Privs, v: Value) -> Value {
     match v {
         Value::Array(items) => Value::Array(
             items
                 .into_iter()
-                .filter(|i| can_see(privs, i["type"].as_str().unwrap_or("")))
+                .filter(|i| match i["type"].as_str().unwrap_or("") {
+                    "storage" => privs.has("Datastore.Audit"),
+                    kind => can_see(privs, kind),
+                })
+                .map(|mut i| {
+                    if i["type"] == "node" {
+                        hide_host_stats(privs, &mut i);
+                    }
+                    i
+                })
                 .collect(),
         ),
         other => other,

@@ -172,12 +172,49 @@ pub async fn all_shared(
         .get(&format!("/nodes/{}/storage", seg(node)), &[])
         .await?;
     let list = data.as_array().cloned().unwrap_or_default();
+    // The template's disks are on these storages, so each exists on its host; Proxmox
+    // leaves out of the list the storages the token may not see.
+    let listed = |name: &str| list.iter().any(|s| s["storage"].as_str() == Some(name));
+    if let Some(hidden) = storages.iter().find(|s| !listed(s)) {
+        return Err(other(format!(
+            "storage {hidden} of the template is not visible on host {node}: the token may lack Datastore.Audit on /storage/{hidden}"
+        )));
+    }
     let shared: BTreeSet<String> = list
         .iter()
         .filter(|s| s["shared"].as_i64() == Some(1) || s["shared"].as_bool() == Some(true))
         .filter_map(|s| s["storage"].as_str().map(str::to_string))
         .collect();
     Ok(storages.iter().all(|s| shared.contains(s)))
+}
+
+/// The clone's check is `VM.Clone` on the template and `VM.Allocate` on the new id or
+/// the pool; when the second fails Proxmox answers a bare `Permission check failed`
+/// (a failed `or` names nothing), so the error says what is missing.
+fn name_clone_privilege(e: CloudError, newid: u32, pool: Option<&str>) -> CloudError {
+    match e {
+        CloudError::Api {
+            provider,
+            call,
+            status: 403,
+            message,
+        } if !message.contains('(') => {
+            let on = match pool {
+                Some(p) => format!("/vms/{newid} or /pool/{p}"),
+                None => format!("/vms/{newid}"),
+            };
+            CloudError::Api {
+                provider,
+                call,
+                status: 403,
+                message: format!(
+                    "{}: the token lacks VM.Allocate on {on} (the new VM's id; grant it on / as docs/proxmox.md shows)",
+                    message.trim_end()
+                ),
+            }
+        }
+        e => e,
+    }
 }
 
 fn already_exists(e: &CloudError) -> bool {
@@ -286,7 +323,7 @@ pub async fn clone_vm(api: &Api, spec: &CloneSpec<'_>) -> Result<u32, CloudError
                 }
                 done
             }
-            Err(e) => Err(e),
+            Err(e) => Err(name_clone_privilege(e, id, spec.settings.pool.as_deref())),
         };
         match result {
             Ok(()) => return Ok(id),

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use super::allocate::{all_shared, list_nodes, list_vms, template_storages, vm_config};
+use super::allocate::{all_shared, template_storages, vm_config};
 use super::client::{params, Api};
-use super::hosts::template_copies;
+use super::hosts::{hidden_storage, list_all, template_copies};
 use super::provider::seeding::{delivery, seed_storage, Delivery};
 use super::{seg, ProxmoxSettings, PROVIDER};
 use crate::cloud::CloudError;
@@ -38,11 +38,12 @@ pub async fn check(
     groups: &BTreeMap<String, ProxmoxSettings>,
 ) -> Result<Vec<String>, CloudError> {
     api.get("/version", &[]).await?;
-    let vms = list_vms(api).await?;
-    let nodes = list_nodes(api).await?;
+    // Hosts listed without their figures (no Sys.Audit) fail here, as in the loop.
+    let listing = list_all(api).await?;
+    let (vms, nodes) = (&listing.vms, &listing.nodes);
     let mut lines = vec!["credentials ok".to_string()];
     for (group, s) in groups {
-        let copies = template_copies(&vms, &s.template)?;
+        let copies = template_copies(vms, &s.template)?;
         for n in &s.nodes {
             if !nodes.iter().any(|x| &x.node == n) {
                 return Err(not_found("host", format!("{n} (group {group})")));
@@ -55,6 +56,7 @@ pub async fn check(
         for copy in &copies {
             let config = vm_config(api, &copy.node, copy.vmid).await?;
             let storages = template_storages(&config);
+            hidden_storage(&listing, &copy.node, &storages)?;
             template_config = config;
             let here: Vec<String> = if !all_shared(api, &copy.node, &storages).await? {
                 vec![copy.node.clone()]
@@ -91,8 +93,8 @@ pub async fn check(
                     return Err(not_found(
                         "storage",
                         format!(
-                            "{storage} (group {group}, on host {h}; it has {})",
-                            have.join(", ")
+                            "{storage} (group {group}, on host {h}; it has {}; the list shows only the storages the token holds Datastore.Audit or Datastore.AllocateSpace on, so the token may lack Datastore.Audit on /storage/{storage})",
+                            if have.is_empty() { "none visible".to_string() } else { have.join(", ") }
                         ),
                     ));
                 }

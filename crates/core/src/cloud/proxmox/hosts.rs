@@ -25,6 +25,9 @@ pub struct Listing {
     pub taken: BTreeMap<String, (u64, u64)>,
     /// Shared storages, per host that sees them.
     pub shared: BTreeMap<String, BTreeSet<String>>,
+    /// Every storage listed, per host: Proxmox lists one only to a token holding
+    /// `Datastore.Audit` on it (see [`hidden_storage`]).
+    pub storages: BTreeMap<String, BTreeSet<String>>,
 }
 
 #[derive(Deserialize)]
@@ -104,6 +107,10 @@ pub async fn list_all(api: &Api) -> Result<Listing, CloudError> {
             }
             "storage" => {
                 if let Some(s) = parse::<Storage>(kind, item) {
+                    out.storages
+                        .entry(s.node.clone())
+                        .or_default()
+                        .insert(s.storage.clone());
                     if flag(&s.shared) {
                         out.shared.entry(s.node).or_default().insert(s.storage);
                     }
@@ -112,7 +119,50 @@ pub async fn list_all(api: &Api) -> Result<Listing, CloudError> {
             _ => {}
         }
     }
+    if let Some(host) = host_without_figures(&items) {
+        return Err(sys_audit_missing(&host));
+    }
     Ok(out)
+}
+
+/// The first online host listed without its CPU and memory. Proxmox lists every host to
+/// every token, but its figures only to one holding `Sys.Audit` on `/nodes/{node}`:
+/// without them a host would look as if it had no room, and the groups would stall
+/// with no error.
+pub fn host_without_figures(items: &[Value]) -> Option<String> {
+    items
+        .iter()
+        .filter(|i| i["type"].as_str() == Some("node"))
+        .filter(|i| i["status"].as_str() == Some("online"))
+        .find(|i| i.get("maxmem").is_none() && i.get("maxcpu").is_none())
+        .and_then(|i| i["node"].as_str().map(str::to_string))
+}
+
+/// The error for a host listed without its figures.
+pub fn sys_audit_missing(host: &str) -> CloudError {
+    other(format!(
+        "Proxmox lists host {host} without its CPU and memory: the token lacks Sys.Audit on /nodes/{host} (grant it on / as docs/proxmox.md shows)"
+    ))
+}
+
+/// A storage of `storages` (a template copy's disks, on `host`) that the listing does
+/// not show there: Proxmox lists a storage in `/cluster/resources` only to a token
+/// holding `Datastore.Audit` on it, so without it a shared template would look local.
+pub fn hidden_storage(
+    listing: &Listing,
+    host: &str,
+    storages: &BTreeSet<String>,
+) -> Result<(), CloudError> {
+    let seen = listing.storages.get(host);
+    match storages
+        .iter()
+        .find(|s| !seen.is_some_and(|h| h.contains(*s)))
+    {
+        None => Ok(()),
+        Some(hidden) => Err(other(format!(
+            "GET /cluster/resources does not list storage {hidden} (the template's disks, on host {host}): the token lacks Datastore.Audit on /storage/{hidden} (grant it on / as docs/proxmox.md shows), or the storage is disabled on {host}"
+        ))),
+    }
 }
 
 /// Hosts in HA maintenance (`ha-manager crm-command node-maintenance enable`), from the
@@ -160,6 +210,13 @@ pub fn template_copies<'a>(
     vms: &'a [VmResource],
     t: &TemplateRef,
 ) -> Result<Vec<&'a VmResource>, CloudError> {
+    // Proxmox lists only the guests the token may audit: none at all, templates
+    // included, is a token without VM.Audit rather than a missing template.
+    if vms.is_empty() {
+        return Err(other(format!(
+            "template {t}: GET /cluster/resources lists no VM at all; Proxmox lists only the VMs the token holds VM.Audit on, so it lacks VM.Audit on /vms (grant it on / as docs/proxmox.md shows)"
+        )));
+    }
     let not_found = || CloudError::NotFound {
         provider: PROVIDER.into(),
         what: "template".into(),
@@ -325,6 +382,7 @@ impl HostCache {
                     s
                 }
             };
+            hidden_storage(listing, &vm.node, &storages)?;
             let shared_here = listing.shared.get(&vm.node);
             let shared = storages
                 .iter()

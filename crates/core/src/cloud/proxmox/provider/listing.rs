@@ -55,6 +55,12 @@ impl ProxmoxProvider {
             .unwrap_or_else(|e| e.into_inner())
             .get(&v.vmid)
             .cloned();
+        // Why the guest-agent join failed (a 403 names the privilege): the plan's reason
+        // for the VM in error says it.
+        let fault = match &join {
+            Some(JoinState::Failed(e)) => Some(format!("guest-agent join failed: {e}")),
+            _ => None,
+        };
         let status = match (v.lock.as_deref(), v.status.as_str(), join) {
             // Cloned, unlocked, untagged and nobody here configuring it: left half-made.
             (None, _, _) if half_made && !in_creation => ServerStatus::Incomplete,
@@ -85,7 +91,7 @@ impl ProxmoxProvider {
             warm: o.warm,
             filling: false,
             settings_hash: o.settings_hash,
-            fault: None,
+            fault,
             joined: o.joined,
         }
     }

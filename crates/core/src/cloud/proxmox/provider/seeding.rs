@@ -105,12 +105,12 @@ pub(crate) async fn seed_storage(
     match &settings.seed_storage {
         Some(want) if storages.iter().any(|(s, _)| s == want) => Ok(want.clone()),
         Some(want) => Err(other(format!(
-            "proxmox.seedStorage: storage '{want}' on host {node} is not active or does not accept ISO images (content `iso`); enable `ISO image` content on it or name another ({})",
+            "proxmox.seedStorage: storage '{want}' on host {node} is not active, does not accept ISO images (content `iso`), or is hidden from the token (it may lack Datastore.Audit on /storage/{want}); enable `ISO image` content on it or name another ({})",
             list_or_none(&storages)
         ))),
         None => storages.into_iter().next().map(|(s, _)| s).ok_or_else(|| {
             other(format!(
-                "no storage on host {node} accepts ISO images (content `iso`) for the cloud-init seed; enable `ISO image` content on one, set proxmox.seedStorage, or use proxmox.cicustom with your own snippet"
+                "no ISO storage visible on host {node} for the cloud-init seed (content `iso`): enable `ISO image` content on one, set proxmox.seedStorage, or use proxmox.cicustom with your own snippet; the list shows only storages the token may see, so it may lack Datastore.Audit on /storage/<storage>"
             ))
         }),
     }
@@ -290,6 +290,18 @@ impl ProxmoxProvider {
                 Ok(false) => {}
                 Err(e) => {
                     tracing::warn!(vmid = vm.vmid, error = %e, "could not remove the cloud-init seed of a joined node; it is removed with its VM");
+                    // A refusal (a privilege missing) stays until someone grants it:
+                    // say so in the next plan's reasons too, not only in the log.
+                    if matches!(e, CloudError::Api { status: 403, .. }) {
+                        self.inner
+                            .found
+                            .lock()
+                            .unwrap_or_else(|p| p.into_inner())
+                            .push(format!(
+                                "the cloud-init seed of VM {} (join token inside) stays until the VM is destroyed: {e}",
+                                vm.vmid
+                            ));
+                    }
                     first_error.get_or_insert(e);
                 }
             }
