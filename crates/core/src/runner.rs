@@ -21,9 +21,10 @@ use crate::cluster::status::write_status;
 use crate::cluster::{client_from_env, CacheOptions, KubeCluster};
 use crate::config::reload::{ConfigWatch, Reload};
 use crate::config::Config;
+use crate::model::ObjectRef;
 use crate::plan::summary::{summarize, Summary, NODE_STATES};
 use crate::plan::unremovable::UnremovableSummary;
-use crate::plan::{Action, Decision, ObjectRef};
+use crate::plan::{Action, Decision};
 use crate::reconcile::{log_report, Cycle, CycleReport, NoteLog, Reconciler};
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics::{
@@ -518,7 +519,8 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Bucket, PendingPod, PodRef, Reason, ReasonCode};
+    use crate::model::PodRef;
+    use crate::plan::{Bucket, PendingPod, Reason, ReasonCode};
 
     /// The status ConfigMap grew about 156 bytes per pending pod, and a real API server
     /// refuses one over 1 MiB (about 6,700 pending pods): its decision is now bounded.

@@ -9,16 +9,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
-use crate::cloud::{CloudError, CloudProvider, CreateRequest, GroupShape};
+use crate::cloud::{CloudError, CloudProvider, CreateRequest};
 use crate::cluster::{ClusterApi, ClusterError, Eviction};
 use crate::config::{Config, NodeGroupConfig};
-use crate::plan::sched::template::provider_labels;
-use crate::plan::{Action, ServerRef};
-use crate::userdata::{self, RenderContext, UserDataError};
-use crate::{
-    ANNOTATION_CORDONED, ANNOTATION_CORDONED_AT, ANNOTATION_DISRUPTION, ANNOTATION_UNNEEDED_SINCE,
-    STARTUP_TAINT_KEY,
+use crate::model::{
+    GroupShape, ServerRef, ANNOTATION_CORDONED, ANNOTATION_CORDONED_AT, ANNOTATION_DISRUPTION,
+    ANNOTATION_UNNEEDED_SINCE, STARTUP_TAINT_KEY,
 };
+use crate::plan::sched::template::provider_labels;
+use crate::plan::Action;
+use crate::userdata::{self, RenderContext, UserDataError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ActError {
@@ -81,7 +81,7 @@ pub struct Clouds {
     /// Each group's allocatable as its Ready nodes last showed it (see
     /// [`crate::plan::Snapshot::learned_allocatable`]). Soft state: a restart forgets it
     /// and the first node of a group at zero is modelled from its flavor again.
-    learned: Arc<std::sync::Mutex<BTreeMap<String, crate::plan::sched::Resources>>>,
+    learned: Arc<std::sync::Mutex<BTreeMap<String, crate::model::Resources>>>,
 }
 
 /// What a provider's last good listing showed: its VMs (all but those being deleted)
@@ -165,7 +165,7 @@ impl Clouds {
     pub fn remember_observed(&self, provider: &str, observed: &crate::cloud::Observed) {
         let mut sizes = BTreeMap::new();
         for s in &observed.servers {
-            if s.status == crate::cloud::ServerStatus::Deleting {
+            if s.status == crate::model::ServerStatus::Deleting {
                 continue;
             }
             if let Some(g) = &s.group {
@@ -189,19 +189,23 @@ impl Clouds {
     pub fn learn_allocatable(
         &self,
         cluster: &str,
-        nodes: &[crate::plan::NodeInfo],
-    ) -> BTreeMap<String, crate::plan::sched::Resources> {
-        let mut seen: BTreeMap<String, crate::plan::sched::Resources> = BTreeMap::new();
+        nodes: &[crate::model::NodeInfo],
+    ) -> BTreeMap<String, crate::model::Resources> {
+        let mut seen: BTreeMap<String, crate::model::Resources> = BTreeMap::new();
         for n in nodes.iter().filter(|n| n.ready && !n.deleting) {
-            if n.labels.get(crate::LABEL_CLUSTER).map(String::as_str) != Some(cluster) {
+            if n.labels
+                .get(crate::model::LABEL_CLUSTER)
+                .map(String::as_str)
+                != Some(cluster)
+            {
                 continue;
             }
-            if n.has_taint(crate::STARTUP_TAINT_KEY) {
+            if n.has_taint(crate::model::STARTUP_TAINT_KEY) {
                 continue;
             }
             let (Some(g), Some(h)) = (
-                n.labels.get(crate::LABEL_GROUP),
-                n.labels.get(crate::LABEL_SETTINGS_HASH),
+                n.labels.get(crate::model::LABEL_GROUP),
+                n.labels.get(crate::model::LABEL_SETTINGS_HASH),
             ) else {
                 continue;
             };
@@ -379,7 +383,7 @@ pub fn render_user_data_for(
     let mut labels = provider_labels(shape);
     labels.extend(group.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
     labels.insert(
-        crate::LABEL_SETTINGS_HASH.to_string(),
+        crate::model::LABEL_SETTINGS_HASH.to_string(),
         group.settings_hash.clone(),
     );
     let ctx = RenderContext::new(
@@ -803,7 +807,7 @@ fn placement_zones(shape: &GroupShape, count: u32) -> Vec<String> {
     let Some(h) = &shape.hosts else {
         return Vec::new();
     };
-    let vm = crate::cloud::hosts::VmSize {
+    let vm = crate::model::VmSize {
         cpu_milli: shape.cpu_milli.unwrap_or(0),
         memory: shape.memory.unwrap_or(0),
     };

@@ -235,7 +235,7 @@ nodeGroups:
             g.price = Some(0.5);
             g.max_size = 9;
             g.max_pods = 50;
-            g.node_memory = Some(crate::config::Bytes(16 << 30));
+            g.node_memory = Some(crate::model::Bytes(16 << 30));
             if let Some(o) = &mut g.openstack {
                 o.availability_zone = Some("az2".into());
                 o.server_group = Some("spread".into());

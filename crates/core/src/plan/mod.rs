@@ -6,9 +6,9 @@
 
 pub mod backoff;
 pub mod buffers;
-mod model;
 pub mod policy;
 pub mod sched;
+mod snapshot;
 mod steps;
 pub mod summary;
 mod units;
@@ -25,34 +25,12 @@ use std::time::SystemTime;
 use serde::Serialize;
 
 use crate::config::{Config, DisruptionReason};
+use crate::model::{ObjectRef, PodInfo, PodRef, ServerRef};
 
-pub use model::{
-    normalize_image, shared, NodeInfo, PdbInfo, PodInfo, PodPhase, Snapshot, Taint, Toleration,
-};
+pub use snapshot::{shared, Snapshot};
 pub use steps::{unknown_group_vms, MAX_NOT_JOINED_PER_ACTION};
 pub use unremovable::{KeptReason, Unremovable};
 pub use view::ServerState;
-
-/// Identifies a VM across providers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ServerRef {
-    pub provider: String,
-    pub id: String,
-    pub name: String,
-    pub group: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PodRef {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl fmt::Display for PodRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
 
 /// A node to delete with its VM.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -136,7 +114,7 @@ pub enum Action {
     /// Record on each VM that its node was Ready (at `at`, Unix seconds), so no later
     /// process takes it for a VM that never joined (see [`crate::cloud::JOINED_TAG`]).
     MarkJoined { servers: Vec<ServerRef>, at: u64 },
-    /// Finish the joins a process gone left ([`crate::cloud::ServerStatus::JoinPending`]):
+    /// Finish the joins a process gone left ([`crate::model::ServerStatus::JoinPending`]):
     /// run each VM's join script again, or, for those in `registered` (names) whose node
     /// registered, only record that the join is done.
     FinishJoin {
@@ -382,33 +360,6 @@ pub enum ReasonCode {
     /// An action that failed on its objects is held back for a while; the next step's
     /// action runs meanwhile.
     ActionBackedOff,
-}
-
-/// A Kubernetes object a reason is about (for Events on it).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ObjectRef {
-    pub kind: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    pub name: String,
-}
-
-impl ObjectRef {
-    pub fn node(name: &str) -> ObjectRef {
-        ObjectRef {
-            kind: "Node".into(),
-            namespace: None,
-            name: name.to_string(),
-        }
-    }
-
-    pub fn pod(p: &PodInfo) -> ObjectRef {
-        ObjectRef {
-            kind: "Pod".into(),
-            namespace: Some(p.namespace.clone()),
-            name: p.name.clone(),
-        }
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -714,8 +665,8 @@ pub fn plan(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Decision {
     }
     for stray in &snapshot.strays {
         let code = match stray.kind {
-            crate::cloud::StrayKind::Disowned => ReasonCode::VmDisowned,
-            crate::cloud::StrayKind::Copied { .. } => ReasonCode::VmCopied,
+            crate::model::StrayKind::Disowned => ReasonCode::VmDisowned,
+            crate::model::StrayKind::Copied { .. } => ReasonCode::VmCopied,
         };
         let mut note = Reason::new(code, stray.to_string());
         if snapshot.nodes.iter().any(|n| n.name == stray.name) {

@@ -24,9 +24,9 @@ use async_trait::async_trait;
 use super::api::{MemCloud, MemCluster};
 use super::world::{World, NAMESPACE};
 use crate::act::Clouds;
-use crate::cloud::{CloudError, CloudProvider, CreateRequest, GroupShape, Server};
+use crate::cloud::{CloudError, CloudProvider, CreateRequest};
 use crate::config::Config;
-use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodRef};
+use crate::model::{GroupShape, NodeInfo, PdbInfo, PodInfo, PodRef, Server};
 use nodewright_core::cluster::{ClusterApi, ClusterError, Eviction};
 
 /// splitmix64, as the world's failures use: small, seeded, portable.
@@ -335,7 +335,7 @@ impl ClusterApi for FaultyCluster {
     /// No fault of its own: a failed list fails the cycle exactly as a failed pods or
     /// nodes list does (both covered), and one more draw per cycle would move every
     /// seeded run of the crash suite onto other faults.
-    async fn volumes(&self) -> Result<nodewright_core::plan::volumes::Volumes, ClusterError> {
+    async fn volumes(&self) -> Result<nodewright_core::model::Volumes, ClusterError> {
         self.inner.volumes().await
     }
 

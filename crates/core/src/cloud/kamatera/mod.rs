@@ -26,7 +26,7 @@ use serde::{Deserialize, Deserializer};
 pub use credentials::{KamateraCredentials, DEFAULT_URL};
 pub use provider::{KamateraProvider, ProviderOptions};
 
-/// Provider name used in errors, logs and [`crate::cloud::Server::provider`].
+/// Provider name used in errors, logs and [`crate::model::Server::provider`].
 pub const PROVIDER: &str = "kamatera";
 
 /// Default prefix of the ownership tags.
@@ -90,7 +90,7 @@ impl UserDataField {
 }
 
 /// RAM of a server in whole MiB (Kamatera's unit), written as a size like every other
-/// byte size in config (`8 GiB`, `8192 MiB`; see [`crate::config::Bytes`]): a bare
+/// byte size in config (`8 GiB`, `8192 MiB`; see [`crate::model::Bytes`]): a bare
 /// number is refused, not read as MB.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct RamMb(pub u64);
@@ -109,7 +109,7 @@ impl fmt::Debug for RamMb {
 
 /// Parses a size (`4 GiB`, `4096 MiB`) into whole MiB.
 pub fn parse_ram(text: &str) -> Result<RamMb, String> {
-    let bytes = crate::config::Bytes::parse(text)?.as_u64();
+    let bytes = crate::model::Bytes::parse(text)?.as_u64();
     if !bytes.is_multiple_of(1024 * 1024) {
         return Err(format!(
             "`{}` is not a whole number of MiB; Kamatera sizes RAM in MiB (e.g. `4 GiB` or `4096 MiB`)",
@@ -121,7 +121,7 @@ pub fn parse_ram(text: &str) -> Result<RamMb, String> {
 
 impl<'de> Deserialize<'de> for RamMb {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let bytes = crate::config::Bytes::deserialize(d)?;
+        let bytes = crate::model::Bytes::deserialize(d)?;
         parse_ram(&format!("{} B", bytes.as_u64())).map_err(|_| {
             serde::de::Error::custom(format!(
                 "{bytes} is not a whole number of MiB; Kamatera sizes RAM in MiB (e.g. `4 GiB` or `4096 MiB`)"
@@ -263,7 +263,7 @@ pub fn parse_started_tag(prefix: &str, tag: &str) -> Option<SystemTime> {
 /// `<prefix>_j<unix seconds>`: when the server's node was recorded Ready (see
 /// [`crate::cloud::JOINED_TAG`]); as long as the start tag, so it fits wherever that does.
 pub fn joined_tag(prefix: &str, at: SystemTime) -> String {
-    format!("{prefix}_j{}", crate::cloud::unix_secs(at))
+    format!("{prefix}_j{}", crate::model::unix_secs(at))
 }
 
 /// The time in a tag written by [`joined_tag`] with `prefix`.

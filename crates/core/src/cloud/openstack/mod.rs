@@ -19,7 +19,7 @@ pub use credentials::{
 };
 pub use provider::{OpenStackProvider, ProviderOptions};
 
-/// Provider name used in errors, logs and [`crate::cloud::Server::provider`].
+/// Provider name used in errors, logs and [`crate::model::Server::provider`].
 pub const PROVIDER: &str = "openstack";
 
 /// Per-node-group OpenStack settings (the `openstack` key of a node group).

@@ -36,7 +36,7 @@ pub use ippool::StaticPool;
 pub use provider::{JoinState, ProviderOptions, ProxmoxProvider};
 pub use tasks::TaskDeadline;
 
-/// Provider name used in errors, logs and [`crate::cloud::Server::provider`].
+/// Provider name used in errors, logs and [`crate::model::Server::provider`].
 pub const PROVIDER: &str = "proxmox";
 
 /// The template VM to clone: its VM id, its name, or `{tag: ...}`. A name or tag may match
@@ -145,9 +145,9 @@ pub enum JoinMode {
 pub struct HostReserve {
     /// Cores (`2`, `500m`).
     #[serde(default)]
-    pub cpu: Option<crate::config::Quantity>,
+    pub cpu: Option<crate::model::Quantity>,
     #[serde(default)]
-    pub memory: Option<crate::config::Bytes>,
+    pub memory: Option<crate::model::Bytes>,
 }
 
 /// Per-node-group Proxmox settings (the `proxmox` key of a node group).
@@ -168,7 +168,7 @@ pub struct ProxmoxSettings {
     pub cores: Option<u32>,
     /// RAM of each VM (default: the template's).
     #[serde(default)]
-    pub memory: Option<crate::config::Bytes>,
+    pub memory: Option<crate::model::Bytes>,
     /// Resource pool the new VMs are added to.
     #[serde(default)]
     pub pool: Option<String>,
@@ -198,7 +198,7 @@ pub struct ProxmoxSettings {
     pub join_script_path: String,
     /// How far configured vCPUs and memory may exceed each host's (default cpu 4, memory 1).
     #[serde(default)]
-    pub overcommit: crate::cloud::hosts::Overcommit,
+    pub overcommit: crate::model::Overcommit,
     /// Kept free on every host.
     #[serde(default)]
     pub reserve: HostReserve,
