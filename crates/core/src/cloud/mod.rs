@@ -29,7 +29,7 @@ pub const SETTINGS_HASH_TAG: &str = "nodewright-settings-hash";
 /// or the next (see [`Server::joined`]). Proxmox and Kamatera keep it as a tag.
 pub const JOINED_TAG: &str = "nodewright-joined";
 /// Cloud-side metadata key marking a VM nodewright has begun to remove (written before its
-/// Node is deleted, read back as [`ServerStatus::Removing`]): should the delete fail or
+/// Node is deleted, read back as [`ServerStatus::Removing`](crate::model::ServerStatus::Removing)): should the delete fail or
 /// the process die, this process or the next knows the VM is on its way out, never
 /// capacity on its way in, and deletes it again. Proxmox and Kamatera keep it as a tag.
 pub const REMOVING_TAG: &str = "nodewright-removing";
@@ -224,10 +224,10 @@ pub trait CloudProvider: Send + Sync {
         at: Option<SystemTime>,
     ) -> Result<(), CloudError>;
     /// Marks VM `id` as being removed ([`REMOVING_TAG`], read back as
-    /// [`ServerStatus::Removing`]) before nodewright deletes its Node and the VM: read
+    /// [`ServerStatus::Removing`](crate::model::ServerStatus::Removing)) before nodewright deletes its Node and the VM: read
     /// back first and refused unless it is `cluster`'s. A VM already marked is left as is.
     async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError>;
-    /// Finishes the join of VM `id` ([`ServerStatus::JoinPending`]), read back first and
+    /// Finishes the join of VM `id` ([`ServerStatus::JoinPending`](crate::model::ServerStatus::JoinPending)), read back first and
     /// refused unless it is `cluster`'s: with `render`, runs its join script again (in the
     /// background, the VM building meanwhile) with user data rendered anew; without (its
     /// node registered), only records that the join is done. A VM whose join is no longer

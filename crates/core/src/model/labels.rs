@@ -1,7 +1,7 @@
 //! The label, annotation and taint names nodewright writes and reads on Kubernetes
 //! objects, its own and those it honours from Cluster Autoscaler and Karpenter.
 
-/// Node label and cloud tag values derive from these; see [`plan::ownership`].
+/// Node label and cloud tag values derive from these; see the planner's view (`plan/view`).
 pub const LABEL_CLUSTER: &str = "nodewright.io/cluster";
 pub const LABEL_GROUP: &str = "nodewright.io/group";
 /// Taint every new node registers with; removed by the autoscaler once the node is Ready.
