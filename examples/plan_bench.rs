@@ -25,12 +25,13 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant, SystemTime};
 
-use nodewright::cloud::{GroupShape, Server, ServerStatus};
 use nodewright::config::Config;
-use nodewright::plan::sched::spec::{LabelSelector, Namespaces, PodAffinityTerm, SpreadConstraint};
-use nodewright::plan::sched::{self, Model, Resources, SlotKind};
-use nodewright::plan::{self, NodeInfo, PodInfo, PodPhase, Snapshot};
-use nodewright::{LABEL_CLUSTER, LABEL_GROUP};
+use nodewright::model::{
+    GroupShape, LabelSelector, Namespaces, NodeInfo, PodAffinityTerm, PodInfo, PodPhase, Resources,
+    Server, ServerStatus, SpreadConstraint, LABEL_CLUSTER, LABEL_GROUP,
+};
+use nodewright::plan::sched::{self, Model, SlotKind};
+use nodewright::plan::{self, Snapshot};
 
 const GI: u64 = 1 << 30;
 const MI: u64 = 1 << 20;
@@ -313,7 +314,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
                 r.pods = 110;
                 r
             },
-            images: BTreeSet::from([plan::normalize_image("nginx:1.25")]),
+            images: BTreeSet::from([nodewright::model::normalize_image("nginx:1.25")]),
             deleting: false,
             ready_changed: None,
         });

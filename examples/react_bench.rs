@@ -225,7 +225,7 @@ nodeGroups:
             .collect();
         for name in &names {
             let t = SimPodTemplate::new("nginx:1.25", 6 * GI)
-                .node_selector(nodewright::LABEL_GROUP, "workers");
+                .node_selector(nodewright::model::LABEL_GROUP, "workers");
             env.cluster
                 .add_pod("default", name, t)
                 .map_err(anyhow::Error::msg)?;

@@ -686,7 +686,8 @@ async fn shutdown_signal() {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Action, PendingPod, PodRef};
+    use crate::model::PodRef;
+    use crate::plan::{Action, PendingPod};
 
     fn decision(pending: Vec<PendingPod>) -> Decision {
         Decision {

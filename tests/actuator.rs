@@ -14,11 +14,13 @@ use kube::api::{Api, Patch, PatchParams};
 use nodewright::act::events::events_for;
 use nodewright::act::ActError;
 use nodewright::cluster::{kubeconfig_from_file, KubeCluster};
+use nodewright::model::{
+    ANNOTATION_CORDONED, ANNOTATION_UNNEEDED_SINCE, LABEL_CLUSTER, LABEL_GROUP,
+};
 use nodewright::plan::Action;
 use nodewright::run::Reconciler;
 use nodewright::sim::cluster::SimNodeSpec;
 use nodewright::sim::env::{SimEnv, SimTimings};
-use nodewright::{ANNOTATION_CORDONED, ANNOTATION_UNNEEDED_SINCE, LABEL_CLUSTER, LABEL_GROUP};
 
 const GI: u64 = 1 << 30;
 

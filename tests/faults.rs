@@ -862,7 +862,7 @@ async fn a_vm_whose_delete_failed_in_scale_down_is_not_capacity_nor_a_failed_cre
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_pending_pods_give_a_bounded_number_of_events_not_one_per_pod() {
     use nodewright::cluster::events::{EventRecorder, EventSpec, BURST, OBJECT_BURST};
-    use nodewright::plan::ObjectRef;
+    use nodewright::model::ObjectRef;
     let env = SimEnv::start(None, SimTimings::default())
         .await
         .expect("env");

@@ -10,12 +10,11 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::{has_startup_taint, phase, ready, scale_ups, unschedulable};
 use k8s_openapi::api::core::v1::Pod;
-use nodewright::cluster::convert::parse_quantity;
+use nodewright::model::{parse_quantity, LABEL_GROUP};
 use nodewright::plan::{Action, Bucket, Decision, ReasonCode};
 use nodewright::run::Reconciler;
 use nodewright::sim::cluster::SimPodTemplate;
 use nodewright::sim::env::{SimEnv, SimTimings};
-use nodewright::LABEL_GROUP;
 
 const GI: u64 = 1 << 30;
 const MI: u64 = 1 << 20;

@@ -15,7 +15,8 @@ use nodewright::cloud::openstack::{
 use nodewright::cloud::proxmox::{
     ProviderOptions as ProxmoxOptions, ProxmoxCredentials, ProxmoxProvider, ProxmoxSettings,
 };
-use nodewright::cloud::{CloudError, CloudProvider, CreateRequest, ServerStatus, JOINED_TAG};
+use nodewright::cloud::{CloudError, CloudProvider, CreateRequest, JOINED_TAG};
+use nodewright::model::ServerStatus;
 use nodewright::sim::kamatera::{SimKamatera, SimKamateraOptions};
 use nodewright::sim::openstack::{SimOpenStack, SimOpenStackOptions};
 use nodewright::sim::proxmox::{SimProxmox, SimProxmoxOptions};
@@ -61,7 +62,7 @@ async fn marks_and_reads_back(
         .expect("same mark again");
     let listed = fresh().list_servers(cluster).await.expect("list");
     let s = listed.iter().find(|s| s.id == id).expect("listed");
-    let want = secs(nodewright::cloud::unix_secs(second));
+    let want = secs(nodewright::model::unix_secs(second));
     assert_eq!(s.joined, Some(want), "{s:?}");
     assert!(s.ever_joined(), "{s:?}");
     match p.mark_joined("someone-else", id, Some(second)).await {

@@ -24,11 +24,11 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
 use nodewright::cloud::build::build_clouds_with;
 use nodewright::cloud::{
-    CloudError, CloudProvider, CreateRequest, Server, ServerStatus, CLUSTER_TAG, GROUP_TAG,
-    SETTINGS_HASH_TAG,
+    CloudError, CloudProvider, CreateRequest, CLUSTER_TAG, GROUP_TAG, SETTINGS_HASH_TAG,
 };
 use nodewright::cluster::KubeCluster;
 use nodewright::config::{Config, ProviderKind};
+use nodewright::model::{Server, ServerStatus};
 use nodewright::plan::Action;
 use nodewright::run::Reconciler;
 use nodewright::sim::cluster::{SimCluster, SimClusterOptions, SimNodeSpec, SimPodTemplate};

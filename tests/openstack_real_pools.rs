@@ -8,7 +8,8 @@ mod common;
 #[macro_use]
 mod real_os;
 
-use nodewright::cloud::{CloudError, CloudProvider, ServerStatus};
+use nodewright::cloud::{CloudError, CloudProvider};
+use nodewright::model::ServerStatus;
 use real_os::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

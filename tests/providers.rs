@@ -6,10 +6,10 @@ mod common;
 use std::time::{Duration, SystemTime};
 
 use common::{phase, ready};
+use nodewright::model::LABEL_GROUP;
 use nodewright::plan::{Action, Bucket, ReasonCode};
 use nodewright::sim::cluster::SimPodTemplate;
 use nodewright::sim::env::{SimEnv, SimTimings};
-use nodewright::LABEL_GROUP;
 
 const GI: u64 = 1 << 30;
 

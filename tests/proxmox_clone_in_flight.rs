@@ -13,7 +13,8 @@ use nodewright::cloud::proxmox::client::Api;
 use nodewright::cloud::proxmox::{
     ProviderOptions, ProxmoxCredentials, ProxmoxProvider, ProxmoxSettings, TaskDeadline,
 };
-use nodewright::cloud::{CloudProvider, CreateRequest, ServerStatus};
+use nodewright::cloud::{CloudProvider, CreateRequest};
+use nodewright::model::ServerStatus;
 use nodewright::plan::Action;
 use nodewright::sim::env::{SimEnv, SimTimings};
 use nodewright::sim::faults::{FaultKind, FaultSpec, Faults};

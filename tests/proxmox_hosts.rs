@@ -126,7 +126,7 @@ async fn hosts_of_different_sizes_are_never_filled_beyond_the_ratios() {
     let seen = p.observe("prod", &["g".into()]).await.expect("observe");
     let shape = &seen.shapes["g"];
     let hosts = shape.hosts.as_ref().expect("hosts in the shape");
-    let vm = nodewright::cloud::hosts::VmSize {
+    let vm = nodewright::model::VmSize {
         cpu_milli: shape.cpu_milli.unwrap_or(0),
         memory: shape.memory.unwrap_or(0),
     };

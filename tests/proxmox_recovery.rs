@@ -10,7 +10,8 @@ use std::time::Duration;
 use nodewright::cloud::proxmox::{
     JoinState, ProviderOptions, ProxmoxCredentials, ProxmoxProvider, ProxmoxSettings,
 };
-use nodewright::cloud::{CloudProvider, CreateRequest, ServerStatus};
+use nodewright::cloud::{CloudProvider, CreateRequest};
+use nodewright::model::ServerStatus;
 use nodewright::sim::proxmox::{SimProxmox, SimProxmoxOptions};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

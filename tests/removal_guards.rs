@@ -10,11 +10,11 @@ use common::cordon_patch;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use nodewright::act::ActError;
+use nodewright::model::{LABEL_CLUSTER, LABEL_GROUP};
 use nodewright::plan::{Action, ReasonCode};
 use nodewright::run::Reconciler;
 use nodewright::sim::cluster::{SimNodeSpec, SimPodTemplate};
 use nodewright::sim::env::{SimEnv, SimTimings};
-use nodewright::{LABEL_CLUSTER, LABEL_GROUP};
 
 const GI: u64 = 1 << 30;
 
@@ -156,7 +156,7 @@ async fn a_cordon_made_by_a_person_after_the_plan_is_not_taken_over() {
                 n,
                 &PatchParams::default(),
                 &Patch::Merge(serde_json::json!({
-                    "metadata": {"annotations": {nodewright::ANNOTATION_UNNEEDED_SINCE: since}}
+                    "metadata": {"annotations": {nodewright::model::ANNOTATION_UNNEEDED_SINCE: since}}
                 })),
             )
             .await
@@ -188,7 +188,7 @@ async fn a_cordon_made_by_a_person_after_the_plan_is_not_taken_over() {
     let node = env.cluster.node(&target).expect("node");
     let annotations = node.metadata.annotations.unwrap_or_default();
     assert!(
-        !annotations.contains_key(nodewright::ANNOTATION_CORDONED),
+        !annotations.contains_key(nodewright::model::ANNOTATION_CORDONED),
         "{annotations:?}"
     );
     // The next plan sees a person's cordon and leaves the node alone.
@@ -317,7 +317,7 @@ async fn vms_of_a_group_gone_from_the_config_are_reported_every_cycle_and_never_
             "{note:?}"
         );
         assert!(note.message.contains("To remove them"), "{note:?}");
-        let status = nodewright::plan::ObjectRef {
+        let status = nodewright::model::ObjectRef {
             kind: "ConfigMap".into(),
             namespace: Some("nodewright".into()),
             name: "nodewright-status".into(),
@@ -599,9 +599,9 @@ async fn pods_a_pdb_holds_are_deleted_and_gone_before_the_expired_node_and_its_v
             &PatchParams::default(),
             &Patch::Merge(serde_json::json!({
                 "metadata": {"annotations": {
-                    nodewright::ANNOTATION_CORDONED: "expired: older than oldNodeAgeLimit",
-                    nodewright::ANNOTATION_CORDONED_AT: at,
-                    nodewright::ANNOTATION_DISRUPTION: "expired",
+                    nodewright::model::ANNOTATION_CORDONED: "expired: older than oldNodeAgeLimit",
+                    nodewright::model::ANNOTATION_CORDONED_AT: at,
+                    nodewright::model::ANNOTATION_DISRUPTION: "expired",
                 }},
                 "spec": {"unschedulable": true}
             })),

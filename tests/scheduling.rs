@@ -10,11 +10,11 @@ use std::time::Duration;
 
 use common::{app_pods, nodewright_for, phase, ready, scale_ups, Killed};
 use k8s_openapi::api::core::v1::{Node, Pod};
+use nodewright::model::LABEL_GROUP;
 use nodewright::plan::{Decision, ReasonCode};
 use nodewright::run::Reconciler;
 use nodewright::sim::cluster::{SimNodeSpec, SimPodTemplate};
 use nodewright::sim::env::{SimEnv, SimTimings};
-use nodewright::LABEL_GROUP;
 use serde_json::json;
 
 const GI: u64 = 1 << 30;
@@ -218,7 +218,7 @@ async fn a_pod_selecting_kubernetes_io_os_linux_gets_a_node() {
     let get = |k: &str| alloc.get(k).map(|q| q.0.clone());
     assert_eq!(get("cpu").as_deref(), Some("4"));
     assert_eq!(
-        get("memory").and_then(|m| nodewright::cluster::convert::parse_quantity(&m)),
+        get("memory").and_then(|m| nodewright::model::parse_quantity(&m)),
         Some(8 * GI - 256 * MI)
     );
     assert_eq!(get("pods").as_deref(), Some("110"));

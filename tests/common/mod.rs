@@ -14,11 +14,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
+use nodewright::model::STARTUP_TAINT_KEY;
 use nodewright::plan::{Action, Decision};
 use nodewright::run::Reconciler;
 use nodewright::sim::env::{SimEnv, SimTimings};
 use nodewright::sim::{VmEvent, VmHook};
-use nodewright::STARTUP_TAINT_KEY;
 
 /// The crate's root directory.
 pub fn repo() -> PathBuf {
@@ -141,9 +141,9 @@ pub fn cordon_patch(ours: bool) -> serde_json::Value {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     serde_json::json!({
         "metadata": {"annotations": {
-            nodewright::ANNOTATION_CORDONED: "scale-down: empty",
-            nodewright::ANNOTATION_CORDONED_AT: now,
-            nodewright::ANNOTATION_DISRUPTION: "empty",
+            nodewright::model::ANNOTATION_CORDONED: "scale-down: empty",
+            nodewright::model::ANNOTATION_CORDONED_AT: now,
+            nodewright::model::ANNOTATION_DISRUPTION: "empty",
         }},
         "spec": {"unschedulable": true}
     })

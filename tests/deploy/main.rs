@@ -628,7 +628,9 @@ fn deployment_is_locked_down_probed_and_wired_to_its_rbac_and_config() {
     let affinity = pod.affinity.clone().expect("affinity");
     let node_aff = serde_json::to_string(&affinity.node_affinity).expect("json");
     assert!(node_aff.contains("node-role.kubernetes.io/control-plane"));
-    assert!(node_aff.contains(nodewright::LABEL_CLUSTER) && node_aff.contains("DoesNotExist"));
+    assert!(
+        node_aff.contains(nodewright::model::LABEL_CLUSTER) && node_aff.contains("DoesNotExist")
+    );
     let anti = affinity.pod_anti_affinity.expect("podAntiAffinity");
     let term = &anti
         .preferred_during_scheduling_ignored_during_execution

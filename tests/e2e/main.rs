@@ -18,11 +18,11 @@ use common::{
 };
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
+use nodewright::model::{LABEL_CLUSTER, LABEL_GROUP, LABEL_IMAGE_PULLER};
 use nodewright::plan::Action;
 use nodewright::run::Reconciler;
 use nodewright::sim::cluster::{SimNodeSpec, SimPodTemplate};
 use nodewright::sim::env::{SimEnv, SimTimings};
-use nodewright::{LABEL_CLUSTER, LABEL_GROUP, LABEL_IMAGE_PULLER};
 
 const GI: u64 = 1 << 30;
 

@@ -275,7 +275,7 @@ async fn actuator_rechecks_tags_and_labels_before_deleting() {
         servers: ["a", "b", "c", "d"]
             .iter()
             .zip(&ids)
-            .map(|(x, id)| nodewright::plan::ServerRef {
+            .map(|(x, id)| nodewright::model::ServerRef {
                 provider: "openstack".into(),
                 id: id.clone(),
                 name: format!("e2e-workers-crash-{x}"),

@@ -76,7 +76,7 @@ async fn a_node_that_is_no_longer_needed_is_drained_and_removed() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pdb_refused_eviction_returns_at_once_instead_of_retrying_for_minutes() {
     use nodewright::cluster::{ClusterApi, Eviction, KubeCluster};
-    use nodewright::plan::PodRef;
+    use nodewright::model::PodRef;
     use nodewright::sim::cluster::PdbBudget;
     let (env, _rec) = setup("").await;
     env.cluster

@@ -21,9 +21,10 @@ use nodewright::cloud::kamatera::{
     time_tag, validate_settings, KamateraCredentials, KamateraProvider, KamateraSettings,
     ProviderOptions,
 };
-use nodewright::cloud::{CloudError, CloudProvider, CreateRequest, ServerStatus};
+use nodewright::cloud::{CloudError, CloudProvider, CreateRequest};
 use nodewright::cluster::{kubeconfig_from_file, KubeCluster};
 use nodewright::config::Config;
+use nodewright::model::ServerStatus;
 use nodewright::plan::Action;
 use nodewright::run::Reconciler;
 use nodewright::sim::cluster::{SimCluster, SimClusterOptions, SimNodeSpec, SimPodTemplate};

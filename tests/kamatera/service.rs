@@ -272,7 +272,7 @@ async fn a_server_without_a_time_tag_falls_back_to_when_it_was_first_listed() {
     let p = provider(&sim, &[("workers", settings(""))]);
     let before = SystemTime::now();
     let first = p.list_servers("c1").await.expect("list");
-    let by_id = |list: &[nodewright::cloud::Server], id: &str| {
+    let by_id = |list: &[nodewright::model::Server], id: &str| {
         list.iter()
             .find(|s| s.id == id)
             .cloned()

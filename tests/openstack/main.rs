@@ -17,9 +17,9 @@ use nodewright::cloud::openstack::{
     ProjectScope, ProviderOptions,
 };
 use nodewright::cloud::{
-    CloudError, CloudProvider, CreateRequest, ServerStatus, CLUSTER_TAG, GROUP_TAG,
-    SETTINGS_HASH_TAG,
+    CloudError, CloudProvider, CreateRequest, CLUSTER_TAG, GROUP_TAG, SETTINGS_HASH_TAG,
 };
+use nodewright::model::ServerStatus;
 use nodewright::sim::openstack::{
     CreateFailure, SimNetwork, SimOpenStack, SimOpenStackOptions, SimServerGroup,
 };
@@ -123,7 +123,7 @@ async fn wait_for_status(
     cluster: &str,
     id: &str,
     want: ServerStatus,
-) -> nodewright::cloud::Server {
+) -> nodewright::model::Server {
     for _ in 0..100 {
         let servers = f.provider.list_servers(cluster).await.unwrap();
         if let Some(s) = servers.iter().find(|s| s.id == id) {

@@ -19,7 +19,8 @@ use common::{recorder, Events};
 use nodewright::cloud::proxmox::{
     pve_urlencode, ProviderOptions, ProxmoxCredentials, ProxmoxProvider,
 };
-use nodewright::cloud::{CloudError, CloudProvider, CreateRequest, ServerStatus};
+use nodewright::cloud::{CloudError, CloudProvider, CreateRequest};
+use nodewright::model::ServerStatus;
 use nodewright::sim::proxmox::{SimAuth, SimProxmox, SimProxmoxOptions, SimTls};
 use nodewright::sim::VmEvent;
 

@@ -31,7 +31,9 @@ async fn e2e_reconciler_scales_proxmox_groups_up_and_down() {
         let node = env.cluster.node(n).expect("node");
         let labels = node.metadata.labels.unwrap_or_default();
         assert_eq!(
-            labels.get(nodewright::LABEL_CLUSTER).map(String::as_str),
+            labels
+                .get(nodewright::model::LABEL_CLUSTER)
+                .map(String::as_str),
             Some("e2e")
         );
     }

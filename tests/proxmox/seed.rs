@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Command;
 
 use nodewright::cloud::proxmox::seed::{self, SeedFiles};
-use nodewright::cloud::Server;
+use nodewright::model::Server;
 use nodewright::sim::proxmox::{iso, SimStorage, SimVm, SNIPPET};
 use nodewright::userdata::{self, RenderContext, UserDataConfig};
 

@@ -12,9 +12,8 @@ use base64::Engine as _;
 use nodewright::cloud::openstack::{
     OpenStackCredentials, OpenStackProvider, OpenStackSettings, ProviderOptions,
 };
-use nodewright::cloud::{
-    CloudProvider, CreateRequest, Server, ServerStatus, CLUSTER_TAG, GROUP_TAG, SETTINGS_HASH_TAG,
-};
+use nodewright::cloud::{CloudProvider, CreateRequest, CLUSTER_TAG, GROUP_TAG, SETTINGS_HASH_TAG};
+use nodewright::model::{Server, ServerStatus};
 use serde_json::{json, Value};
 
 pub const ENV: &str = "NODEWRIGHT_REAL_OPENSTACK";

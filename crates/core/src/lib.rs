@@ -10,42 +10,9 @@ pub mod act;
 pub mod cloud;
 pub mod cluster;
 pub mod config;
+pub mod model;
 pub mod plan;
 pub mod run;
 pub mod telemetry;
 pub mod userdata;
 pub mod yaml;
-
-/// Node label and cloud tag values derive from these; see the planner's view (`plan/view`).
-pub const LABEL_CLUSTER: &str = "nodewright.io/cluster";
-pub const LABEL_GROUP: &str = "nodewright.io/group";
-/// Taint every new node registers with; removed by the autoscaler once the node is Ready.
-pub const STARTUP_TAINT_KEY: &str = "nodewright.io/startup";
-/// Annotation set when nodewright cordons a node, so it only drains what it cordoned.
-pub const ANNOTATION_CORDONED: &str = "nodewright.io/cordoned-reason";
-/// When nodewright cordoned the node (RFC 3339): the drain deadline counts from it.
-pub const ANNOTATION_CORDONED_AT: &str = "nodewright.io/cordoned-at";
-/// Why nodewright is removing the node: `empty`, `underutilized`, `drifted`, `expired`
-/// or `unhealthy` (budgets and forced removals read it back).
-pub const ANNOTATION_DISRUPTION: &str = "nodewright.io/disruption";
-/// Since when the node has been unneeded (RFC 3339); a restart keeps the clock.
-pub const ANNOTATION_UNNEEDED_SINCE: &str = "nodewright.io/unneeded-since";
-/// `"true"` opts a node out of scale-down (as Cluster Autoscaler's annotation does).
-pub const ANNOTATION_SCALE_DOWN_DISABLED: &str = "nodewright.io/scale-down-disabled";
-/// Cluster Autoscaler's node opt-out, honoured as users know it.
-pub const CA_SCALE_DOWN_DISABLED: &str = "cluster-autoscaler.kubernetes.io/scale-down-disabled";
-/// Cluster Autoscaler's pod annotation: `"true"` lets a blocking pod be evicted,
-/// `"false"` keeps its node.
-pub const CA_SAFE_TO_EVICT: &str = "cluster-autoscaler.kubernetes.io/safe-to-evict";
-/// Pod annotation listing (comma-separated) the pod's volumes whose data may be lost when
-/// it is evicted; a pod whose local volumes are all listed no longer blocks its node's
-/// replacement (Cluster Autoscaler's name and format).
-pub const CA_SAFE_TO_EVICT_LOCAL_VOLUMES: &str =
-    "cluster-autoscaler.kubernetes.io/safe-to-evict-local-volumes";
-/// Karpenter's pod (and node) annotation: `"true"` blocks voluntary disruption.
-pub const KARPENTER_DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
-/// Hash of the group settings a node was created with (node label); a node whose hash
-/// differs from its group's current one has drifted.
-pub const LABEL_SETTINGS_HASH: &str = "nodewright.io/settings-hash";
-/// Label on the short-lived pods that pull images onto a node.
-pub const LABEL_IMAGE_PULLER: &str = "nodewright.io/image-puller";

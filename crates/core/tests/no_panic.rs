@@ -7,8 +7,8 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use nodewright_core::cluster::convert::{parse_quantity, quantity_value};
-use nodewright_core::config::{Config, Quantity};
+use nodewright_core::config::Config;
+use nodewright_core::model::{parse_quantity, quantity_value, Quantity};
 use nodewright_core::userdata::{self, butane, RenderContext, UserDataConfig};
 use proptest::prelude::*;
 

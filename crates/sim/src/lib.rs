@@ -7,7 +7,7 @@
 
 // The core's modules under their usual names, so paths read as in the core
 // (`cluster` here is the simulated API server; the core's is `nodewright_core::cluster`.)
-pub(crate) use nodewright_core::{act, cloud, config, plan, run};
+pub(crate) use nodewright_core::{act, cloud, config, model, plan, run};
 
 pub mod cluster;
 pub mod env;

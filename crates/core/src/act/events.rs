@@ -5,7 +5,8 @@ use std::collections::HashSet;
 
 use super::Outcome;
 use crate::cluster::events::EventSpec;
-use crate::plan::{Action, Bucket, Decision, ObjectRef, Reason, ReasonCode};
+use crate::model::ObjectRef;
+use crate::plan::{Action, Bucket, Decision, Reason, ReasonCode};
 
 /// Cluster Autoscaler's name for "this pod did not make nodes appear", which users and
 /// their alerts already know.
@@ -311,7 +312,8 @@ fn status_events(decision: &Decision, status: &ObjectRef) -> Vec<EventSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{PendingPod, PodRef, Reason, ServerRef};
+    use crate::model::{PodRef, ServerRef};
+    use crate::plan::{PendingPod, Reason};
 
     fn pod(name: &str) -> ObjectRef {
         ObjectRef {

@@ -11,9 +11,11 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 use super::{ActError, Actuator, Outcome};
-use crate::cloud::{not_owned_by, Server, GROUP_TAG};
-use crate::plan::{NodeInfo, NodeTarget, PodInfo, PodRef, ServerRef};
-use crate::{ANNOTATION_CORDONED, LABEL_CLUSTER, LABEL_GROUP};
+use crate::cloud::{not_owned_by, GROUP_TAG};
+use crate::model::{
+    NodeInfo, PodInfo, PodRef, Server, ServerRef, ANNOTATION_CORDONED, LABEL_CLUSTER, LABEL_GROUP,
+};
+use crate::plan::NodeTarget;
 
 /// A deletion refused because a check just before it failed: what was not deleted, and
 /// which check failed on which object.
@@ -150,7 +152,10 @@ pub fn check_pods(
         .filter(|p| !p.ignored_by_drain())
         .filter(|p| {
             !(p.namespace == puller_ns
-                && p.labels.get(crate::LABEL_IMAGE_PULLER).map(String::as_str) == Some("true")
+                && p.labels
+                    .get(crate::model::LABEL_IMAGE_PULLER)
+                    .map(String::as_str)
+                    == Some("true")
                 && p.labels.get(LABEL_CLUSTER).map(String::as_str) == Some(cluster))
         })
         .filter(|p| {
@@ -268,7 +273,7 @@ impl Actuator<'_> {
                 // that failed to join.
                 if vm_now
                     .as_ref()
-                    .is_some_and(|v| v.status != crate::cloud::ServerStatus::Removing)
+                    .is_some_and(|v| v.status != crate::model::ServerStatus::Removing)
                 {
                     provider.mark_removing(cluster_name, &server.id).await?;
                 }
@@ -491,8 +496,8 @@ mod tests {
     use std::time::SystemTime;
 
     use super::*;
-    use crate::cloud::{ServerStatus, CLUSTER_TAG};
-    use crate::{LABEL_CLUSTER, LABEL_GROUP};
+    use crate::cloud::CLUSTER_TAG;
+    use crate::model::{ServerStatus, LABEL_CLUSTER, LABEL_GROUP};
 
     fn planned(name: &str) -> ServerRef {
         ServerRef {

@@ -9,16 +9,16 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 
-use crate::cloud::{CloudError, CloudProvider, CreateRequest, GroupShape};
+use crate::cloud::{CloudError, CloudProvider, CreateRequest};
 use crate::cluster::{ClusterApi, ClusterError, Eviction};
 use crate::config::{Config, NodeGroupConfig};
-use crate::plan::sched::template::provider_labels;
-use crate::plan::{Action, ServerRef};
-use crate::userdata::{self, RenderContext, UserDataError};
-use crate::{
-    ANNOTATION_CORDONED, ANNOTATION_CORDONED_AT, ANNOTATION_DISRUPTION, ANNOTATION_UNNEEDED_SINCE,
-    STARTUP_TAINT_KEY,
+use crate::model::{
+    GroupShape, ServerRef, ANNOTATION_CORDONED, ANNOTATION_CORDONED_AT, ANNOTATION_DISRUPTION,
+    ANNOTATION_UNNEEDED_SINCE, STARTUP_TAINT_KEY,
 };
+use crate::plan::sched::template::provider_labels;
+use crate::plan::Action;
+use crate::userdata::{self, RenderContext, UserDataError};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ActError {
@@ -174,7 +174,7 @@ pub fn render_user_data_for(
     let mut labels = provider_labels(shape);
     labels.extend(group.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
     labels.insert(
-        crate::LABEL_SETTINGS_HASH.to_string(),
+        crate::model::LABEL_SETTINGS_HASH.to_string(),
         group.settings_hash.clone(),
     );
     let ctx = RenderContext::new(
@@ -598,7 +598,7 @@ fn placement_zones(shape: &GroupShape, count: u32) -> Vec<String> {
     let Some(h) = &shape.hosts else {
         return Vec::new();
     };
-    let vm = crate::cloud::hosts::VmSize {
+    let vm = crate::model::VmSize {
         cpu_milli: shape.cpu_milli.unwrap_or(0),
         memory: shape.memory.unwrap_or(0),
     };

@@ -5,7 +5,8 @@ use std::time::Instant;
 
 use async_trait::async_trait;
 
-use super::{CloudError, CloudProvider, CreateRequest, GroupShape, Observed, Server};
+use super::{CloudError, CloudProvider, CreateRequest, Observed};
+use crate::model::{GroupShape, Server};
 use crate::telemetry::metrics::{api_error, ErrorKind, Metrics};
 
 /// The kind of a provider error, for `nodewright_api_errors`.
@@ -168,7 +169,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
-    use crate::cloud::ServerStatus;
+    use crate::model::ServerStatus;
 
     /// Records the warm-pool calls it gets; everything else is unused.
     #[derive(Default)]

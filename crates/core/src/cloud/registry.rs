@@ -283,15 +283,15 @@ mod tests {
         }
         assert_eq!(
             ProviderKind::Openstack.as_str(),
-            super::super::openstack::PROVIDER
+            crate::cloud::openstack::PROVIDER
         );
         assert_eq!(
             ProviderKind::Proxmox.as_str(),
-            super::super::proxmox::PROVIDER
+            crate::cloud::proxmox::PROVIDER
         );
         assert_eq!(
             ProviderKind::Kamatera.as_str(),
-            super::super::kamatera::PROVIDER
+            crate::cloud::kamatera::PROVIDER
         );
     }
 }

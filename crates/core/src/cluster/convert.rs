@@ -16,15 +16,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
     LabelSelector as K8sSelector, LabelSelectorRequirement, Time,
 };
 
-use crate::plan::sched::resources::{pod_requests, ContainerRequests, Resources};
-use crate::plan::sched::spec::{
-    HostPort, LabelSelector, Namespaces, NodeSelectorTerm, Operator, PodAffinityTerm, Requirement,
-    SpreadConstraint,
+use crate::model::{
+    normalize_image, pod_requests, quantity_value, volumes::DEFAULT_CLASS, volumes::SELECTED_NODE,
+    ClaimInfo, ClassInfo, ContainerRequests, CsiNodeInfo, HostPort, LabelSelector, Namespaces,
+    NodeInfo, NodeSelectorTerm, Operator, PdbInfo, PodAffinityTerm, PodClaim, PodInfo, PodPhase,
+    PvInfo, Requirement, Resources, SpreadConstraint, Taint, Toleration,
 };
-use crate::plan::volumes::{
-    ClaimInfo, ClassInfo, CsiNodeInfo, PodClaim, PvInfo, DEFAULT_CLASS, SELECTED_NODE,
-};
-use crate::plan::{normalize_image, NodeInfo, PdbInfo, PodInfo, PodPhase, Taint, Toleration};
 
 pub fn time_to_system(t: &Time) -> SystemTime {
     let secs = t.0.as_second();
@@ -34,59 +31,6 @@ pub fn time_to_system(t: &Time) -> SystemTime {
     } else {
         UNIX_EPOCH
     }
-}
-
-/// Parses a Kubernetes quantity (`512Mi`, `1G`, `1.5Gi`, `129e6`, `100m`) into a whole
-/// number of units, rounding up as the API server does for byte values.
-pub fn parse_quantity(q: &str) -> Option<u64> {
-    quantity_value(q).map(crate::plan::sched::resources::ceil_units)
-}
-
-/// The value of a Kubernetes quantity in units (`100m` is 0.1), with decimal (`n` to
-/// `E`), binary (`Ki` to `Ei`) and exponent (`129e6`) forms; `None` when it is malformed,
-/// negative or not finite.
-pub fn quantity_value(q: &str) -> Option<f64> {
-    let q = q.trim();
-    let split = q
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(q.len());
-    let (num, suffix) = q.split_at(split);
-    let (num, suffix) = match suffix.strip_prefix(['e', 'E']) {
-        Some(exp)
-            if !exp.is_empty()
-                && exp
-                    .chars()
-                    .all(|c| c.is_ascii_digit() || c == '-' || c == '+') =>
-        {
-            let e: i32 = exp.parse().ok()?;
-            (num.parse::<f64>().ok()? * 10f64.powi(e), "")
-        }
-        _ => (num.parse::<f64>().ok()?, suffix),
-    };
-    let factor: f64 = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        _ => return None,
-    };
-    let v = num * factor;
-    if !v.is_finite() || v < 0.0 {
-        return None;
-    }
-    Some(v)
 }
 
 /// A resource list (`requests`, `allocatable`, `overhead`) as [`Resources`]; entries
@@ -238,15 +182,15 @@ fn labels(m: &Option<BTreeMap<String, String>>) -> BTreeMap<String, String> {
 /// Node annotations the planner reads: nodewright's own and the opt-outs users know.
 fn node_annotation_read(key: &str) -> bool {
     key.starts_with("nodewright.io/")
-        || key == crate::CA_SCALE_DOWN_DISABLED
-        || key == crate::KARPENTER_DO_NOT_DISRUPT
+        || key == crate::model::CA_SCALE_DOWN_DISABLED
+        || key == crate::model::KARPENTER_DO_NOT_DISRUPT
 }
 
 /// Pod annotations the planner reads (whether a pod is a mirror pod is kept apart).
 fn pod_annotation_read(key: &str) -> bool {
-    key == crate::CA_SAFE_TO_EVICT
-        || key == crate::KARPENTER_DO_NOT_DISRUPT
-        || key == crate::CA_SAFE_TO_EVICT_LOCAL_VOLUMES
+    key == crate::model::CA_SAFE_TO_EVICT
+        || key == crate::model::KARPENTER_DO_NOT_DISRUPT
+        || key == crate::model::CA_SAFE_TO_EVICT_LOCAL_VOLUMES
 }
 
 /// Only the annotations the planner reads: the rest (`last-applied-configuration`,
@@ -615,20 +559,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quantities() {
-        assert_eq!(parse_quantity("512Mi"), Some(512 << 20));
-        assert_eq!(parse_quantity("1Gi"), Some(1 << 30));
-        assert_eq!(parse_quantity("1.5Gi"), Some(3 << 29));
-        assert_eq!(parse_quantity("1G"), Some(1_000_000_000));
-        assert_eq!(parse_quantity("129e6"), Some(129_000_000));
-        assert_eq!(parse_quantity("128974848"), Some(128_974_848));
-        assert_eq!(parse_quantity("100m"), Some(1));
-        assert_eq!(parse_quantity("12Zi"), None);
-        assert_eq!(parse_quantity(""), None);
-        assert_eq!(parse_quantity("-1Gi"), None);
-    }
-
-    #[test]
     fn node_state_taints_are_left_out_and_others_kept() {
         let n: Node = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "n1"},
@@ -650,7 +580,10 @@ mod tests {
         let mut p = Pod::default();
         p.metadata.name = Some("web".into());
         p.metadata.annotations = Some(BTreeMap::from([
-            (crate::CA_SAFE_TO_EVICT.to_string(), "false".to_string()),
+            (
+                crate::model::CA_SAFE_TO_EVICT.to_string(),
+                "false".to_string(),
+            ),
             ("kubernetes.io/config.mirror".to_string(), "x".to_string()),
             (
                 "kubectl.kubernetes.io/last-applied-configuration".to_string(),
@@ -661,14 +594,17 @@ mod tests {
         assert!(info.mirror);
         assert_eq!(
             info.annotations.keys().collect::<Vec<_>>(),
-            vec![crate::CA_SAFE_TO_EVICT]
+            vec![crate::model::CA_SAFE_TO_EVICT]
         );
         let mut n = Node::default();
         n.metadata.name = Some("n1".into());
         n.metadata.annotations = Some(BTreeMap::from([
-            (crate::ANNOTATION_CORDONED.to_string(), "why".to_string()),
             (
-                crate::CA_SCALE_DOWN_DISABLED.to_string(),
+                crate::model::ANNOTATION_CORDONED.to_string(),
+                "why".to_string(),
+            ),
+            (
+                crate::model::CA_SCALE_DOWN_DISABLED.to_string(),
                 "true".to_string(),
             ),
             ("node.alpha.kubernetes.io/ttl".to_string(), "0".to_string()),

@@ -24,7 +24,7 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::Client;
 use serde_json::json;
 
-use crate::plan::ObjectRef;
+use crate::model::ObjectRef;
 
 /// Namespace for Events about cluster-scoped objects (nodes), as the kubelet does.
 const CLUSTER_SCOPED_NS: &str = "default";

@@ -21,9 +21,10 @@ use super::convert::{
 use super::records::{record_data, DisruptionRecords, RecordKind};
 use super::status::write_status;
 use super::{ClusterApi, ClusterError, Eviction};
-use crate::plan::volumes::Volumes;
-use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodRef};
-use crate::{ANNOTATION_CORDONED, LABEL_CLUSTER, LABEL_IMAGE_PULLER};
+use crate::model::{
+    NodeInfo, PdbInfo, PodInfo, PodRef, Volumes, ANNOTATION_CORDONED, LABEL_CLUSTER,
+    LABEL_IMAGE_PULLER,
+};
 
 /// Large clusters are listed in pages of this size.
 const PAGE: u32 = 500;
@@ -292,9 +293,9 @@ impl ClusterApi for KubeCluster {
         let mut annotations = serde_json::Map::new();
         for key in [
             ANNOTATION_CORDONED,
-            crate::ANNOTATION_CORDONED_AT,
-            crate::ANNOTATION_DISRUPTION,
-            crate::ANNOTATION_UNNEEDED_SINCE,
+            crate::model::ANNOTATION_CORDONED_AT,
+            crate::model::ANNOTATION_DISRUPTION,
+            crate::model::ANNOTATION_UNNEEDED_SINCE,
         ] {
             annotations.insert(key.to_string(), serde_json::Value::Null);
         }

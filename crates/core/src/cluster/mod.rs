@@ -23,8 +23,7 @@ pub use cache::{CacheOptions, CacheStats};
 pub use kube_api::KubeCluster;
 pub use records::{DisruptionRecords, RecordKind};
 
-use crate::plan::volumes::Volumes;
-use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodRef};
+use crate::model::{NodeInfo, PdbInfo, PodInfo, PodRef, Volumes};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterError {

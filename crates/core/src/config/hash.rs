@@ -111,9 +111,9 @@ pub fn legacy_settings_hash(g: &NodeGroupConfig, template: &[u8]) -> String {
 mod tests {
     use std::path::Path;
 
-    use crate::cloud::kamatera::KamateraSettings;
-    use crate::cloud::openstack::OpenStackSettings;
-    use crate::cloud::proxmox::ProxmoxSettings;
+    use crate::cloud::kamatera::settings::KamateraSettings;
+    use crate::cloud::openstack::settings::OpenStackSettings;
+    use crate::cloud::proxmox::settings::ProxmoxSettings;
     use crate::config::Config;
 
     /// A config with one group per provider, every hashed field set, and the directory
@@ -212,7 +212,7 @@ nodeGroups:
             g.price = Some(0.5);
             g.max_size = 9;
             g.max_pods = 50;
-            g.node_memory = Some(crate::config::Bytes(16 << 30));
+            g.node_memory = Some(crate::model::Bytes(16 << 30));
             if let Some(o) = g.settings.of_mut::<OpenStackSettings>() {
                 o.availability_zone = Some("az2".into());
                 o.server_group = Some("spread".into());

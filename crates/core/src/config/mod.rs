@@ -3,7 +3,6 @@
 
 mod blocks;
 mod buffers;
-mod bytes;
 mod disruption;
 pub(crate) mod error;
 pub mod hash;
@@ -20,37 +19,19 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::model::{Bytes, Quantity};
 use crate::userdata::UserDataConfig;
 
 pub use crate::cloud::registry::{ProviderBlocks, ProviderKind, ProviderSettings};
 pub use buffers::{BufferConfig, TolerationConfig, TolerationOperator};
-pub use bytes::Bytes;
 
-/// A YAML scalar as text, whether written as a string (`8 GiB`, `500m`) or a number
-/// (`8`, `0.5`): the quantity parsers decide what it means and say so in their errors.
-fn scalar_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<String, D::Error> {
-    #[derive(serde::Deserialize)]
-    #[serde(untagged)]
-    enum Raw {
-        Text(String),
-        Int(u64),
-        Float(f64),
-    }
-    Ok(match <Raw as serde::Deserialize>::deserialize(d)? {
-        Raw::Text(s) => s,
-        Raw::Int(i) => i.to_string(),
-        Raw::Float(f) => f.to_string(),
-    })
-}
 pub use disruption::{
     Budget, BudgetNodes, DisruptionConfig, DisruptionReason, DrainConfig, HealthConfig,
 };
 pub use error::{ConfigError, ConfigProblem};
 pub use pools::{ScaleDownMode, WarmPoolConfig};
 pub use schedule::{Cron, Schedule, Zone};
-pub use scheduling::{
-    ExpanderConfig, ExpanderKind, LimitsConfig, Quantity, ReservedConfig, ResourceMap,
-};
+pub use scheduling::{ExpanderConfig, ExpanderKind, LimitsConfig, ReservedConfig, ResourceMap};
 
 /// Environment variable naming the config file.
 pub const ENV_CONFIG_FILE: &str = "AUTOSCALER_CONFIG_FILE";

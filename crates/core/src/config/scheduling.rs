@@ -3,72 +3,11 @@
 //! CPU side of headroom.
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::time::Duration;
 
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 
-use crate::plan::sched::resources::Resources;
-
-/// A Kubernetes quantity (`4`, `500m`, `16Gi`), checked when the config is read.
-#[derive(Clone, PartialEq, Serialize)]
-#[serde(into = "String")]
-pub struct Quantity {
-    text: String,
-    value: f64,
-}
-
-impl Quantity {
-    pub fn parse(text: &str) -> Result<Quantity, String> {
-        crate::cluster::convert::quantity_value(text)
-            .map(|value| Quantity {
-                text: text.trim().to_string(),
-                value,
-            })
-            .ok_or_else(|| {
-                format!(
-                    "`{text}` is not a Kubernetes quantity; expected e.g. `4`, `500m` or `16Gi`"
-                )
-            })
-    }
-
-    /// As written.
-    pub fn text(&self) -> &str {
-        &self.text
-    }
-
-    /// In base units: cores for CPU, bytes for memory.
-    pub fn value(&self) -> f64 {
-        self.value
-    }
-
-    pub fn milli(&self) -> u64 {
-        crate::plan::sched::resources::ceil_units(self.value * 1000.0)
-    }
-
-    pub fn whole(&self) -> u64 {
-        crate::plan::sched::resources::ceil_units(self.value)
-    }
-}
-
-impl From<Quantity> for String {
-    fn from(q: Quantity) -> String {
-        q.text
-    }
-}
-
-impl fmt::Debug for Quantity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.text)
-    }
-}
-
-impl<'de> Deserialize<'de> for Quantity {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = super::scalar_text(d)?;
-        Quantity::parse(&text).map_err(serde::de::Error::custom)
-    }
-}
+use crate::model::{Quantity, Resources};
 
 /// Capacity a node keeps for the system (kubelet reservations, eviction threshold,
 /// kernel), taken off a new node's flavor before any node of the group exists. Once
@@ -146,7 +85,7 @@ pub fn default_mismatch_grace() -> Duration {
 pub type ResourceMap = BTreeMap<String, Quantity>;
 
 /// Resources measured in bytes: their quantities follow the byte-size rule
-/// ([`super::Bytes`]) rather than Kubernetes' (where `8` is bytes and `8G` decimal).
+/// ([`crate::model::Bytes`]) rather than Kubernetes' (where `8` is bytes and `8G` decimal).
 pub const BYTE_RESOURCES: &[&str] = &["memory", "ephemeral-storage"];
 
 /// A problem for each byte quantity among `items` (path, quantity) that the byte-size
@@ -156,7 +95,7 @@ pub(super) fn check_byte_quantities<'a>(
     items: impl IntoIterator<Item = (String, &'a Quantity)>,
 ) {
     for (path, q) in items {
-        if let Err(why) = super::Bytes::parse(q.text()) {
+        if let Err(why) = crate::model::Bytes::parse(q.text()) {
             p.push(super::ConfigProblem::new(path, why));
         }
     }

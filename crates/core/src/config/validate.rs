@@ -386,7 +386,7 @@ fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGrou
                 &path,
                 format!("invalid taint key `{}`: {why}", t.key),
             ));
-        } else if t.key == crate::STARTUP_TAINT_KEY {
+        } else if t.key == crate::model::STARTUP_TAINT_KEY {
             p.push(ConfigProblem::new(
                 &path,
                 "this taint is added and removed by nodewright itself; expected another key",

@@ -7,8 +7,8 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::{ObjectRef, PodRef, ServerRef};
 use crate::config::DisruptionReason;
+use crate::model::{ObjectRef, PodRef, ServerRef};
 
 /// A node to delete with its VM.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

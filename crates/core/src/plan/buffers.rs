@@ -10,9 +10,9 @@
 use std::collections::BTreeMap;
 use std::time::SystemTime;
 
-use super::model::{PodInfo, PodPhase, Toleration};
-use super::sched::{self, Model, Resources, Slot};
+use super::sched::{self, Model, Slot};
 use crate::config::{BufferConfig, Config, TolerationOperator};
+use crate::model::{PodInfo, PodPhase, Resources, Toleration};
 
 /// Namespace of the synthetic pods (no such namespace needs to exist).
 pub const BUFFER_NAMESPACE: &str = "nodewright-buffer";

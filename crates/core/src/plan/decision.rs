@@ -7,7 +7,8 @@ use std::fmt;
 
 use serde::Serialize;
 
-use super::{Action, ObjectRef, PodRef, Unremovable};
+use super::{Action, Unremovable};
+use crate::model::{ObjectRef, PodRef};
 
 /// Why something was (or was not) done, as data for logs, events and tests.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

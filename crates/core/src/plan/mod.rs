@@ -8,9 +8,9 @@ mod action;
 pub mod backoff;
 pub mod buffers;
 mod decision;
-mod model;
 pub mod policy;
 pub mod sched;
+mod snapshot;
 mod steps;
 pub mod summary;
 mod units;
@@ -21,69 +21,17 @@ pub mod volumes;
 #[cfg(test)]
 mod tests;
 
-use std::fmt;
 use std::time::SystemTime;
 
-use serde::Serialize;
-
 use crate::config::Config;
+use crate::model::{ObjectRef, PodInfo, PodRef};
 
 pub use action::{Action, NodeTarget, Target};
 pub use decision::{Bucket, Decision, PendingPod, Reason, ReasonCode};
-pub use model::{
-    normalize_image, shared, NodeInfo, PdbInfo, PodInfo, PodPhase, Snapshot, Taint, Toleration,
-};
+pub use snapshot::{shared, Snapshot};
 pub use steps::{unknown_group_vms, MAX_NOT_JOINED_PER_ACTION};
 pub use unremovable::{KeptReason, Unremovable};
 pub use view::ServerState;
-
-/// Identifies a VM across providers.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ServerRef {
-    pub provider: String,
-    pub id: String,
-    pub name: String,
-    pub group: String,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PodRef {
-    pub namespace: String,
-    pub name: String,
-}
-
-impl fmt::Display for PodRef {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}/{}", self.namespace, self.name)
-    }
-}
-
-/// A Kubernetes object a reason is about (for Events on it).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ObjectRef {
-    pub kind: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub namespace: Option<String>,
-    pub name: String,
-}
-
-impl ObjectRef {
-    pub fn node(name: &str) -> ObjectRef {
-        ObjectRef {
-            kind: "Node".into(),
-            namespace: None,
-            name: name.to_string(),
-        }
-    }
-
-    pub fn pod(p: &PodInfo) -> ObjectRef {
-        ObjectRef {
-            kind: "Pod".into(),
-            namespace: Some(p.namespace.clone()),
-            name: p.name.clone(),
-        }
-    }
-}
 
 /// Sorts the pending pods of `view` into buckets, given the action chosen.
 fn buckets(
@@ -258,8 +206,8 @@ pub fn plan(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Decision {
     }
     for stray in &snapshot.strays {
         let code = match stray.kind {
-            crate::cloud::StrayKind::Disowned => ReasonCode::VmDisowned,
-            crate::cloud::StrayKind::Copied { .. } => ReasonCode::VmCopied,
+            crate::model::StrayKind::Disowned => ReasonCode::VmDisowned,
+            crate::model::StrayKind::Copied { .. } => ReasonCode::VmCopied,
         };
         let mut note = Reason::new(code, stray.to_string());
         if snapshot.nodes.iter().any(|n| n.name == stray.name) {

@@ -5,13 +5,13 @@
 use std::fmt;
 use std::time::SystemTime;
 
-use super::model::{NodeInfo, PodInfo};
 use super::view::View;
-use super::volumes::{self, LocalVolume};
+use super::volumes;
 use crate::config::DisruptionReason;
-use crate::{
-    ANNOTATION_CORDONED, ANNOTATION_DISRUPTION, ANNOTATION_SCALE_DOWN_DISABLED, CA_SAFE_TO_EVICT,
-    CA_SAFE_TO_EVICT_LOCAL_VOLUMES, CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT,
+use crate::model::{
+    LocalVolume, NodeInfo, PodInfo, ANNOTATION_CORDONED, ANNOTATION_DISRUPTION,
+    ANNOTATION_SCALE_DOWN_DISABLED, CA_SAFE_TO_EVICT, CA_SAFE_TO_EVICT_LOCAL_VOLUMES,
+    CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT,
 };
 
 /// Why a pod keeps its node from being drained voluntarily.
@@ -91,8 +91,11 @@ pub fn ignored(v: &View<'_>, pod: &PodInfo) -> bool {
 /// An image puller pod this nodewright made.
 pub fn own_puller(v: &View<'_>, p: &PodInfo) -> bool {
     p.namespace == v.config.image_puller.namespace
-        && p.labels.get(crate::LABEL_IMAGE_PULLER).map(String::as_str) == Some("true")
-        && p.labels.get(crate::LABEL_CLUSTER) == Some(&v.config.cluster_name)
+        && p.labels
+            .get(crate::model::LABEL_IMAGE_PULLER)
+            .map(String::as_str)
+            == Some("true")
+        && p.labels.get(crate::model::LABEL_CLUSTER) == Some(&v.config.cluster_name)
 }
 
 /// Pods owned by a Job are waited for, not evicted (up to `drain.jobGracePeriod`).
@@ -153,7 +156,7 @@ pub fn blocker(v: &View<'_>, pod: &PodInfo) -> Option<Blocker> {
     if let Some(l) = unreleased_volume(v, pod) {
         return Some(Blocker::LocalVolume(l.clone()));
     }
-    let budgets: Vec<&super::model::PdbInfo> = v.pdbs.iter().filter(|b| b.selects(pod)).collect();
+    let budgets: Vec<&crate::model::PdbInfo> = v.pdbs.iter().filter(|b| b.selects(pod)).collect();
     if budgets.len() > 1 {
         let names: Vec<String> = budgets
             .iter()
@@ -210,7 +213,8 @@ pub fn stale_cordon(n: &NodeInfo) -> bool {
     !n.unschedulable
         && (n.annotations.contains_key(ANNOTATION_CORDONED)
             || n.annotations.contains_key(ANNOTATION_DISRUPTION)
-            || n.annotations.contains_key(crate::ANNOTATION_CORDONED_AT))
+            || n.annotations
+                .contains_key(crate::model::ANNOTATION_CORDONED_AT))
 }
 
 /// Why nodewright is removing a node it cordoned; older cordons without the reason

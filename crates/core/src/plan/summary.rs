@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use super::model::Snapshot;
+use super::snapshot::Snapshot;
 use super::view::{ServerState, View};
 use crate::config::Config;
 
@@ -82,8 +82,8 @@ pub fn summarize(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Summa
             .filter(|x| x.group.as_deref() == Some(g.name.as_str()))
         {
             let state = match stray.kind {
-                crate::cloud::StrayKind::Disowned => "disowned",
-                crate::cloud::StrayKind::Copied { .. } => "copied",
+                crate::model::StrayKind::Disowned => "disowned",
+                crate::model::StrayKind::Copied { .. } => "copied",
             };
             *s.states.entry(state.to_string()).or_default() += 1;
         }

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
-use super::PodRef;
+use crate::model::PodRef;
 
 /// The reason a node is kept, as a stable code (the metric's `reason` label).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

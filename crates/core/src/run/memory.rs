@@ -9,9 +9,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::SystemTime;
 
-use crate::cloud::{GroupShape, Observed, ServerStatus};
-use crate::plan::sched::Resources;
-use crate::plan::{Action, NodeInfo};
+use crate::cloud::Observed;
+use crate::model::{GroupShape, NodeInfo, Resources, ServerStatus};
+use crate::plan::Action;
 
 /// The loop's memory. Clones share it.
 #[derive(Clone, Default)]
@@ -146,15 +146,19 @@ impl LoopMemory {
     ) -> BTreeMap<String, Resources> {
         let mut seen: BTreeMap<String, Resources> = BTreeMap::new();
         for n in nodes.iter().filter(|n| n.ready && !n.deleting) {
-            if n.labels.get(crate::LABEL_CLUSTER).map(String::as_str) != Some(cluster) {
+            if n.labels
+                .get(crate::model::LABEL_CLUSTER)
+                .map(String::as_str)
+                != Some(cluster)
+            {
                 continue;
             }
-            if n.has_taint(crate::STARTUP_TAINT_KEY) {
+            if n.has_taint(crate::model::STARTUP_TAINT_KEY) {
                 continue;
             }
             let (Some(g), Some(h)) = (
-                n.labels.get(crate::LABEL_GROUP),
-                n.labels.get(crate::LABEL_SETTINGS_HASH),
+                n.labels.get(crate::model::LABEL_GROUP),
+                n.labels.get(crate::model::LABEL_SETTINGS_HASH),
             ) else {
                 continue;
             };

@@ -22,8 +22,9 @@ use crate::cluster::leader::{LeaderElector, LeaseSettings};
 use crate::cluster::{client_from_env, CacheOptions, KubeCluster};
 use crate::config::reload::{ConfigWatch, Reload};
 use crate::config::Config;
+use crate::model::ObjectRef;
 use crate::plan::summary::{summarize, Summary, NODE_STATES};
-use crate::plan::{Action, ObjectRef};
+use crate::plan::Action;
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics::{
     ActionLabels, FailedCreateLabels, GroupLabels, Metrics, NodeStateLabels, ResultLabels,

@@ -9,9 +9,10 @@ use serde::Serialize;
 
 use crate::act::Outcome;
 use crate::cluster::status::write_status;
+use crate::model::ObjectRef;
 use crate::plan::summary::Summary;
 use crate::plan::unremovable::UnremovableSummary;
-use crate::plan::{Action, Decision, ObjectRef};
+use crate::plan::{Action, Decision};
 
 /// What one cycle leaves on the status ConfigMap.
 pub(super) struct Status<'a> {
@@ -157,7 +158,8 @@ struct LastAction<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::{Bucket, PendingPod, PodRef, Reason, ReasonCode};
+    use crate::model::PodRef;
+    use crate::plan::{Bucket, PendingPod, Reason, ReasonCode};
 
     /// The status ConfigMap grew about 156 bytes per pending pod, and a real API server
     /// refuses one over 1 MiB (about 6,700 pending pods): its decision is now bounded.

@@ -44,7 +44,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use crate::{LABEL_CLUSTER, LABEL_GROUP, STARTUP_TAINT_KEY};
+use crate::model::{LABEL_CLUSTER, LABEL_GROUP, STARTUP_TAINT_KEY};
 
 /// How a group's user data is produced (the `userData` key of a node group).
 #[derive(Debug, Clone, PartialEq, Deserialize)]

@@ -68,7 +68,7 @@ pub fn parse_time(s: &str) -> Option<Timestamp> {
 
 /// Parses a Kubernetes quantity ("128Mi", "1.5", "100m", "2e3") into thousandths.
 pub fn parse_quantity_milli(s: &str) -> Option<i128> {
-    nodewright_core::cluster::convert::quantity_value(s).map(|v| (v * 1000.0).round() as i128)
+    nodewright_core::model::quantity_value(s).map(|v| (v * 1000.0).round() as i128)
 }
 
 /// Memory quantity in the kubelet's style ("8148200Ki").

@@ -23,9 +23,9 @@ use super::storage;
 use super::store::{Change, ChangeKind};
 use super::sysevents;
 use super::Inner;
+use crate::model::{volumes::ATTACH_PREFIX, volumes::HOSTNAME_LABEL, NodeInfo, PodInfo, Taint};
 use crate::plan::sched::{Model, Slot, Unfit};
-use crate::plan::volumes::{self, ATTACH_PREFIX, HOSTNAME_LABEL};
-use crate::plan::{NodeInfo, PodInfo, Taint};
+use crate::plan::volumes;
 use nodewright_core::cluster::convert::{node_info, pod_info};
 
 /// The taint the node lifecycle controller puts on a node that is not Ready.
@@ -369,7 +369,7 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::sched::Resources;
+    use crate::model::Resources;
     use serde_json::json;
 
     #[test]

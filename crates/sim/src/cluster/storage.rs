@@ -14,11 +14,10 @@ use super::meta;
 use super::resources::{roundtrip, PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, STORAGECLASSES};
 use super::status::ApiError;
 use super::store::Txn;
-use crate::plan::volumes::{
-    ClaimInfo, ClassInfo, CsiNodeInfo, PvInfo, Volumes, DEFAULT_CLASS, HOSTNAME_LABEL,
-    SELECTED_NODE,
+use crate::model::{
+    volumes::DEFAULT_CLASS, volumes::HOSTNAME_LABEL, volumes::SELECTED_NODE, ClaimInfo, ClassInfo,
+    CsiNodeInfo, PodInfo, PvInfo, Volumes,
 };
-use crate::plan::PodInfo;
 use nodewright_core::cluster::convert::{claim_info, class_info, csi_node_info, pv_info};
 
 /// The provisioner k3s's default StorageClass names.

@@ -246,7 +246,7 @@ pub fn scan(user_data: &str) -> Registration {
         }
         for res in option_values(&text, EXTENDED_RESOURCE_OPTION) {
             if let Some((k, v)) = res.split_once('=') {
-                if !k.is_empty() && nodewright_core::cluster::convert::quantity_value(v).is_some() {
+                if !k.is_empty() && nodewright_core::model::quantity_value(v).is_some() {
                     reg.extended.insert(k.to_string(), v.to_string());
                 }
             }

@@ -340,11 +340,11 @@ pub fn cloud_init_join_line(name: &str, tags_value: &str) -> String {
     let o = tags::ownership(tags_value);
     format!(
         "#!/bin/sh\n# simulated: the template's own cloud-init join\nk3s agent --node-name={name} --node-label={}={} --node-label={}={} --node-taint={}=true:NoSchedule\n",
-        nodewright_core::LABEL_CLUSTER,
+        nodewright_core::model::LABEL_CLUSTER,
         o.cluster.unwrap_or_default(),
-        nodewright_core::LABEL_GROUP,
+        nodewright_core::model::LABEL_GROUP,
         o.group.unwrap_or_default(),
-        nodewright_core::STARTUP_TAINT_KEY,
+        nodewright_core::model::STARTUP_TAINT_KEY,
     )
 }
 

@@ -9,13 +9,11 @@ use async_trait::async_trait;
 
 use super::world::World;
 use crate::act::Clouds;
-use crate::cloud::{
-    check_owned, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
-};
+use crate::cloud::{check_owned, CloudError, CloudProvider, CreateRequest};
 use crate::config::{Config, ProviderKind};
-use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodRef};
+use crate::model::{GroupShape, NodeInfo, PdbInfo, PodInfo, PodRef, Server, ServerStatus};
 use nodewright_core::cluster::{ClusterApi, ClusterError, Eviction};
-use nodewright_core::{
+use nodewright_core::model::{
     ANNOTATION_CORDONED, ANNOTATION_CORDONED_AT, ANNOTATION_DISRUPTION, ANNOTATION_UNNEEDED_SINCE,
 };
 
@@ -78,7 +76,7 @@ impl ClusterApi for MemCluster {
         Ok(Vec::new())
     }
 
-    async fn volumes(&self) -> Result<nodewright_core::plan::volumes::Volumes, ClusterError> {
+    async fn volumes(&self) -> Result<nodewright_core::model::Volumes, ClusterError> {
         Ok(self.world.lock().volume_objects())
     }
 

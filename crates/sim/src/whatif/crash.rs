@@ -18,8 +18,8 @@ use super::invariants::{Checker, Foreign};
 use super::workload::{PodKind, WorkloadRow};
 use super::world::{at, Ms, World, WorldError, WorldOptions};
 use crate::config::Config;
-use crate::plan::sched::spec::LabelSelector;
-use crate::plan::{Action, PdbInfo};
+use crate::model::{LabelSelector, PdbInfo};
+use crate::plan::Action;
 use crate::run::Reconciler;
 
 /// Faults and crashes happen in the first this long of a run.
@@ -198,9 +198,7 @@ impl RunFigures {
 /// labelled for another cluster, one labelled as ours with no VM of ours; another
 /// cluster's VM in the same group name, and an untagged VM with a name like ours.
 pub(super) fn seed_foreign(world: &World) -> Foreign {
-    use crate::cloud::{Server, ServerStatus};
-    use crate::plan::sched::Resources;
-    use crate::plan::NodeInfo;
+    use crate::model::{NodeInfo, Resources, Server, ServerStatus};
     let mut s = world.lock();
     let node = |name: &str, labels: &[(&str, &str)]| {
         let mut allocatable = Resources::cpu_mem(2000, 2 << 30);
@@ -228,15 +226,15 @@ pub(super) fn seed_foreign(world: &World) -> Foreign {
         node(
             "other-w-1",
             &[
-                (nodewright_core::LABEL_CLUSTER, "other"),
-                (nodewright_core::LABEL_GROUP, "w"),
+                (nodewright_core::model::LABEL_CLUSTER, "other"),
+                (nodewright_core::model::LABEL_GROUP, "w"),
             ],
         ),
         node(
             "c-w-impostor",
             &[
-                (nodewright_core::LABEL_CLUSTER, "c"),
-                (nodewright_core::LABEL_GROUP, "w"),
+                (nodewright_core::model::LABEL_CLUSTER, "c"),
+                (nodewright_core::model::LABEL_GROUP, "w"),
             ],
         ),
     ];

@@ -10,8 +10,7 @@ use super::crash::{campaign, render, run, scenario_config, RunFigures, RunOption
 use super::faults::{faulty_apis, Injector};
 use super::invariants::{Checker, Foreign};
 use super::world::{World, WorldOptions};
-use crate::plan::sched::spec::LabelSelector;
-use crate::plan::{PdbInfo, PodRef};
+use crate::model::{LabelSelector, PdbInfo, PodRef};
 
 /// The base seed: `NODEWRIGHT_CRASH_SEED` or 1.
 fn base_seed() -> u64 {

@@ -24,9 +24,9 @@ use async_trait::async_trait;
 use super::api::{MemCloud, MemCluster};
 use super::world::{World, NAMESPACE};
 use crate::act::Clouds;
-use crate::cloud::{CloudError, CloudProvider, CreateRequest, GroupShape, Server};
+use crate::cloud::{CloudError, CloudProvider, CreateRequest};
 use crate::config::Config;
-use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodRef};
+use crate::model::{GroupShape, NodeInfo, PdbInfo, PodInfo, PodRef, Server};
 use nodewright_core::cluster::{ClusterApi, ClusterError, Eviction};
 
 /// splitmix64, as the world's failures use: small, seeded, portable.
@@ -335,7 +335,7 @@ impl ClusterApi for FaultyCluster {
     /// A failed list fails the cycle as a failed pods or nodes list does. Its draw moved
     /// every seeded run of the crash suite onto other faults, which found a VM made just
     /// before its provider's listing failed left out of the limits.
-    async fn volumes(&self) -> Result<nodewright_core::plan::volumes::Volumes, ClusterError> {
+    async fn volumes(&self) -> Result<nodewright_core::model::Volumes, ClusterError> {
         self.plain("list volumes")?;
         self.inner.volumes().await
     }

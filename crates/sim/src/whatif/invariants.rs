@@ -7,10 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::crash::RunFigures;
 use super::state::State;
 use super::world::{Ms, World};
-use crate::cloud::Server;
 use crate::config::Config;
-use crate::plan::NodeInfo;
-use nodewright_core::{LABEL_CLUSTER, STARTUP_TAINT_KEY};
+use crate::model::{NodeInfo, Server};
+use nodewright_core::model::{LABEL_CLUSTER, STARTUP_TAINT_KEY};
 
 /// A VM may go without a node this long beyond `provisionTimeout` (the planner deletes
 /// it then, and a delete may fail, be lost or be cut short by a crash a few times).

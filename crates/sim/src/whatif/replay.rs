@@ -19,7 +19,8 @@ use super::report::{lower_bound_node_hours, percentile, Mark, Report, Run, Timel
 use super::workload::WorkloadRow;
 use super::world::{at, pod_info, Census, Ms, World, WorldError, WorldOptions};
 use crate::config::Config;
-use crate::plan::sched::{group_template, static_check, Resources, SlotKind};
+use crate::model::Resources;
+use crate::plan::sched::{group_template, static_check, SlotKind};
 use crate::plan::Action;
 use crate::run::{Cycle, CycleError, Reconciler};
 

@@ -12,14 +12,13 @@ use super::workload::{PodKind, WorkloadRow};
 use super::world::{
     at, ms, pod_info, Counters, GroupSpec, Ms, RowStat, VmStat, WorldOptions, NAMESPACE,
 };
-use crate::cloud::{Server, ServerStatus};
-use crate::plan::sched::spec::{NodeSelectorTerm, Operator, Requirement};
+use crate::model::{
+    volumes::HOSTNAME_LABEL, ClaimInfo, ClassInfo, LocalVolume, NodeInfo, NodeSelectorTerm,
+    Operator, PdbInfo, PodClaim, PodInfo, PodPhase, PvInfo, Requirement, Server, ServerStatus,
+    Volumes,
+};
 use crate::plan::sched::template::LABEL_HOSTNAME;
 use crate::plan::sched::{Model, Slot};
-use crate::plan::volumes::{
-    ClaimInfo, ClassInfo, LocalVolume, PodClaim, PvInfo, Volumes, HOSTNAME_LABEL,
-};
-use crate::plan::{NodeInfo, PdbInfo, PodInfo, PodPhase};
 
 pub(super) struct LivePod {
     pub(super) info: PodInfo,
@@ -663,7 +662,7 @@ impl State {
         p.node_name = Some(node.to_string());
         p.phase = PodPhase::Succeeded;
         p.labels.insert(
-            nodewright_core::LABEL_IMAGE_PULLER.to_string(),
+            nodewright_core::model::LABEL_IMAGE_PULLER.to_string(),
             cluster.to_string(),
         );
         p.images = images.to_vec();
@@ -671,7 +670,7 @@ impl State {
         if let Some(n) = self.nodes.get_mut(node) {
             n.info
                 .images
-                .extend(images.iter().map(|i| crate::plan::normalize_image(i)));
+                .extend(images.iter().map(|i| crate::model::normalize_image(i)));
         }
         self.aux_pods.insert(name.clone(), p);
         name

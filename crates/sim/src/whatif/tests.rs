@@ -10,9 +10,10 @@ use super::replay::replay;
 use super::workload::{PodKind, WorkloadRow};
 use super::world::{World, WorldOptions};
 use crate::config::Config;
-use crate::plan::{PodRef, ServerState};
+use crate::model::PodRef;
+use crate::plan::ServerState;
 use nodewright_core::cluster::{ClusterApi, Eviction};
-use nodewright_core::STARTUP_TAINT_KEY;
+use nodewright_core::model::STARTUP_TAINT_KEY;
 
 const GROUP: &str = "w";
 
@@ -191,7 +192,7 @@ async fn an_evicted_job_starts_its_run_again_a_deployment_keeps_its_progress() {
     assert_eq!(
         nodes[0]
             .labels
-            .get(nodewright_core::LABEL_GROUP)
+            .get(nodewright_core::model::LABEL_GROUP)
             .map(String::as_str),
         Some(GROUP)
     );

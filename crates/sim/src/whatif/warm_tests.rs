@@ -108,7 +108,7 @@ async fn faulty_cloud_forwards_the_warm_pool_calls() {
         zone: None,
     };
     let made = p.create_warm(&req).await.expect("create_warm is forwarded");
-    let listed = |servers: Vec<crate::cloud::Server>| {
+    let listed = |servers: Vec<crate::model::Server>| {
         servers
             .into_iter()
             .find(|s| s.id == made.id)

@@ -21,12 +21,11 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::report::Sample;
 use super::state::{Pdb, State};
 use super::workload::{PodKind, WorkloadRow};
-use crate::cloud::{GroupShape, ServerStatus};
 use crate::config::{Config, NodeGroupConfig, ProviderKind};
+use crate::model::{GroupShape, PdbInfo, PodInfo, Resources, ServerStatus, Taint, Toleration};
 use crate::plan::sched::template::allocatable_from_shape;
-use crate::plan::sched::{well_known_labels, Resources};
-use crate::plan::{PdbInfo, PodInfo, Taint, Toleration};
-use nodewright_core::{LABEL_SETTINGS_HASH, STARTUP_TAINT_KEY};
+use crate::plan::sched::well_known_labels;
+use nodewright_core::model::{LABEL_SETTINGS_HASH, STARTUP_TAINT_KEY};
 
 /// Virtual milliseconds since the start of the replay.
 pub type Ms = u64;

@@ -11,7 +11,8 @@ use super::api::{
 };
 use super::provider::{other, status_of, KamateraProvider};
 use super::PROVIDER;
-use crate::cloud::{CloudError, ServerStatus};
+use crate::cloud::CloudError;
+use crate::model::ServerStatus;
 
 impl KamateraProvider {
     /// Polls `GET /service/queue?id=` until the command is `complete` (Ok) or `error`

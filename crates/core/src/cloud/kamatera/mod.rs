@@ -28,7 +28,7 @@ pub use settings::{
     parse_cpu, parse_ram, validate_settings, BillingCycle, KamateraSettings, RamMb, UserDataField,
 };
 
-/// Provider name used in errors, logs and [`crate::cloud::Server::provider`].
+/// Provider name used in errors, logs and [`crate::model::Server::provider`].
 pub const PROVIDER: &str = "kamatera";
 
 /// Default prefix of the ownership tags.
@@ -106,7 +106,7 @@ pub fn parse_started_tag(prefix: &str, tag: &str) -> Option<SystemTime> {
 /// `<prefix>_j<unix seconds>`: when the server's node was recorded Ready (see
 /// [`crate::cloud::JOINED_TAG`]); as long as the start tag, so it fits wherever that does.
 pub fn joined_tag(prefix: &str, at: SystemTime) -> String {
-    format!("{prefix}_j{}", crate::cloud::unix_secs(at))
+    format!("{prefix}_j{}", crate::model::unix_secs(at))
 }
 
 /// The time in a tag written by [`joined_tag`] with `prefix`.

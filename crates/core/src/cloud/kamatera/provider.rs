@@ -18,9 +18,8 @@ use super::{
     parse_started_tag, parse_time_tag, removing_tag, time_tag, warm_tag, KamateraSettings,
     UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
 };
-use crate::cloud::{
-    http, refused, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
-};
+use crate::cloud::{http, refused, CloudError, CloudProvider, CreateRequest};
+use crate::model::{GroupShape, Server, ServerStatus};
 
 mod derive;
 mod warm;

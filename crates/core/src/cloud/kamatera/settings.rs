@@ -13,7 +13,7 @@ use super::{
     MAX_NETWORKS, MAX_TAG_LEN, TIME_TAG_DIGITS,
 };
 use crate::cloud::registry::{GroupContext, Settings};
-use crate::cloud::GroupShape;
+use crate::model::GroupShape;
 
 /// Hourly or monthly billing (`billingcycle`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -55,7 +55,7 @@ impl UserDataField {
 }
 
 /// RAM of a server in whole MiB (Kamatera's unit), written as a size like every other
-/// byte size in config (`8 GiB`, `8192 MiB`; see [`crate::config::Bytes`]): a bare
+/// byte size in config (`8 GiB`, `8192 MiB`; see [`crate::model::Bytes`]): a bare
 /// number is refused, not read as MB.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct RamMb(pub u64);
@@ -74,7 +74,7 @@ impl fmt::Debug for RamMb {
 
 /// Parses a size (`4 GiB`, `4096 MiB`) into whole MiB.
 pub fn parse_ram(text: &str) -> Result<RamMb, String> {
-    let bytes = crate::config::Bytes::parse(text)?.as_u64();
+    let bytes = crate::model::Bytes::parse(text)?.as_u64();
     if !bytes.is_multiple_of(1024 * 1024) {
         return Err(format!(
             "`{}` is not a whole number of MiB; Kamatera sizes RAM in MiB (e.g. `4 GiB` or `4096 MiB`)",
@@ -86,7 +86,7 @@ pub fn parse_ram(text: &str) -> Result<RamMb, String> {
 
 impl<'de> Deserialize<'de> for RamMb {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let bytes = crate::config::Bytes::deserialize(d)?;
+        let bytes = crate::model::Bytes::deserialize(d)?;
         parse_ram(&format!("{} B", bytes.as_u64())).map_err(|_| {
             serde::de::Error::custom(format!(
                 "{bytes} is not a whole number of MiB; Kamatera sizes RAM in MiB (e.g. `4 GiB` or `4096 MiB`)"

@@ -20,7 +20,7 @@ pub use credentials::{
 pub use provider::{OpenStackProvider, ProviderOptions};
 pub use settings::OpenStackSettings;
 
-/// Provider name used in errors, logs and [`crate::cloud::Server::provider`].
+/// Provider name used in errors, logs and [`crate::model::Server::provider`].
 pub const PROVIDER: &str = "openstack";
 
 /// Builds the provider for `groups` from the credentials file at `path` (the registry's

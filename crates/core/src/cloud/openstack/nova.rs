@@ -7,9 +7,8 @@ use serde::Deserialize;
 
 use super::time::parse_timestamp;
 use super::PROVIDER;
-use crate::cloud::{
-    Server, ServerStatus, CLUSTER_TAG, GROUP_TAG, JOINED_TAG, REMOVING_TAG, SETTINGS_HASH_TAG,
-};
+use crate::cloud::{CLUSTER_TAG, GROUP_TAG, JOINED_TAG, REMOVING_TAG, SETTINGS_HASH_TAG};
+use crate::model::{Server, ServerStatus};
 
 /// Server metadata key of the warm mark: [`WARM_FILLING`] or [`WARM_PARKED`]; read back
 /// every cycle, so a fresh process knows the pool.

@@ -26,9 +26,10 @@ mod resolve;
 mod warm;
 use crate::cloud::http::RetryAfterGate;
 use crate::cloud::{
-    check_owned, CloudError, CloudProvider, CreateRequest, GroupShape, Server, ServerStatus,
-    CLUSTER_TAG, GROUP_TAG, SETTINGS_HASH_TAG,
+    check_owned, CloudError, CloudProvider, CreateRequest, CLUSTER_TAG, GROUP_TAG,
+    SETTINGS_HASH_TAG,
 };
+use crate::model::{GroupShape, Server, ServerStatus};
 use poll::Look;
 
 /// Tunables of [`OpenStackProvider`]; the defaults suit real clouds.

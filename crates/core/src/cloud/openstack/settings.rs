@@ -6,7 +6,7 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use crate::cloud::registry::{GroupContext, Settings};
-use crate::cloud::GroupShape;
+use crate::model::GroupShape;
 
 /// Per-node-group OpenStack settings (the `openstack` key of a node group).
 #[derive(Debug, Clone, PartialEq, Deserialize)]

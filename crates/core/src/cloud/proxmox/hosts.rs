@@ -11,8 +11,8 @@ use super::allocate::{NodeResource, VmResource};
 use super::client::Api;
 use super::tags::{ownership, split};
 use super::{other, ProxmoxSettings, TemplateRef, PROVIDER};
-use crate::cloud::hosts::{GroupHosts, Host, HostState, VmSize};
-use crate::cloud::{CloudError, CreateRequest, GroupShape};
+use crate::cloud::{CloudError, CreateRequest};
+use crate::model::{GroupHosts, GroupShape, Host, HostState, VmSize};
 
 /// What one untyped `GET /cluster/resources` says.
 #[derive(Debug, Clone, Default)]
@@ -454,7 +454,7 @@ pub async fn shape(
 
 /// The host for `req` and the template copy to clone there: the host the plan chose
 /// (`req.zone`) when it still takes the VM, else an error; without a plan, the host
-/// [`crate::cloud::hosts::GroupHosts::choose`] picks.
+/// [`crate::model::GroupHosts::choose`] picks.
 pub async fn place(
     api: &Api,
     cache: &HostCache,

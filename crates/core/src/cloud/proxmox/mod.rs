@@ -39,7 +39,7 @@ pub use settings::{
 };
 pub use tasks::TaskDeadline;
 
-/// Provider name used in errors, logs and [`crate::cloud::Server::provider`].
+/// Provider name used in errors, logs and [`crate::model::Server::provider`].
 pub const PROVIDER: &str = "proxmox";
 
 pub(crate) use crate::cloud::http::seg;

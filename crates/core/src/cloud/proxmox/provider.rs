@@ -29,9 +29,8 @@ use super::ippool::{address_of, Pool};
 use super::tags::{self, ownership};
 use super::tasks::{upid_of, wait_task, Following, ListedTask, TaskDeadline};
 use super::{other, validate_settings, IpConfig, JoinMode, ProxmoxSettings, PROVIDER};
-use crate::cloud::{
-    refused, CloudError, CloudProvider, CreateRequest, GroupShape, Observed, Server, ServerStatus,
-};
+use crate::cloud::{refused, CloudError, CloudProvider, CreateRequest, Observed};
+use crate::model::{GroupShape, Server, ServerStatus};
 
 /// Tunables of [`ProxmoxProvider`]; the defaults suit real clusters.
 #[derive(Debug, Clone)]

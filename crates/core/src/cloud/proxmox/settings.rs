@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use super::StaticPool;
 use crate::cloud::registry::{GroupContext, Settings};
-use crate::cloud::GroupShape;
+use crate::model::GroupShape;
 
 /// The template VM to clone: its VM id, its name, or `{tag: ...}`. A name or tag may match
 /// one copy per host (templates on local storage); the copy on the chosen host is cloned.
@@ -115,9 +115,9 @@ pub enum JoinMode {
 pub struct HostReserve {
     /// Cores (`2`, `500m`).
     #[serde(default)]
-    pub cpu: Option<crate::config::Quantity>,
+    pub cpu: Option<crate::model::Quantity>,
     #[serde(default)]
-    pub memory: Option<crate::config::Bytes>,
+    pub memory: Option<crate::model::Bytes>,
 }
 
 /// Per-node-group Proxmox settings (the `proxmox` key of a node group).
@@ -138,7 +138,7 @@ pub struct ProxmoxSettings {
     pub cores: Option<u32>,
     /// RAM of each VM (default: the template's).
     #[serde(default)]
-    pub memory: Option<crate::config::Bytes>,
+    pub memory: Option<crate::model::Bytes>,
     /// Resource pool the new VMs are added to.
     #[serde(default)]
     pub pool: Option<String>,
@@ -168,7 +168,7 @@ pub struct ProxmoxSettings {
     pub join_script_path: String,
     /// How far configured vCPUs and memory may exceed each host's (default cpu 4, memory 1).
     #[serde(default)]
-    pub overcommit: crate::cloud::hosts::Overcommit,
+    pub overcommit: crate::model::hosts::Overcommit,
     /// Kept free on every host.
     #[serde(default)]
     pub reserve: HostReserve,

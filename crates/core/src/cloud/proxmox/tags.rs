@@ -6,7 +6,7 @@
 //! - `nw-g-<group>`: [`crate::cloud::GROUP_TAG`]
 //! - `nw-t-<unix seconds>`: creation time
 //! - `nw-h-<hash>`: [`crate::cloud::SETTINGS_HASH_TAG`], the group settings it was made from
-//! - `nw-warm`: parked in its group's warm pool ([`crate::cloud::Server::warm`])
+//! - `nw-warm`: parked in its group's warm pool ([`crate::model::Server::warm`])
 //! - `nw-j-<unix seconds>`: when its node was recorded Ready ([`crate::cloud::JOINED_TAG`])
 //! - `nw-i-<vmid>`: the VM id it was made as. Proxmox copies tags (and the description)
 //!   into a clone, so a person's copy of a node VM carries every other mark; the id tells
@@ -16,7 +16,7 @@
 //! - `nw-joining`: started in a group that joins through the guest agent, its join script
 //!   not seen to run yet: written before the start, taken off once the script ran, so a
 //!   process that did not start it runs the script (see
-//!   [`crate::cloud::ServerStatus::JoinPending`])
+//!   [`crate::model::ServerStatus::JoinPending`])
 
 use std::time::{Duration, SystemTime};
 
@@ -292,7 +292,7 @@ pub fn with_joined(tags: &str, at: Option<SystemTime>) -> String {
         .map(str::to_string)
         .collect();
     if let Some(at) = at {
-        out.push(format!("{JOINED_PREFIX}{}", crate::cloud::unix_secs(at)));
+        out.push(format!("{JOINED_PREFIX}{}", crate::model::unix_secs(at)));
     }
     out.join(";")
 }

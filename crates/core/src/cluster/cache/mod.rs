@@ -26,8 +26,9 @@ use super::convert::{
     claim_info, class_info, csi_node_info, node_info, pdb_info, pod_info, pv_info,
 };
 use super::ClusterError;
-use crate::plan::volumes::{ClaimInfo, ClassInfo, CsiNodeInfo, PvInfo, Volumes};
-use crate::plan::{NodeInfo, PdbInfo, PodInfo};
+use crate::model::{
+    ClaimInfo, ClassInfo, CsiNodeInfo, NodeInfo, PdbInfo, PodInfo, PvInfo, Volumes,
+};
 pub(crate) use store::Cached;
 use store::{Change, Store};
 

@@ -6,11 +6,11 @@ use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::BUFFER_NAMESPACE;
-use crate::cloud::{Server, ServerStatus};
 use crate::config::Config;
-use crate::plan::sched::Resources;
-use crate::plan::{plan, Action, Decision, NodeInfo, PodInfo, PodPhase, ReasonCode, Snapshot};
-use crate::{LABEL_CLUSTER, LABEL_GROUP};
+use crate::model::{
+    NodeInfo, PodInfo, PodPhase, Resources, Server, ServerStatus, LABEL_CLUSTER, LABEL_GROUP,
+};
+use crate::plan::{plan, Action, Decision, ReasonCode, Snapshot};
 
 const GI: u64 = 1 << 30;
 

@@ -6,7 +6,7 @@
 
 use std::hash::{BuildHasherDefault, Hasher};
 
-use super::resources::Resources;
+use crate::model::Resources;
 
 /// The multiply-rotate hash of rustc's FxHasher: a few cycles per word.
 #[derive(Default, Clone, Copy)]

@@ -19,8 +19,6 @@
 mod affinity;
 pub(crate) mod index;
 mod pack;
-pub mod resources;
-pub mod spec;
 pub mod template;
 
 #[cfg(test)]
@@ -30,15 +28,13 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
-use super::model::{NodeInfo, PodInfo, Taint};
+use crate::model::{HostPort, NodeInfo, PodInfo, Resources, Taint};
 use index::{FxHashMap, RoomTree};
 pub use pack::{
     first_fit, first_fit_all, pack_new_nodes, sort_for_packing, trial_new_nodes, why_not,
     GroupOption, NewNodes,
 };
-pub use resources::{fmt_cpu, Resources};
-use spec::HostPort;
-pub use template::{daemonset_overhead, group_template, well_known_labels, GroupShape};
+pub use template::{daemonset_overhead, group_template, well_known_labels};
 
 /// Taint every cordoned node carries in the scheduler's eyes.
 pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";

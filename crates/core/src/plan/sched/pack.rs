@@ -4,10 +4,8 @@
 //! of nodes stays linear instead of rescanning full nodes for every pod.
 
 use super::index::FxHashMap;
-use super::resources::Resources;
-use super::spec::{HostPort, NodeSelectorTerm, PodAffinityTerm};
 use super::{static_check, Model, Slot, SlotKind, Unfit};
-use crate::plan::model::{PodInfo, Toleration};
+use crate::model::{HostPort, NodeSelectorTerm, PodAffinityTerm, PodInfo, Resources, Toleration};
 
 /// Everything that decides where a pod may go, borrowed: pods equal in all of it are
 /// interchangeable for packing.

@@ -7,11 +7,9 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::resources::Resources;
 use super::{static_check, Slot, SlotKind};
 use crate::config::NodeGroupConfig;
-use crate::plan::model::{PodInfo, Taint};
-use crate::{LABEL_CLUSTER, LABEL_GROUP};
+use crate::model::{GroupShape, PodInfo, Resources, Taint, LABEL_CLUSTER, LABEL_GROUP};
 
 pub const LABEL_HOSTNAME: &str = "kubernetes.io/hostname";
 pub const LABEL_OS: &str = "kubernetes.io/os";
@@ -19,8 +17,6 @@ pub const LABEL_ARCH: &str = "kubernetes.io/arch";
 pub const LABEL_INSTANCE_TYPE: &str = "node.kubernetes.io/instance-type";
 pub const LABEL_ZONE: &str = "topology.kubernetes.io/zone";
 pub const LABEL_REGION: &str = "topology.kubernetes.io/region";
-
-pub use crate::cloud::GroupShape;
 
 /// Labels a new node of `group` will carry, but `kubernetes.io/hostname` (unique per
 /// node): the group's labels, nodewright's ownership labels, the kubelet's os and arch,

@@ -2,12 +2,11 @@
 
 use std::collections::BTreeMap;
 
-use super::spec::{
-    HostPort, LabelSelector, Namespaces, NodeSelectorTerm, Operator, PodAffinityTerm, Requirement,
-    SpreadConstraint,
-};
 use super::*;
-use crate::plan::model::{PodPhase, Toleration};
+use crate::model::{
+    HostPort, LabelSelector, Namespaces, NodeSelectorTerm, Operator, PodAffinityTerm, PodPhase,
+    Requirement, SpreadConstraint, Toleration,
+};
 
 const GI: u64 = 1 << 30;
 const HOST: &str = "kubernetes.io/hostname";

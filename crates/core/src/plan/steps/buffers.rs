@@ -5,9 +5,9 @@
 use std::collections::BTreeSet;
 
 use super::{at_max, room, StepResult};
+use crate::model::{PodInfo, Resources};
 use crate::plan::buffers;
-use crate::plan::model::PodInfo;
-use crate::plan::sched::{self, GroupOption, Resources};
+use crate::plan::sched::{self, GroupOption};
 use crate::plan::view::View;
 use crate::plan::{Action, Reason, ReasonCode};
 

@@ -10,15 +10,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use super::reasons::replacement_reason;
 use super::{list_pods, room, StepResult};
 use crate::config::{DisruptionReason, ExpanderKind};
+use crate::model::{NodeInfo, ObjectRef, PodInfo, ANNOTATION_UNNEEDED_SINCE};
 use crate::plan::buffers;
-use crate::plan::model::{NodeInfo, PodInfo};
 use crate::plan::policy;
 use crate::plan::sched::{self, Model, SlotKind};
 use crate::plan::units::{fmt_bytes, fmt_u};
 use crate::plan::unremovable::{KeptReason, Screened, Unremovable};
 use crate::plan::view::{Member, ServerState, View};
-use crate::plan::{Action, ObjectRef, Reason, ReasonCode};
-use crate::ANNOTATION_UNNEEDED_SINCE;
+use crate::plan::{Action, Reason, ReasonCode};
 
 fn secs(t: SystemTime) -> u64 {
     t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs()
@@ -492,7 +491,7 @@ fn screen_unneeded(v: &View<'_>, full: bool) -> Screened {
             out.kept.push(k);
             continue;
         }
-        let mut requested = sched::Resources::default();
+        let mut requested = crate::model::Resources::default();
         for p in &pods {
             requested.add(&p.requests);
         }

@@ -9,11 +9,10 @@ use std::time::{Duration, SystemTime};
 
 use super::{list_pods, pod_ref, StepResult};
 use crate::config::DisruptionReason;
-use crate::plan::model::{NodeInfo, PodInfo};
+use crate::model::{NodeInfo, ObjectRef, PodInfo, ANNOTATION_CORDONED, ANNOTATION_CORDONED_AT};
 use crate::plan::policy::{self, Blocker};
 use crate::plan::view::View;
-use crate::plan::{Action, ObjectRef, Reason, ReasonCode};
-use crate::{ANNOTATION_CORDONED, ANNOTATION_CORDONED_AT};
+use crate::plan::{Action, Reason, ReasonCode};
 
 /// When nodewright cordoned `n`, from its annotation.
 pub fn cordoned_at(n: &NodeInfo) -> Option<SystemTime> {

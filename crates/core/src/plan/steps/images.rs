@@ -4,12 +4,12 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use super::{pod_ref, StepResult};
-use crate::plan::model::{normalize_image, PodInfo};
+use crate::model::{normalize_image, ObjectRef, PodInfo};
 use crate::plan::policy;
 use crate::plan::sched::index::FxHashMap;
 use crate::plan::sched::{static_check, Slot};
 use crate::plan::view::View;
-use crate::plan::{Action, ObjectRef, Reason, ReasonCode};
+use crate::plan::{Action, Reason, ReasonCode};
 
 /// Puller pods that have not finished by then are assumed stuck and removed.
 const PULLER_DEADLINE: Duration = Duration::from_secs(300);

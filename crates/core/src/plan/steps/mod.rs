@@ -24,10 +24,10 @@ pub use provisioning::{
 pub use remove::remove_empty;
 pub use scale_up::scale_up;
 
-use super::model::PodInfo;
 use super::view::View;
-use super::{Action, PodRef, Reason, ReasonCode};
+use super::{Action, Reason, ReasonCode};
 use crate::config::NodeGroupConfig;
+use crate::model::{PodInfo, PodRef};
 
 pub(super) type StepResult = Option<(Action, Vec<Reason>)>;
 

@@ -4,11 +4,10 @@
 use std::collections::BTreeMap;
 
 use super::StepResult;
-use crate::cloud::Server;
 use crate::config::Config;
+use crate::model::{ObjectRef, Server, LABEL_CLUSTER, LABEL_GROUP};
 use crate::plan::view::View;
-use crate::plan::{Action, ObjectRef, Reason, ReasonCode};
-use crate::{LABEL_CLUSTER, LABEL_GROUP};
+use crate::plan::{Action, Reason, ReasonCode};
 
 /// Deletes the Node objects of ours that have been NotReady past `health.unhealthyAfter`
 /// while their provider (listed fine this cycle) has no VM of their name: nothing will

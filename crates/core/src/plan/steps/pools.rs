@@ -4,12 +4,10 @@
 //! warm or not) and never as capacity.
 
 use super::StepResult;
-use crate::cloud::{Server, ServerStatus};
 use crate::config::{DisruptionReason, NodeGroupConfig, ScaleDownMode};
-use crate::plan::model::NodeInfo;
+use crate::model::{NodeInfo, Server, ServerRef, ServerStatus, LABEL_CLUSTER, LABEL_GROUP};
 use crate::plan::view::{Member, View};
-use crate::plan::{Action, Reason, ReasonCode, ServerRef};
-use crate::{LABEL_CLUSTER, LABEL_GROUP};
+use crate::plan::{Action, Reason, ReasonCode};
 
 fn server_ref(s: &Server, group: &str) -> ServerRef {
     ServerRef {

@@ -3,10 +3,9 @@
 use std::time::Duration;
 
 use super::StepResult;
-use crate::cloud::{unix_secs, ServerStatus};
+use crate::model::{unix_secs, ObjectRef, ServerStatus, STARTUP_TAINT_KEY};
 use crate::plan::view::{Member, ServerState, View};
-use crate::plan::{Action, ObjectRef, Reason, ReasonCode};
-use crate::STARTUP_TAINT_KEY;
+use crate::plan::{Action, Reason, ReasonCode};
 
 /// At most this many VMs are removed for not joining (no Ready node `provisionTimeout`
 /// after creation) in one action, oldest first; the rest wait for the next cycles. A view

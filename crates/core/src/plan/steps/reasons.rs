@@ -5,10 +5,9 @@
 use std::time::Duration;
 
 use crate::config::DisruptionReason;
-use crate::plan::model::NodeInfo;
+use crate::model::{NodeInfo, ObjectRef, LABEL_SETTINGS_HASH};
 use crate::plan::view::{Member, View};
-use crate::plan::{ObjectRef, Reason, ReasonCode};
-use crate::LABEL_SETTINGS_HASH;
+use crate::plan::{Reason, ReasonCode};
 
 /// Why `n` should be replaced for `reason`, if it should.
 pub fn replacement_reason(

@@ -5,9 +5,10 @@
 
 use super::drain::{hard_limit_overdue, hard_limit_reached, past_deadline, remaining};
 use super::StepResult;
+use crate::model::{ObjectRef, PodRef};
 use crate::plan::policy;
 use crate::plan::view::{ServerState, View};
-use crate::plan::{Action, NodeTarget, ObjectRef, PodRef, Reason, ReasonCode};
+use crate::plan::{Action, NodeTarget, Reason, ReasonCode};
 
 pub fn remove_empty(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     let mut targets = Vec::new();

@@ -3,11 +3,11 @@
 
 use super::{at_max, general_group, list_pods, room, StepResult};
 use crate::config::{ExpanderKind, NodeGroupConfig};
-use crate::plan::model::PodInfo;
-use crate::plan::sched::{self, fmt_cpu, GroupOption};
+use crate::model::{fmt_cpu, ObjectRef, PodInfo};
+use crate::plan::sched::{self, GroupOption};
 use crate::plan::units::{fmt_bytes, fmt_u};
 use crate::plan::view::{ServerState, View};
-use crate::plan::{Action, ObjectRef, Reason, ReasonCode};
+use crate::plan::{Action, Reason, ReasonCode};
 
 /// Unhostable pods reported one by one (each gets its own Event); the rest together.
 const NAMED_UNHOSTABLE: usize = 20;
@@ -25,7 +25,7 @@ pub(super) fn limit_room(v: &View<'_>, g: &NodeGroupConfig) -> (u32, Option<Stri
     let warm: Vec<&str> = v
         .warm
         .iter()
-        .filter(|s| s.status != crate::cloud::ServerStatus::Deleting)
+        .filter(|s| s.status != crate::model::ServerStatus::Deleting)
         .filter_map(|s| s.group.as_deref())
         .collect();
     // A frozen provider's VMs are missing from the snapshot: each of its groups counts
@@ -301,7 +301,7 @@ fn pending_pods(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     let best = choose(v, options.clone())?;
     let g = v.config.group(&best.group)?;
     let placed = &best.nodes.placed;
-    let mut requested = sched::Resources::default();
+    let mut requested = crate::model::Resources::default();
     for p in placed {
         requested.add(&p.requests);
     }
@@ -489,7 +489,7 @@ fn largest_free_node(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     if min_mem == 0 && min_cpu == 0 {
         return None;
     }
-    let mut frees: Vec<sched::Resources> = v
+    let mut frees: Vec<crate::model::Resources> = v
         .schedulable()
         .filter_map(|m| m.node)
         .map(|n| v.free_on(n))

@@ -3,10 +3,9 @@
 
 use super::*;
 use crate::config::DisruptionReason;
-use crate::plan::sched::spec::{LabelSelector, Operator, Requirement};
-use crate::{
-    ANNOTATION_CORDONED_AT, ANNOTATION_UNNEEDED_SINCE, CA_SAFE_TO_EVICT, CA_SCALE_DOWN_DISABLED,
-    KARPENTER_DO_NOT_DISRUPT, LABEL_SETTINGS_HASH,
+use crate::model::{
+    LabelSelector, Operator, Requirement, ANNOTATION_CORDONED_AT, ANNOTATION_UNNEEDED_SINCE,
+    CA_SAFE_TO_EVICT, CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT, LABEL_SETTINGS_HASH,
 };
 
 fn three_nodes(c: &Config) -> Snapshot {
@@ -615,7 +614,7 @@ fn a_user_pod_carrying_the_image_puller_label_is_not_ignored_by_the_drain() {
     cordon_by_us(&mut s.nodes[0], "underutilized", 60);
     let mut p = mk_pod("imposter", Some("dev-workers-a"), GI);
     p.labels
-        .insert(crate::LABEL_IMAGE_PULLER.into(), "true".into());
+        .insert(crate::model::LABEL_IMAGE_PULLER.into(), "true".into());
     s.pods.push(p.into());
     let d = plan_it(&s, &c);
     assert!(!matches!(d.action, Action::DeleteNodes { .. }), "{d:#?}");
@@ -790,7 +789,7 @@ fn a_half_made_looking_vm_with_a_node_is_disowned_not_deleted() {
 /// (a copy, a VM that lost its tag) are noted every cycle and counted per group.
 #[test]
 fn stray_vms_are_reported_in_the_plan_and_counted_per_group() {
-    use crate::cloud::{Stray, StrayKind};
+    use crate::model::{Stray, StrayKind};
     let c = mk_config("freeMemoryTarget: 0 B");
     let mut s = Snapshot::default();
     mk_member(&mut s, "dev-workers-a", 3600);

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::config::DisruptionReason;
-use crate::LABEL_SETTINGS_HASH;
+use crate::model::LABEL_SETTINGS_HASH;
 
 fn cordoned(d: &Decision) -> Option<(Vec<String>, DisruptionReason)> {
     match &d.action {

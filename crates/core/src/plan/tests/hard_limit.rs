@@ -3,8 +3,7 @@
 
 use super::*;
 use crate::config::DisruptionReason;
-use crate::plan::sched::spec::LabelSelector;
-use crate::KARPENTER_DO_NOT_DISRUPT;
+use crate::model::{LabelSelector, KARPENTER_DO_NOT_DISRUPT};
 
 const WITH_LIMIT: &str = "freeMemoryTarget: 0 B\ndrain: {timeout: 10m, terminationGracePeriod: 1h}";
 const WITHOUT_LIMIT: &str = "freeMemoryTarget: 0 B\ndrain: {timeout: 10m}";

@@ -4,9 +4,9 @@
 
 use super::scale_up::{group, mk_config_groups};
 use super::*;
-use crate::cloud::hosts::{GroupHosts, Host, HostState, Overcommit};
-use crate::cloud::GroupShape;
-use crate::plan::sched::spec::{LabelSelector, Namespaces, PodAffinityTerm};
+use crate::model::{
+    GroupHosts, GroupShape, Host, HostState, LabelSelector, Namespaces, Overcommit, PodAffinityTerm,
+};
 
 const ZONE: &str = "topology.kubernetes.io/zone";
 

@@ -182,7 +182,7 @@ fn ready_nodes_get_their_vm_marked_joined_once() {
     };
     let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
     assert_eq!(names, ["dev-workers-b"]);
-    assert_eq!(*at, crate::cloud::unix_secs(now()));
+    assert_eq!(*at, crate::model::unix_secs(now()));
     // Marked: nothing more to do.
     s.servers[1].joined = Some(now());
     let d = plan_it(&s, &c);

@@ -5,8 +5,8 @@ use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use super::*;
-use crate::cloud::{Server, ServerStatus};
-use crate::{
+use crate::model::{
+    normalize_image, NodeInfo, PdbInfo, PodPhase, Server, ServerStatus, Taint, Toleration,
     ANNOTATION_CORDONED, LABEL_CLUSTER, LABEL_GROUP, LABEL_IMAGE_PULLER, STARTUP_TAINT_KEY,
 };
 
@@ -88,8 +88,8 @@ fn mk_node(name: &str, created: SystemTime) -> NodeInfo {
     }
 }
 
-fn mk_alloc(cpu_milli: u64, memory: u64) -> sched::Resources {
-    let mut r = sched::Resources::cpu_mem(cpu_milli, memory);
+fn mk_alloc(cpu_milli: u64, memory: u64) -> crate::model::Resources {
+    let mut r = crate::model::Resources::cpu_mem(cpu_milli, memory);
     r.pods = 110;
     r
 }
@@ -133,11 +133,13 @@ fn cordon_by_us(node: &mut NodeInfo, disruption: &str, secs: u64) {
     node.annotations
         .insert(ANNOTATION_CORDONED.into(), format!("test: {disruption}"));
     node.annotations.insert(
-        crate::ANNOTATION_CORDONED_AT.into(),
+        crate::model::ANNOTATION_CORDONED_AT.into(),
         humantime::format_rfc3339_seconds(ago(secs)).to_string(),
     );
-    node.annotations
-        .insert(crate::ANNOTATION_DISRUPTION.into(), disruption.into());
+    node.annotations.insert(
+        crate::model::ANNOTATION_DISRUPTION.into(),
+        disruption.into(),
+    );
 }
 
 /// Plans; when the answer is to start unneeded clocks, starts them `unneeded` seconds
@@ -150,7 +152,7 @@ fn plan_after_unneeded(s: &Snapshot, c: &Config, unneeded: u64) -> Decision {
     let mut s = s.clone();
     for n in s.nodes.iter_mut().filter(|n| mark.contains(&n.name)) {
         n.annotations.insert(
-            crate::ANNOTATION_UNNEEDED_SINCE.into(),
+            crate::model::ANNOTATION_UNNEEDED_SINCE.into(),
             humantime::format_rfc3339_seconds(ago(unneeded)).to_string(),
         );
     }
@@ -610,7 +612,7 @@ fn mk_pdb(app: &str, allowed: i32) -> PdbInfo {
     PdbInfo {
         namespace: "default".into(),
         name: format!("{app}-pdb"),
-        selector: Some(sched::spec::LabelSelector {
+        selector: Some(crate::model::LabelSelector {
             match_labels: BTreeMap::from([("app".to_string(), app.to_string())]),
             ..Default::default()
         }),

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::config::ScaleDownMode;
+use crate::model::ServerRef;
 
 fn pool_config(extra: &str, size: u32, max: u32) -> Config {
     let dir = std::env::temp_dir();
@@ -251,8 +252,8 @@ fn filling(name: &str, age: u64, settings_hash: &str) -> Server {
 fn warm_node(name: &str, ready: bool) -> NodeInfo {
     let mut n = mk_node(name, ago(30));
     n.ready = ready;
-    n.taints.push(crate::plan::model::Taint {
-        key: crate::STARTUP_TAINT_KEY.into(),
+    n.taints.push(crate::model::Taint {
+        key: crate::model::STARTUP_TAINT_KEY.into(),
         value: Some("true".into()),
         effect: "NoSchedule".into(),
     });

@@ -192,7 +192,7 @@ fn snapshot_of(c: &ClusterSpec) -> Snapshot {
     for (g, cpu, mem) in [("workers", 4000, 8 * GI), ("batch", 2000, 4 * GI)] {
         s.group_shapes.insert(
             g.into(),
-            crate::cloud::GroupShape {
+            crate::model::GroupShape {
                 cpu_milli: Some(cpu),
                 memory: Some(mem),
                 ..Default::default()
@@ -269,7 +269,7 @@ fn snapshot_of(c: &ClusterSpec) -> Snapshot {
         }
         if let Some(m) = n.unneeded_min {
             node.annotations.insert(
-                crate::ANNOTATION_UNNEEDED_SINCE.into(),
+                crate::model::ANNOTATION_UNNEEDED_SINCE.into(),
                 humantime::format_rfc3339_seconds(ago(m * 60)).to_string(),
             );
         }
@@ -306,7 +306,7 @@ fn snapshot_of(c: &ClusterSpec) -> Snapshot {
     s.pdbs.push(PdbInfo {
         namespace: "default".into(),
         name: "web".into(),
-        selector: Some(sched::spec::LabelSelector {
+        selector: Some(crate::model::LabelSelector {
             match_labels: BTreeMap::from([("app".to_string(), "web".to_string())]),
             ..Default::default()
         }),
@@ -471,7 +471,7 @@ proptest! {
             for t in nodes {
                 let node = s.nodes.iter().find(|n| n.name == t.node);
                 let broken = node.is_some_and(|n| {
-                    n.annotations.get(crate::ANNOTATION_DISRUPTION).map(String::as_str)
+                    n.annotations.get(crate::model::ANNOTATION_DISRUPTION).map(String::as_str)
                         == Some("unhealthy")
                 });
                 let needed = s

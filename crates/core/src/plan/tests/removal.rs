@@ -1,7 +1,7 @@
 //! Issue 19: removal decisions that lost pods or left nodes behind.
 
 use super::*;
-use crate::ANNOTATION_UNNEEDED_SINCE;
+use crate::model::ANNOTATION_UNNEEDED_SINCE;
 
 /// Low: a hand-edited `unneeded-since` that is no time was neither a panic nor "long
 /// ago", but a clock that never ran (the node never went). It is read as "now": written
@@ -54,7 +54,7 @@ fn scale_from_zero_uses_what_the_last_real_node_offered_and_does_not_flap() {
     let mut s = Snapshot::default();
     s.group_shapes.insert(
         "workers".into(),
-        crate::cloud::GroupShape {
+        crate::model::GroupShape {
             cpu_milli: Some(4000),
             memory: Some(8 * GI),
             ..Default::default()

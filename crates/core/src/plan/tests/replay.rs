@@ -3,7 +3,8 @@
 //! their duration. Measures pod waits and node-hours against the offline lower bound.
 
 use super::*;
-use crate::plan::sched::{Model, Resources};
+use crate::model::Resources;
+use crate::plan::sched::Model;
 
 const CYCLE: u64 = 10;
 const BOOT: u64 = 60;
@@ -199,9 +200,9 @@ impl World {
                     n.annotations
                         .insert(ANNOTATION_CORDONED.into(), reason.clone());
                     n.annotations
-                        .insert(crate::ANNOTATION_CORDONED_AT.into(), at.clone());
+                        .insert(crate::model::ANNOTATION_CORDONED_AT.into(), at.clone());
                     n.annotations.insert(
-                        crate::ANNOTATION_DISRUPTION.into(),
+                        crate::model::ANNOTATION_DISRUPTION.into(),
                         disruption.as_str().into(),
                     );
                 }
@@ -223,9 +224,10 @@ impl World {
                 for n in self.snapshot.nodes.iter_mut() {
                     if mark.contains(&n.name) {
                         n.annotations
-                            .insert(crate::ANNOTATION_UNNEEDED_SINCE.into(), at.clone());
+                            .insert(crate::model::ANNOTATION_UNNEEDED_SINCE.into(), at.clone());
                     } else if clear.contains(&n.name) {
-                        n.annotations.remove(crate::ANNOTATION_UNNEEDED_SINCE);
+                        n.annotations
+                            .remove(crate::model::ANNOTATION_UNNEEDED_SINCE);
                     }
                 }
             }

@@ -2,7 +2,7 @@
 //! expanders, limits, hybrid burst and frozen providers.
 
 use super::*;
-use crate::plan::sched::spec::{LabelSelector, Namespaces, PodAffinityTerm, SpreadConstraint};
+use crate::model::{LabelSelector, Namespaces, PodAffinityTerm, SpreadConstraint};
 
 const HOST: &str = "kubernetes.io/hostname";
 const ZONE: &str = "topology.kubernetes.io/zone";
@@ -335,7 +335,7 @@ fn a_provider_that_cannot_be_listed_freezes_only_its_groups() {
     let mut s = Snapshot::default();
     s.group_shapes.insert(
         "kam".into(),
-        crate::cloud::GroupShape {
+        crate::model::GroupShape {
             cpu_milli: Some(4000),
             memory: Some(16 * GI),
             ..Default::default()

@@ -2,7 +2,7 @@
 //! scale-down keeps is reported with one reason; a test per reason.
 
 use super::*;
-use crate::{
+use crate::model::{
     ANNOTATION_UNNEEDED_SINCE, CA_SAFE_TO_EVICT, CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT,
 };
 
@@ -57,7 +57,7 @@ fn a_pdb_protected_pod_holding_an_underused_node_is_named_with_its_budget() {
     s.pdbs.push(PdbInfo {
         namespace: "default".into(),
         name: "small".into(),
-        selector: Some(crate::plan::sched::spec::LabelSelector {
+        selector: Some(crate::model::LabelSelector {
             match_labels: BTreeMap::from([("app".to_string(), "small".to_string())]),
             ..Default::default()
         }),
@@ -336,7 +336,8 @@ fn an_idle_node_of_a_preferred_group_stays_while_a_less_preferred_one_runs_pods(
         server.group = Some(g.into());
         s.servers.push(server);
         let mut node = mk_node(name, ago(3500));
-        node.labels.insert(crate::LABEL_GROUP.into(), g.into());
+        node.labels
+            .insert(crate::model::LABEL_GROUP.into(), g.into());
         s.nodes.push(node);
     }
     s.pods.push(mk_pod("web", Some("dev-cloud-a"), GI).into());

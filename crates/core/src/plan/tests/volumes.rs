@@ -6,9 +6,10 @@ use std::path::Path;
 
 use super::*;
 use crate::config::DisruptionReason;
-use crate::plan::sched::spec::{NodeSelectorTerm, Operator, Requirement};
-use crate::plan::volumes::{ClaimInfo, ClassInfo, PodClaim, PvInfo, HOSTNAME_LABEL};
-use crate::{ANNOTATION_UNNEEDED_SINCE, CA_SAFE_TO_EVICT, CA_SAFE_TO_EVICT_LOCAL_VOLUMES};
+use crate::model::{
+    volumes::HOSTNAME_LABEL, ClaimInfo, ClassInfo, NodeSelectorTerm, Operator, PodClaim, PvInfo,
+    Requirement, ANNOTATION_UNNEEDED_SINCE, CA_SAFE_TO_EVICT, CA_SAFE_TO_EVICT_LOCAL_VOLUMES,
+};
 
 const A: &str = "dev-workers-a";
 const B: &str = "dev-workers-b";
@@ -195,7 +196,7 @@ fn an_underused_node_holding_an_openebs_local_pv_by_openebs_io_nodename_is_kept_
 fn a_volume_a_new_node_of_the_group_could_reach_does_not_keep_its_node() {
     let c = config("", "");
     // Every node of group workers, new ones too, reaches it: B's pod can move.
-    let s = openebs_world(&c, label_is(crate::LABEL_GROUP, "workers"));
+    let s = openebs_world(&c, label_is(crate::model::LABEL_GROUP, "workers"));
     let d = plan_it(&s, &c);
     assert!(
         !d.unremovable

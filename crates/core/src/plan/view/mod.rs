@@ -9,17 +9,16 @@ use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
 
-use super::model::{NodeInfo, PodInfo, Snapshot};
 use super::sched::index::{FxHashMap, FxHashSet};
 use super::sched::{
-    self, daemonset_overhead, group_template, well_known_labels, Model, Resources, Slot, SlotKind,
-    Unfit,
+    self, daemonset_overhead, group_template, well_known_labels, Model, Slot, SlotKind, Unfit,
 };
-use super::ServerRef;
-use crate::cloud::hosts::VmSize;
-use crate::cloud::{Server, ServerStatus};
+use super::snapshot::Snapshot;
 use crate::config::{Config, NodeGroupConfig};
-use crate::{LABEL_CLUSTER, LABEL_GROUP, STARTUP_TAINT_KEY};
+use crate::model::{
+    NodeInfo, PodInfo, Resources, Server, ServerRef, ServerStatus, VmSize, LABEL_CLUSTER,
+    LABEL_GROUP, STARTUP_TAINT_KEY,
+};
 
 mod pending;
 
@@ -111,7 +110,7 @@ impl GroupInfo {
     }
 }
 
-/// What the hosts of a group allow now (see [`crate::cloud::hosts`]).
+/// What the hosts of a group allow now (see [`crate::model::hosts`]).
 #[derive(Debug, Clone)]
 pub struct HostRoom {
     /// The hosts the next VMs go to, in order (as many as fit, up to `maxSize`): the
@@ -159,7 +158,7 @@ pub struct View<'a> {
     pub nodes: &'a [NodeInfo],
     /// Every VM the providers listed, ours or not, of known groups or not.
     pub servers: &'a [Server],
-    pub pdbs: &'a [super::model::PdbInfo],
+    pub pdbs: &'a [crate::model::PdbInfo],
     pub volume_attachments: &'a [(String, String)],
     pub group_backoff: &'a BTreeMap<String, SystemTime>,
     /// Groups whose provider could not be listed this cycle, with the error.
@@ -497,7 +496,7 @@ impl<'a> View<'a> {
     }
 
     /// A PodDisruptionBudget that allows no disruption of `pod` right now, if any.
-    pub fn blocking_pdb(&self, pod: &PodInfo) -> Option<&'a super::model::PdbInfo> {
+    pub fn blocking_pdb(&self, pod: &PodInfo) -> Option<&'a crate::model::PdbInfo> {
         self.pdbs
             .iter()
             .find(|b| b.disruptions_allowed <= 0 && b.selects(pod))

@@ -111,8 +111,8 @@ impl<'a> View<'a> {
                     .map(|n| match *n {
                         "cpu" => format!(
                             "needs cpu {}, a node has {}",
-                            sched::fmt_cpu(pod.requests.cpu),
-                            sched::fmt_cpu(usable.cpu)
+                            crate::model::fmt_cpu(pod.requests.cpu),
+                            crate::model::fmt_cpu(usable.cpu)
                         ),
                         "memory" => format!(
                             "needs memory {}, a node has {}",

@@ -15,56 +15,14 @@ mod tests;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use serde::Serialize;
-
-use super::model::{NodeInfo, PodInfo};
-use super::sched::spec::{NodeSelectorTerm, Operator};
 use super::sched::template::LABEL_ZONE;
-use super::sched::{well_known_labels, GroupShape};
+use super::sched::well_known_labels;
 use crate::config::Config;
-
-/// The node label a `local-path`/LocalPV volume's affinity names its node by.
-pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
-
-/// The annotation kube-scheduler sets on a WaitForFirstConsumer claim for the node it chose.
-pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
-
-/// The annotation that marks the default StorageClass.
-pub const DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
-
-/// Prefix of the scalar resource that counts a CSI driver's volumes on a node, named as
-/// kube's in-tree attach limits were (`attachable-volumes-*`). A node that publishes no
-/// limit for a driver has none: a missing allocatable entry of this prefix never makes
-/// a pod not fit (see [`super::sched::Resources::fits`]).
-pub const ATTACH_PREFIX: &str = "attachable-volumes-csi-";
-
-/// The scalar resource counting `driver`'s volumes on a node.
-pub fn attach_resource(driver: &str) -> String {
-    format!("{ATTACH_PREFIX}{driver}")
-}
-
-/// Every volume object the planner reads, from one cycle.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Volumes {
-    pub pvs: Vec<PvInfo>,
-    pub claims: Vec<ClaimInfo>,
-    pub classes: Vec<ClassInfo>,
-    pub csi_nodes: Vec<CsiNodeInfo>,
-}
-
-/// A PersistentVolume.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct PvInfo {
-    pub name: String,
-    /// `spec.nodeAffinity.required` terms (any one must match); None when unset.
-    pub node_affinity: Option<Vec<NodeSelectorTerm>>,
-    /// A `local` volume (a disk of one node), whatever its affinity looks like.
-    pub local: bool,
-    /// The CSI driver serving it, if any (`spec.csi.driver`).
-    pub csi_driver: Option<String>,
-    /// `spec.claimRef` as (namespace, name).
-    pub claim: Option<(String, String)>,
-}
+use crate::model::volumes::HOSTNAME_LABEL;
+use crate::model::{
+    attach_resource, ClaimInfo, ClassInfo, CsiNodeInfo, GroupShape, LocalVolume, NodeInfo,
+    NodeSelectorTerm, Operator, PodInfo, PvInfo, Volumes,
+};
 
 /// The one node `terms` name by `kubernetes.io/hostname` or `metadata.name` (every term
 /// asks for that one node, the same in each), if so: how a volume whose node is gone
@@ -219,80 +177,26 @@ impl<'a> Reach<'a> {
     }
 }
 
-/// A PersistentVolumeClaim.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ClaimInfo {
-    pub namespace: String,
-    pub name: String,
-    /// `spec.volumeName`: the PV it is bound to.
-    pub volume_name: Option<String>,
-    /// `spec.storageClassName` (None: unset; the API server's admission sets the default).
-    pub storage_class: Option<String>,
-    /// `volume.kubernetes.io/selected-node`: where the scheduler chose to provision it.
-    pub selected_node: Option<String>,
-}
-
-/// A StorageClass.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ClassInfo {
-    pub name: String,
-    pub provisioner: String,
-    /// `volumeBindingMode: WaitForFirstConsumer` (else Immediate).
-    pub wait_for_first_consumer: bool,
-    /// `allowedTopologies` as node selector terms (any one must match).
-    pub allowed_topologies: Option<Vec<NodeSelectorTerm>>,
-    pub default: bool,
-}
-
-/// A CSINode: how many volumes each CSI driver may attach to the node.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct CsiNodeInfo {
-    pub node: String,
-    /// Driver name to `allocatable.count`, for the drivers that publish one.
-    pub limits: BTreeMap<String, u64>,
-}
-
-/// One pod volume backed by a claim.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct PodClaim {
-    /// The name of the volume in the pod spec (what `safe-to-evict-local-volumes` lists).
-    pub volume: String,
-    /// The PersistentVolumeClaim, in the pod's namespace.
-    pub claim: String,
-}
-
-/// A volume of a pod whose data only one node can reach.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LocalVolume {
-    /// The pod spec's volume name.
-    pub volume: String,
-    pub claim: String,
-    pub pv: String,
-    /// The node holding the data.
-    pub node: String,
-    /// The PV's required node affinity, as the pod's `volume_affinity` carries it: what
-    /// a pod whose volume is let go is freed of.
-    #[serde(skip)]
-    pub affinity: Vec<NodeSelectorTerm>,
-}
-
-impl Volumes {
-    fn index(&self) -> Index<'_> {
-        Index {
-            pvs: self.pvs.iter().map(|p| (p.name.as_str(), p)).collect(),
-            claims: self
-                .claims
-                .iter()
-                .map(|c| ((c.namespace.as_str(), c.name.as_str()), c))
-                .collect(),
-            classes: self.classes.iter().map(|c| (c.name.as_str(), c)).collect(),
-            default_class: self
-                .classes
-                .iter()
-                .filter(|c| c.default)
-                .map(|c| c.name.as_str())
-                .max(),
-        }
+/// The volume objects by name, for one resolution.
+fn index(volumes: &Volumes) -> Index<'_> {
+    Index {
+        pvs: volumes.pvs.iter().map(|p| (p.name.as_str(), p)).collect(),
+        claims: volumes
+            .claims
+            .iter()
+            .map(|c| ((c.namespace.as_str(), c.name.as_str()), c))
+            .collect(),
+        classes: volumes
+            .classes
+            .iter()
+            .map(|c| (c.name.as_str(), c))
+            .collect(),
+        default_class: volumes
+            .classes
+            .iter()
+            .filter(|c| c.default)
+            .map(|c| c.name.as_str())
+            .max(),
     }
 }
 
@@ -389,7 +293,7 @@ pub fn resolve(
     new_nodes: &[NewNode],
     pods: &mut [Arc<PodInfo>],
 ) {
-    let ix = volumes.index();
+    let ix = index(volumes);
     let reach = Reach::new(nodes, new_nodes);
     for p in pods.iter_mut().filter(|p| !p.claims.is_empty()) {
         let r = resolve_pod(&ix, &reach, p);

@@ -4,9 +4,10 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::*;
-use crate::plan::sched::spec::{NodeSelectorTerm, Operator, Requirement};
-use crate::plan::sched::{Model, Resources, Unfit};
-use crate::plan::{NodeInfo, PodInfo};
+use crate::model::{
+    CsiNodeInfo, NodeInfo, NodeSelectorTerm, Operator, PodClaim, PodInfo, Requirement, Resources,
+};
+use crate::plan::sched::{Model, Unfit};
 
 fn term(key: &str, values: &[&str]) -> NodeSelectorTerm {
     NodeSelectorTerm {
@@ -136,7 +137,7 @@ fn new_worker() -> NewNode {
     let mut labels = BTreeMap::new();
     labels.insert(HOSTNAME_LABEL.to_string(), "workers-new-0".to_string());
     labels.insert("topology.kubernetes.io/zone".to_string(), "z1".to_string());
-    labels.insert(crate::LABEL_GROUP.to_string(), "workers".to_string());
+    labels.insert(crate::model::LABEL_GROUP.to_string(), "workers".to_string());
     NewNode {
         name: "workers-new-0".into(),
         labels,
@@ -229,13 +230,13 @@ fn a_pv_whose_selector_matches_a_new_node_of_a_group_does_not_pin() {
     // Node a is the only node of group workers now, but the group can make more.
     let by_group = pv(
         "pvc-group",
-        Some(vec![term(crate::LABEL_GROUP, &["workers"])]),
+        Some(vec![term(crate::model::LABEL_GROUP, &["workers"])]),
         None,
     );
     let mut nodes: Vec<NodeInfo> = vec![node("a", "z1"), node("b", "z1")];
     nodes[0]
         .labels
-        .insert(crate::LABEL_GROUP.into(), "workers".into());
+        .insert(crate::model::LABEL_GROUP.into(), "workers".into());
     let v = Volumes {
         claims: vec![claim("data", Some("pvc-group"), None)],
         pvs: vec![by_group],

@@ -3,7 +3,7 @@
 //! clone), and the difference is counted as waiting the pool saved.
 
 use super::{at, Event, State, Vm, VmStat};
-use crate::cloud::{Server, ServerStatus};
+use crate::model::{Server, ServerStatus};
 
 /// Index of no [`VmStat`]: a warm VM runs no node.
 const NO_STAT: usize = usize::MAX;

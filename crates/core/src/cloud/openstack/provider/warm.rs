@@ -120,8 +120,8 @@ impl OpenStackProvider {
             }
             return Ok(());
         };
-        let secs = crate::cloud::unix_secs(at);
-        if server.joined.map(crate::cloud::unix_secs) == Some(secs) {
+        let secs = crate::model::unix_secs(at);
+        if server.joined.map(crate::model::unix_secs) == Some(secs) {
             return Ok(());
         }
         self.set_metadata(id, json!({ crate::cloud::JOINED_TAG: secs.to_string() }))
@@ -143,7 +143,7 @@ impl OpenStackProvider {
         if server.status == ServerStatus::Removing {
             return Ok(());
         }
-        let secs = crate::cloud::unix_secs(SystemTime::now());
+        let secs = crate::model::unix_secs(SystemTime::now());
         self.set_metadata(id, json!({ crate::cloud::REMOVING_TAG: secs.to_string() }))
             .await?;
         tracing::info!(server = %server.name, id, "OpenStack server marked as being removed");

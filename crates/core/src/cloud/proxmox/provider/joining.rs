@@ -1,7 +1,7 @@
 //! The joining mark on Proxmox: the tag `nw-joining`, written (with the other tags) before a
 //! VM of a `join: guestAgent` group is started and taken off once its join script was sent,
 //! so a process killed in between leaves a VM the next process recognises
-//! ([`ServerStatus::JoinPending`](crate::cloud::ServerStatus::JoinPending)) and joins by
+//! ([`ServerStatus::JoinPending`](crate::model::ServerStatus::JoinPending)) and joins by
 //! running the script again, instead of waiting out `provisionTimeout`.
 
 use super::ProxmoxProvider;

@@ -12,7 +12,8 @@ use crate::cloud::proxmox::hosts::template_copies;
 use crate::cloud::proxmox::tags::{ownership, Ownership};
 use crate::cloud::proxmox::tasks::ListedTask;
 use crate::cloud::proxmox::PROVIDER;
-use crate::cloud::{CloudError, Server, ServerStatus, Stray, StrayKind};
+use crate::cloud::CloudError;
+use crate::model::{Server, ServerStatus, Stray, StrayKind};
 
 impl ProxmoxProvider {
     /// VM `v` as a [`Server`] with ownership `o` (from its tags, or the description of a

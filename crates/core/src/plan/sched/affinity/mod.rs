@@ -19,9 +19,11 @@
 use std::collections::BTreeMap;
 
 use super::index::FxHashMap;
-use super::spec::{LabelSelector, Namespaces, NodeSelectorTerm, PodAffinityTerm, SpreadConstraint};
 use super::{Slot, Unfit};
-use crate::plan::model::{PodInfo, Toleration};
+use crate::model::{
+    LabelSelector, Namespaces, NodeSelectorTerm, PodAffinityTerm, PodInfo, SpreadConstraint,
+    Toleration,
+};
 
 mod check;
 

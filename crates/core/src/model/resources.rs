@@ -39,7 +39,7 @@ impl Resources {
     }
 
     /// Sets one resource by its Kubernetes name; `value` is in base units (cores for
-    /// CPU, bytes for memory), as [`crate::cluster::convert::quantity_value`] returns it.
+    /// CPU, bytes for memory), as [`super::quantity::quantity_value`] returns it.
     pub fn set(&mut self, name: &str, value: f64) {
         match name {
             // The API server rounds CPU up to whole millicores.
@@ -164,7 +164,7 @@ impl Resources {
     fn scalar_limit(&self, k: &str) -> u64 {
         match self.scalar.get(k) {
             Some(v) => *v,
-            None if k.starts_with(crate::plan::volumes::ATTACH_PREFIX) => u64::MAX,
+            None if k.starts_with(super::volumes::ATTACH_PREFIX) => u64::MAX,
             None => 0,
         }
     }

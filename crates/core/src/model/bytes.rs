@@ -46,7 +46,7 @@ impl Serialize for Bytes {
 
 impl<'de> Deserialize<'de> for Bytes {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let text = super::scalar_text(d)?;
+        let text = super::quantity::scalar_text(d)?;
         Bytes::parse(&text).map_err(serde::de::Error::custom)
     }
 }

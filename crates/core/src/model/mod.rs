@@ -1,0 +1,33 @@
+//! The vocabulary every part speaks: cluster objects as the planner sees them, references,
+//! servers and group shapes, resources and quantities, selector and affinity terms, host
+//! placement, and the label and annotation names.
+//!
+//! A leaf: it imports nothing of the crate, so the planner, config and the adapters can
+//! all depend on it without depending on each other (`tests/layers.rs` holds this).
+
+pub mod bytes;
+pub mod hosts;
+pub mod labels;
+pub mod objects;
+pub mod quantity;
+pub mod refs;
+pub mod resources;
+pub mod selector;
+pub mod server;
+pub mod volumes;
+
+pub use bytes::Bytes;
+pub use hosts::{GroupHosts, Host, HostState, Overcommit, VmSize};
+pub use labels::*;
+pub use objects::{normalize_image, NodeInfo, PdbInfo, PodInfo, PodPhase, Taint, Toleration};
+pub use quantity::{parse_quantity, quantity_value, Quantity};
+pub use refs::{ObjectRef, PodRef, ServerRef};
+pub use resources::{ceil_units, fmt_cpu, pod_requests, ContainerRequests, Resources};
+pub use selector::{
+    HostPort, LabelSelector, Namespaces, NodeSelectorTerm, Operator, PodAffinityTerm, Requirement,
+    SpreadConstraint,
+};
+pub use server::{unix_secs, GroupShape, Server, ServerStatus, Stray, StrayKind};
+pub use volumes::{
+    attach_resource, ClaimInfo, ClassInfo, CsiNodeInfo, LocalVolume, PodClaim, PvInfo, Volumes,
+};
