@@ -99,13 +99,6 @@ const KNOWN: &[(&str, &str, &str)] = &[
         "cloud",
         "RetryAfterGate lives in cloud::http",
     ),
-    // Metrics name the planner's buckets and kept reasons; the actions slice gives reason
-    // codes and the decision type their own home.
-    (
-        "telemetry/metrics.rs",
-        "plan",
-        "metrics read plan::Bucket and KeptReason",
-    ),
     // Planner tests check Events and timestamps the actuator writes (test code only).
     (
         "plan/buffers/tests.rs",

@@ -6,6 +6,7 @@
 //! all depend on it without depending on each other (`tests/layers.rs` holds this).
 
 pub mod bytes;
+pub mod codes;
 pub mod hosts;
 pub mod labels;
 pub mod objects;
@@ -17,6 +18,7 @@ pub mod server;
 pub mod volumes;
 
 pub use bytes::Bytes;
+pub use codes::{Bucket, KeptReason};
 pub use hosts::{GroupHosts, Host, HostState, Overcommit, VmSize};
 pub use labels::*;
 pub use objects::{normalize_image, NodeInfo, PdbInfo, PodInfo, PodPhase, Taint, Toleration};

@@ -156,38 +156,7 @@ impl fmt::Display for Reason {
     }
 }
 
-/// Where a pod the scheduler could not place stands after this cycle: every such pod
-/// is in exactly one bucket, so none starves unreported.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Bucket {
-    /// It fits a node that exists: the scheduler will place it.
-    WillSchedule,
-    /// It fits a VM still provisioning.
-    CapacityComing,
-    /// This cycle's scale-up is for it.
-    ScalingUp,
-    /// Nothing can host it now: no group fits it, or those that do have no room.
-    NoCapacity,
-}
-
-impl Bucket {
-    pub const ALL: [Bucket; 4] = [
-        Bucket::WillSchedule,
-        Bucket::CapacityComing,
-        Bucket::ScalingUp,
-        Bucket::NoCapacity,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Bucket::WillSchedule => "will-schedule",
-            Bucket::CapacityComing => "capacity-coming",
-            Bucket::ScalingUp => "scaling-up",
-            Bucket::NoCapacity => "no-capacity",
-        }
-    }
-}
+pub use crate::model::Bucket;
 
 /// One pending pod and its bucket, with where it goes or why it cannot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
