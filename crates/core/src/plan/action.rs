@@ -92,7 +92,7 @@ pub enum Action {
     /// Record on each VM that its node was Ready (at `at`, Unix seconds), so no later
     /// process takes it for a VM that never joined (see [`crate::cloud::JOINED_TAG`]).
     MarkJoined { servers: Vec<ServerRef>, at: u64 },
-    /// Finish the joins a process gone left ([`crate::cloud::ServerStatus::JoinPending`]):
+    /// Finish the joins a process gone left ([`crate::model::ServerStatus::JoinPending`]):
     /// run each VM's join script again, or, for those in `registered` (names) whose node
     /// registered, only record that the join is done.
     FinishJoin {
