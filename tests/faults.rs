@@ -1050,7 +1050,19 @@ async fn cycles_of(
         let took = started.elapsed();
         assert!(took < cycle_limit, "cycle {cycles} took {took:?}");
         let action = describe(&c.decision.action);
-        let ours = action.contains(&tag) || action.contains(&format!("group {group}"));
+        // Image puller pods that ran on the group's own new nodes are its own upkeep.
+        let own_pullers = match &c.decision.action {
+            nodewright::plan::Action::DeletePods { pods } => pods.iter().all(|p| {
+                c.snapshot.pods.iter().any(|q| {
+                    q.namespace == p.namespace
+                        && q.name == p.name
+                        && q.node_name.as_deref().is_some_and(|n| n.starts_with(&tag))
+                })
+            }),
+            _ => false,
+        };
+        let ours =
+            own_pullers || action.contains(&tag) || action.contains(&format!("group {group}"));
         if c.decision.action != nodewright::plan::Action::None && !ours {
             taken.push(action);
         }
