@@ -11,6 +11,7 @@ pub mod cloud;
 pub mod cluster;
 pub mod config;
 pub mod model;
+pub mod pacing;
 pub mod plan;
 pub mod run;
 pub mod telemetry;

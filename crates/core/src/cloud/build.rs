@@ -1,10 +1,14 @@
 //! Builds the providers a config needs from the credential files the environment names,
 //! each through its row of [`super::registry`].
 
-use std::path::PathBuf;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
+use super::in_use::Clouds;
 use super::proxmox::TaskDeadline;
-use crate::act::Clouds;
+use super::registry::{with_provider_rows, Block};
+use super::CloudProvider;
 use crate::config::{Config, NodeGroupConfig, ProviderKind};
 
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +49,47 @@ pub fn build_clouds_with(
     build(config, credentials, false)
 }
 
+/// The settings of `groups` (one provider's) by group name.
+fn settings_of<T: Block + Clone>(groups: &[&NodeGroupConfig]) -> BTreeMap<String, T> {
+    groups
+        .iter()
+        .filter_map(|g| g.settings.of::<T>().map(|s| (g.name.clone(), s.clone())))
+        .collect()
+}
+
+/// The client half of the provider table (see [`super::registry`]): each row's
+/// `build` from its folder, given its groups' settings.
+macro_rules! client_builders {
+    ($(
+        $kind:ident = $name:literal {
+            folder: $module:ident,
+            settings: $settings:ident,
+            $($rest:tt)*
+        }
+    )*) => {
+        /// Builds the client of provider `kind` for `groups` (its groups, blocks validated)
+        /// from the credentials file at `path`; `read_only` for a process that only reads.
+        fn build_one(
+            kind: ProviderKind,
+            config: &Config,
+            path: &Path,
+            groups: &[&NodeGroupConfig],
+            read_only: bool,
+        ) -> Result<Arc<dyn CloudProvider>, BuildError> {
+            match kind {
+                $( ProviderKind::$kind => super::$module::build(
+                    config,
+                    path,
+                    settings_of::<super::$module::settings::$settings>(groups),
+                    read_only,
+                ), )*
+            }
+        }
+    };
+}
+
+with_provider_rows!(client_builders);
+
 fn build(
     config: &Config,
     credentials: impl Fn(ProviderKind) -> Option<PathBuf>,
@@ -69,7 +114,7 @@ fn build(
                 .join(", "),
             env: kind.credentials_env(),
         })?;
-        let provider = (kind.row().build)(config, &path, &groups, read_only)?;
+        let provider = build_one(kind, config, &path, &groups, read_only)?;
         for g in groups {
             clouds.add_group(&g.name, provider.clone());
         }

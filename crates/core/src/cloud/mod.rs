@@ -2,6 +2,7 @@
 //! planner and the loop never see provider-specific shapes.
 
 pub mod build;
+pub mod in_use;
 pub mod http;
 pub mod instrumented;
 pub mod kamatera;

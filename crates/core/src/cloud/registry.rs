@@ -1,21 +1,17 @@
 //! The providers, one row each. A provider is its folder under `cloud/` (its settings
 //! module, client, [`CloudProvider`] impl; its simulator under `crates/sim`) and one row
 //! of the `providers!` table below: config reads the row to parse, validate and hash a
-//! group's `<name>:` block, `cloud::build` and `nodewright check` to build the client from
-//! its credentials file, the what-if world for the shape its settings imply, and
+//! group's `<name>:` block, `cloud::build` (the client half, from the same rows) and
+//! `nodewright check` to build the client from its credentials file, the what-if world for the shape its settings imply, and
 //! `tests/docs.rs` holds README's configuration table to it. See
 //! `docs/adding-a-provider.md`.
 
-use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
-use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 
-use super::build::BuildError;
-use super::{CloudProvider, GroupShape};
-use crate::config::{Config, NodeGroupConfig};
+use crate::model::GroupShape;
 
 /// What a group's block tells validation about the group around it.
 #[derive(Debug, Clone, Copy)]
@@ -44,10 +40,6 @@ pub trait Settings: fmt::Debug + Send + Sync {
     }
 }
 
-/// Builds a provider's client: config, credentials file, its groups, read-only.
-pub type BuildFn =
-    fn(&Config, &Path, &[&NodeGroupConfig], bool) -> Result<Arc<dyn CloudProvider>, BuildError>;
-
 /// One registered provider: what config, `cloud::build`, `check` and the docs read.
 pub struct Provider {
     pub kind: ProviderKind,
@@ -61,9 +53,6 @@ pub struct Provider {
     pub settings_docs: &'static str,
     /// Whether it keeps warm pools (stop, start and the warm mark).
     pub warm_pools: bool,
-    /// Builds the client for `groups` (its groups, blocks validated) from the credentials
-    /// file; `read_only` for a process that only reads.
-    pub build: BuildFn,
     /// Reads the credentials file without the network (`check --offline`).
     pub read_credentials: fn(&Path) -> Result<(), String>,
 }
@@ -74,16 +63,8 @@ pub trait Block: Settings + Sized {
     fn of_mut(s: &mut ProviderSettings) -> Option<&mut Self>;
 }
 
-/// The settings of `groups` (one provider's) by group name.
-pub fn settings_of<T: Block + Clone>(groups: &[&NodeGroupConfig]) -> BTreeMap<String, T> {
-    groups
-        .iter()
-        .filter_map(|g| g.settings.of::<T>().map(|s| (g.name.clone(), s.clone())))
-        .collect()
-}
-
-/// The table. Each row: variant, name, settings type and folder, credentials variable,
-/// README lines, warm pools.
+/// The settings half of the table. Each row: variant, name, settings type and folder,
+/// credentials variable, README lines, warm pools.
 macro_rules! providers {
     ($(
         $kind:ident = $name:literal {
@@ -112,14 +93,6 @@ macro_rules! providers {
                 credentials_docs: $env_docs,
                 settings_docs: $docs,
                 warm_pools: $warm,
-                build: |config, path, groups, read_only| {
-                    super::$module::build(
-                        config,
-                        path,
-                        settings_of::<super::$module::$settings>(groups),
-                        read_only,
-                    )
-                },
                 read_credentials: super::$module::read_credentials,
             },
         )*];
@@ -132,7 +105,7 @@ macro_rules! providers {
         /// One group's provider block, of any provider.
         #[derive(Debug, Clone, PartialEq)]
         pub enum ProviderSettings {
-            $( $kind(super::$module::$settings), )*
+            $( $kind(super::$module::settings::$settings), )*
         }
 
         impl ProviderSettings {
@@ -161,7 +134,7 @@ macro_rules! providers {
         }
 
         $(
-            impl Block for super::$module::$settings {
+            impl Block for super::$module::settings::$settings {
                 fn of(s: &ProviderSettings) -> Option<&Self> {
                     #[allow(unreachable_patterns)]
                     match s {
@@ -181,32 +154,42 @@ macro_rules! providers {
     };
 }
 
-providers! {
-    Openstack = "openstack" {
-        folder: openstack,
-        settings: OpenStackSettings,
-        credentials_env: "OPENSTACK_CREDENTIALS_FILE",
-        credentials_docs: "OpenStack credentials YAML (`OS_AUTH_URL`, `OS_USERNAME`, `OS_PASSWORD`, `OS_USER_DOMAIN_NAME`, `OS_TENANT_ID`/`OS_TENANT_NAME` or `OS_PROJECT_*`, `OS_REGION`; or `OS_APPLICATION_CREDENTIAL_ID`/`_SECRET`)",
-        settings_docs: "`flavor`, `image` (name or id), `network`, `keyName`, `securityGroups`, `availabilityZone`, `serverGroup` (name or id; scheduler hint)",
-        warm_pools: true,
-    }
-    Proxmox = "proxmox" {
-        folder: proxmox,
-        settings: ProxmoxSettings,
-        credentials_env: "PROXMOX_CREDENTIALS_FILE",
-        credentials_docs: "Proxmox VE credentials YAML (API token or user/password, CA file or certificate fingerprint)",
-        settings_docs: "template VM (id, name or `{tag: ...}`, one copy per host), hosts, clone mode, cores, memory, cloud-init and IP pool, join mode and how the user data gets there (a seed ISO, `seedStorage`, or your `cicustom` snippets): see [docs/proxmox.md](docs/proxmox.md)",
-        warm_pools: true,
-    }
-    Kamatera = "kamatera" {
-        folder: kamatera,
-        settings: KamateraSettings,
-        credentials_env: "KAMATERA_CREDENTIALS_FILE",
-        credentials_docs: "Kamatera credentials YAML (`clientId`, `secret`)",
-        settings_docs: "datacenter, image, cpu, ram, disks, networks, billing, tags: see [docs/kamatera.md](docs/kamatera.md)",
-        warm_pools: true,
-    }
+/// The rows, once: `with_provider_rows!(m)` hands them to macro `m`. The settings half is
+/// made here (config reads it); the client half, which takes the config, in
+/// [`super::build`], so this table imports no config and config no client.
+macro_rules! with_provider_rows {
+    ($then:ident) => {
+        $then! {
+            Openstack = "openstack" {
+                folder: openstack,
+                settings: OpenStackSettings,
+                credentials_env: "OPENSTACK_CREDENTIALS_FILE",
+                credentials_docs: "OpenStack credentials YAML (`OS_AUTH_URL`, `OS_USERNAME`, `OS_PASSWORD`, `OS_USER_DOMAIN_NAME`, `OS_TENANT_ID`/`OS_TENANT_NAME` or `OS_PROJECT_*`, `OS_REGION`; or `OS_APPLICATION_CREDENTIAL_ID`/`_SECRET`)",
+                settings_docs: "`flavor`, `image` (name or id), `network`, `keyName`, `securityGroups`, `availabilityZone`, `serverGroup` (name or id; scheduler hint)",
+                warm_pools: true,
+            }
+            Proxmox = "proxmox" {
+                folder: proxmox,
+                settings: ProxmoxSettings,
+                credentials_env: "PROXMOX_CREDENTIALS_FILE",
+                credentials_docs: "Proxmox VE credentials YAML (API token or user/password, CA file or certificate fingerprint)",
+                settings_docs: "template VM (id, name or `{tag: ...}`, one copy per host), hosts, clone mode, cores, memory, cloud-init and IP pool, join mode and how the user data gets there (a seed ISO, `seedStorage`, or your `cicustom` snippets): see [docs/proxmox.md](docs/proxmox.md)",
+                warm_pools: true,
+            }
+            Kamatera = "kamatera" {
+                folder: kamatera,
+                settings: KamateraSettings,
+                credentials_env: "KAMATERA_CREDENTIALS_FILE",
+                credentials_docs: "Kamatera credentials YAML (`clientId`, `secret`)",
+                settings_docs: "datacenter, image, cpu, ram, disks, networks, billing, tags: see [docs/kamatera.md](docs/kamatera.md)",
+                warm_pools: true,
+            }
+        }
+    };
 }
+pub(crate) use with_provider_rows;
+
+with_provider_rows!(providers);
 
 impl ProviderKind {
     /// This provider's row.

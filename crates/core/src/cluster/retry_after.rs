@@ -15,7 +15,7 @@ use http::{Request, Response};
 use tower_layer::Layer;
 use tower_service::Service;
 
-use crate::cloud::http::RetryAfterGate;
+use crate::pacing::RetryAfterGate;
 use crate::telemetry::metrics::{api_error, ErrorKind};
 
 const API: &str = "kubernetes";
