@@ -42,7 +42,10 @@ const ALLOWED: &[(&str, &[&str])] = &[
     // The pure planner: the vocabulary and config only.
     ("plan", &["model", "config"]),
     // Adapters: the vocabulary, config, metrics; never each other, the planner or act.
-    ("cluster", &["model", "config", "telemetry", "pacing", "yaml"]),
+    (
+        "cluster",
+        &["model", "config", "telemetry", "pacing", "yaml"],
+    ),
     (
         "cloud",
         &["model", "config", "telemetry", "pacing", "yaml", "userdata"],

@@ -9,9 +9,8 @@ pub use crate::cloud::in_use::{Clouds, NoProvider, DEFAULT_OBSERVE_DEADLINE};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hasher};
-use std::sync::Arc;
 
-use crate::cloud::{CloudError, CloudProvider, CreateRequest};
+use crate::cloud::{CloudError, CreateRequest};
 use crate::cluster::{ClusterApi, ClusterError, Eviction};
 use crate::config::{Config, NodeGroupConfig};
 use crate::model::{
@@ -294,7 +293,7 @@ impl Actuator<'_> {
                             .mark_joined(&self.config.cluster_name, &s.id, Some(at))
                             .await
                             .map_err(ActError::from),
-                        Err(e) => Err(e),
+                        Err(e) => Err(ActError::from(e)),
                     };
                     match marked {
                         Ok(()) => out

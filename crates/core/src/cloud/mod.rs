@@ -2,8 +2,8 @@
 //! planner and the loop never see provider-specific shapes.
 
 pub mod build;
-pub mod in_use;
 pub mod http;
+pub mod in_use;
 pub mod instrumented;
 pub mod kamatera;
 pub mod openstack;

@@ -1,5 +1,5 @@
 //! The providers, one row each. A provider is its folder under `cloud/` (its settings
-//! module, client, [`CloudProvider`] impl; its simulator under `crates/sim`) and one row
+//! module, client, [`super::CloudProvider`] impl; its simulator under `crates/sim`) and one row
 //! of the `providers!` table below: config reads the row to parse, validate and hash a
 //! group's `<name>:` block, `cloud::build` (the client half, from the same rows) and
 //! `nodewright check` to build the client from its credentials file, the what-if world for the shape its settings imply, and
