@@ -68,7 +68,6 @@ const KNOWN: &[(&str, &str, &str)] = &[
         "act",
         "test reads act::events::events_for",
     ),
-    ("plan/tests/replay.rs", "act", "test reads act::rfc3339"),
 ];
 
 /// Crates the planner and the vocabulary never use: no I/O, no clients, no runtime.

@@ -6,6 +6,7 @@ pub mod events;
 pub mod guard;
 
 pub use crate::cloud::in_use::{Clouds, NoProvider, DEFAULT_OBSERVE_DEADLINE};
+pub use crate::model::rfc3339;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::hash::{BuildHasher, Hasher};
@@ -129,12 +130,6 @@ fn request_for(
         settings_hash: g.settings_hash.clone(),
         zone,
     })
-}
-
-/// Unix seconds as RFC 3339 (UTC), the form the annotations keep.
-pub fn rfc3339(secs: u64) -> String {
-    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
-        .to_string()
 }
 
 /// `n` random base-36 characters (lowercase letters and digits). Randomly keyed

@@ -34,3 +34,9 @@ pub const KARPENTER_DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 pub const LABEL_SETTINGS_HASH: &str = "nodewright.io/settings-hash";
 /// Label on the short-lived pods that pull images onto a node.
 pub const LABEL_IMAGE_PULLER: &str = "nodewright.io/image-puller";
+
+/// Unix seconds as RFC 3339 (UTC), the form the annotations keep.
+pub fn rfc3339(secs: u64) -> String {
+    humantime::format_rfc3339_seconds(std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs))
+        .to_string()
+}

@@ -189,7 +189,7 @@ impl World {
                 ) {
                     self.scale_downs.push(now);
                 }
-                let at = crate::act::rfc3339(*t);
+                let at = crate::model::rfc3339(*t);
                 for n in self
                     .snapshot
                     .nodes
@@ -220,7 +220,7 @@ impl World {
                 }
             }
             Action::MarkUnneeded { mark, clear, at: t } => {
-                let at = crate::act::rfc3339(*t);
+                let at = crate::model::rfc3339(*t);
                 for n in self.snapshot.nodes.iter_mut() {
                     if mark.contains(&n.name) {
                         n.annotations
