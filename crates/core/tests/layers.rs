@@ -82,6 +82,14 @@ const IMPURE_CRATES: &[&str] = &[
     "futures",
 ];
 
+/// `f` relative to `src/`, with `/` separators.
+fn rel_path(f: &Path) -> String {
+    f.strip_prefix(src_dir())
+        .expect("under src")
+        .to_string_lossy()
+        .replace('\\', "/")
+}
+
 fn src_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
 }
@@ -332,11 +340,7 @@ fn edges() -> Vec<(String, String, String)> {
     rust_files(&src, &mut files);
     let mut out = Vec::new();
     for f in files {
-        let rel = f
-            .strip_prefix(&src)
-            .expect("under src")
-            .to_string_lossy()
-            .replace('\\', "/");
+        let rel = rel_path(&f);
         let here = module_path(&rel);
         let top = here.first().cloned().unwrap_or_else(|| "lib".to_string());
         let text = std::fs::read_to_string(&f).unwrap_or_else(|e| panic!("{rel}: {e}"));
@@ -417,11 +421,7 @@ fn no_provider_imports_another_providers_folder() {
     rust_files(&cloud, &mut files);
     let mut wrong = Vec::new();
     for f in files {
-        let rel = f
-            .strip_prefix(src_dir())
-            .expect("under src")
-            .to_string_lossy()
-            .replace('\\', "/");
+        let rel = rel_path(&f);
         let here = module_path(&rel);
         let Some(own) = here.get(1).filter(|p| providers.contains(*p)) else {
             continue;
@@ -465,11 +465,7 @@ fn the_planner_and_the_vocabulary_use_no_client_or_runtime_crate() {
         let mut files = Vec::new();
         rust_files(&src_dir().join(dir), &mut files);
         for f in files {
-            let rel = f
-                .strip_prefix(src_dir())
-                .expect("under src")
-                .to_string_lossy()
-                .replace('\\', "/");
+            let rel = rel_path(&f);
             // Test code may write temporary files; the planner's own code may not.
             if rel.split('/').any(|s| s == "tests" || s == "tests.rs") {
                 continue;
