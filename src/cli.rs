@@ -10,11 +10,11 @@ use std::time::SystemTime;
 use clap::{Args, Parser, Subcommand};
 
 use crate::act::render_user_data;
-use crate::cloud::build::{build_clouds, build_clouds_read_only};
 use crate::cloud::CloudError;
 use crate::cluster::{client_from_env, KubeCluster};
 use crate::config::{Config, ConfigError, ENV_CONFIG_FILE};
 use crate::plan::{unremovable, Bucket, Decision, Unremovable};
+use crate::run::clouds::{build_clouds, build_clouds_read_only};
 use crate::run::{LeaderOptions, Reconciler, RunOptions};
 use crate::telemetry::{init_logging, LogFormat};
 
@@ -622,7 +622,7 @@ async fn check(config_path: &Path, offline: bool) -> Result<(), CliError> {
         }
     }
     for line in
-        crate::cloud::build::check_credentials(&config, crate::cloud::build::credentials_from_env)
+        crate::run::clouds::check_credentials(&config, crate::run::clouds::credentials_from_env)
     {
         match line {
             Ok(line) => println!("{line}"),

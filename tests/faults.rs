@@ -12,8 +12,8 @@ use std::time::{Duration, Instant, SystemTime};
 
 use common::faulty::{add_app, config, orphans, running_of, scale_app, violations, vms, GROUPS};
 use common::has_startup_taint;
-use nodewright::cloud::build::build_clouds_with;
 use nodewright::cluster::{client_from_config, kubeconfig_from_file, CacheOptions, KubeCluster};
+use nodewright::run::clouds::build_clouds_with;
 use nodewright::run::Reconciler;
 use nodewright::sim::env::{SimEnv, SimTimings};
 use nodewright::sim::faults::{FaultKind, FaultSpec, HalfDone};

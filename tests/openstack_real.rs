@@ -22,7 +22,6 @@ use std::time::{Duration, Instant, SystemTime};
 use common::{ready, running};
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};
-use nodewright::cloud::build::build_clouds_with;
 use nodewright::cloud::{
     CloudError, CloudProvider, CreateRequest, CLUSTER_TAG, GROUP_TAG, SETTINGS_HASH_TAG,
 };
@@ -30,6 +29,7 @@ use nodewright::cluster::KubeCluster;
 use nodewright::config::{Config, ProviderKind};
 use nodewright::model::{Server, ServerStatus};
 use nodewright::plan::Action;
+use nodewright::run::clouds::build_clouds_with;
 use nodewright::run::Reconciler;
 use nodewright::sim::cluster::{SimCluster, SimClusterOptions, SimNodeSpec, SimPodTemplate};
 use nodewright::sim::env::SHIPPED_TEMPLATES;

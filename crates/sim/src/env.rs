@@ -14,8 +14,8 @@ use super::kamatera::{SimKamatera, SimKamateraOptions};
 use super::openstack::{SimOpenStack, SimOpenStackOptions};
 use super::proxmox::{SchemaCheck, SimProxmox, SimProxmoxOptions, SimTls};
 use super::{VmEvent, VmHook};
-use crate::cloud::build::build_clouds_with;
 use crate::config::{Config, ProviderKind};
+use crate::run::clouds::build_clouds_with;
 use crate::run::Reconciler;
 use nodewright_core::cluster::{kubeconfig_from_file, KubeCluster};
 

@@ -522,4 +522,147 @@ mod tests {
         assert!(events[0].message.contains("no space") && events[0].message.contains("stopped it"));
         assert!(events[1].message.contains("kamatera"));
     }
+
+    /// Events only ever name what the decision names (its action's objects, the objects
+    /// of its reasons and notes, its pending pods) or the status ConfigMap, whatever the
+    /// action and whether it failed. So what the planner keeps out of a decision (the
+    /// placeholder pods of capacity buffers, see `plan::buffers`) never reaches an Event.
+    #[test]
+    fn events_name_only_what_the_decision_names() {
+        let server = |n: &str| ServerRef {
+            provider: "proxmox".into(),
+            id: format!("id-{n}"),
+            name: n.into(),
+            group: "web".into(),
+        };
+        let pod_ref = |n: &str| PodRef {
+            namespace: "default".into(),
+            name: n.into(),
+        };
+        let nodes = || vec!["n1".to_string(), "n2".to_string()];
+        let actions = vec![
+            Action::None,
+            Action::RemoveStartupTaint { nodes: nodes() },
+            Action::DeleteServers {
+                servers: vec![server("n1"), server("v2")],
+                nodes: vec!["n1".into()],
+            },
+            Action::ScaleUp {
+                group: "web".into(),
+                count: 2,
+            },
+            Action::StartWarm {
+                group: "web".into(),
+                servers: vec![server("w1")],
+            },
+            Action::FillWarmPool {
+                group: "web".into(),
+                count: 1,
+            },
+            Action::ParkWarm {
+                servers: vec![server("w2")],
+            },
+            Action::Cordon {
+                nodes: nodes(),
+                reason: "underutilized".into(),
+                disruption: crate::config::DisruptionReason::Underutilized,
+                at: 1,
+            },
+            Action::Uncordon {
+                nodes: nodes(),
+                reason: "drain deadline".into(),
+            },
+            Action::ForgetCordon { nodes: nodes() },
+            Action::Drain {
+                nodes: nodes(),
+                pods: vec![pod_ref("moved")],
+            },
+            Action::DeletePodsPastLimit {
+                nodes: nodes(),
+                pods: vec![pod_ref("held")],
+            },
+            Action::DeleteNodes {
+                nodes: vec![crate::plan::NodeTarget {
+                    node: "n1".into(),
+                    server: server("n1"),
+                    park: false,
+                    leaving: vec![pod_ref("leaving")],
+                }],
+            },
+            Action::DeleteNodesWithoutVm { nodes: nodes() },
+            Action::MarkUnneeded {
+                mark: vec!["n1".into()],
+                clear: vec!["n2".into()],
+                at: 1,
+            },
+            Action::MarkJoined {
+                servers: vec![server("n1")],
+                at: 1,
+            },
+            Action::FinishJoin {
+                servers: vec![server("n1")],
+                registered: vec![],
+            },
+            Action::PullImages {
+                node: "n1".into(),
+                images: vec!["img".into()],
+            },
+            Action::DeletePods {
+                pods: vec![pod_ref("puller")],
+            },
+        ];
+        let outcome = Outcome {
+            done: vec!["default/moved".into()],
+            deferred: vec!["default/other: PodDisruptionBudget".into()],
+            ..Outcome::default()
+        };
+        for action in actions {
+            let decision = Decision {
+                action,
+                reasons: vec![
+                    Reason::new(ReasonCode::UnschedulablePods, "1 pod").about([pod("wants")]),
+                    Reason::new(ReasonCode::ProvisionTimeout, "node n1 not Ready")
+                        .about([ObjectRef::node("n1")]),
+                    Reason::new(ReasonCode::ServerError, "VM v2 failed"),
+                ],
+                notes: vec![
+                    Reason::new(ReasonCode::NoGroupFits, "too big").about([pod("huge")]),
+                    Reason::new(ReasonCode::ModelMismatch, "fits n1").about([pod("odd")]),
+                    Reason::new(ReasonCode::DrainBlocked, "held").about([ObjectRef::node("n2")]),
+                    Reason::new(ReasonCode::ServerError, "clone failed"),
+                    Reason::new(ReasonCode::ProviderUnavailable, "kamatera down"),
+                    Reason::new(ReasonCode::UnknownGroupVms, "group old"),
+                ],
+                pending: vec![
+                    pending("huge", Bucket::NoCapacity, "too big"),
+                    pending("wants", Bucket::ScalingUp, "new node"),
+                    pending("coming", Bucket::CapacityComing, "fits v1"),
+                    pending("soon", Bucket::WillSchedule, "fits n1"),
+                ],
+                unremovable: Vec::new(),
+            };
+            let mut named: Vec<ObjectRef> = decision.action.objects();
+            for r in decision.reasons.iter().chain(&decision.notes) {
+                named.extend(r.objects.iter().cloned());
+            }
+            named.extend(decision.pending.iter().map(|p| ObjectRef {
+                kind: "Pod".into(),
+                namespace: Some(p.pod.namespace.clone()),
+                name: p.pod.name.clone(),
+            }));
+            named.push(status_cm());
+            for result in [Ok(&outcome), Err("refused")] {
+                let events = events_for(&decision, result, Some(&status_cm()));
+                assert!(!events.is_empty(), "{:?}", decision.action);
+                for e in &events {
+                    assert!(
+                        named.contains(&e.object),
+                        "{} names {:?}, which the decision does not: {e:?}",
+                        decision.action.kind(),
+                        e.object
+                    );
+                }
+            }
+        }
+    }
 }

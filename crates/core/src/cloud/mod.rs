@@ -37,6 +37,37 @@ pub const JOINED_TAG: &str = "nodewright-joined";
 /// capacity on its way in, and deletes it again. Proxmox and Kamatera keep it as a tag.
 pub const REMOVING_TAG: &str = "nodewright-removing";
 
+/// What building a provider's client takes besides its credentials and groups: the
+/// config's provisioning deadline, in plain durations (the loop reads them from the
+/// config, so no provider imports it), and whether the process only reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuildOptions {
+    /// `provisionTimeout`: a provisioning task is given up then unless it shows progress.
+    pub provision_timeout: std::time::Duration,
+    /// The ceiling of a provisioning task that keeps making progress.
+    pub provision_deadline_max: std::time::Duration,
+    /// How long a provisioning task may go without progress once past its timeout.
+    pub provision_stall: std::time::Duration,
+    /// A process that only reads (`plan`, `run --dry-run`): reading a cloud then never
+    /// changes it (see the Proxmox provider's `read_only`).
+    pub read_only: bool,
+}
+
+/// Why a provider's client could not be built.
+#[derive(Debug, thiserror::Error)]
+pub enum BuildError {
+    #[error("node group(s) {groups} use provider {provider}, but {env} is not set; expected the path of the credentials file")]
+    MissingEnv {
+        provider: &'static str,
+        groups: String,
+        env: &'static str,
+    },
+    #[error("{0}")]
+    Credentials(String),
+    #[error(transparent)]
+    Cloud(#[from] CloudError),
+}
+
 /// What one cycle reads from one provider: its servers of the cluster and the shape of a
 /// new VM of each of its groups.
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -27,7 +27,7 @@ pub trait Settings: fmt::Debug + Send + Sync {
     /// is expected). Empty: fine.
     fn validate(&self, group: &GroupContext<'_>) -> Vec<(String, String)>;
     /// The fields that make a VM, in a fixed order, keyed with the provider's name
-    /// (`proxmox.cores`), each left out at its default (see [`crate::config::hash`]).
+    /// (`proxmox.cores`), each left out at its default (see the config's `hash` module).
     fn hash_fields(&self) -> Vec<(&'static str, serde_json::Value)>;
     /// CPU, memory, instance type and zone of one new VM as far as the settings alone tell
     /// (no cloud asked): the what-if world's shape.

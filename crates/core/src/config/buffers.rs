@@ -7,9 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
+use super::names::{check_dns_label, check_qualified_name, is_label_value};
 use super::schedule::Schedule;
 use super::scheduling::ResourceMap;
-use super::validate::{check_dns_label, check_qualified_name, is_label_value};
 use super::{ConfigProblem, TaintEffect};
 
 /// Most replicas one buffer may ask for: the planner packs each one.

@@ -1,7 +1,8 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-use crate::yaml::PathError;
+pub(crate) use crate::yaml::did_you_mean;
+use crate::yaml::{explain_serde_message, strip_location, PathError};
 
 /// One thing wrong with the config, located by field path.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,106 +105,5 @@ impl ConfigError {
                 message,
             }],
         }
-    }
-}
-
-/// Turns serde's wording into one that says what was found, what is expected and,
-/// for a misspelt key, what was probably meant.
-pub(crate) fn explain_serde_message(raw: &str) -> String {
-    let msg = strip_location(raw);
-    if let Some(rest) = msg.strip_prefix("unknown field `") {
-        let (field, expected) = match rest.split_once('`') {
-            Some((field, tail)) => (field, tail),
-            None => (rest, ""),
-        };
-        let candidates = backticked(expected);
-        let mut out = format!("unknown key `{field}`");
-        if let Some(best) = did_you_mean(field, &candidates) {
-            out.push_str(&format!("; did you mean `{best}`?"));
-        }
-        if !candidates.is_empty() {
-            out.push_str(&format!(" (expected one of: {})", candidates.join(", ")));
-        }
-        return out;
-    }
-    if let Some(rest) = msg.strip_prefix("unknown variant `") {
-        let (variant, expected) = rest.split_once('`').unwrap_or((rest, ""));
-        let candidates = backticked(expected);
-        let mut out = format!("unknown value `{variant}`");
-        if let Some(best) = did_you_mean(variant, &candidates) {
-            out.push_str(&format!("; did you mean `{best}`?"));
-        }
-        out.push_str(&format!(" (expected one of: {})", candidates.join(", ")));
-        return out;
-    }
-    if let Some(rest) = msg.strip_prefix("missing field `") {
-        let field = rest.split('`').next().unwrap_or(rest);
-        return format!("required key `{field}` is missing");
-    }
-    if msg.contains("invalid duration") || msg.contains("time unit") {
-        return format!("{msg}; expected a duration such as `30s`, `15m` or `72h`");
-    }
-    if (msg.contains("ByteSize") || msg.contains("byte size") || msg.contains("unit"))
-        && !msg.contains("e.g.")
-    {
-        return format!("{msg}; expected a size such as `512 MiB` or `9 GiB`");
-    }
-    msg.to_string()
-}
-
-/// Drops serde_yaml's own `path: ` prefix and ` at line L column C` suffix; both are
-/// reported separately.
-fn strip_location(msg: &str) -> &str {
-    let msg = match msg.rfind(" at line ") {
-        Some(i) if msg[i..].contains(" column ") => &msg[..i],
-        _ => msg,
-    };
-    match msg.split_once(": ") {
-        Some((prefix, rest)) if !prefix.is_empty() && !prefix.contains(' ') => rest,
-        _ => msg,
-    }
-}
-
-fn backticked(s: &str) -> Vec<String> {
-    s.split('`')
-        .enumerate()
-        .filter(|(i, _)| i % 2 == 1)
-        .map(|(_, part)| part.to_string())
-        .collect()
-}
-
-/// The closest candidate, if it is close enough to be a plausible typo.
-pub(crate) fn did_you_mean(word: &str, candidates: &[String]) -> Option<String> {
-    candidates
-        .iter()
-        .map(|c| {
-            (
-                strsim::jaro_winkler(&word.to_lowercase(), &c.to_lowercase()),
-                c,
-            )
-        })
-        .filter(|(score, _)| *score > 0.8)
-        .max_by(|a, b| a.0.total_cmp(&b.0))
-        .map(|(_, c)| c.clone())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn suggests_close_key() {
-        let m = explain_serde_message(
-            "unknown field `freeMemoryTaget`, expected one of `clusterName`, `freeMemoryTarget` at line 2 column 1",
-        );
-        assert!(m.contains("did you mean `freeMemoryTarget`"), "{m}");
-        assert!(!m.contains("line 2"), "{m}");
-    }
-
-    #[test]
-    fn no_suggestion_for_unrelated_key() {
-        let m =
-            explain_serde_message("unknown field `zzz`, expected `clusterName` or `nodeGroups`");
-        assert!(!m.contains("did you mean"), "{m}");
     }
 }

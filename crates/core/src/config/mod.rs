@@ -7,6 +7,7 @@ mod disruption;
 pub(crate) mod error;
 pub mod hash;
 pub mod labels;
+mod names;
 mod pools;
 pub mod reload;
 mod schedule;

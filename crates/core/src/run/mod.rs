@@ -5,6 +5,7 @@
 //! `runner` is `nodewright run` as deployed (leader election, metrics, Events) and
 //! `status` the status ConfigMap it writes.
 
+pub mod clouds;
 pub mod cycle;
 pub mod memory;
 mod runner;

@@ -16,7 +16,6 @@ use super::wakeup::{next_batch, Batching};
 use super::LoopMemory;
 use crate::act::events::events_for;
 use crate::act::Clouds;
-use crate::cloud::build::{build_clouds, build_clouds_read_only};
 use crate::cluster::events::EventRecorder;
 use crate::cluster::leader::{LeaderElector, LeaseSettings};
 use crate::cluster::{client_from_env, CacheOptions, KubeCluster};
@@ -25,6 +24,7 @@ use crate::config::Config;
 use crate::model::ObjectRef;
 use crate::plan::summary::{summarize, Summary, NODE_STATES};
 use crate::plan::Action;
+use crate::run::clouds::{build_clouds, build_clouds_read_only};
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics::{
     ActionLabels, FailedCreateLabels, GroupLabels, Metrics, NodeStateLabels, ResultLabels,

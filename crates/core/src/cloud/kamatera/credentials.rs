@@ -83,7 +83,7 @@ impl KamateraCredentials {
         let raw: Option<Raw> = crate::yaml::from_str(text).map_err(|e| {
             err(format!(
                 "not a Kamatera credentials file (keys url, clientId, secret): {}",
-                crate::config::error::explain_serde_message(&e.to_string())
+                crate::yaml::explain_serde_message(&e.to_string())
             ))
         })?;
         let raw = raw.ok_or_else(|| err("empty; expected the keys clientId and secret".into()))?;

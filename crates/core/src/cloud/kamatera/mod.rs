@@ -136,7 +136,7 @@ pub fn parse_time_tag(prefix: &str, tag: &str) -> Option<SystemTime> {
     SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(secs))
 }
 
-/// The tag carrying a settings hash (12 hex digits, as [`crate::config::NodeGroupConfig`]
+/// The tag carrying a settings hash (12 hex digits, as the config's `NodeGroupConfig`
 /// computes it): `<prefix>_h` and the hash in [`HASH_TAG_DIGITS`] base-36 digits. Kamatera
 /// tags are too short for the hex form behind a long prefix; `_` keeps it apart from the
 /// cluster and group tags (`<prefix>-<name>`), whose names are DNS labels without `_`.
@@ -173,13 +173,12 @@ pub(crate) fn is_tag_char(c: char) -> bool {
 /// Builds the provider for `groups` from the credentials file at `path` (the registry's
 /// `build`).
 pub(crate) fn build(
-    _config: &crate::config::Config,
     path: &std::path::Path,
     groups: std::collections::BTreeMap<String, KamateraSettings>,
-    _read_only: bool,
-) -> Result<std::sync::Arc<dyn crate::cloud::CloudProvider>, crate::cloud::build::BuildError> {
+    _options: &crate::cloud::BuildOptions,
+) -> Result<std::sync::Arc<dyn crate::cloud::CloudProvider>, crate::cloud::BuildError> {
     let creds = KamateraCredentials::from_file(path)
-        .map_err(|e| crate::cloud::build::BuildError::Credentials(e.to_string()))?;
+        .map_err(|e| crate::cloud::BuildError::Credentials(e.to_string()))?;
     Ok(std::sync::Arc::new(KamateraProvider::new(creds, groups)?))
 }
 

@@ -26,13 +26,12 @@ pub const PROVIDER: &str = "openstack";
 /// Builds the provider for `groups` from the credentials file at `path` (the registry's
 /// `build`).
 pub(crate) fn build(
-    _config: &crate::config::Config,
     path: &std::path::Path,
     groups: std::collections::BTreeMap<String, OpenStackSettings>,
-    _read_only: bool,
-) -> Result<std::sync::Arc<dyn crate::cloud::CloudProvider>, crate::cloud::build::BuildError> {
+    _options: &crate::cloud::BuildOptions,
+) -> Result<std::sync::Arc<dyn crate::cloud::CloudProvider>, crate::cloud::BuildError> {
     let creds = OpenStackCredentials::from_file(path)
-        .map_err(|e| crate::cloud::build::BuildError::Credentials(e.to_string()))?;
+        .map_err(|e| crate::cloud::BuildError::Credentials(e.to_string()))?;
     Ok(std::sync::Arc::new(OpenStackProvider::new(creds, groups)?))
 }
 

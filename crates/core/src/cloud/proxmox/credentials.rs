@@ -125,7 +125,7 @@ impl ProxmoxCredentials {
         let raw: Raw = crate::yaml::from_str(text).map_err(|e| {
             err(format!(
                 "not a valid Proxmox credentials file: {}",
-                crate::config::error::explain_serde_message(&e.to_string())
+                crate::yaml::explain_serde_message(&e.to_string())
             ))
         })?;
         let nonempty =

@@ -61,19 +61,22 @@ pub(crate) fn other(message: impl Into<String>) -> crate::cloud::CloudError {
 /// `build`): clones get the config's task-aware deadline; `read_only` for a process that
 /// only reads.
 pub(crate) fn build(
-    config: &crate::config::Config,
     path: &std::path::Path,
     groups: std::collections::BTreeMap<String, ProxmoxSettings>,
-    read_only: bool,
-) -> Result<std::sync::Arc<dyn crate::cloud::CloudProvider>, crate::cloud::build::BuildError> {
+    options: &crate::cloud::BuildOptions,
+) -> Result<std::sync::Arc<dyn crate::cloud::CloudProvider>, crate::cloud::BuildError> {
     let creds = ProxmoxCredentials::from_file(path)
-        .map_err(|e| crate::cloud::build::BuildError::Credentials(e.to_string()))?;
+        .map_err(|e| crate::cloud::BuildError::Credentials(e.to_string()))?;
     Ok(std::sync::Arc::new(ProxmoxProvider::with_options(
         creds,
         groups,
         ProviderOptions {
-            clone_deadline: Some(crate::cloud::build::clone_deadline(config)),
-            read_only,
+            clone_deadline: Some(TaskDeadline {
+                nominal: options.provision_timeout,
+                max: options.provision_deadline_max,
+                stall: options.provision_stall,
+            }),
+            read_only: options.read_only,
             ..ProviderOptions::default()
         },
     )?))

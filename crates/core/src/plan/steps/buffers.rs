@@ -97,7 +97,7 @@ pub fn scale_up_for_buffers(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult
             ),
         ));
     }
-    let Some(best) = super::scale_up::choose(v, options) else {
+    let Some(best) = super::expander::choose(v, options) else {
         if unhostable.len() < sorted.len() {
             let waiting: Vec<&PodInfo> = sorted
                 .iter()

@@ -4,6 +4,7 @@
 mod buffers;
 mod disrupt;
 mod drain;
+mod expander;
 mod images;
 mod orphans;
 mod pools;

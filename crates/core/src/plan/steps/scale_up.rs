@@ -1,8 +1,9 @@
 //! Adding capacity: groups below `minSize`, pods the scheduler could not place (packed
 //! onto new nodes of the group the expander picks), and headroom targets.
 
+use super::expander::choose;
 use super::{at_max, general_group, list_pods, room, StepResult};
-use crate::config::{ExpanderKind, NodeGroupConfig};
+use crate::config::NodeGroupConfig;
 use crate::model::{fmt_cpu, ObjectRef, PodInfo};
 use crate::plan::sched::{self, GroupOption};
 use crate::plan::units::{fmt_bytes, fmt_u};
@@ -365,51 +366,6 @@ fn pending_pods(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         },
         reasons,
     ))
-}
-
-/// The expander: picks one scale-up option.
-pub(super) fn choose<'a>(
-    v: &View<'_>,
-    mut options: Vec<GroupOption<'a>>,
-) -> Option<GroupOption<'a>> {
-    let placed = |o: &GroupOption<'_>| o.nodes.placed.len();
-    let waste_then_pods = |a: &GroupOption<'_>, b: &GroupOption<'_>| {
-        a.nodes
-            .waste
-            .total_cmp(&b.nodes.waste)
-            .then(placed(b).cmp(&placed(a)))
-            .then(a.group.cmp(&b.group))
-    };
-    match v.config.expander.kind {
-        ExpanderKind::LeastWaste => options.sort_by(waste_then_pods),
-        ExpanderKind::Priority => {
-            let patterns: Vec<regex::Regex> = v
-                .config
-                .expander
-                .priorities
-                .iter()
-                .filter_map(|p| regex::Regex::new(&format!("^(?:{p})$")).ok())
-                .collect();
-            let rank = |o: &GroupOption<'_>| {
-                patterns
-                    .iter()
-                    .position(|r| r.is_match(&o.group))
-                    .unwrap_or(usize::MAX)
-            };
-            options.sort_by(|a, b| rank(a).cmp(&rank(b)).then(waste_then_pods(a, b)));
-        }
-        ExpanderKind::Price => {
-            let per_pod = |o: &GroupOption<'_>| {
-                o.price.unwrap_or(f64::MAX) * f64::from(o.nodes.count) / placed(o).max(1) as f64
-            };
-            options.sort_by(|a, b| {
-                per_pod(a)
-                    .total_cmp(&per_pod(b))
-                    .then(waste_then_pods(a, b))
-            });
-        }
-    }
-    options.into_iter().next()
 }
 
 /// Free memory and CPU targets over managed nodes, counting provisioning capacity;
