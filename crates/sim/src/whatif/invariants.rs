@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::crash::RunFigures;
+use super::figures::RunFigures;
 use super::state::State;
 use super::world::{Ms, World};
 use crate::config::Config;

@@ -19,6 +19,7 @@ pub mod command;
 pub mod crash;
 pub mod demo;
 pub mod faults;
+pub mod figures;
 pub mod invariants;
 pub mod plot;
 pub mod replay;
