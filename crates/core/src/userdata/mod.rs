@@ -34,98 +34,31 @@
 //!
 //! Rendered cloud-init that starts with `#cloud-config` is checked to be YAML, Butane is
 //! translated to Ignition 3.3.0 JSON, and a script must start with `#!`.
+//!
+//! # Files
+//!
+//! - `settings`: the `userData` key of a node group ([`UserDataConfig`], [`infer_format`]).
+//! - `context`: what a template sees of the new node ([`RenderContext`]).
+//! - `error`: [`UserDataError`] and the reading of minijinja's errors.
+//! - [`shell`]: the `shell_quote` filter; [`butane`]: Butane to Ignition.
+//!
+//! This file renders: the template environment, `render`, `check_all`, and the checks
+//! of the rendered output.
 
 pub mod butane;
+mod context;
+mod error;
+mod settings;
 pub mod shell;
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use serde::Deserialize;
+use error::{map_error, missing_variables, UNKNOWN_VARIABLE};
 
-use crate::model::{LABEL_CLUSTER, LABEL_GROUP, STARTUP_TAINT_KEY};
-
-/// How a group's user data is produced (the `userData` key of a node group).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct UserDataConfig {
-    /// Template file name, relative to the templates directory.
-    pub template: String,
-    /// Output format; inferred from the template's file name when absent.
-    #[serde(default)]
-    pub format: Option<UserDataFormat>,
-    /// Free-form variables passed to the template.
-    #[serde(default)]
-    pub variables: BTreeMap<String, serde_json::Value>,
-    /// Variables read from files at render time (trailing newline trimmed), so secrets such
-    /// as join tokens can come from a mounted Secret instead of the config.
-    #[serde(default)]
-    pub variable_files: BTreeMap<String, PathBuf>,
-}
-
-impl UserDataConfig {
-    /// The explicit format, or the one inferred from the template name.
-    pub fn effective_format(&self) -> UserDataFormat {
-        self.format.unwrap_or_else(|| infer_format(&self.template))
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum UserDataFormat {
-    /// `#cloud-config` YAML (or any cloud-init user data), passed through.
-    CloudInit,
-    /// Butane (Fedora CoreOS) YAML, translated to Ignition 3.3 JSON.
-    Butane,
-    /// A shell script (e.g. a join script run through a guest agent).
-    Script,
-}
-
-impl fmt::Display for UserDataFormat {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            UserDataFormat::CloudInit => "cloud-init",
-            UserDataFormat::Butane => "butane",
-            UserDataFormat::Script => "script",
-        })
-    }
-}
-
-/// Infers the output format from a template file name.
-///
-/// The file name (without directories) is split at dots; the first part is the stem and
-/// is ignored. If any later part is `butane` or `bu`, the format is Butane; else if any
-/// is `sh`, it is Script; otherwise CloudInit. So `k3s.butane.yaml.j2`, `fcos.bu` →
-/// Butane; `join.sh.j2` → Script; `k3s.cloud-init.yaml.j2`, `user-data` → CloudInit.
-pub fn infer_format(template: &str) -> UserDataFormat {
-    let file = template.rsplit('/').next().unwrap_or(template);
-    let parts: Vec<&str> = file.split('.').skip(1).collect();
-    if parts
-        .iter()
-        .any(|p| p.eq_ignore_ascii_case("butane") || p.eq_ignore_ascii_case("bu"))
-    {
-        UserDataFormat::Butane
-    } else if parts.iter().any(|p| p.eq_ignore_ascii_case("sh")) {
-        UserDataFormat::Script
-    } else {
-        UserDataFormat::CloudInit
-    }
-}
-
-/// What nodewright knows about the node being created.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RenderContext {
-    pub cluster_name: String,
-    pub group: String,
-    pub node_name: String,
-    /// Group labels plus [`LABEL_CLUSTER`] and [`LABEL_GROUP`].
-    pub labels: BTreeMap<String, String>,
-    /// Group taints, each `key=value:Effect` (or `key:Effect`).
-    pub taints: Vec<String>,
-    /// `nodewright.io/startup=true:NoSchedule`.
-    pub startup_taint: String,
-}
+pub use context::{startup_taint, RenderContext, BUILTIN_VARIABLES};
+pub use error::UserDataError;
+pub use settings::{infer_format, UserDataConfig, UserDataFormat};
 
 /// The templates shipped in the repository's `templates/` (and the chart's ConfigMap),
 /// named when a group's template is missing.
@@ -136,278 +69,12 @@ pub const SHIPPED_TEMPLATES: &[&str] = &[
     "kubeadm-join.sh.j2",
 ];
 
-/// The names a template gets from nodewright; `variables` may not reuse them.
-pub const BUILTIN_VARIABLES: &[&str] = &[
-    "cluster_name",
-    "group",
-    "node_name",
-    "labels",
-    "taints",
-    "startup_taint",
-    "all_taints",
-    "k3s_node_args",
-];
-
-/// The startup taint every new node registers with, `key=true:NoSchedule`.
-pub fn startup_taint() -> String {
-    format!("{STARTUP_TAINT_KEY}=true:NoSchedule")
-}
-
-impl RenderContext {
-    /// Builds the context for one node: adds nodewright's ownership labels (which win
-    /// over group labels of the same key) and the startup taint.
-    pub fn new(
-        cluster_name: impl Into<String>,
-        group: impl Into<String>,
-        node_name: impl Into<String>,
-        group_labels: &BTreeMap<String, String>,
-        group_taints: Vec<String>,
-    ) -> Self {
-        let cluster_name = cluster_name.into();
-        let group = group.into();
-        let mut labels = group_labels.clone();
-        labels.insert(LABEL_CLUSTER.to_string(), cluster_name.clone());
-        labels.insert(LABEL_GROUP.to_string(), group.clone());
-        RenderContext {
-            cluster_name,
-            group,
-            node_name: node_name.into(),
-            labels,
-            taints: group_taints,
-            startup_taint: startup_taint(),
-        }
-    }
-
-    /// Group taints followed by the startup taint.
-    pub fn all_taints(&self) -> Vec<String> {
-        let mut all = self.taints.clone();
-        all.push(self.startup_taint.clone());
-        all
-    }
-
-    /// `k3s agent` flags for this node: node name, labels, taints (incl. startup).
-    pub fn k3s_node_args(&self) -> Vec<String> {
-        let mut args = vec![format!("--node-name={}", self.node_name)];
-        args.extend(
-            self.labels
-                .iter()
-                .map(|(k, v)| format!("--node-label={k}={v}")),
-        );
-        args.extend(
-            self.all_taints()
-                .into_iter()
-                .map(|t| format!("--node-taint={t}")),
-        );
-        args
-    }
-
-    fn builtins(&self) -> BTreeMap<&'static str, serde_json::Value> {
-        use serde_json::Value;
-        let strings = |v: Vec<String>| Value::Array(v.into_iter().map(Value::String).collect());
-        BTreeMap::from([
-            ("cluster_name", Value::String(self.cluster_name.clone())),
-            ("group", Value::String(self.group.clone())),
-            ("node_name", Value::String(self.node_name.clone())),
-            (
-                "labels",
-                Value::Object(
-                    self.labels
-                        .iter()
-                        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
-                        .collect(),
-                ),
-            ),
-            ("taints", strings(self.taints.clone())),
-            ("startup_taint", Value::String(self.startup_taint.clone())),
-            ("all_taints", strings(self.all_taints())),
-            ("k3s_node_args", strings(self.k3s_node_args())),
-        ])
-    }
-}
-
 /// Rendered user data, ready to hand to the cloud.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RenderedUserData {
     pub format: UserDataFormat,
     /// cloud-init text, a script, or Ignition JSON (for Butane templates).
     pub content: String,
-}
-
-/// Shows ` line N` when a line is known.
-struct AtLine(Option<usize>);
-
-impl fmt::Display for AtLine {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(line) => write!(f, ", line {line}"),
-            None => Ok(()),
-        }
-    }
-}
-
-/// Shows `\n  the line reads: …` when the offending text is known.
-struct Excerpt<'a>(&'a Option<String>);
-
-impl fmt::Display for Excerpt<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.0 {
-            Some(text) => write!(f, " (the line reads: `{}`)", text.trim()),
-            None => Ok(()),
-        }
-    }
-}
-
-/// Explains where a line number of rendered output points, when there is one.
-struct RenderedLineHint(Option<usize>);
-
-impl fmt::Display for RenderedLineHint {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0.is_some() {
-            f.write_str(
-                "; the line number counts lines of the rendered output, so look for the \
-                 quoted text in the template (often wrong indentation, or a value that \
-                 needs `| tojson` quoting)",
-            )?;
-        }
-        Ok(())
-    }
-}
-
-/// Why user data could not be rendered. Every variant names the template file; syntax,
-/// render and YAML errors also name the line.
-#[derive(Debug, thiserror::Error)]
-pub enum UserDataError {
-    #[error(
-        "user data template `{template}` not found in {}{}; \
-         check `userData.template` (it is relative to the templates directory)",
-        dir.display(),
-        available_hint(available)
-    )]
-    TemplateNotFound {
-        template: String,
-        dir: PathBuf,
-        available: Vec<String>,
-    },
-    #[error(
-        "userData.variableFiles.{name}: cannot read {}: {source}; expected a readable file (e.g. a mounted Secret)",
-        path.display()
-    )]
-    VariableFile {
-        name: String,
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("cannot read templates directory {}: {source}", dir.display())]
-    Io {
-        dir: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error(
-        "template `{template}`{}: syntax error: {detail}; fix the template (minijinja \
-         uses Jinja2 syntax: {{{{ expr }}}}, {{% if %}}…{{% endif %}}, {{# comment #}})",
-        AtLine(*line)
-    )]
-    Syntax {
-        template: String,
-        line: Option<usize>,
-        detail: String,
-    },
-    #[error(
-        "template `{template}`{}: undefined variable `{variable}`; add it to the group's \
-         `userData.variables`, or guard it with `{{% if {root} is defined %}}` if it is \
-         optional",
-        AtLine(*line),
-        root = variable.split(['.', '[']).next().unwrap_or(variable)
-    )]
-    UndefinedVariable {
-        template: String,
-        line: Option<usize>,
-        variable: String,
-    },
-    #[error("template `{template}`{}: render error: {detail}", AtLine(*line))]
-    Render {
-        template: String,
-        line: Option<usize>,
-        detail: String,
-    },
-    #[error(
-        "template `{template}`: `userData.variables.{name}` clashes with the built-in \
-         variable of that name; rename the variable (built-ins: {})",
-        BUILTIN_VARIABLES.join(", ")
-    )]
-    ReservedVariable { template: String, name: String },
-    #[error(
-        "template `{template}`: the rendered Butane is invalid{}: {source}{}{}",
-        AtLine(*line),
-        Excerpt(excerpt),
-        RenderedLineHint(*line)
-    )]
-    Butane {
-        template: String,
-        /// Line of the rendered Butane document.
-        line: Option<usize>,
-        excerpt: Option<String>,
-        #[source]
-        source: Box<butane::ButaneError>,
-    },
-    #[error(
-        "template `{template}`: the rendered #cloud-config is not valid YAML{}: \
-         {message}{}{}",
-        AtLine(*line),
-        Excerpt(excerpt),
-        RenderedLineHint(*line)
-    )]
-    CloudConfigYaml {
-        template: String,
-        line: Option<usize>,
-        excerpt: Option<String>,
-        message: String,
-    },
-    #[error(
-        "template `{template}`: a script must start with a `#!` line (e.g. `#!/bin/sh`); \
-         add one, or set `userData.format` if this is not a script"
-    )]
-    ScriptWithoutShebang { template: String },
-}
-
-impl UserDataError {
-    /// The template file the error is about.
-    pub fn template(&self) -> Option<&str> {
-        match self {
-            UserDataError::Io { .. } => None,
-            UserDataError::TemplateNotFound { template, .. }
-            | UserDataError::Syntax { template, .. }
-            | UserDataError::UndefinedVariable { template, .. }
-            | UserDataError::Render { template, .. }
-            | UserDataError::ReservedVariable { template, .. }
-            | UserDataError::Butane { template, .. }
-            | UserDataError::CloudConfigYaml { template, .. }
-            | UserDataError::ScriptWithoutShebang { template } => Some(template),
-            UserDataError::VariableFile { .. } => None,
-        }
-    }
-
-    /// The line the error is about (in the template for syntax/render errors, in the
-    /// rendered output for YAML errors).
-    pub fn line(&self) -> Option<usize> {
-        match self {
-            UserDataError::Syntax { line, .. }
-            | UserDataError::UndefinedVariable { line, .. }
-            | UserDataError::Render { line, .. }
-            | UserDataError::Butane { line, .. }
-            | UserDataError::CloudConfigYaml { line, .. } => *line,
-            _ => None,
-        }
-    }
-}
-
-fn available_hint(available: &[String]) -> String {
-    if available.is_empty() {
-        String::new()
-    } else {
-        format!(" (available: {})", available.join(", "))
-    }
 }
 
 /// A YAML parse failure, independent of the YAML library.
@@ -607,107 +274,6 @@ pub fn render(
         }
     };
     Ok(RenderedUserData { format, content })
-}
-
-/// What an undefined-variable error names when the error does not locate it.
-const UNKNOWN_VARIABLE: &str = "(unknown)";
-
-/// The template's variables the context lacks (top level, and included templates'),
-/// joined; for an undefined-value error that carries no location.
-fn missing_variables(
-    template: &minijinja::Template<'_, '_>,
-    context: &BTreeMap<String, serde_json::Value>,
-) -> Option<String> {
-    let mut missing: Vec<String> = template
-        .undeclared_variables(false)
-        .into_iter()
-        .filter(|v| !context.contains_key(v))
-        .collect();
-    missing.sort();
-    (!missing.is_empty()).then(|| missing.join("`, `"))
-}
-
-/// Turns a minijinja error into ours, naming the template (the included one, if the
-/// error is inside an include) and the line.
-fn map_error(requested: &str, e: minijinja::Error) -> UserDataError {
-    // Errors inside included templates are chained; report the innermost one.
-    let mut inner: &minijinja::Error = &e;
-    while let Some(next) =
-        std::error::Error::source(inner).and_then(|s| s.downcast_ref::<minijinja::Error>())
-    {
-        inner = next;
-    }
-    let template = inner.name().unwrap_or(requested).to_string();
-    let line = inner.line();
-    let detail = inner
-        .detail()
-        .map(str::to_string)
-        .unwrap_or_else(|| inner.kind().to_string());
-    match inner.kind() {
-        minijinja::ErrorKind::SyntaxError | minijinja::ErrorKind::BadEscape => {
-            UserDataError::Syntax {
-                template,
-                line,
-                detail,
-            }
-        }
-        minijinja::ErrorKind::UndefinedError => {
-            let variable = inner
-                .template_source()
-                .zip(inner.range())
-                .and_then(|(src, range)| undefined_expression(src, range))
-                .unwrap_or_else(|| UNKNOWN_VARIABLE.to_string());
-            UserDataError::UndefinedVariable {
-                template,
-                line,
-                variable,
-            }
-        }
-        _ => UserDataError::Render {
-            template,
-            line,
-            detail,
-        },
-    }
-}
-
-/// The expression an undefined-value error points at. For a filter call (`x | tojson`)
-/// minijinja's span covers only the filter name, so the filtered expression is read
-/// back from the pipe to the opening `{{` / `{%`.
-fn undefined_expression(src: &str, range: std::ops::Range<usize>) -> Option<String> {
-    let span = src.get(range.clone())?.trim();
-    let before = src.get(..range.start)?.trim_end();
-    let expr = match before.strip_suffix('|') {
-        Some(filtered) => {
-            let open = filtered
-                .rfind("{{")
-                .into_iter()
-                .chain(filtered.rfind("{%"))
-                .max()?;
-            let expr = filtered.get(open + 2..)?;
-            let expr = expr.trim_start_matches(['-', '+']);
-            // `for a, b in x | items`, `if x | length`: keep the operand.
-            let expr = expr.rsplit_once(" in ").map_or(expr, |(_, e)| e);
-            let expr = expr.trim();
-            let expr = expr
-                .strip_prefix("if ")
-                .or_else(|| expr.strip_prefix("elif "))
-                .unwrap_or(expr);
-            expr.split('|').next().unwrap_or(expr).to_string()
-        }
-        None => span.to_string(),
-    };
-    let expr = expr.trim();
-    let simple = expr.trim_start_matches('(').trim_end_matches(')').trim();
-    let expr = if simple
-        .chars()
-        .all(|c| c.is_alphanumeric() || matches!(c, '_' | '.'))
-    {
-        simple
-    } else {
-        expr
-    };
-    (!expr.is_empty()).then(|| expr.to_string())
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Tests of rendering user data: templates, variables, secrets and the formats.
 
 use super::*;
+use crate::model::{LABEL_CLUSTER, LABEL_GROUP};
 
 fn write(dir: &Path, name: &str, text: &str) {
     if let Err(e) = std::fs::write(dir.join(name), text) {

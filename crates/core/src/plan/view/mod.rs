@@ -1,149 +1,35 @@
 //! Derived facts the steps share: which nodes and VMs are ours, what state each VM is
 //! in, what a new node of each group looks like, the scheduling model of the cluster
 //! and where the pending pods could go. Computed once per plan.
+//!
+//! - `members`: which VMs are ours and their [`ServerState`].
+//! - `groups`: what a new node of each group offers ([`GroupInfo`]).
+//! - `model`: the scheduling model the steps copy.
+//! - `pending`: where the pods the scheduler could not place could go ([`Pending`]).
+//!
+//! This file holds the [`View`] itself, its making, and the counts the steps ask it.
 
 use std::cell::OnceCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use serde::Serialize;
-
 use super::sched::index::{FxHashMap, FxHashSet};
-use super::sched::{
-    self, daemonset_overhead, group_template, well_known_labels, Model, Slot, SlotKind, Unfit,
-};
+use super::sched::Model;
 use super::snapshot::Snapshot;
-use crate::config::{Config, NodeGroupConfig};
+use crate::config::Config;
 use crate::model::{
-    NodeInfo, PodInfo, Resources, Server, ServerRef, ServerStatus, VmSize, LABEL_CLUSTER,
-    LABEL_GROUP, STARTUP_TAINT_KEY,
+    NodeInfo, PodInfo, Resources, Server, ServerStatus, LABEL_CLUSTER, LABEL_GROUP,
 };
 
+mod groups;
+mod members;
+mod model;
 mod pending;
 
-/// Where a VM of ours is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum ServerState {
-    /// Booting, or its node has not become Ready and untainted yet.
-    Provisioning,
-    /// Its node is Ready and took the startup taint off.
-    Joined,
-    /// The cloud reports an error, or it did not join within `provisionTimeout`.
-    Failed,
-    /// The cloud is already deleting it.
-    Deleting,
-    /// nodewright began removing it ([`ServerStatus::Removing`]) and its Node is gone, but
-    /// the VM is not (a failed delete, a process killed in between). Never capacity and
-    /// never a failed create; counts against `maxSize` (it still runs); its delete is
-    /// retried, held back per object when it keeps failing.
-    Removing,
-    /// A node of its name exists but no longer carries our labels, or the cloud shows the
-    /// VM half-made although a node of its name registered (its tags were taken away):
-    /// someone took it over. Never deleted, only reported.
-    Disowned,
-    /// It joined once (the cloud carries its joined mark, [`Server::ever_joined`]) but
-    /// has no Ready, untainted Node of ours now: deleted with `kubectl delete node` (its
-    /// kubelet registers it again), or out of sight of an API server that lists no nodes.
-    /// Never removed for not joining; waited on and reported. Counts against `maxSize` and
-    /// toward `minSize`, never as capacity.
-    Vanished,
-}
-
-/// A VM of ours with the node it became, if any.
-pub struct Member<'a> {
-    pub server: &'a Server,
-    pub group: &'a NodeGroupConfig,
-    /// The node with the same name, only when its labels also say it is ours.
-    pub node: Option<&'a NodeInfo>,
-    pub state: ServerState,
-    /// The cloud reports the VM in error while its node still runs: replaced through
-    /// cordon and drain, never deleted under its pods.
-    pub vm_error: bool,
-}
-
-impl Member<'_> {
-    pub fn server_ref(&self) -> ServerRef {
-        ServerRef {
-            provider: self.server.provider.clone(),
-            id: self.server.id.clone(),
-            name: self.server.name.clone(),
-            group: self.group.name.clone(),
-        }
-    }
-
-    pub fn cordoned(&self) -> bool {
-        self.node.is_some_and(|n| n.unschedulable)
-    }
-
-    /// Joined, schedulable, not going away: counts as capacity.
-    pub fn schedulable(&self) -> bool {
-        self.state == ServerState::Joined
-            && self
-                .node
-                .is_some_and(|n| n.ready && !n.unschedulable && !n.deleting)
-    }
-}
-
-/// What one new node of a group offers, as the scheduler will see it.
-pub struct GroupInfo {
-    /// Labels but the hostname.
-    pub labels: BTreeMap<String, String>,
-    /// Allocatable: learned from the group's live nodes, else flavor minus reservation.
-    pub allocatable: Resources,
-    /// Whether `allocatable` comes from a live node (true) or from the flavor (false).
-    pub learned: bool,
-    /// Requests of the DaemonSet pods that will land on it.
-    pub overhead: Resources,
-    /// An empty new node (hostname `<group>-new-0`).
-    pub template: Slot<'static>,
-    /// The group's hypervisor hosts (Proxmox), where the provider reports them.
-    pub hosts: Option<HostRoom>,
-}
-
-impl GroupInfo {
-    /// The hypervisor hosts the group's next new nodes go to, in order (empty without
-    /// hosts): the zone of each.
-    pub fn zones(&self) -> &[String] {
-        self.hosts.as_ref().map_or(&[][..], |h| &h.zones[..])
-    }
-}
-
-/// What the hosts of a group allow now (see [`crate::model::hosts`]).
-#[derive(Debug, Clone)]
-pub struct HostRoom {
-    /// The hosts the next VMs go to, in order (as many as fit, up to `maxSize`): the
-    /// zone of each new node.
-    pub zones: Vec<String>,
-    /// Why no more fit, once they are full.
-    pub full: Option<String>,
-}
-
-impl GroupInfo {
-    /// CPU and memory left for pods on an empty new node.
-    pub fn usable(&self) -> Resources {
-        let mut r = self.allocatable.clone();
-        r.sub(&self.overhead);
-        r
-    }
-}
-
-/// Where the model puts the pods the scheduler could not place.
-#[derive(Default)]
-pub struct Pending<'a> {
-    /// Fit a node that exists now: the scheduler should place them.
-    pub on_nodes: Vec<(&'a PodInfo, String)>,
-    /// Would fit an existing node, but the scheduler has refused them past
-    /// `modelMismatchGrace`: they are treated as needing a node.
-    pub mismatched: Vec<(&'a PodInfo, String)>,
-    /// Fit a VM still provisioning.
-    pub on_provisioning: Vec<(&'a PodInfo, String)>,
-    /// Need new nodes; some group can host each of them.
-    pub needing_nodes: Vec<&'a PodInfo>,
-    /// No group can host these at all, with each group's reason.
-    pub unhostable: Vec<(&'a PodInfo, Vec<(String, String)>)>,
-}
+pub use groups::GroupInfo;
+pub use members::{Member, ServerState};
+pub use pending::Pending;
 
 pub struct View<'a> {
     pub config: &'a Config,
@@ -189,53 +75,7 @@ pub struct View<'a> {
 
 impl<'a> View<'a> {
     pub fn new(s: &'a Snapshot, config: &'a Config, now: SystemTime) -> View<'a> {
-        let nodes: BTreeMap<&str, &NodeInfo> =
-            s.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-        let mut members = Vec::new();
-        let mut warm = Vec::new();
-        for server in &s.servers {
-            // Ownership, cloud side: our cluster tag and a group we know.
-            if server.cluster.as_deref() != Some(config.cluster_name.as_str()) {
-                continue;
-            }
-            let Some(group) = server.group.as_deref().and_then(|g| config.group(g)) else {
-                continue;
-            };
-            if server.warm {
-                warm.push(server);
-                continue;
-            }
-            // Ownership, cluster side: the node's labels must agree.
-            let same_name = nodes.get(server.name.as_str()).copied();
-            let node = same_name.filter(|n| {
-                n.labels.get(LABEL_CLUSTER) == Some(&config.cluster_name)
-                    && n.labels.get(LABEL_GROUP) == Some(&group.name)
-            });
-            let mut state = server_state(server, node, config.provision_timeout, now);
-            if same_name.is_some() && node.is_none() {
-                state = ServerState::Disowned;
-            }
-            // A half-made VM never booted, so never registered a Node: one whose name a
-            // Node carries ran as a node, and only looks half-made because a person took
-            // its cloud marks away. Never removed as half-made with its node and pods.
-            if server.status == ServerStatus::Incomplete && same_name.is_some() {
-                state = ServerState::Disowned;
-            }
-            let vm_error = server.status == ServerStatus::Error;
-            // A VM in error whose node joined may still run pods: it is replaced through
-            // cordon and drain (ready or not), never deleted under them.
-            if vm_error && node.is_some_and(|n| !n.has_taint(STARTUP_TAINT_KEY) && !n.deleting) {
-                state = ServerState::Joined;
-            }
-            members.push(Member {
-                server,
-                group,
-                node,
-                state,
-                vm_error,
-            });
-        }
-        members.sort_by(|a, b| a.server.name.cmp(&b.server.name));
+        let (members, warm) = members::ours(s, config, now);
 
         let mut frozen = BTreeMap::new();
         for g in &config.node_groups {
@@ -284,83 +124,7 @@ impl<'a> View<'a> {
             })
             .collect();
 
-        // One pass for every group's DaemonSet overhead.
-        let daemonset_pods: Vec<&PodInfo> = s
-            .pods
-            .iter()
-            .map(Arc::as_ref)
-            .filter(|p| p.is_daemonset() && !p.is_terminal())
-            .collect();
-        let mut groups = BTreeMap::new();
-        for g in &config.node_groups {
-            let shape = s.group_shapes.get(&g.name);
-            let labels = well_known_labels(g, &config.cluster_name, shape);
-            let mut live: Vec<&NodeInfo> = members
-                .iter()
-                .filter(|m| m.group.name == g.name && m.state == ServerState::Joined)
-                .filter_map(|m| m.node)
-                .collect();
-            // A frozen group has no members: its Nodes still tell what a node offers.
-            live.extend(
-                frozen_nodes
-                    .iter()
-                    .filter(|n| n.labels.get(LABEL_GROUP) == Some(&g.name) && n.ready),
-            );
-            let (allocatable, learned) = if live.is_empty() {
-                match s
-                    .learned_allocatable
-                    .get(&format!("{}/{}", g.name, g.settings_hash))
-                {
-                    Some(a) => (a.clone(), true),
-                    None => (sched::template::allocatable_from_shape(g, shape), false),
-                }
-            } else {
-                let mut a = Resources::default();
-                for n in &live {
-                    a.max_with(&n.allocatable);
-                }
-                (a, true)
-            };
-            let template = group_template(
-                g,
-                &labels,
-                allocatable.clone(),
-                SlotKind::New(g.name.clone()),
-                0,
-            );
-            let overhead = daemonset_overhead(daemonset_pods.iter().copied(), &template);
-            let hosts = shape.and_then(|sh| {
-                let h = sh.hosts.as_ref()?;
-                let vm = VmSize {
-                    cpu_milli: sh.cpu_milli.unwrap_or(0),
-                    memory: sh.memory.unwrap_or(0),
-                };
-                let size = members
-                    .iter()
-                    .filter(|m| m.group.name == g.name && m.state != ServerState::Deleting)
-                    .count() as u32;
-                let zones = h.plan(vm, g.max_size.saturating_sub(size));
-                let mut after = h.clone();
-                for z in &zones {
-                    if let Some(i) = after.index(z) {
-                        after.place(i, vm);
-                    }
-                }
-                let full = after.choose(vm).is_none().then(|| after.full_reason(vm));
-                Some(HostRoom { zones, full })
-            });
-            groups.insert(
-                g.name.as_str(),
-                GroupInfo {
-                    labels,
-                    allocatable,
-                    learned,
-                    overhead,
-                    template,
-                    hosts,
-                },
-            );
-        }
+        let groups = groups::group_infos(s, config, &members, &frozen_nodes);
 
         let mut view = View {
             config,
@@ -401,98 +165,6 @@ impl<'a> View<'a> {
             .filter(|p| !unhostable.contains(&(*p as *const PodInfo)))
             .collect();
         view
-    }
-
-    /// The model of the cluster as it is, plus a slot per VM still provisioning: a copy
-    /// of the one built with the view (far cheaper than rebuilding it from the pods).
-    pub fn model(&self) -> Model<'a> {
-        self.base_model.clone()
-    }
-
-    /// The model [`Self::model`] copies, with the affinity and spread rules of `pending`
-    /// and of the running pods (scale-down moves those in the model) resolved in it
-    /// once rather than in every copy.
-    fn build_model(&self, pending: &[&'a PodInfo]) -> Model<'a> {
-        let mut m = Model::of_grouped_pods(self.nodes, |n| self.pods_on(n));
-        for member in self.provisioning() {
-            let Some(info) = self.groups.get(member.group.name.as_str()) else {
-                continue;
-            };
-            let mut slot = info.template.clone();
-            slot.name = member.server.name.clone().into();
-            slot.labels.to_mut().insert(
-                sched::template::LABEL_HOSTNAME.to_string(),
-                member.server.name.clone(),
-            );
-            slot.kind = SlotKind::Provisioning(member.group.name.clone());
-            slot.used = info.overhead.clone();
-            if let Some(i) = m.slot_index(&member.server.name) {
-                // Its node registered with the startup taint: count the VM once.
-                m.slots[i].usable = false;
-            }
-            m.add_slot(slot);
-        }
-        // A warm VM's Node (a fill on its one boot) is never room for pods.
-        for s in &self.warm {
-            if let Some(i) = m.slot_index(&s.name) {
-                m.slots[i].usable = false;
-            }
-        }
-        m.prepare(pending);
-        let with_rules: Vec<&'a PodInfo> = self
-            .pods_by_node
-            .values()
-            .flatten()
-            .copied()
-            .filter(|p| {
-                !p.pod_anti_affinity.is_empty()
-                    || !p.pod_affinity.is_empty()
-                    || !p.spread.is_empty()
-            })
-            .collect();
-        m.prepare(&with_rules);
-        m
-    }
-
-    /// [`Self::model`] plus each group's zone (and other topology values) as a spread
-    /// domain, as Karpenter counts the domains a node pool could offer: a zone with no
-    /// node yet is the emptiest one, so new nodes go there first. Hostnames are left
-    /// out: every new node is a new host anyway.
-    pub fn model_for_new_nodes(&self) -> Model<'a> {
-        let mut m = self.model();
-        for (name, info) in &self.groups {
-            let mut slot = info.template.clone();
-            slot.name = format!("{name}-domains").into();
-            slot.labels.to_mut().remove(sched::template::LABEL_HOSTNAME);
-            slot.usable = false;
-            // Each hypervisor host the group's next VMs go to is a zone of its own.
-            let zones: std::collections::BTreeSet<&String> =
-                info.hosts.iter().flat_map(|h| &h.zones).collect();
-            for z in zones {
-                let mut d = slot.clone();
-                d.name = format!("{name}-domain-{z}").into();
-                d.labels
-                    .to_mut()
-                    .insert(sched::template::LABEL_ZONE.to_string(), z.clone());
-                m.add_slot(d);
-            }
-            m.add_slot(slot);
-        }
-        m
-    }
-
-    /// The node shape pod sizes are compared with for packing order: the largest group.
-    pub fn reference_node(&self) -> Resources {
-        let mut r = Resources::default();
-        for info in self.groups.values() {
-            r.max_with(&info.allocatable);
-        }
-        if r.cpu == 0 || r.memory == 0 {
-            for n in self.nodes {
-                r.max_with(&n.allocatable);
-            }
-        }
-        r
     }
 
     /// A PodDisruptionBudget that allows no disruption of `pod` right now, if any.
@@ -656,47 +328,5 @@ impl<'a> View<'a> {
 
     pub fn age(&self, t: SystemTime) -> Duration {
         self.now.duration_since(t).unwrap_or_default()
-    }
-}
-
-fn server_state(
-    server: &Server,
-    node: Option<&NodeInfo>,
-    timeout: Duration,
-    now: SystemTime,
-) -> ServerState {
-    if server.status == ServerStatus::Deleting {
-        return ServerState::Deleting;
-    }
-    let joined = node.is_some_and(|n| !n.has_taint(STARTUP_TAINT_KEY) && !n.deleting);
-    // Marked before its Node is deleted: while the Node is there, the removal that
-    // marked it (cordoned, drained) is still the one to finish it.
-    if server.status == ServerStatus::Removing && !joined {
-        return ServerState::Removing;
-    }
-    if joined
-        && !matches!(
-            server.status,
-            ServerStatus::Error | ServerStatus::Incomplete
-        )
-    {
-        return ServerState::Joined;
-    }
-    // A VM that ran as a node is never taken for one that failed to join, whatever the
-    // cluster shows now (its Node deleted, re-registering, or not listed at all).
-    if server.ever_joined() && !joined {
-        return ServerState::Vanished;
-    }
-    if matches!(
-        server.status,
-        ServerStatus::Error | ServerStatus::Incomplete
-    ) {
-        return ServerState::Failed;
-    }
-    let age = now.duration_since(server.created).unwrap_or_default();
-    if age > timeout {
-        ServerState::Failed
-    } else {
-        ServerState::Provisioning
     }
 }

@@ -1,7 +1,26 @@
 //! Where the pending pods could go: on a node that exists, on capacity on its way, on a
 //! new node of some group, or nowhere (with each group's reason).
 
-use super::*;
+use super::{GroupInfo, View};
+use crate::config::NodeGroupConfig;
+use crate::model::PodInfo;
+use crate::plan::sched::{self, SlotKind, Unfit};
+
+/// Where the model puts the pods the scheduler could not place.
+#[derive(Default)]
+pub struct Pending<'a> {
+    /// Fit a node that exists now: the scheduler should place them.
+    pub on_nodes: Vec<(&'a PodInfo, String)>,
+    /// Would fit an existing node, but the scheduler has refused them past
+    /// `modelMismatchGrace`: they are treated as needing a node.
+    pub mismatched: Vec<(&'a PodInfo, String)>,
+    /// Fit a VM still provisioning.
+    pub on_provisioning: Vec<(&'a PodInfo, String)>,
+    /// Need new nodes; some group can host each of them.
+    pub needing_nodes: Vec<&'a PodInfo>,
+    /// No group can host these at all, with each group's reason.
+    pub unhostable: Vec<(&'a PodInfo, Vec<(String, String)>)>,
+}
 
 impl<'a> View<'a> {
     /// Sorts the unschedulable pods into the buckets of [`Pending`].
