@@ -2,6 +2,7 @@
 //! [`View`] and either claims the cycle with an action or adds notes and passes.
 
 mod buffers;
+mod deadlines;
 mod disrupt;
 mod drain;
 mod expander;

@@ -3,7 +3,7 @@
 //! nothing more can be evicted), all in one action: the Node first, then the VM, and
 //! only after their volumes detached. A node a person cordoned is never touched.
 
-use super::drain::{hard_limit_overdue, hard_limit_reached, past_deadline, remaining};
+use super::deadlines::{hard_limit_overdue, hard_limit_reached, past_deadline, remaining};
 use super::StepResult;
 use crate::model::{ObjectRef, PodRef};
 use crate::plan::policy;

@@ -11,7 +11,7 @@ use super::{cordon, in_service, movable, targets_hold, whole};
 use crate::config::DisruptionReason;
 use crate::model::{NodeInfo, ObjectRef};
 use crate::plan::policy;
-use crate::plan::steps::{drain, StepResult};
+use crate::plan::steps::{deadlines, StepResult};
 use crate::plan::unremovable::KeptReason;
 use crate::plan::view::View;
 use crate::plan::{Reason, ReasonCode};
@@ -37,7 +37,7 @@ pub(super) fn consolidation_held(v: &View<'_>) -> Option<(KeptReason, String)> {
             ),
         ));
     }
-    if drain::draining(v) {
+    if deadlines::draining(v) {
         return Some((
             KeptReason::DrainInProgress,
             "another node is being drained; one voluntary removal at a time".into(),

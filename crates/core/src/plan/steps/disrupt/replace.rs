@@ -10,7 +10,7 @@ use crate::model::{NodeInfo, ObjectRef, PodInfo};
 use crate::plan::policy;
 use crate::plan::sched::{self, Model};
 use crate::plan::steps::reasons::replacement_reason;
-use crate::plan::steps::{drain, list_pods, room, StepResult};
+use crate::plan::steps::{deadlines, list_pods, room, StepResult};
 use crate::plan::view::{Member, ServerState, View};
 use crate::plan::{Action, Reason, ReasonCode};
 
@@ -58,7 +58,7 @@ pub(super) fn replace(
         // One voluntary replacement at a time: pods still leaving another node need
         // the room the model would otherwise count as free. And after a drain had to
         // be abandoned, wait before trying again.
-        if drain::draining(v) {
+        if deadlines::draining(v) {
             return None;
         }
         if v.last_disruption_failure
@@ -121,7 +121,7 @@ pub(super) fn replace(
             .as_ref()
             .is_some_and(|(_, code, _)| *code == "local-volume");
         let blocker = blocking.map(|(_, _, why)| why);
-        let grace = drain::limit_for(v, reason).filter(|_| !keeps_data);
+        let grace = deadlines::limit_for(v, reason).filter(|_| !keeps_data);
         if let (Some(b), Some(grace)) = (&blocker, grace) {
             // Past its life with a hard limit: what blocks it is evicted at the limit.
             notes.push(
