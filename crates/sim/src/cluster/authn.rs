@@ -23,7 +23,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use ring::rand::SecureRandom;
 use serde_json::{json, Value};
 
-use super::accounts::SERVICEACCOUNTS;
+use super::resources::SERVICEACCOUNTS;
 use super::meta;
 use super::rbac::{self, UserInfo};
 use super::routing::{route, Routed};

@@ -17,7 +17,6 @@
 //! disruption), `workloads` (Deployment, Job), `control` (the in-process API for tests),
 //! `bulk` (seeding large clusters).
 
-mod accounts;
 mod admission;
 mod authn;
 mod bulk;
@@ -243,7 +242,7 @@ impl SimCluster {
                 txn.create(res, obj).map_err(std::io::Error::other)?;
             }
             // k3s's default StorageClass, as a fresh k3s cluster has it.
-            let class = storage::normalize_class(storage::local_path_class())
+            let class = resources::normalize::normalize_class(storage::local_path_class())
                 .map_err(std::io::Error::other)?;
             txn.create(&resources::STORAGECLASSES, class)
                 .map_err(std::io::Error::other)?;

@@ -4,7 +4,7 @@
 use axum::http::Method;
 use serde_json::Value;
 
-use super::accounts::SERVICEACCOUNTS;
+use super::resources::SERVICEACCOUNTS;
 use super::discovery;
 use super::resources::{self, ResourceDef, PODS};
 use super::status::ApiError;
