@@ -27,9 +27,8 @@ use super::resources::SERVICEACCOUNTS;
 use super::meta;
 use super::rbac::{self, UserInfo};
 use super::routing::{route, Routed};
-use super::server::{ApiCall, Request, Shared};
+use super::request::{Answer, ApiCall, Request, Shared};
 use super::status::ApiError;
-use super::verbs::Answer;
 use super::Inner;
 
 /// Default and bounds of `spec.expirationSeconds`, as the real server applies them.

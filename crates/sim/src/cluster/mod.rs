@@ -6,16 +6,17 @@
 //! until [`SimCluster::shutdown`] is called or the last handle is dropped, whichever
 //! comes first; open watches end then too.
 //!
-//! Layout: `server` (routes), `routing` (URL to resource and verb), `query` (query
-//! parameters as the real server reads them), `verbs` (reads and writes), `list` and
-//! `watches` (resourceVersion semantics, paging, bookmarks), `render` (JSON, Table and
-//! metadata output), `validation` (fieldValidation), `openapi` (the documents kubectl
-//! fetches), `scale` (the scale subresource), `store` (objects, resourceVersion, watch
-//! history), `resources`/`discovery` (what is served), `patch`, `selectors`, `table`
-//! (kubectl's Table output), `eviction` (PDBs), `scheduler`, `kubelet` and `userdata`
-//! (node registration from VM user data), `controllers` (ReplicaSet, DaemonSet, GC,
-//! disruption), `workloads` (Deployment, Job), `control` (the in-process API for tests),
-//! `bulk` (seeding large clusters).
+//! Layout: `server` (routes), `request` (what a request is, as handlers see it),
+//! `routing` (URL to resource and verb), `query` (query parameters as the real server
+//! reads them), `verbs` (reads and writes), `list` and `watches` (resourceVersion
+//! semantics, paging, bookmarks), `render` (JSON, Table and metadata output),
+//! `validation` (fieldValidation), `openapi` (the documents kubectl fetches), `scale`
+//! (the scale subresource), `store` (objects, resourceVersion, watch history),
+//! `resources`/`discovery` (what is served), `patch`, `selectors`, `table` (kubectl's
+//! Table output), `eviction` (PDBs), `scheduler`, `kubelet` and `userdata` (node
+//! registration from VM user data), `controllers` (ReplicaSet, DaemonSet, GC,
+//! disruption), `workloads` (Deployment, Job), `control` (the in-process API for
+//! tests), `bulk` (seeding large clusters).
 
 mod admission;
 mod authn;
@@ -37,6 +38,7 @@ mod podsecurity;
 mod query;
 pub mod rbac;
 mod render;
+mod request;
 mod resources;
 mod routing;
 mod scale;
@@ -73,7 +75,7 @@ pub use bulk::SyntheticCluster;
 pub use control::PdbBudget;
 pub use kubelet::ANNOTATION_RUN_FOR;
 pub use objects::{SimNodeSpec, SimPodTemplate};
-pub use server::ApiCall;
+pub use request::ApiCall;
 pub use status::ApiError;
 
 use resources::NAMESPACES;

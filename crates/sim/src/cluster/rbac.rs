@@ -23,7 +23,7 @@ use k8s_openapi::api::rbac::v1::{
 use serde_json::{json, Value};
 
 use super::resources::{CLUSTERROLEBINDINGS, CLUSTERROLES, ROLEBINDINGS, ROLES};
-use super::server::ApiCall;
+use super::request::ApiCall;
 use super::status::ApiError;
 use super::store::Txn;
 

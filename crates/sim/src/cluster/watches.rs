@@ -26,7 +26,7 @@ use super::meta;
 use super::query::ListOptions;
 use super::render::{self, Render};
 use super::resources::ResourceDef;
-use super::server::Request;
+use super::request::Request;
 use super::status::ApiError;
 use super::store::{ChangeKind, Stored};
 
