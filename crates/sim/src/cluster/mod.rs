@@ -15,8 +15,9 @@
 //! `resources`/`discovery` (what is served), `patch`, `selectors`, `table` (kubectl's
 //! Table output), `eviction` (PDBs), `scheduler`, `kubelet` and `userdata` (node
 //! registration from VM user data), `controllers` (ReplicaSet, DaemonSet, GC,
-//! disruption), `workloads` (Deployment, Job), `control` (the in-process API for
-//! tests), `bulk` (seeding large clusters).
+//! disruption), `workloads` (Deployment, Job), `owners` and `dirty` (what the
+//! controllers share), `control` (the in-process API for tests), `bulk` (seeding large
+//! clusters).
 
 mod admission;
 mod authn;
@@ -33,6 +34,7 @@ mod meta;
 mod nodelifecycle;
 mod objects;
 mod openapi;
+mod owners;
 mod patch;
 mod podsecurity;
 mod query;
