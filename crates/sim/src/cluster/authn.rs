@@ -23,11 +23,11 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use ring::rand::SecureRandom;
 use serde_json::{json, Value};
 
-use super::resources::SERVICEACCOUNTS;
 use super::meta;
 use super::rbac::{self, UserInfo};
-use super::routing::{route, Routed};
 use super::request::{Answer, ApiCall, Request, Shared};
+use super::resources::SERVICEACCOUNTS;
+use super::routing::{route, Routed};
 use super::status::ApiError;
 use super::Inner;
 

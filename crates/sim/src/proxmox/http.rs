@@ -18,8 +18,8 @@ use super::reads;
 use super::reply::{data, fail};
 use super::schema::{self, percent_decode};
 use super::storage;
-use super::volumes;
 use super::tasks::{agent_exec, list as list_tasks, new_task, stop_task};
+use super::volumes;
 use super::{next_free, now_secs, Shared, SimAuth, SimCall, Ticket};
 
 fn parse_form(s: &str) -> Vec<(String, String)> {

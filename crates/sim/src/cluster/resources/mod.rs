@@ -19,8 +19,8 @@ use serde_json::Value;
 pub(super) mod normalize;
 
 use normalize::{
-    normalize_binding, normalize_class, normalize_csinode, normalize_job, normalize_pv, normalize_pvc,
-    normalize_role, roundtrip,
+    normalize_binding, normalize_class, normalize_csinode, normalize_job, normalize_pv,
+    normalize_pvc, normalize_role, roundtrip,
 };
 
 /// One served resource. `id` is the qualified resource name used in messages
