@@ -23,13 +23,12 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use ring::rand::SecureRandom;
 use serde_json::{json, Value};
 
-use super::accounts::SERVICEACCOUNTS;
 use super::meta;
 use super::rbac::{self, UserInfo};
+use super::request::{Answer, ApiCall, Request, Shared};
+use super::resources::SERVICEACCOUNTS;
 use super::routing::{route, Routed};
-use super::server::{ApiCall, Request, Shared};
 use super::status::ApiError;
-use super::verbs::Answer;
 use super::Inner;
 
 /// Default and bounds of `spec.expirationSeconds`, as the real server applies them.

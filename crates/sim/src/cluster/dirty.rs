@@ -9,16 +9,13 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use super::controllers::controller_uid;
 use super::meta;
+use super::owners::{controller_uid, ByOwner};
 use super::resources::{DAEMONSETS, DEPLOYMENTS, JOBS, NODES, PDBS, PODS, REPLICASETS};
 use super::store::{Change, ChangeKind, Stored, Txn};
 
 /// (namespace, name)
 type PodKey = (String, String);
-
-/// Objects by the uid of their controlling owner.
-pub type ByOwner = HashMap<String, Vec<Arc<Stored>>>;
 
 /// The controllers' memory between passes.
 #[derive(Debug, Default)]

@@ -16,7 +16,7 @@ use serde_json::json;
 use super::meta;
 use super::query::{ListOptions, VersionMatch};
 use super::render;
-use super::server::Request;
+use super::request::Request;
 use super::status::{bytes_response, ApiError};
 use super::store::ListKey;
 

@@ -6,18 +6,19 @@
 //! until [`SimCluster::shutdown`] is called or the last handle is dropped, whichever
 //! comes first; open watches end then too.
 //!
-//! Layout: `server` (routes), `routing` (URL to resource and verb), `query` (query
-//! parameters as the real server reads them), `verbs` (reads and writes), `list` and
-//! `watches` (resourceVersion semantics, paging, bookmarks), `render` (JSON, Table and
-//! metadata output), `validation` (fieldValidation), `openapi` (the documents kubectl
-//! fetches), `scale` (the scale subresource), `store` (objects, resourceVersion, watch
-//! history), `resources`/`discovery` (what is served), `patch`, `selectors`, `table`
-//! (kubectl's Table output), `eviction` (PDBs), `scheduler`, `kubelet` and `userdata`
-//! (node registration from VM user data), `controllers` (ReplicaSet, DaemonSet, GC,
-//! disruption), `workloads` (Deployment, Job), `control` (the in-process API for tests),
-//! `bulk` (seeding large clusters).
+//! Layout: `server` (routes), `request` (what a request is, as handlers see it),
+//! `routing` (URL to resource and verb), `query` (query parameters as the real server
+//! reads them), `verbs` (reads and writes), `list` and `watches` (resourceVersion
+//! semantics, paging, bookmarks), `render` (JSON, Table and metadata output),
+//! `validation` (fieldValidation), `openapi` (the documents kubectl fetches), `scale`
+//! (the scale subresource), `store` (objects, resourceVersion, watch history),
+//! `resources`/`discovery` (what is served), `patch`, `selectors`, `table` (kubectl's
+//! Table output), `eviction` (PDBs), `scheduler`, `kubelet` and `userdata` (node
+//! registration from VM user data), `controllers` (ReplicaSet, DaemonSet, GC,
+//! disruption), `workloads` (Deployment, Job), `owners` and `dirty` (what the
+//! controllers share), `control` (the in-process API for tests), `bulk` (seeding large
+//! clusters).
 
-mod accounts;
 mod admission;
 mod authn;
 mod bulk;
@@ -33,11 +34,13 @@ mod meta;
 mod nodelifecycle;
 mod objects;
 mod openapi;
+mod owners;
 mod patch;
 mod podsecurity;
 mod query;
 pub mod rbac;
 mod render;
+mod request;
 mod resources;
 mod routing;
 mod scale;
@@ -74,7 +77,7 @@ pub use bulk::SyntheticCluster;
 pub use control::PdbBudget;
 pub use kubelet::ANNOTATION_RUN_FOR;
 pub use objects::{SimNodeSpec, SimPodTemplate};
-pub use server::ApiCall;
+pub use request::ApiCall;
 pub use status::ApiError;
 
 use resources::NAMESPACES;
@@ -243,7 +246,7 @@ impl SimCluster {
                 txn.create(res, obj).map_err(std::io::Error::other)?;
             }
             // k3s's default StorageClass, as a fresh k3s cluster has it.
-            let class = storage::normalize_class(storage::local_path_class())
+            let class = resources::normalize::normalize_class(storage::local_path_class())
                 .map_err(std::io::Error::other)?;
             txn.create(&resources::STORAGECLASSES, class)
                 .map_err(std::io::Error::other)?;

@@ -22,8 +22,8 @@ use k8s_openapi::api::rbac::v1::{
 };
 use serde_json::{json, Value};
 
-use super::accounts::{CLUSTERROLEBINDINGS, CLUSTERROLES, ROLEBINDINGS, ROLES};
-use super::server::ApiCall;
+use super::request::ApiCall;
+use super::resources::{CLUSTERROLEBINDINGS, CLUSTERROLES, ROLEBINDINGS, ROLES};
 use super::status::ApiError;
 use super::store::Txn;
 

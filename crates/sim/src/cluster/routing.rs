@@ -4,8 +4,8 @@
 use axum::http::Method;
 use serde_json::Value;
 
-use super::accounts::SERVICEACCOUNTS;
 use super::discovery;
+use super::resources::SERVICEACCOUNTS;
 use super::resources::{self, ResourceDef, PODS};
 use super::status::ApiError;
 

@@ -4,7 +4,6 @@
 //! `Warning` headers as from the real server.
 
 use std::cell::RefCell;
-use std::sync::Arc;
 
 use axum::body::Bytes;
 use axum::extract::{Extension, State};
@@ -15,27 +14,11 @@ use axum::Router;
 
 use super::query::Query;
 use super::rbac::{self, UserInfo};
-use super::render::{render_mode, Render};
-use super::routing::{route, verb_of, Routed, Target};
+use super::request::{ApiCall, Request, Shared};
+use super::routing::{route, verb_of, Routed};
 use super::status::{json_response, ApiError};
 use super::{authn, eviction, media};
 use super::{discovery, list, openapi, verbs, watches, Inner};
-
-/// One request as RBAC would see it. Non-resource requests (discovery, /version,
-/// /openapi) have an empty `resource` and their URL in `path`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ApiCall {
-    pub verb: String,
-    pub group: String,
-    pub version: String,
-    pub resource: String,
-    pub subresource: Option<String>,
-    pub namespace: Option<String>,
-    pub name: Option<String>,
-    pub path: String,
-}
-
-pub type Shared = Arc<Inner>;
 
 pub fn router(state: Shared) -> Router {
     Router::new()
@@ -110,39 +93,6 @@ async fn openapi_group_version(State(state): State<Shared>, uri: Uri) -> Respons
 async fn not_found(State(state): State<Shared>, uri: Uri) -> Response {
     record_non_resource(&state, &uri);
     ApiError::page_not_found(uri.path()).into_response()
-}
-
-/// A resource request being served.
-pub struct Request<'a> {
-    pub state: &'a Shared,
-    pub target: Target,
-    pub query: Query,
-    pub headers: HeaderMap,
-    pub body: Bytes,
-    /// Sent back as `Warning: 299 - "..."` headers.
-    pub warnings: RefCell<Vec<String>>,
-}
-
-impl Request<'_> {
-    pub fn q(&self, k: &str) -> Option<&str> {
-        self.query.get(k)
-    }
-
-    pub fn name(&self) -> &str {
-        self.target.name.as_deref().unwrap_or_default()
-    }
-
-    pub fn ns(&self) -> &str {
-        self.target.ns.as_deref().unwrap_or_default()
-    }
-
-    pub fn render(&self) -> Render {
-        render_mode(&self.headers, self.q("includeObject"))
-    }
-
-    pub fn warn(&self, message: String) {
-        self.warnings.borrow_mut().push(message);
-    }
 }
 
 async fn resource_request(

@@ -1,5 +1,5 @@
-//! Storage as k3s ships it: PersistentVolumes, PersistentVolumeClaims, StorageClasses and
-//! CSINodes validated as the real API server does where it is cheap, the
+//! Storage as k3s ships it (the field checks of PersistentVolumes, PersistentVolumeClaims,
+//! StorageClasses and CSINodes are in `resources::normalize`): the
 //! DefaultStorageClass admission plugin, and a `local-path` provisioner: when the
 //! scheduler places a pod whose claim is unbound and of a `rancher.io/local-path` class,
 //! it notes the node on the claim (`volume.kubernetes.io/selected-node`), makes a
@@ -11,7 +11,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::meta;
-use super::resources::{roundtrip, PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, STORAGECLASSES};
+use super::resources::{PERSISTENTVOLUMECLAIMS, PERSISTENTVOLUMES, STORAGECLASSES};
 use super::status::ApiError;
 use super::store::Txn;
 use crate::model::{
@@ -24,152 +24,6 @@ use nodewright_core::cluster::convert::{claim_info, class_info, csi_node_info, p
 pub const LOCAL_PATH_PROVISIONER: &str = "rancher.io/local-path";
 /// Where k3s's local-path provisioner keeps volumes on the node.
 const LOCAL_PATH_DIR: &str = "/var/lib/rancher/k3s/storage";
-
-/// Several field errors in the real server's list form.
-fn errors(errs: Vec<String>) -> Result<(), String> {
-    match errs.len() {
-        0 => Ok(()),
-        1 => Err(errs.concat()),
-        _ => Err(format!("[{}]", errs.join(", "))),
-    }
-}
-
-fn has_storage(v: &Value, path: &str) -> bool {
-    v.pointer(path)
-        .and_then(|q| q.get("storage"))
-        .is_some_and(|s| !s.is_null())
-}
-
-fn has_access_modes(v: &Value) -> bool {
-    v.pointer("/spec/accessModes")
-        .and_then(Value::as_array)
-        .is_some_and(|a| !a.is_empty())
-}
-
-/// The volume sources a PV may have (one exactly).
-const PV_SOURCES: [&str; 14] = [
-    "hostPath",
-    "local",
-    "csi",
-    "nfs",
-    "iscsi",
-    "fc",
-    "rbd",
-    "cephfs",
-    "glusterfs",
-    "awsElasticBlockStore",
-    "gcePersistentDisk",
-    "azureDisk",
-    "azureFile",
-    "cinder",
-];
-
-pub fn normalize_pv(v: Value) -> Result<Value, String> {
-    let mut v = roundtrip::<PersistentVolume>(v)?;
-    let mut errs = Vec::new();
-    if !has_storage(&v, "/spec/capacity") {
-        errs.push("spec.capacity: Required value".to_string());
-    }
-    if !has_access_modes(&v) {
-        errs.push("spec.accessModes: Required value".to_string());
-    }
-    let sources = PV_SOURCES
-        .iter()
-        .filter(|s| {
-            v.pointer(&format!("/spec/{s}"))
-                .is_some_and(|x| !x.is_null())
-        })
-        .count();
-    match sources {
-        0 => errs.push("spec: Required value: must specify a volume type".to_string()),
-        1 => {}
-        _ => errs.push("spec: Forbidden: may not specify more than 1 volume type".to_string()),
-    }
-    if v.pointer("/spec/local").is_some_and(|x| !x.is_null())
-        && v.pointer("/spec/nodeAffinity/required").is_none()
-    {
-        errs.push("spec.nodeAffinity: Required value: Local volume requires node affinity".into());
-    }
-    errors(errs)?;
-    if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
-        spec.entry("persistentVolumeReclaimPolicy")
-            .or_insert_with(|| json!("Retain"));
-        spec.entry("volumeMode")
-            .or_insert_with(|| json!("Filesystem"));
-    }
-    Ok(v)
-}
-
-pub fn normalize_pvc(v: Value) -> Result<Value, String> {
-    let mut v = roundtrip::<PersistentVolumeClaim>(v)?;
-    let mut errs = Vec::new();
-    if !has_access_modes(&v) {
-        errs.push(
-            "spec.accessModes: Required value: at least 1 access mode is required".to_string(),
-        );
-    }
-    if !has_storage(&v, "/spec/resources/requests") {
-        errs.push("spec.resources[storage]: Required value".to_string());
-    }
-    errors(errs)?;
-    if let Some(spec) = v.get_mut("spec").and_then(Value::as_object_mut) {
-        spec.entry("volumeMode")
-            .or_insert_with(|| json!("Filesystem"));
-    }
-    Ok(v)
-}
-
-pub fn normalize_class(v: Value) -> Result<Value, String> {
-    let raw_provisioner = v.get("provisioner").and_then(Value::as_str).unwrap_or("");
-    if raw_provisioner.is_empty() {
-        return Err("provisioner: Required value".into());
-    }
-    let mut v = roundtrip::<StorageClass>(v)?;
-    let mode = v.get("volumeBindingMode").and_then(Value::as_str);
-    if let Some(m) = mode.filter(|m| !matches!(*m, "Immediate" | "WaitForFirstConsumer")) {
-        return Err(format!(
-            "volumeBindingMode: Unsupported value: {m:?}: supported values: \"Immediate\", \"WaitForFirstConsumer\""
-        ));
-    }
-    if let Some(m) = v.as_object_mut() {
-        m.entry("volumeBindingMode")
-            .or_insert_with(|| json!("Immediate"));
-        m.entry("reclaimPolicy").or_insert_with(|| json!("Delete"));
-    }
-    Ok(v)
-}
-
-pub fn normalize_csinode(v: Value) -> Result<Value, String> {
-    if v.pointer("/spec/drivers").is_none() {
-        return Err("spec.drivers: Required value".into());
-    }
-    let v = roundtrip::<CSINode>(v)?;
-    let mut errs = Vec::new();
-    for (i, d) in v
-        .pointer("/spec/drivers")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        if d.get("nodeID")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-        {
-            errs.push(format!("spec.drivers[{i}].nodeID: Required value"));
-        }
-        if d.pointer("/allocatable/count")
-            .and_then(Value::as_i64)
-            .is_some_and(|c| c < 0)
-        {
-            errs.push(format!(
-                "spec.drivers[{i}].allocatable.count: Invalid value: must be greater than or equal to 0"
-            ));
-        }
-    }
-    errors(errs)?;
-    Ok(v)
-}
 
 /// The DefaultStorageClass admission plugin: a claim that names no class gets the
 /// default one, if there is one.

@@ -14,17 +14,15 @@ use super::patch;
 use super::podsecurity;
 use super::query::ListOptions;
 use super::render::{self, Render};
+use super::request::{Answer, Request};
 use super::resources::{self, ResourceDef, NAMESPACES, PODS};
 use super::scale;
-use super::server::Request;
 use super::ssa;
 use super::status::ApiError;
 use super::storage;
 use super::store::Txn;
 use super::table;
 use super::validation::{self, FieldValidation, Origin};
-
-pub type Answer = Result<(StatusCode, Value), ApiError>;
 
 /// `dryRun=All`: the write is checked and answered as real, and nothing is stored. The
 /// real server knows no other value.

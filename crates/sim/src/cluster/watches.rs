@@ -25,8 +25,8 @@ use super::list::too_large;
 use super::meta;
 use super::query::ListOptions;
 use super::render::{self, Render};
+use super::request::Request;
 use super::resources::ResourceDef;
-use super::server::Request;
 use super::status::ApiError;
 use super::store::{ChangeKind, Stored};
 

@@ -14,9 +14,9 @@
 
 use serde_json::{json, Value};
 
-use super::controllers::{self, active, pod_from_template, ready, set_status};
-use super::dirty::{ByOwner, Dirty};
+use super::dirty::Dirty;
 use super::meta;
+use super::owners::{self, active, pod_from_template, ready, set_status, ByOwner};
 use super::resources::{DEPLOYMENTS, JOBS, PODS, REPLICASETS};
 use super::store::Txn;
 
@@ -110,7 +110,7 @@ pub fn deployments(txn: &mut Txn<'_>, dirty: &Dirty) {
     if todo.is_empty() {
         return;
     }
-    let sets_by_owner = controllers::index_by_owner(txn, &REPLICASETS);
+    let sets_by_owner = owners::index_by_owner(txn, &REPLICASETS);
     for d in todo {
         let want = replicas_of(&d);
         let template = meta::path(&d, &["spec", "template"])

@@ -27,7 +27,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
-use super::http::error;
+use super::calls::error;
 use super::Shared;
 
 /// One disk image: its cloudcli name (`description` in the options), its id suffix (the

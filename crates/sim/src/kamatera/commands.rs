@@ -11,8 +11,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::{json, Map, Value};
 
+use super::calls::{error, not_object, parse_object, select, text};
 use super::catalog::{check_size, find_image};
-use super::http::{error, not_object, parse_object, select, text};
 use super::{server_id, CreateFailure, Shared, SimCommand, SimServer, State_};
 use crate::cloud::kamatera::MAX_TAG_LEN;
 use crate::faults::HalfDone;

@@ -42,11 +42,13 @@
 //! than [`MAX_TAG_LEN`](crate::cloud::kamatera::MAX_TAG_LEN) (the longest tag known to be accepted) or with characters other
 //! than letters, digits, `-` and `_` are refused, so a tag that might not fit fails a test.
 //!
-//! - `http`: routes, the API key check, refusals, listings, tags and the queue.
+//! - `http`: routes, the API key check, listings, tags and the queue.
+//! - `calls`: a call's body, the servers it selects, and the service's refusals.
 //! - `commands`: create, terminate, power and reboot, queued and carried out in the
 //!   background.
 //! - [`catalog`]: datacenters, images, CPU types and sizes.
 
+mod calls;
 pub mod catalog;
 mod commands;
 mod http;

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::json;
 
-use super::http::{data, fail};
+use super::reply::{data, fail};
 use super::tasks::new_task;
 use super::{now_secs, Shared, SimVm};
 

@@ -4,7 +4,7 @@
 
 use serde_json::{json, Value};
 
-use super::{now_secs, storage, Shared, GIB, MIB};
+use super::{now_secs, volumes, Shared, GIB, MIB};
 
 pub(super) fn resources(shared: &Shared, kind: Option<&str>) -> Value {
     let o = &shared.opts;
@@ -53,7 +53,7 @@ pub(super) fn resources(shared: &Shared, kind: Option<&str>) -> Value {
                 out.push(json!({
                     "id": format!("storage/{}/{}", h.name, s.name), "type": "storage", "node": h.name,
                     "storage": s.name, "shared": u8::from(s.shared), "status": "available",
-                    "content": s.content, "plugintype": storage::plugin(s),
+                    "content": s.content, "plugintype": volumes::plugin(s),
                 }));
             }
         }

@@ -15,22 +15,12 @@ use super::clone::clone;
 use super::hosts::{cluster_status, ha_status, resources};
 use super::perms::{self, Privs};
 use super::reads;
+use super::reply::{data, fail};
 use super::schema::{self, percent_decode};
 use super::storage;
 use super::tasks::{agent_exec, list as list_tasks, new_task, stop_task};
+use super::volumes;
 use super::{next_free, now_secs, Shared, SimAuth, SimCall, Ticket};
-
-pub(super) fn data(v: Value) -> Response {
-    Json(json!({ "data": v })).into_response()
-}
-
-pub(super) fn fail(status: StatusCode, message: &str) -> Response {
-    (
-        status,
-        Json(json!({ "data": null, "message": format!("{message}\n") })),
-    )
-        .into_response()
-}
 
 fn parse_form(s: &str) -> Vec<(String, String)> {
     s.split('&')
@@ -587,7 +577,7 @@ async fn respond(
                     }
                     let volume = v.split(',').next().unwrap_or_default();
                     if volume.contains(":iso/")
-                        && storage::read(shared, &st, &vm_node, volume).is_none()
+                        && volumes::read(shared, &st, &vm_node, volume).is_none()
                     {
                         return fail(
                             StatusCode::INTERNAL_SERVER_ERROR,

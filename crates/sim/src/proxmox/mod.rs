@@ -40,9 +40,12 @@
 //! - [`schema`]: the official API schema and request validation.
 //! - `answer`: the simulator's answers checked against the schema's `returns`.
 //! - `http`: parsing, authentication and each endpoint's answer.
+//! - `reply`: the `{"data": ...}` envelope of answers and failures.
 //! - `hosts`: what the hosts report: resources, HA (maintenance) and cluster status.
 //! - `clone`: the clone call, and the new VM as Proxmox shows it while the disks copy.
 //! - `tasks`: tasks (clone, config, start, stop, destroy), boot and the guest agent.
+//! - `volumes`: where a storage's volumes live and how a VM reads one (`storage`
+//!   serves the storage endpoints).
 //! - `tls`: the HTTPS listener.
 
 mod answer;
@@ -53,10 +56,12 @@ pub mod iso;
 pub mod multipart;
 pub mod perms;
 mod reads;
+mod reply;
 pub mod schema;
 mod storage;
 mod tasks;
 pub(crate) mod tls;
+mod volumes;
 
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
@@ -707,7 +712,7 @@ impl SimProxmox {
     /// The files on `storage` as seen from `node`: (volume id, bytes).
     pub fn volumes(&self, node: &str, storage: &str) -> Vec<(String, Vec<u8>)> {
         let st = self.shared.lock();
-        let loc = storage::location(&self.shared.opts, storage, node);
+        let loc = volumes::location(&self.shared.opts, storage, node);
         st.volumes
             .iter()
             .filter(|((l, v), _)| *l == loc && v.starts_with(&format!("{storage}:")))
@@ -722,7 +727,7 @@ impl SimProxmox {
 
     /// Puts a file on `storage` directly (as someone's upload), created at `ctime`.
     pub fn put_volume(&self, node: &str, storage: &str, file: &str, bytes: Vec<u8>, ctime: u64) {
-        let loc = storage::location(&self.shared.opts, storage, node);
+        let loc = volumes::location(&self.shared.opts, storage, node);
         self.shared.lock().volumes.insert(
             (loc, format!("{storage}:iso/{file}")),
             SimVolume { bytes, ctime },

@@ -18,7 +18,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::Value;
 
-use super::http::fail;
+use super::reply::fail;
 
 /// `(method, schema path, permissions.check)` of the endpoints the simulator serves whose
 /// schema entry has a `check`; the others are `user: all`.

@@ -8,28 +8,10 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
-use super::http::{data, fail};
+use super::reply::{data, fail};
 use super::tasks::new_task;
-use super::{now_secs, Shared, SimProxmoxOptions, SimStorage, SimVolume};
-
-/// Where a storage's files live as seen from `node`: the host, or `""` when shared.
-pub(super) fn location(o: &SimProxmoxOptions, storage: &str, node: &str) -> String {
-    match o.storages.iter().find(|s| s.name == storage) {
-        Some(s) if s.shared => String::new(),
-        _ => node.to_string(),
-    }
-}
-
-/// The plugin type the storage reports.
-pub(super) fn plugin(s: &SimStorage) -> &'static str {
-    if s.shared {
-        "rbd"
-    } else if s.accepts("iso") {
-        "dir"
-    } else {
-        "lvmthin"
-    }
-}
+use super::volumes::{location, plugin};
+use super::{now_secs, Shared, SimProxmoxOptions, SimVolume};
 
 fn flag(v: Option<String>) -> bool {
     v.is_some_and(|v| v == "1" || v == "true")
@@ -208,13 +190,4 @@ pub(super) fn delete(
         user,
         o.task_delay
     )))
-}
-
-/// The bytes of volume `volid` as VM on `node` would read it.
-pub(super) fn read(shared: &Shared, st: &super::St, node: &str, volid: &str) -> Option<Vec<u8>> {
-    let storage = volid.split(':').next()?;
-    let loc = location(&shared.opts, storage, node);
-    st.volumes
-        .get(&(loc, volid.to_string()))
-        .map(|v| v.bytes.clone())
 }

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::json;
 
-use super::http::{data, fail};
+use super::reply::{data, fail};
 use super::{now_secs, Exec, Shared, Task, MIB};
 use crate::cloud::proxmox::tags;
 use crate::faults::HalfDone;
@@ -425,7 +425,7 @@ fn cloud_init_user_data(
     }
     let mut seeds = Vec::new();
     for d in drives.iter().filter(|d| d.contains(":iso/")) {
-        let Some(bytes) = super::storage::read(shared, st, &vm.node, d) else {
+        let Some(bytes) = super::volumes::read(shared, st, &vm.node, d) else {
             continue;
         };
         if let Ok(img) = super::iso::read(&bytes) {

@@ -1,18 +1,27 @@
 //! The resource types the simulated API server serves, with what discovery reports
-//! about them and how their bodies are validated.
+//! about them and how their bodies are validated (the checks are in `normalize`).
+//!
+//! The table every other part of the cluster reads, so it imports nothing of the
+//! cluster but its own `normalize` child: store, status, storage and the handlers all
+//! sit above it.
 
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment, ReplicaSet};
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{ConfigMap, Event, Namespace, Node, Pod};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Event, Namespace, Node, Pod, Secret, Service, ServiceAccount,
+};
 use k8s_openapi::api::events::v1::Event as EventsV1Event;
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::api::storage::v1::VolumeAttachment;
-use serde::de::DeserializeOwned;
-use serde::Serialize;
 use serde_json::Value;
 
-use super::accounts;
+pub(super) mod normalize;
+
+use normalize::{
+    normalize_binding, normalize_class, normalize_csinode, normalize_job, normalize_pv,
+    normalize_pvc, normalize_role, roundtrip,
+};
 
 /// One served resource. `id` is the qualified resource name used in messages
 /// ("pods", "poddisruptionbudgets.policy") and as store key.
@@ -48,26 +57,6 @@ impl ResourceDef {
 
     pub fn list_kind(&self) -> String {
         format!("{}List", self.kind)
-    }
-}
-
-pub(crate) fn roundtrip<T: Serialize + DeserializeOwned>(v: Value) -> Result<Value, String> {
-    let typed: T = serde_json::from_value(v).map_err(|e| e.to_string())?;
-    serde_json::to_value(typed).map_err(|e| e.to_string())
-}
-
-/// A Job's pods must run to completion: the API server refuses other restart policies.
-fn normalize_job(v: Value) -> Result<Value, String> {
-    let v = roundtrip::<Job>(v)?;
-    let policy = v
-        .pointer("/spec/template/spec/restartPolicy")
-        .and_then(Value::as_str);
-    match policy {
-        Some("OnFailure" | "Never") => Ok(v),
-        None => Err("spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\"".into()),
-        Some(other) => Err(format!(
-            "spec.template.spec.restartPolicy: Unsupported value: {other:?}: supported values: \"OnFailure\", \"Never\""
-        )),
     }
 }
 
@@ -282,6 +271,126 @@ pub static VOLUMEATTACHMENTS: ResourceDef = ResourceDef {
     normalize: roundtrip::<VolumeAttachment>,
 };
 
+// The kinds of identity and access a deployment brings along (ServiceAccount, Secret,
+// Service, Role, ClusterRole and their bindings), so `kubectl apply` of the project's
+// Helm and kustomize output works on the simulated cluster, and the RBAC objects there
+// decide what a ServiceAccount's token may do (see `rbac`).
+
+pub static SERVICEACCOUNTS: ResourceDef = ResourceDef {
+    id: "serviceaccounts",
+    group: "",
+    version: "v1",
+    plural: "serviceaccounts",
+    singular: "serviceaccount",
+    kind: "ServiceAccount",
+    namespaced: true,
+    short_names: &["sa"],
+    categories: NO_NAMES,
+    status_subresource: false,
+    has_generation: false,
+    scale_subresource: false,
+    normalize: roundtrip::<ServiceAccount>,
+};
+
+pub static SECRETS: ResourceDef = ResourceDef {
+    id: "secrets",
+    group: "",
+    version: "v1",
+    plural: "secrets",
+    singular: "secret",
+    kind: "Secret",
+    namespaced: true,
+    short_names: NO_NAMES,
+    categories: NO_NAMES,
+    status_subresource: false,
+    has_generation: false,
+    scale_subresource: false,
+    normalize: roundtrip::<Secret>,
+};
+
+pub static SERVICES: ResourceDef = ResourceDef {
+    id: "services",
+    group: "",
+    version: "v1",
+    plural: "services",
+    singular: "service",
+    kind: "Service",
+    namespaced: true,
+    short_names: &["svc"],
+    categories: &["all"],
+    status_subresource: true,
+    has_generation: false,
+    scale_subresource: false,
+    normalize: roundtrip::<Service>,
+};
+
+/// The group of Role, ClusterRole and their bindings.
+pub const RBAC_GROUP: &str = "rbac.authorization.k8s.io";
+
+pub static ROLES: ResourceDef = ResourceDef {
+    id: "roles.rbac.authorization.k8s.io",
+    group: RBAC_GROUP,
+    version: "v1",
+    plural: "roles",
+    singular: "role",
+    kind: "Role",
+    namespaced: true,
+    short_names: NO_NAMES,
+    categories: NO_NAMES,
+    status_subresource: false,
+    has_generation: false,
+    scale_subresource: false,
+    normalize: normalize_role::<Role>,
+};
+
+pub static CLUSTERROLES: ResourceDef = ResourceDef {
+    id: "clusterroles.rbac.authorization.k8s.io",
+    group: RBAC_GROUP,
+    version: "v1",
+    plural: "clusterroles",
+    singular: "clusterrole",
+    kind: "ClusterRole",
+    namespaced: false,
+    short_names: NO_NAMES,
+    categories: NO_NAMES,
+    status_subresource: false,
+    has_generation: false,
+    scale_subresource: false,
+    normalize: normalize_role::<ClusterRole>,
+};
+
+pub static ROLEBINDINGS: ResourceDef = ResourceDef {
+    id: "rolebindings.rbac.authorization.k8s.io",
+    group: RBAC_GROUP,
+    version: "v1",
+    plural: "rolebindings",
+    singular: "rolebinding",
+    kind: "RoleBinding",
+    namespaced: true,
+    short_names: NO_NAMES,
+    categories: NO_NAMES,
+    status_subresource: false,
+    has_generation: false,
+    scale_subresource: false,
+    normalize: normalize_binding::<RoleBinding>,
+};
+
+pub static CLUSTERROLEBINDINGS: ResourceDef = ResourceDef {
+    id: "clusterrolebindings.rbac.authorization.k8s.io",
+    group: RBAC_GROUP,
+    version: "v1",
+    plural: "clusterrolebindings",
+    singular: "clusterrolebinding",
+    kind: "ClusterRoleBinding",
+    namespaced: false,
+    short_names: NO_NAMES,
+    categories: NO_NAMES,
+    status_subresource: false,
+    has_generation: false,
+    scale_subresource: false,
+    normalize: normalize_binding::<ClusterRoleBinding>,
+};
+
 pub static PERSISTENTVOLUMES: ResourceDef = ResourceDef {
     id: "persistentvolumes",
     group: "",
@@ -295,7 +404,7 @@ pub static PERSISTENTVOLUMES: ResourceDef = ResourceDef {
     status_subresource: true,
     has_generation: false,
     scale_subresource: false,
-    normalize: super::storage::normalize_pv,
+    normalize: normalize_pv,
 };
 
 pub static PERSISTENTVOLUMECLAIMS: ResourceDef = ResourceDef {
@@ -311,7 +420,7 @@ pub static PERSISTENTVOLUMECLAIMS: ResourceDef = ResourceDef {
     status_subresource: true,
     has_generation: false,
     scale_subresource: false,
-    normalize: super::storage::normalize_pvc,
+    normalize: normalize_pvc,
 };
 
 pub static STORAGECLASSES: ResourceDef = ResourceDef {
@@ -327,7 +436,7 @@ pub static STORAGECLASSES: ResourceDef = ResourceDef {
     status_subresource: false,
     has_generation: false,
     scale_subresource: false,
-    normalize: super::storage::normalize_class,
+    normalize: normalize_class,
 };
 
 /// What each CSI driver may attach to a node (`allocatable.count`).
@@ -344,7 +453,7 @@ pub static CSINODES: ResourceDef = ResourceDef {
     status_subresource: false,
     has_generation: false,
     scale_subresource: false,
-    normalize: super::storage::normalize_csinode,
+    normalize: normalize_csinode,
 };
 
 pub static ALL: [&ResourceDef; 24] = [
@@ -361,13 +470,13 @@ pub static ALL: [&ResourceDef; 24] = [
     &DEPLOYMENTS,
     &JOBS,
     &VOLUMEATTACHMENTS,
-    &accounts::SERVICEACCOUNTS,
-    &accounts::SECRETS,
-    &accounts::SERVICES,
-    &accounts::ROLES,
-    &accounts::CLUSTERROLES,
-    &accounts::ROLEBINDINGS,
-    &accounts::CLUSTERROLEBINDINGS,
+    &SERVICEACCOUNTS,
+    &SECRETS,
+    &SERVICES,
+    &ROLES,
+    &CLUSTERROLES,
+    &ROLEBINDINGS,
+    &CLUSTERROLEBINDINGS,
     &PERSISTENTVOLUMES,
     &PERSISTENTVOLUMECLAIMS,
     &STORAGECLASSES,
@@ -382,7 +491,7 @@ pub const GROUPS: [(&str, &str); 7] = [
     ("policy", "v1"),
     ("coordination.k8s.io", "v1"),
     ("events.k8s.io", "v1"),
-    (accounts::RBAC_GROUP, "v1"),
+    (RBAC_GROUP, "v1"),
 ];
 
 pub fn find(group: &str, version: &str, plural: &str) -> Option<&'static ResourceDef> {
