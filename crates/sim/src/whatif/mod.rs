@@ -24,6 +24,7 @@ pub mod invariants;
 pub mod plot;
 pub mod replay;
 pub mod report;
+pub mod spec;
 mod state;
 pub mod workload;
 pub mod world;

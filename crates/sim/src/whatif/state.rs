@@ -1,4 +1,4 @@
-//! The state behind [`super::world::World`]: pods, nodes, VMs and the events due, and
+//! The state behind the world (`super::world::World`): pods, nodes, VMs and the events due, and
 //! what happens to them: arrivals, the scheduler, kubelets running pods for their
 //! duration, boots, failures, and the writes the API server and the clouds accept.
 
@@ -8,10 +8,10 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::Arc;
 
-use super::workload::{PodKind, WorkloadRow};
-use super::world::{
+use super::spec::{
     at, ms, pod_info, Counters, GroupSpec, Ms, RowStat, VmStat, WorldOptions, NAMESPACE,
 };
+use super::workload::{PodKind, WorkloadRow};
 use crate::model::{
     volumes::HOSTNAME_LABEL, ClaimInfo, ClassInfo, LocalVolume, NodeInfo, NodeSelectorTerm,
     Operator, PdbInfo, PodClaim, PodInfo, PodPhase, PvInfo, Requirement, Server, ServerStatus,
