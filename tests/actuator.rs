@@ -2,7 +2,7 @@
 //! last look at a node before deleting it, and the disruption records it leaves for the
 //! next process (issue 8).
 
-mod common;
+use nodewright_testkit as common;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! quantities, and `kubectl apply` of the project's own manifests. Requests are sent by
 //! real clients: kubectl, kube-rs, or raw HTTP as they send it.
 
-mod common;
+use nodewright_testkit as common;
 
 use std::path::Path;
 use std::process::Output;

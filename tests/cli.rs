@@ -1,7 +1,7 @@
 //! The commands as a user runs them: `simulate --serve` with kubectl and a separately
 //! started `plan`/`run` pointed at it, and `check`/`render` on the shipped example.
 
-mod common;
+use nodewright_testkit as common;
 
 use common::{repo, Killed};
 use std::path::{Path, PathBuf};
@@ -398,7 +398,7 @@ nodeGroups:
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    let plan = common::nodewright_for(&env, &cfg)
+    let plan = common::nodewright_for!(&env, &cfg)
         .arg("plan")
         .output()
         .expect("plan");
@@ -423,7 +423,7 @@ nodeGroups:
         "{out}"
     );
 
-    let json = common::nodewright_for(&env, &cfg)
+    let json = common::nodewright_for!(&env, &cfg)
         .args(["plan", "--json"])
         .output()
         .expect("plan --json");

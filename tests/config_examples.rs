@@ -1,7 +1,7 @@
 //! The example configs in `config/` each pass `nodewright check --offline`, and the warm
 //! pool and task-deadline settings are validated with clear errors.
 
-mod common;
+use nodewright_testkit as common;
 
 use std::process::Command;
 use std::time::Duration;

@@ -5,7 +5,7 @@
 //!
 //! `NODEWRIGHT_FAULT_SEED=N` reruns the random suite from another seed.
 
-mod common;
+use nodewright_testkit as common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
@@ -965,7 +965,7 @@ async fn transient_failures_the_loop_recovers_from_are_not_logged_at_error() {
         .force(FaultKind::ServerError, "POST /compute/v2.1/servers", 1);
     let log_path = env.dir.join("run.log");
     let log = std::fs::File::create(&log_path).expect("log");
-    let mut cmd = common::nodewright_for(&env, &cfg);
+    let mut cmd = common::nodewright_for!(&env, &cfg);
     cmd.args(["--log-format", "json", "run"])
         .env("POD_NAME", "nodewright-0")
         .env_remove("RUST_LOG")

@@ -3,7 +3,7 @@
 //! takes only what does not fit; scale-down takes the cloud nodes first; a cluster-wide
 //! `limits.memory` cuts the burst short and says so.
 
-mod common;
+use nodewright_testkit as common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime};

@@ -4,7 +4,7 @@
 //! Ready (tagged `nodewright_wpark`) and its Node deleted; a scale-up powers it on and its
 //! kubelet registers again.
 
-mod common;
+use nodewright_testkit as common;
 
 use common::pools::{self, PoolCloud, PoolVm};
 use nodewright::sim::env::SimEnv;

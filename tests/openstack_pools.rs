@@ -3,7 +3,7 @@
 //! user data then, so a pool server joins once, is stopped (`os-stop`) once its Node is
 //! Ready and its Node deleted; a scale-up `os-start`s it and its kubelet registers again.
 
-mod common;
+use nodewright_testkit as common;
 
 use common::env_with_config;
 use common::pools::{self, PoolCloud, PoolVm};

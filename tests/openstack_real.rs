@@ -11,9 +11,8 @@
 //! other's servers, and a guard deletes every server of that cluster however the test
 //! ends.
 
-mod common;
-#[macro_use]
-mod real_os;
+use nodewright_testkit as common;
+use nodewright_testkit::real_os;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};

@@ -4,9 +4,7 @@
 //! stamped), and refused when it is not parked. Skipped, loudly, without the stack (see
 //! tests/openstack_real.rs).
 
-mod common;
-#[macro_use]
-mod real_os;
+use nodewright_testkit::real_os;
 
 use nodewright::cloud::{CloudError, CloudProvider};
 use nodewright::model::ServerStatus;

@@ -1,7 +1,7 @@
 //! Providers fail alone, over real loopback HTTP: while one cloud's API cannot be
 //! listed, its groups are frozen and the other provider's groups scale up and down.
 
-mod common;
+use nodewright_testkit as common;
 
 use std::time::{Duration, SystemTime};
 

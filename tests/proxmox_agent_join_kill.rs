@@ -6,7 +6,7 @@
 //! recorded as joined. Over loopback HTTP: the Proxmox simulator (schema-checked) and the
 //! simulated API server with kubelets.
 
-mod common;
+use nodewright_testkit as common;
 
 use std::collections::BTreeMap;
 use std::path::Path;

@@ -4,7 +4,7 @@
 //! the end; and a process started meanwhile (after a crash) that counts such a clone as
 //! building, finishes it when it is done, and leaves other users' clones alone.
 
-mod common;
+use nodewright_testkit as common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};

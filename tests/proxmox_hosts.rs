@@ -1,7 +1,7 @@
 //! Proxmox host capacity, placement and per-host templates against the simulated Proxmox
 //! VE over loopback HTTP (every request checked against the official API schema).
 
-mod common;
+use nodewright_testkit as common;
 
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -3,7 +3,7 @@
 //! (the simulated Proxmox VE checks every request against the official API schema), and
 //! a nameless clone that counts for two groups after a restart.
 
-mod common;
+use nodewright_testkit as common;
 
 use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime};
@@ -32,7 +32,7 @@ nodeGroups:
 
 fn spawn_run(env: &SimEnv, cfg: &std::path::Path) -> Killed {
     let log = std::fs::File::create(env.dir.join("run.log")).expect("log");
-    let mut cmd = nodewright_for(env, cfg);
+    let mut cmd = nodewright_for!(env, cfg);
     cmd.args(["run", "--metrics-addr", "127.0.0.1:0"])
         .stdout(Stdio::null())
         .stderr(log);
@@ -130,7 +130,10 @@ fn destructive_calls(pve: &SimProxmox, vmid: u32) -> Vec<String> {
 }
 
 fn plan_text(env: &SimEnv, cfg: &std::path::Path) -> String {
-    let out = nodewright_for(env, cfg).arg("plan").output().expect("plan");
+    let out = nodewright_for!(env, cfg)
+        .arg("plan")
+        .output()
+        .expect("plan");
     let text = format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

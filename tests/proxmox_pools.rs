@@ -2,7 +2,7 @@
 //! act) against the simulated API server; every Proxmox request checked against the
 //! official schema.
 
-mod common;
+use nodewright_testkit as common;
 
 use std::time::Duration;
 

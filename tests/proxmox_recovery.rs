@@ -2,8 +2,6 @@
 //! older servers put only in the HTTP status line, the VM-id collision retry that depends
 //! on it, and a clone left half-made by a process killed before configuring it.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 

@@ -1,7 +1,7 @@
 //! Task-aware deadlines against the simulated Proxmox VE over loopback HTTP: a clone is
 //! followed through its task log, every request checked against the official schema.
 
-mod common;
+use nodewright_testkit as common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};

@@ -13,7 +13,7 @@
 //! Discovery requests (non-resource URLs, allowed to every authenticated user by default)
 //! are not checked by (a).
 
-mod common;
+use nodewright_testkit as common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! Issue 19: removal paths that could lose pods or leave nodes behind, each against the
 //! simulated API server and OpenStack over loopback HTTP.
 
-mod common;
+use nodewright_testkit as common;
 
 use std::collections::BTreeMap;
 use std::time::SystemTime;
@@ -693,7 +693,7 @@ async fn nodewright_run_deletes_the_node_of_a_gone_vm_and_reports_a_removed_grou
     let metrics_port = common::free_port();
     let log_path = env.dir.join("run-removal.log");
     let log = std::fs::File::create(&log_path).expect("log");
-    let mut cmd = common::nodewright_for(&env, &cfg);
+    let mut cmd = common::nodewright_for!(&env, &cfg);
     cmd.arg("run")
         .arg("--metrics-addr")
         .arg(format!("127.0.0.1:{metrics_port}"))

@@ -2,7 +2,7 @@
 //! the simulated cluster, whose scheduler applies the same model as the planner and
 //! whose kubelets register the labels and resources a real kubelet would.
 
-mod common;
+use nodewright_testkit as common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::Stdio;
@@ -466,7 +466,7 @@ async fn a_pod_bigger_than_every_group_gets_an_event_and_no_vm() {
     env.cluster
         .add_pod("default", "huge", SimPodTemplate::new("huge:1", 64 * GI))
         .expect("pod");
-    let mut cmd = nodewright_for(&env, &config_path);
+    let mut cmd = nodewright_for!(&env, &config_path);
     cmd.args(["run", "--metrics-addr", "127.0.0.1:0"])
         .stdout(Stdio::null())
         .stderr(Stdio::null());

@@ -7,7 +7,7 @@
 //!
 //! `NODEWRIGHT_KILL_SEED=N` reruns it from another seed.
 
-mod common;
+use nodewright_testkit as common;
 
 use std::path::Path;
 use std::process::Stdio;
@@ -50,7 +50,7 @@ struct Figures {
 
 fn spawn(env: &SimEnv, cfg: &Path, n: usize) -> Killed {
     let log = std::fs::File::create(env.dir.join(format!("run-{n}.log"))).expect("log");
-    let mut cmd = nodewright_for(env, cfg);
+    let mut cmd = nodewright_for!(env, cfg);
     cmd.arg("run")
         .env("POD_NAME", format!("nodewright-{n}"))
         .stdout(Stdio::null())

@@ -4,7 +4,7 @@
 //! decision sees what changed meanwhile; a resume too old for the server's history
 //! (`410 Gone`) leads to a fresh list; nothing is decided before the caches are synced.
 
-mod common;
+use nodewright_testkit as common;
 
 use std::net::SocketAddr;
 use std::process::Stdio;
@@ -95,7 +95,7 @@ async fn an_unschedulable_pod_causes_a_create_within_the_batching_window_despite
     assert_eq!(cfg.batch_max_duration, Duration::from_secs(10));
     let port = free_port();
     let log = std::fs::File::create(env.dir.join("run.log")).expect("log");
-    let mut cmd = nodewright_for(&env, &path);
+    let mut cmd = nodewright_for!(&env, &path);
     cmd.args(["run", "--metrics-addr", &format!("127.0.0.1:{port}")])
         .env("RUST_LOG", "nodewright=debug")
         .stdout(Stdio::null())

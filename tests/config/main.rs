@@ -1,8 +1,7 @@
 //! Config loading: the shipped example loads, and a corpus of bad configs each gets its
 //! own clear error naming the field, the bad value and what is expected.
 
-#[path = "../common/mod.rs"]
-mod common;
+use nodewright_testkit as common;
 
 mod buffers;
 mod checks;

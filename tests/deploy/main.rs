@@ -12,8 +12,7 @@
 //! every rendered object goes through the same typed round trip. Likewise `kubectl
 //! kustomize` (installed by .ci/run) renders the base and the monitoring overlay.
 
-#[path = "../common/mod.rs"]
-mod common;
+use nodewright_testkit as common;
 
 mod helm;
 use helm::chart_values;

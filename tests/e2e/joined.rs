@@ -67,7 +67,7 @@ async fn api_server_listing_no_nodes_deletes_no_vm() {
     let kubeconfig = env.dir.join("blind-kubeconfig");
     blind.write_kubeconfig(&kubeconfig).expect("kubeconfig");
 
-    let plan = nodewright_for(&env, &cfg)
+    let plan = nodewright_for!(&env, &cfg)
         .env("KUBECONFIG_FILE", &kubeconfig)
         .args(["plan", "--json"])
         .output()
@@ -86,7 +86,7 @@ async fn api_server_listing_no_nodes_deletes_no_vm() {
 
     let log = env.dir.join("blind-run.log");
     let mut run = Killed(
-        nodewright_for(&env, &cfg)
+        nodewright_for!(&env, &cfg)
             .env("KUBECONFIG_FILE", &kubeconfig)
             .arg("run")
             .stdout(Stdio::null())

@@ -1,8 +1,7 @@
 //! End to end, over real loopback HTTP: the reconciler (and the real binary) against the
 //! simulated Kubernetes API server and the simulated OpenStack.
 
-#[path = "../common/mod.rs"]
-mod common;
+use nodewright_testkit as common;
 
 mod joined;
 mod providers;
@@ -414,7 +413,7 @@ async fn missing_images_are_pulled_but_ignored_prefixes_are_not() {
 }
 
 fn spawn_run(env: &SimEnv, config: &std::path::Path) -> Killed {
-    let mut cmd = nodewright_for(env, config);
+    let mut cmd = nodewright_for!(env, config);
     cmd.args(["run", "--metrics-addr", "127.0.0.1:0"])
         .stdout(Stdio::null())
         .stderr(Stdio::null());

@@ -263,7 +263,7 @@ async fn plan_names_the_node_the_pod_and_the_reason_an_underused_node_is_kept() 
         .clone()
         .unwrap_or_default();
 
-    let plan = nodewright_for(&env, &config_path)
+    let plan = nodewright_for!(&env, &config_path)
         .arg("plan")
         .output()
         .expect("plan runs");
@@ -289,7 +289,7 @@ async fn plan_names_the_node_the_pod_and_the_reason_an_underused_node_is_kept() 
         "{text}"
     );
 
-    let json = nodewright_for(&env, &config_path)
+    let json = nodewright_for!(&env, &config_path)
         .args(["plan", "--json"])
         .output()
         .expect("plan --json runs");
@@ -308,7 +308,7 @@ async fn plan_names_the_node_the_pod_and_the_reason_an_underused_node_is_kept() 
     // The metric and the status ConfigMap, from a running process.
     let port = common::free_port();
     let mut run = Killed(
-        nodewright_for(&env, &config_path)
+        nodewright_for!(&env, &config_path)
             .args([
                 "run",
                 "--metrics-addr",

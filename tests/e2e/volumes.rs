@@ -121,7 +121,7 @@ async fn a_node_holding_a_local_path_volume_is_kept_while_an_equivalent_node_is_
     .await;
     let (config_path, _) = env.write_config(&config(extra)).expect("config");
 
-    let plan = nodewright_for(&env, &config_path)
+    let plan = nodewright_for!(&env, &config_path)
         .arg("plan")
         .output()
         .expect("plan runs");
@@ -135,7 +135,7 @@ async fn a_node_holding_a_local_path_volume_is_kept_while_an_equivalent_node_is_
     assert!(line.contains(&pv), "{line}");
 
     let mut run = Killed(
-        nodewright_for(&env, &config_path)
+        nodewright_for!(&env, &config_path)
             .args(["run", "--metrics-addr", "127.0.0.1:0"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -216,7 +216,7 @@ async fn an_old_node_holding_a_local_path_volume_is_kept_while_an_equally_old_on
         .expect("a second node");
     let (config_path, _) = env.write_config(&config(extra)).expect("config");
     let mut run = Killed(
-        nodewright_for(&env, &config_path)
+        nodewright_for!(&env, &config_path)
             .args(["run", "--metrics-addr", "127.0.0.1:0"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
@@ -264,7 +264,7 @@ async fn an_old_node_holding_a_local_path_volume_is_kept_while_an_equally_old_on
     };
     let mut text = String::new();
     for _ in 0..5 {
-        let plan = nodewright_for(&env, &config_path)
+        let plan = nodewright_for!(&env, &config_path)
             .arg("plan")
             .output()
             .expect("plan runs");

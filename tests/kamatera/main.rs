@@ -1,8 +1,7 @@
 //! The Kamatera provider against the simulated cloudcli API over loopback HTTP, and the
 //! reconciler scaling a `provider: kamatera` group up and down with the simulated cluster.
 
-#[path = "../common/mod.rs"]
-mod common;
+use nodewright_testkit as common;
 
 mod calls;
 mod reconcile;

@@ -1,7 +1,6 @@
 //! OpenStack provider against the simulated OpenStack, over real loopback HTTP.
 
-#[path = "../common/mod.rs"]
-mod common;
+use nodewright_testkit as common;
 
 mod credentials;
 mod provider;

@@ -1,8 +1,7 @@
 //! The deployed shape of `nodewright run`, as real processes over loopback: leader
 //! election between replicas, /metrics, /healthz, and secrets kept out of every output.
 
-#[path = "../common/mod.rs"]
-mod common;
+use nodewright_testkit as common;
 
 mod operations;
 
@@ -60,7 +59,7 @@ impl Proc {
 fn spawn(env: &SimEnv, config: &Path, name: &str, port: u16, extra: &[&str]) -> Proc {
     let stderr = env.dir.join(format!("{name}.log"));
     let file = std::fs::File::create(&stderr).expect("log file");
-    let mut cmd = nodewright_for(env, config);
+    let mut cmd = nodewright_for!(env, config);
     cmd.arg("run")
         .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
         .args(extra)

@@ -32,7 +32,7 @@ async fn healthz_fails_when_the_loop_is_stuck() {
     .expect("kubeconfig");
     let port = free_port();
     let stderr = env.dir.join("stuck.log");
-    let mut cmd = nodewright_for(&env, &cfg);
+    let mut cmd = nodewright_for!(&env, &cfg);
     cmd.args([
         "run",
         "--metrics-addr",
@@ -112,7 +112,7 @@ async fn secrets_never_appear_in_logs_events_status_or_plan() {
     // Regression: without --leader-elect the dropped election channel read as "lost
     // leadership" and every cycle was abandoned.
     assert!(!log.contains("lost leadership"), "{log}");
-    let plan = nodewright_for(&env, &cfg)
+    let plan = nodewright_for!(&env, &cfg)
         .args(["plan", "--json"])
         .env("RUST_LOG", "debug")
         .output()

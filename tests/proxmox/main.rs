@@ -1,8 +1,7 @@
 //! The Proxmox VE provider against the simulated Proxmox VE over loopback HTTP(S); every
 //! request the client sends is checked against the official API schema by the simulator.
 
-#[path = "../common/mod.rs"]
-mod common;
+use nodewright_testkit as common;
 
 mod auth;
 mod config;

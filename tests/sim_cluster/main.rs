@@ -1,8 +1,7 @@
 //! The simulated cluster over real loopback HTTP, driven by the kube-rs client the
 //! autoscaler uses.
 
-#[path = "../common/mod.rs"]
-mod common;
+use nodewright_testkit as common;
 
 mod objects;
 mod scheduler;

@@ -538,7 +538,7 @@ fn puller_pod(cluster: &str, node: &str, images: &[String]) -> serde_json::Value
 }
 
 #[cfg(test)]
-mod puller_tests {
+mod tests {
     use super::*;
 
     /// The puller runs in nodewright's namespace, which enforces the `restricted` Pod

@@ -185,6 +185,32 @@ pub fn set_condition(v: &mut Value, kind: &str, status: &str, reason: &str, mess
     }
 }
 
+/// Decodes `%XX` escapes (and `+` as space when `plus_is_space`); invalid escapes are
+/// kept literally, invalid UTF-8 is replaced.
+pub fn percent_decode(s: &str, plus_is_space: bool) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let hex = |c: u8| (c as char).to_digit(16);
+        match b {
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(h), Some(l)) => {
+                    out.push((h * 16 + l) as u8);
+                    i += 3;
+                    continue;
+                }
+                _ => out.push(b),
+            },
+            b'+' if plus_is_space => out.push(b' '),
+            _ => out.push(b),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,37 +240,6 @@ mod tests {
         assert_eq!(g.suffix(5).len(), 5);
         assert!(now_rfc3339().ends_with('Z'));
     }
-}
-
-/// Decodes `%XX` escapes (and `+` as space when `plus_is_space`); invalid escapes are
-/// kept literally, invalid UTF-8 is replaced.
-pub fn percent_decode(s: &str, plus_is_space: bool) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let b = bytes[i];
-        let hex = |c: u8| (c as char).to_digit(16);
-        match b {
-            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
-                (Some(h), Some(l)) => {
-                    out.push((h * 16 + l) as u8);
-                    i += 3;
-                    continue;
-                }
-                _ => out.push(b),
-            },
-            b'+' if plus_is_space => out.push(b' '),
-            _ => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-#[cfg(test)]
-mod decode_tests {
-    use super::*;
 
     #[test]
     fn percent() {

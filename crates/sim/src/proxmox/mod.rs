@@ -800,7 +800,7 @@ fn next_free(st: &St, from: u32) -> u32 {
 }
 
 #[cfg(test)]
-mod schema_mode_tests {
+mod tests {
     use super::*;
 
     /// Tests start the simulator with the default mode: without the schema it refuses to

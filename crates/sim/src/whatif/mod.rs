@@ -30,8 +30,4 @@ pub mod workload;
 pub mod world;
 
 #[cfg(test)]
-mod crash_tests;
-#[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod warm_tests;

@@ -6,15 +6,15 @@ use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
-use nodewright::act::Clouds;
-use nodewright::cloud::proxmox::{
+use nodewright_core::act::Clouds;
+use nodewright_core::cloud::proxmox::{
     ProviderOptions, ProxmoxCredentials, ProxmoxProvider, ProxmoxSettings,
 };
-use nodewright::cluster::{kubeconfig_from_file, KubeCluster};
-use nodewright::config::Config;
-use nodewright::run::Reconciler;
-use nodewright::sim::cluster::{SimCluster, SimClusterOptions, SimNodeSpec};
-use nodewright::sim::proxmox::{SimProxmox, SimProxmoxOptions};
+use nodewright_core::cluster::{kubeconfig_from_file, KubeCluster};
+use nodewright_core::config::Config;
+use nodewright_core::run::Reconciler;
+use nodewright_sim::cluster::{SimCluster, SimClusterOptions, SimNodeSpec};
+use nodewright_sim::proxmox::{SimProxmox, SimProxmoxOptions};
 
 use super::{has_startup_taint, ready};
 
@@ -35,7 +35,7 @@ pub fn fast() -> ProviderOptions {
 }
 
 pub fn settings(yaml: &str) -> ProxmoxSettings {
-    nodewright::yaml::from_str(yaml).expect("settings parse")
+    nodewright_core::yaml::from_str(yaml).expect("settings parse")
 }
 
 pub fn token_creds(s: &SimProxmox) -> ProxmoxCredentials {
@@ -121,7 +121,7 @@ pub async fn reconciler(env: &Env, groups: &str) -> Reconciler {
         .iter()
         .filter_map(|g| {
             g.settings
-                .of::<nodewright::cloud::proxmox::ProxmoxSettings>()
+                .of::<nodewright_core::cloud::proxmox::ProxmoxSettings>()
                 .cloned()
                 .map(|s| (g.name.clone(), s))
         })

@@ -640,5 +640,4 @@ pub fn to_csv(rows: &[WorkloadRow]) -> String {
 }
 
 #[cfg(test)]
-#[path = "workload_tests.rs"]
 mod tests;

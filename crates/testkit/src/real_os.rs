@@ -1,7 +1,6 @@
 //! The environment `tests/openstack-real/setup.sh` leaves behind and the test-side
-//! helpers of the real-OpenStack tier (`mod real_os;` in each test file of the tier).
-// Each test file is its own crate and uses only some of these helpers.
-#![allow(dead_code)]
+//! helpers of the real-OpenStack tier (`use nodewright_testkit::real_os;` in each test
+//! file of the tier).
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write as _;
@@ -9,11 +8,13 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant, SystemTime};
 
 use base64::Engine as _;
-use nodewright::cloud::openstack::{
+use nodewright_core::cloud::openstack::{
     OpenStackCredentials, OpenStackProvider, OpenStackSettings, ProviderOptions,
 };
-use nodewright::cloud::{CloudProvider, CreateRequest, CLUSTER_TAG, GROUP_TAG, SETTINGS_HASH_TAG};
-use nodewright::model::{Server, ServerStatus};
+use nodewright_core::cloud::{
+    CloudProvider, CreateRequest, CLUSTER_TAG, GROUP_TAG, SETTINGS_HASH_TAG,
+};
+use nodewright_core::model::{Server, ServerStatus};
 use serde_json::{json, Value};
 
 pub const ENV: &str = "NODEWRIGHT_REAL_OPENSTACK";
@@ -106,15 +107,18 @@ pub fn real_os(test: &str) -> Option<RealOs> {
     })
 }
 
+/// The real OpenStack, or a return from the test after [`real_os`](crate::real_os::real_os)'s
+/// skip message.
 #[macro_export]
 macro_rules! real_os_or_skip {
     ($test:expr) => {
-        match real_os($test) {
+        match $crate::real_os::real_os($test) {
             Some(os) => os,
             None => return,
         }
     };
 }
+pub use crate::real_os_or_skip;
 
 /// A cluster name no other test (or earlier run) uses; short enough for node names.
 pub fn unique_cluster(tag: &str) -> String {

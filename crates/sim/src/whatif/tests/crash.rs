@@ -6,11 +6,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::crash::{campaign, render, run, scenario_config, RunFigures, RunOptions};
-use super::faults::{faulty_apis, Injector};
-use super::invariants::{Checker, Foreign};
-use super::world::{World, WorldOptions};
 use crate::model::{LabelSelector, PdbInfo, PodRef};
+use crate::whatif::crash::{campaign, render, run, scenario_config, RunFigures, RunOptions};
+use crate::whatif::faults::{faulty_apis, Injector};
+use crate::whatif::invariants::{Checker, Foreign};
+use crate::whatif::world::{World, WorldOptions};
 
 /// The base seed: `NODEWRIGHT_CRASH_SEED` or 1.
 fn base_seed() -> u64 {
@@ -76,10 +76,10 @@ async fn a_seed_replays_the_same_run() {
 async fn the_audit_flags_writes_on_what_is_not_ours() {
     let dir = tempfile::tempdir().expect("tempdir");
     let config = scenario_config(dir.path()).expect("config");
-    let rows = super::crash::scenario_workload(1);
+    let rows = crate::whatif::crash::scenario_workload(1);
     let world = World::new(&config, rows, WorldOptions::default()).expect("world");
     world.add_pdb(PdbInfo {
-        namespace: super::world::NAMESPACE.into(),
+        namespace: crate::whatif::world::NAMESPACE.into(),
         name: "web".into(),
         selector: Some(LabelSelector {
             match_labels: BTreeMap::from([("app".to_string(), "web".to_string())]),
@@ -87,7 +87,7 @@ async fn the_audit_flags_writes_on_what_is_not_ours() {
         }),
         disruptions_allowed: 0,
     });
-    let foreign = super::crash::seed_foreign(&world);
+    let foreign = crate::whatif::crash::seed_foreign(&world);
     // A web pod running on the unlabelled node.
     world.advance_to(60_000);
     let on_legacy = world
@@ -107,7 +107,7 @@ async fn the_audit_flags_writes_on_what_is_not_ours() {
         .await
         .expect("cordon");
     let pod = PodRef {
-        namespace: super::world::NAMESPACE.into(),
+        namespace: crate::whatif::world::NAMESPACE.into(),
         name: on_legacy.clone(),
     };
     cluster.evict(&pod).await.expect("evict");

@@ -481,5 +481,4 @@ fn resource_panel(
 }
 
 #[cfg(test)]
-#[path = "plot_tests.rs"]
 mod tests;

@@ -3,8 +3,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use nodewright::sim::cluster::SimPodTemplate;
-use nodewright::sim::env::SimEnv;
+use nodewright_sim::cluster::SimPodTemplate;
+use nodewright_sim::env::SimEnv;
 
 pub const GI: u64 = 1 << 30;
 

@@ -673,5 +673,4 @@ impl CloudProvider for KamateraProvider {
 }
 
 #[cfg(test)]
-#[path = "provider_tests.rs"]
 mod tests;

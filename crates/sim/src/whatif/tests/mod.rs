@@ -1,5 +1,9 @@
 //! The what-if end to end on small workloads whose figures are worked out by hand.
 //! Virtual time only: nothing here waits on or measures the wall clock.
+//! `crash`: crash points and faults; `warm`: warm pools in the replay.
+
+mod crash;
+mod warm;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

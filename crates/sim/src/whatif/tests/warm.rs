@@ -4,10 +4,10 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::replay::replay;
-use super::workload::{PodKind, WorkloadRow};
-use super::world::WorldOptions;
 use crate::config::Config;
+use crate::whatif::replay::replay;
+use crate::whatif::workload::{PodKind, WorkloadRow};
+use crate::whatif::world::WorldOptions;
 
 /// One Proxmox group `w` (4 cores, 8 GiB), scale-down off, with a warm pool of `size`.
 fn config(dir: &Path, size: u32) -> Arc<Config> {
@@ -71,7 +71,7 @@ async fn a_warm_pool_saves_the_boot_waiting_of_the_nodes_it_serves() {
     // at 620 s, the next 30 s cycle (630 s) lets them in: 30 s, the rest of the 40 s saved
     // lost to the cycle's pace.
     assert_eq!((cold.wait_max_s, warm.wait_max_s), (60.0, 30.0));
-    let text = super::report::render_table(&[&cold, &warm]);
+    let text = crate::whatif::report::render_table(&[&cold, &warm]);
     assert!(text.contains("warm starts"), "{text}");
     assert!(
         text.contains("boot waiting saved by warm pools (s)"),
@@ -81,7 +81,7 @@ async fn a_warm_pool_saves_the_boot_waiting_of_the_nodes_it_serves() {
 
 /// The crash scenario's OpenStack group with a warm pool of 2 and `scaleDown.mode: stop`.
 fn pooled_scenario(dir: &Path) -> Arc<Config> {
-    let mut config = super::crash::scenario_config(dir).expect("config");
+    let mut config = crate::whatif::crash::scenario_config(dir).expect("config");
     let g = &mut config.node_groups[0];
     g.warm_pool = Some(crate::config::WarmPoolConfig { size: 2 });
     config.scale_down.mode = crate::config::ScaleDownMode::Stop;
@@ -90,12 +90,12 @@ fn pooled_scenario(dir: &Path) -> Arc<Config> {
 
 #[tokio::test]
 async fn faulty_cloud_forwards_the_warm_pool_calls() {
-    use super::faults::{faulty_apis, Injector};
     use crate::cloud::CreateRequest;
+    use crate::whatif::faults::{faulty_apis, Injector};
     let dir = tempfile::tempdir().expect("tempdir");
     let config = pooled_scenario(dir.path());
-    let world =
-        super::world::World::new(&config, Vec::new(), WorldOptions::default()).expect("world");
+    let world = crate::whatif::world::World::new(&config, Vec::new(), WorldOptions::default())
+        .expect("world");
     let injector = Injector::new(1, 0.0, 0);
     let (_, clouds) = faulty_apis(&world, &config, &injector);
     let p = clouds.for_group("w").expect("w");
@@ -129,7 +129,7 @@ async fn faulty_cloud_forwards_the_warm_pool_calls() {
 
 #[tokio::test]
 async fn a_what_if_with_faults_and_a_warm_pool_keeps_every_invariant() {
-    use super::crash::{run, RunOptions};
+    use crate::whatif::crash::{run, RunOptions};
     let dir = tempfile::tempdir().expect("tempdir");
     let config = pooled_scenario(dir.path());
     let mut warm_faults = 0;

@@ -6,10 +6,10 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
-use nodewright::plan::Action;
-use nodewright::run::Reconciler;
-use nodewright::sim::cluster::SimPodTemplate;
-use nodewright::sim::env::SimEnv;
+use nodewright_core::plan::Action;
+use nodewright_core::run::Reconciler;
+use nodewright_sim::cluster::SimPodTemplate;
+use nodewright_sim::env::SimEnv;
 
 use super::{act_until, act_until_placed, cordon_patch, env_with_config, reconciler_for};
 

@@ -264,7 +264,7 @@ fn long_bad_values_are_shortened() {
 
 #[test]
 fn round_trip_of_a_good_file() {
-    let rows = parse_workload(include_str!("../../../../examples/workload.csv")).unwrap();
+    let rows = parse_workload(include_str!("../../../../../examples/workload.csv")).unwrap();
     assert!(rows.len() > 50, "{}", rows.len());
     assert!(rows.iter().any(|r| r.kind == PodKind::Job));
     assert!(rows.iter().any(|r| !r.node_selector.is_empty()));

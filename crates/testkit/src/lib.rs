@@ -1,11 +1,15 @@
-//! Helpers shared by the integration tests (`mod common;` in each test file).
-// Each test file is its own crate and uses only some of these helpers.
-#![allow(dead_code)]
+//! Helpers shared by the integration tests in `tests/`, compiled once for all of them:
+//! each test binary says `use nodewright_testkit as common;`.
+//!
+//! It depends on `nodewright-core` and `nodewright-sim`, which the root package
+//! re-exports, so its types are the tests' types. What only the root package's tests
+//! know (the `nodewright` binary's path) reaches it through [`nodewright_for!`].
 
 pub mod faulty;
 pub mod pools;
 pub mod proxy;
 pub mod pve;
+pub mod real_os;
 
 use std::path::PathBuf;
 use std::process::Child;
@@ -14,15 +18,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use nodewright::model::STARTUP_TAINT_KEY;
-use nodewright::plan::{Action, Decision};
-use nodewright::run::Reconciler;
-use nodewright::sim::env::{SimEnv, SimTimings};
-use nodewright::sim::{VmEvent, VmHook};
+use nodewright_core::model::STARTUP_TAINT_KEY;
+use nodewright_core::plan::{Action, Decision};
+use nodewright_core::run::Reconciler;
+use nodewright_sim::env::{SimEnv, SimTimings};
+use nodewright_sim::{VmEvent, VmHook};
 
-/// The crate's root directory.
+/// The repository's root directory (where the root package's `Cargo.toml` is).
 pub fn repo() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+    // This crate is `crates/testkit/` of the repository.
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.ancestors()
+        .nth(2)
+        .expect("crates/testkit is two levels below the repository root")
+        .to_path_buf()
 }
 
 /// The `kubectl` to run: `$KUBECTL`, else the first on `PATH` (.ci/run installs one).
@@ -120,12 +129,29 @@ pub fn free_port() -> u16 {
 
 /// The real `nodewright` binary, pointed at `env`'s cluster, clouds and `config` through
 /// the environment variables a user would set, with nothing inherited that could redirect
-/// it (`KUBECONFIG`, `POD_NAMESPACE`).
-pub fn nodewright_for(
-    env: &nodewright::sim::env::SimEnv,
+/// it (`KUBECONFIG`, `POD_NAMESPACE`): `nodewright_for!(&env, &config)`, a
+/// `std::process::Command`.
+///
+/// A macro because only the root package's tests know the binary
+/// (`CARGO_BIN_EXE_nodewright`): it expands there.
+#[macro_export]
+macro_rules! nodewright_for {
+    ($env:expr, $config:expr) => {
+        $crate::nodewright_command(
+            ::std::path::Path::new(env!("CARGO_BIN_EXE_nodewright")),
+            $env,
+            $config,
+        )
+    };
+}
+
+/// The binary `bin` pointed at `env` and `config`; see [`nodewright_for!`].
+pub fn nodewright_command(
+    bin: &std::path::Path,
+    env: &nodewright_sim::env::SimEnv,
     config: &std::path::Path,
 ) -> std::process::Command {
-    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_nodewright"));
+    let mut cmd = std::process::Command::new(bin);
     cmd.envs(env.env_vars(config))
         .env_remove("KUBECONFIG")
         .env_remove("POD_NAMESPACE");
@@ -141,9 +167,9 @@ pub fn cordon_patch(ours: bool) -> serde_json::Value {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     serde_json::json!({
         "metadata": {"annotations": {
-            nodewright::model::ANNOTATION_CORDONED: "scale-down: empty",
-            nodewright::model::ANNOTATION_CORDONED_AT: now,
-            nodewright::model::ANNOTATION_DISRUPTION: "empty",
+            nodewright_core::model::ANNOTATION_CORDONED: "scale-down: empty",
+            nodewright_core::model::ANNOTATION_CORDONED_AT: now,
+            nodewright_core::model::ANNOTATION_DISRUPTION: "empty",
         }},
         "spec": {"unschedulable": true}
     })
@@ -229,7 +255,7 @@ pub fn scale_ups(decisions: &[Decision]) -> Vec<(String, u32)> {
 /// first problem whose path (`exact`, or as a prefix) or message (every fragment) differs.
 pub fn config_case_failures(
     case: &str,
-    parsed: Result<nodewright::config::Config, nodewright::config::ConfigError>,
+    parsed: Result<nodewright_core::config::Config, nodewright_core::config::ConfigError>,
     path: &str,
     exact: bool,
     fragments: &[&str],
@@ -352,7 +378,7 @@ pub async fn begin_scale_up(
         .add_pod(
             "default",
             "waits",
-            nodewright::sim::cluster::SimPodTemplate::new("nginx:1.25", 1 << 30),
+            nodewright_sim::cluster::SimPodTemplate::new("nginx:1.25", 1 << 30),
         )
         .expect("pod");
     let mut planned = None;
@@ -376,8 +402,8 @@ pub fn form_body(form: &[(&str, &str)]) -> String {
         .map(|(k, v)| {
             format!(
                 "{}={}",
-                nodewright::cloud::proxmox::pve_urlencode(k),
-                nodewright::cloud::proxmox::pve_urlencode(v)
+                nodewright_core::cloud::proxmox::pve_urlencode(k),
+                nodewright_core::cloud::proxmox::pve_urlencode(v)
             )
         })
         .collect::<Vec<_>>()
@@ -386,8 +412,7 @@ pub fn form_body(form: &[(&str, &str)]) -> String {
 
 /// A client of the simulated Proxmox VE that trusts its self-signed certificate, as a
 /// user's client given `proxmox-ca.pem` does.
-#[allow(dead_code)]
-pub fn proxmox_client(pve: &nodewright::sim::proxmox::SimProxmox) -> reqwest::Client {
+pub fn proxmox_client(pve: &nodewright_sim::proxmox::SimProxmox) -> reqwest::Client {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let mut builder = reqwest::Client::builder();
     if let Some(tls) = &pve.options().tls {

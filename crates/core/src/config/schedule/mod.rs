@@ -445,5 +445,4 @@ impl fmt::Display for Schedule {
 }
 
 #[cfg(test)]
-#[path = "schedule_tests.rs"]
 mod tests;
