@@ -1,6 +1,6 @@
 //! The vocabulary of the in-memory world: virtual time, the options and group specs it
 //! is built from, the workload pods it makes and what it counts. A leaf: the world
-//! ([`super::world`]) and its state ([`super::state`]) both speak it, so neither imports
+//! ([`super::world`]) and its state (`super::state`) both speak it, so neither imports
 //! the other for it.
 
 use std::collections::BTreeMap;
