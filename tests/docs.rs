@@ -265,3 +265,18 @@ fn readme_provider_tables_follow_the_provider_rows() {
         "README's configuration table should list the registered providers:\n{provider}"
     );
 }
+
+#[test]
+fn readme_lists_every_node_state_the_metrics_count() {
+    let readme = read(&repo().join("README.md"));
+    let bullet = readme
+        .split("\n- ")
+        .find(|b| b.contains("`nodewright_nodes{group, state}`"))
+        .expect("README says what nodewright_nodes counts");
+    let missing: Vec<&str> = nodewright::plan::summary::NODE_STATES
+        .iter()
+        .copied()
+        .filter(|s| !bullet.contains(&format!("`{s}`")))
+        .collect();
+    assert!(missing.is_empty(), "README's nodewright_nodes misses {missing:?}");
+}

@@ -34,15 +34,28 @@ pub fn wait_after(failures: u32) -> Duration {
 /// for `None`.
 pub fn keys(action: &Action) -> Vec<String> {
     let kind = action.kind();
-    action
-        .targets()
-        .into_iter()
-        .map(|t| match t {
-            Target::Node(n) => format!("{kind} node/{n}"),
-            Target::Server(s) => format!("{kind} server/{}/{}", s.group, s.id),
-            Target::Pod(p) => format!("{kind} pod/{}/{}", p.namespace, p.name),
-        })
-        .collect()
+    action.targets().into_iter().map(|t| key(kind, t)).collect()
+}
+
+/// The key of one object of an action of `kind`.
+fn key(kind: &str, t: Target<'_>) -> String {
+    match t {
+        Target::Node(n) => format!("{kind} node/{n}"),
+        Target::Server(s) => format!("{kind} server/{}/{}", s.group, s.id),
+        Target::Pod(p) => format!("{kind} pod/{}/{}", p.namespace, p.name),
+    }
+}
+
+/// Whether an action of `kind` on `target` is held back at `now`: a step choosing a few
+/// of many objects puts these last, so one that keeps failing never keeps the others
+/// waiting behind it.
+pub fn is_held_back(
+    kind: &str,
+    target: Target<'_>,
+    backoff: &BTreeMap<String, SystemTime>,
+    now: SystemTime,
+) -> bool {
+    backoff.get(&key(kind, target)).is_some_and(|until| *until > now)
 }
 
 /// When `action` may be tried again, if every object it acts on is held back at `now`.

@@ -9,8 +9,22 @@ use super::snapshot::Snapshot;
 use super::view::{ServerState, View};
 use crate::config::Config;
 
-/// Node states as metrics and status report them.
-pub const NODE_STATES: &[&str] = &["ready", "unready", "provisioning", "cordoned", "deleting"];
+/// Node states as metrics and status report them: every [`ServerState`] of a VM of ours
+/// (a joined one as ready, unready or cordoned), and the VMs with this cluster's marks
+/// left alone as not ours to act on (`disowned`: a node whose labels, or a VM whose
+/// cluster tag, a person removed; `copied`: a person's copy of a VM of the group).
+pub const NODE_STATES: &[&str] = &[
+    "ready",
+    "unready",
+    "provisioning",
+    "cordoned",
+    "deleting",
+    "failed",
+    "removing",
+    "vanished",
+    "disowned",
+    "copied",
+];
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -19,9 +33,8 @@ pub struct GroupSummary {
     pub max_size: u32,
     /// VMs counting against maxSize.
     pub size: u32,
-    /// Count per state in [`NODE_STATES`], plus `failed`, `disowned` (a node whose labels,
-    /// or a VM whose cluster tag, a person removed), `copied` (a person's copy of a VM of
-    /// the group) and `vanished` (a VM that joined whose Node is gone).
+    /// Count per state in [`NODE_STATES`] (`vanished`: a VM that joined whose Node is
+    /// gone; `removing`: a VM whose removal began and did not finish).
     pub states: BTreeMap<String, u32>,
     /// VMs still provisioning, by name.
     pub provisioning: Vec<String>,
@@ -50,10 +63,7 @@ pub fn summarize(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Summa
             size: view.group_size(&g.name),
             ..GroupSummary::default()
         };
-        for state in NODE_STATES
-            .iter()
-            .chain(&["failed", "disowned", "copied", "vanished", "removing"])
-        {
+        for state in NODE_STATES {
             s.states.insert(state.to_string(), 0);
         }
         for m in view.members.iter().filter(|m| m.group.name == g.name) {

@@ -65,10 +65,13 @@ fn identity() -> String {
     format!("{base}-{}", crate::act::random_suffix(6))
 }
 
-fn record_metrics(m: &Metrics, summary: &Summary, cycle: &Cycle) {
+/// `nodewright_nodes`: every group's count in every state of [`NODE_STATES`], zeros
+/// included, so a state that empties drops to 0 instead of keeping its last value.
+fn record_node_states(m: &Metrics, summary: &Summary) {
     for (group, g) in &summary.groups {
-        // VMs left alone as not ours to act on are counted too, so an alert can see them.
-        for state in NODE_STATES.iter().chain(&["disowned", "copied"]) {
+        // Every state, VMs left alone as not ours to act on too, so an alert can see
+        // VMs that failed, vanished or were taken over.
+        for state in NODE_STATES {
             let n = g.states.get(*state).copied().unwrap_or(0);
             m.nodes
                 .get_or_create(&NodeStateLabels {
@@ -78,6 +81,10 @@ fn record_metrics(m: &Metrics, summary: &Summary, cycle: &Cycle) {
                 .set(i64::from(n));
         }
     }
+}
+
+fn record_metrics(m: &Metrics, summary: &Summary, cycle: &Cycle) {
+    record_node_states(m, summary);
     m.unschedulable_pods.set(summary.unschedulable_pods as i64);
     m.set_pending(&cycle.decision.bucket_counts());
     m.set_unremovable(&crate::plan::unremovable::counts(
@@ -402,4 +409,35 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
     }
     tracing::info!("nodewright stopped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::summary::GroupSummary;
+
+    /// Regression: `nodewright_nodes` left out VMs that failed, vanished or were being
+    /// removed (the status ConfigMap counted them), so no alert could see them.
+    #[test]
+    fn node_metrics_count_every_state_the_status_counts() {
+        let mut g = GroupSummary::default();
+        for state in NODE_STATES {
+            g.states.insert(state.to_string(), 0);
+        }
+        g.states.insert("ready".into(), 3);
+        g.states.insert("failed".into(), 2);
+        g.states.insert("vanished".into(), 1);
+        g.states.insert("removing".into(), 1);
+        let summary = Summary {
+            groups: [("web".to_string(), g.clone())].into(),
+            ..Summary::default()
+        };
+        let m = Metrics::new();
+        record_node_states(&m, &summary);
+        let text = m.encode();
+        for (state, n) in &g.states {
+            let line = format!("nodewright_nodes{{group=\"web\",state=\"{state}\"}} {n}");
+            assert!(text.contains(&line), "{line} missing from:\n{text}");
+        }
+    }
 }

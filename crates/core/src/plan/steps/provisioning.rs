@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::StepResult;
 use crate::model::{unix_secs, ObjectRef, ServerStatus, STARTUP_TAINT_KEY};
 use crate::plan::view::{Member, ServerState, View};
-use crate::plan::{Action, Reason, ReasonCode};
+use crate::plan::{backoff, Action, Reason, ReasonCode, Target};
 
 /// At most this many VMs are removed for not joining (no Ready node `provisionTimeout`
 /// after creation) in one action, oldest first; the rest wait for the next cycles. A view
@@ -94,9 +94,19 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         ));
         not_joined.clear();
     }
-    // Oldest first; the name breaks ties so the choice is stable from cycle to cycle.
+    // Oldest first; the name breaks ties so the choice is stable from cycle to cycle. VMs
+    // whose delete keeps failing and is held back go last: taken first, two of them would
+    // hold back the whole action, and every other VM that never joined with it.
+    let kind = Action::DeleteServers {
+        servers: Vec::new(),
+        nodes: Vec::new(),
+    }
+    .kind();
+    let held = |m: &Member<'_>| {
+        backoff::is_held_back(kind, Target::Server(&m.server_ref()), v.action_backoff, v.now)
+    };
     not_joined.sort_by(|a, b| {
-        (a.server.created, &a.server.name).cmp(&(b.server.created, &b.server.name))
+        (held(a), a.server.created, &a.server.name).cmp(&(held(b), b.server.created, &b.server.name))
     });
     if not_joined.len() > MAX_NOT_JOINED_PER_ACTION {
         let later = not_joined.split_off(MAX_NOT_JOINED_PER_ACTION);

@@ -122,6 +122,32 @@ fn vms_that_never_joined_go_at_most_a_few_at_a_time_oldest_first() {
     );
 }
 
+/// Regression: when the deletes of the two oldest VMs that never joined kept failing,
+/// both were held back, so the whole action was, and every other VM that never joined
+/// waited behind them (each still billed) for as long as those deletes failed.
+#[test]
+fn vms_whose_delete_keeps_failing_do_not_keep_the_others_waiting() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 7200);
+    for (i, age) in [(1, 900), (2, 3000), (3, 2000), (4, 1000)] {
+        s.servers
+            .push(mk_server(&format!("dev-workers-n{i}"), ago(age)));
+    }
+    let d = plan_it(&s, &c);
+    assert_eq!(deleted(&d), ["dev-workers-n2", "dev-workers-n3"], "{d:#?}");
+    // Their deletes failed past the retries: held back for a while.
+    for key in crate::plan::backoff::keys(&d.action) {
+        s.action_backoff.insert(key, now() + Duration::from_secs(60));
+    }
+    let d = plan_it(&s, &c);
+    assert_eq!(deleted(&d), ["dev-workers-n4", "dev-workers-n1"], "{d:#?}");
+    // Once their wait is over they are the oldest again.
+    let later = now() + Duration::from_secs(61);
+    let d = plan(&s, &c, later);
+    assert_eq!(deleted(&d), ["dev-workers-n2", "dev-workers-n3"], "{d:#?}");
+}
+
 /// With no managed node in view and no VM marked, the view cannot be told from a group
 /// whose VMs all fail to join: they go, but only a few at a time.
 #[test]

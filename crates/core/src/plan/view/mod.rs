@@ -47,6 +47,8 @@ pub struct View<'a> {
     pub pdbs: &'a [crate::model::PdbInfo],
     pub volume_attachments: &'a [(String, String)],
     pub group_backoff: &'a BTreeMap<String, SystemTime>,
+    /// Actions held back on the objects they keep failing on (see [`crate::plan::backoff`]).
+    pub action_backoff: &'a BTreeMap<String, SystemTime>,
     /// Groups whose provider could not be listed this cycle, with the error.
     pub frozen: BTreeMap<&'a str, &'a str>,
     /// VMs per frozen group as their provider's last good listing showed them.
@@ -139,6 +141,7 @@ impl<'a> View<'a> {
             pdbs: &s.pdbs,
             volume_attachments: &s.volume_attachments,
             group_backoff: &s.group_backoff,
+            action_backoff: &s.action_backoff,
             frozen,
             frozen_sizes: &s.frozen_sizes,
             frozen_nodes,
