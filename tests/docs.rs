@@ -278,5 +278,8 @@ fn readme_lists_every_node_state_the_metrics_count() {
         .copied()
         .filter(|s| !bullet.contains(&format!("`{s}`")))
         .collect();
-    assert!(missing.is_empty(), "README's nodewright_nodes misses {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "README's nodewright_nodes misses {missing:?}"
+    );
 }

@@ -55,7 +55,9 @@ pub fn is_held_back(
     backoff: &BTreeMap<String, SystemTime>,
     now: SystemTime,
 ) -> bool {
-    backoff.get(&key(kind, target)).is_some_and(|until| *until > now)
+    backoff
+        .get(&key(kind, target))
+        .is_some_and(|until| *until > now)
 }
 
 /// When `action` may be tried again, if every object it acts on is held back at `now`.

@@ -103,10 +103,19 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     }
     .kind();
     let held = |m: &Member<'_>| {
-        backoff::is_held_back(kind, Target::Server(&m.server_ref()), v.action_backoff, v.now)
+        backoff::is_held_back(
+            kind,
+            Target::Server(&m.server_ref()),
+            v.action_backoff,
+            v.now,
+        )
     };
     not_joined.sort_by(|a, b| {
-        (held(a), a.server.created, &a.server.name).cmp(&(held(b), b.server.created, &b.server.name))
+        (held(a), a.server.created, &a.server.name).cmp(&(
+            held(b),
+            b.server.created,
+            &b.server.name,
+        ))
     });
     if not_joined.len() > MAX_NOT_JOINED_PER_ACTION {
         let later = not_joined.split_off(MAX_NOT_JOINED_PER_ACTION);

@@ -138,7 +138,8 @@ fn vms_whose_delete_keeps_failing_do_not_keep_the_others_waiting() {
     assert_eq!(deleted(&d), ["dev-workers-n2", "dev-workers-n3"], "{d:#?}");
     // Their deletes failed past the retries: held back for a while.
     for key in crate::plan::backoff::keys(&d.action) {
-        s.action_backoff.insert(key, now() + Duration::from_secs(60));
+        s.action_backoff
+            .insert(key, now() + Duration::from_secs(60));
     }
     let d = plan_it(&s, &c);
     assert_eq!(deleted(&d), ["dev-workers-n4", "dev-workers-n1"], "{d:#?}");
