@@ -234,3 +234,65 @@ async fn a_drifted_warm_vm_is_deleted_instead_of_reused() {
     assert_eq!(fresh.config.get("cores").map(String::as_str), Some("4"));
     assert_clean(&env);
 }
+
+/// Regression: a warm VM was started with user data rendered for no host, so a VM on
+/// pve2 joined without `topology.kubernetes.io/zone`, while a VM cloned onto pve2 joins
+/// with `zone=pve2` (and the planner counts on it for topology spread and anti-affinity).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_vm_started_on_pve2_joins_with_zone_pve2() {
+    // Two hosts, so the group's shape names no zone: each VM's is the host it is on.
+    let text = config(2, 3, 1, "delete").replace("cores: 2}", "cores: 2, nodes: [pve1, pve2]}");
+    assert!(text.contains("nodes: [pve1, pve2]"), "{text}");
+    let (env, rec) = env_with_config(&text).await;
+    // Someone else's VM makes pve2 the fuller host, where a new VM is packed.
+    env.proxmox.insert_vm("pve2", "database", "", None);
+    act_until(&rec, "pool fill", |a| {
+        matches!(a, Action::FillWarmPool { count: 1, .. })
+    })
+    .await;
+    let warm = env
+        .proxmox
+        .guests()
+        .into_iter()
+        .find(|g| is_warm(g))
+        .expect("a warm VM");
+    assert_eq!(warm.node, "pve2", "the warm VM sits on pve2");
+    let name = warm.name.clone();
+
+    env.cluster
+        .add_pod("default", "waits", SimPodTemplate::new("nginx:1.25", GI))
+        .expect("pod");
+    let acted = act_until(&rec, "start of the warm VM", |a| {
+        matches!(a, Action::StartWarm { .. })
+    })
+    .await;
+    assert!(
+        matches!(&acted.last().map(|d| &d.action), Some(Action::StartWarm { servers, .. }) if servers.iter().any(|s| s.name == name)),
+        "{acted:#?}"
+    );
+    common::wait_for("the started VM's node", Duration::from_secs(10), || {
+        env.cluster.node(&name).is_some()
+    })
+    .await;
+    let node = env.cluster.node(&name).expect("registered");
+    let zone = node
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("topology.kubernetes.io/zone"))
+        .cloned();
+    assert_eq!(zone.as_deref(), Some("pve2"), "{:?}", node.metadata.labels);
+    let seeded = env
+        .proxmox
+        .guests()
+        .into_iter()
+        .find(|g| g.name == name)
+        .and_then(|g| g.installed)
+        .expect("joined through the seed");
+    assert!(
+        seeded.contains("topology.kubernetes.io/zone=pve2"),
+        "the seed's user data names its host: {seeded}"
+    );
+    assert_clean(&env);
+}
+
