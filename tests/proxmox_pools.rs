@@ -4,15 +4,17 @@
 
 use nodewright_testkit as common;
 
+use std::sync::Mutex;
 use std::time::Duration;
 
 use common::{act_until, cordon_patch, env_with_config, reconciler_for};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
+use nodewright::cloud::{CloudError, CloudProvider, CreateRequest};
 use nodewright::plan::Action;
 use nodewright::sim::cluster::SimPodTemplate;
 use nodewright::sim::env::SimEnv;
-use nodewright::sim::proxmox::SimVm;
+use nodewright::sim::proxmox::{SimProxmoxOptions, SimVm};
 
 const GI: u64 = 1 << 30;
 
@@ -296,3 +298,61 @@ async fn a_warm_vm_started_on_pve2_joins_with_zone_pve2() {
     assert_clean(&env);
 }
 
+/// A warm VM whose user data does not render stays in the pool: the start fails with the
+/// template's error, asked for the VM's host, before the VM is changed.
+#[tokio::test]
+async fn a_warm_start_whose_user_data_does_not_render_fails_and_leaves_the_vm_parked() {
+    let pve = common::pve::sim_with(SimProxmoxOptions::default()).await;
+    let p = common::pve::provider_with(
+        common::pve::token_creds(&pve),
+        &[("pve", "template: k3s-shared\n")],
+    );
+    let made = p
+        .create_warm(&CreateRequest {
+            name: "prod-pve-aaaaa".into(),
+            cluster: "prod".into(),
+            group: "pve".into(),
+            user_data: String::new(),
+            settings_hash: String::new(),
+            zone: None,
+        })
+        .await
+        .expect("a warm VM");
+    let asked: Mutex<Vec<Option<String>>> = Mutex::default();
+    let render = |zone: Option<&str>| {
+        asked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(zone.map(str::to_string));
+        Err::<CreateRequest, _>("user data for group pve: undefined value `k3s_url`".to_string())
+    };
+    let err = p
+        .start_warm("prod", &made.id, &render)
+        .await
+        .expect_err("not started");
+    assert!(matches!(err, CloudError::Other { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("user data for group pve: undefined value `k3s_url`"),
+        "{err}"
+    );
+    let vm = pve
+        .guests()
+        .into_iter()
+        .find(|g| g.vmid.to_string() == made.id)
+        .expect("the VM is kept");
+    assert_eq!(
+        *asked.lock().unwrap_or_else(|e| e.into_inner()),
+        [Some(vm.node.clone())],
+        "rendered once, for its host"
+    );
+    assert_eq!(vm.status, "stopped");
+    assert!(is_warm(&vm), "still in the pool: {:?}", vm.config);
+    assert_eq!(vm.config.get("ide3"), None, "no seed: {:?}", vm.config);
+    assert!(!pve
+        .calls()
+        .iter()
+        .any(|c| c.endpoint.as_deref() == Some("/nodes/{node}/qemu/{vmid}/status/start")));
+    let v = pve.violations();
+    assert!(v.is_empty(), "schema violations: {v:#?}");
+}
