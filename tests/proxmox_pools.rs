@@ -256,7 +256,7 @@ async fn a_warm_vm_started_on_pve2_joins_with_zone_pve2() {
         .proxmox
         .guests()
         .into_iter()
-        .find(|g| is_warm(g))
+        .find(is_warm)
         .expect("a warm VM");
     assert_eq!(warm.node, "pve2", "the warm VM sits on pve2");
     let name = warm.name.clone();
