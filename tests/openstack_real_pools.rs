@@ -41,7 +41,8 @@ async fn real_nova_parks_and_starts_a_warm_server() {
         Some("filling")
     );
     // Not parked yet: a start is refused before any call changes it.
-    let refused = p.start_warm(&cluster, &made.id, &req).await;
+    let render = |_: Option<&str>| Ok::<_, String>(req.clone());
+    let refused = p.start_warm(&cluster, &made.id, &render).await;
     assert!(
         matches!(refused, Err(CloudError::Refused { .. })),
         "{refused:?}"
@@ -59,7 +60,7 @@ async fn real_nova_parks_and_starts_a_warm_server() {
     // Parking a parked server again stops nothing (Nova would answer 409) and succeeds.
     p.park(&cluster, &made.id).await.expect("park again");
 
-    p.start_warm(&cluster, &made.id, &req)
+    p.start_warm(&cluster, &made.id, &render)
         .await
         .expect("start_warm");
     let s = wait_for_status(&p, &cluster, &made.id, ServerStatus::Active).await;

@@ -4,15 +4,17 @@
 
 use nodewright_testkit as common;
 
+use std::sync::Mutex;
 use std::time::Duration;
 
 use common::{act_until, cordon_patch, env_with_config, reconciler_for};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, Patch, PatchParams};
+use nodewright::cloud::{CloudError, CloudProvider, CreateRequest};
 use nodewright::plan::Action;
 use nodewright::sim::cluster::SimPodTemplate;
 use nodewright::sim::env::SimEnv;
-use nodewright::sim::proxmox::SimVm;
+use nodewright::sim::proxmox::{SimProxmoxOptions, SimVm};
 
 const GI: u64 = 1 << 30;
 
@@ -233,4 +235,124 @@ async fn a_drifted_warm_vm_is_deleted_instead_of_reused() {
         .expect("a running VM");
     assert_eq!(fresh.config.get("cores").map(String::as_str), Some("4"));
     assert_clean(&env);
+}
+
+/// Regression: a warm VM was started with user data rendered for no host, so a VM on
+/// pve2 joined without `topology.kubernetes.io/zone`, while a VM cloned onto pve2 joins
+/// with `zone=pve2` (and the planner counts on it for topology spread and anti-affinity).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warm_vm_started_on_pve2_joins_with_zone_pve2() {
+    // Two hosts, so the group's shape names no zone: each VM's is the host it is on.
+    let text = config(2, 3, 1, "delete").replace("cores: 2}", "cores: 2, nodes: [pve1, pve2]}");
+    assert!(text.contains("nodes: [pve1, pve2]"), "{text}");
+    let (env, rec) = env_with_config(&text).await;
+    // Someone else's VM makes pve2 the fuller host, where a new VM is packed.
+    env.proxmox.insert_vm("pve2", "database", "", None);
+    act_until(&rec, "pool fill", |a| {
+        matches!(a, Action::FillWarmPool { count: 1, .. })
+    })
+    .await;
+    let warm = env
+        .proxmox
+        .guests()
+        .into_iter()
+        .find(is_warm)
+        .expect("a warm VM");
+    assert_eq!(warm.node, "pve2", "the warm VM sits on pve2");
+    let name = warm.name.clone();
+
+    env.cluster
+        .add_pod("default", "waits", SimPodTemplate::new("nginx:1.25", GI))
+        .expect("pod");
+    let acted = act_until(&rec, "start of the warm VM", |a| {
+        matches!(a, Action::StartWarm { .. })
+    })
+    .await;
+    assert!(
+        matches!(&acted.last().map(|d| &d.action), Some(Action::StartWarm { servers, .. }) if servers.iter().any(|s| s.name == name)),
+        "{acted:#?}"
+    );
+    common::wait_for("the started VM's node", Duration::from_secs(10), || {
+        env.cluster.node(&name).is_some()
+    })
+    .await;
+    let node = env.cluster.node(&name).expect("registered");
+    let zone = node
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get("topology.kubernetes.io/zone"))
+        .cloned();
+    assert_eq!(zone.as_deref(), Some("pve2"), "{:?}", node.metadata.labels);
+    let seeded = env
+        .proxmox
+        .guests()
+        .into_iter()
+        .find(|g| g.name == name)
+        .and_then(|g| g.installed)
+        .expect("joined through the seed");
+    assert!(
+        seeded.contains("topology.kubernetes.io/zone=pve2"),
+        "the seed's user data names its host: {seeded}"
+    );
+    assert_clean(&env);
+}
+
+/// A warm VM whose user data does not render stays in the pool: the start fails with the
+/// template's error, asked for the VM's host, before the VM is changed.
+#[tokio::test]
+async fn a_warm_start_whose_user_data_does_not_render_fails_and_leaves_the_vm_parked() {
+    let pve = common::pve::sim_with(SimProxmoxOptions::default()).await;
+    let p = common::pve::provider_with(
+        common::pve::token_creds(&pve),
+        &[("pve", "template: k3s-shared\n")],
+    );
+    let made = p
+        .create_warm(&CreateRequest {
+            name: "prod-pve-aaaaa".into(),
+            cluster: "prod".into(),
+            group: "pve".into(),
+            user_data: String::new(),
+            settings_hash: String::new(),
+            zone: None,
+        })
+        .await
+        .expect("a warm VM");
+    let asked: Mutex<Vec<Option<String>>> = Mutex::default();
+    let render = |zone: Option<&str>| {
+        asked
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(zone.map(str::to_string));
+        Err::<CreateRequest, _>("user data for group pve: undefined value `k3s_url`".to_string())
+    };
+    let err = p
+        .start_warm("prod", &made.id, &render)
+        .await
+        .expect_err("not started");
+    assert!(matches!(err, CloudError::Other { .. }), "{err:?}");
+    assert!(
+        err.to_string()
+            .contains("user data for group pve: undefined value `k3s_url`"),
+        "{err}"
+    );
+    let vm = pve
+        .guests()
+        .into_iter()
+        .find(|g| g.vmid.to_string() == made.id)
+        .expect("the VM is kept");
+    assert_eq!(
+        *asked.lock().unwrap_or_else(|e| e.into_inner()),
+        [Some(vm.node.clone())],
+        "rendered once, for its host"
+    );
+    assert_eq!(vm.status, "stopped");
+    assert!(is_warm(&vm), "still in the pool: {:?}", vm.config);
+    assert_eq!(vm.config.get("ide3"), None, "no seed: {:?}", vm.config);
+    assert!(!pve
+        .calls()
+        .iter()
+        .any(|c| c.endpoint.as_deref() == Some("/nodes/{node}/qemu/{vmid}/status/start")));
+    let v = pve.violations();
+    assert!(v.is_empty(), "schema violations: {v:#?}");
 }

@@ -226,10 +226,16 @@ impl Actuator<'_> {
                     .group(group)
                     .ok_or_else(|| ActError::NoProvider(format!("group {group}")))?;
                 let provider = self.clouds.for_group(group)?.clone();
+                let (config, shapes) = (self.config, self.group_shapes);
                 for s in servers {
-                    let req = self.request(g, &s.name, None)?;
+                    // Rendered by the provider's call for the zone the VM is in (on
+                    // Proxmox its host), as a create there would have been.
+                    let render = |zone: Option<&str>| {
+                        request_for(config, shapes, g, &s.name, zone.map(str::to_string))
+                            .map_err(|e| e.to_string())
+                    };
                     provider
-                        .start_warm(&self.config.cluster_name, &s.id, &req)
+                        .start_warm(&config.cluster_name, &s.id, &render)
                         .await?;
                     out.done.push(format!(
                         "started warm VM {} ({}) in group {group}",
@@ -379,7 +385,7 @@ impl Actuator<'_> {
         Ok(out)
     }
 
-    /// What a VM of group `g` named `name` is made (or started) with.
+    /// What a VM of group `g` named `name` is made with.
     /// `zone`: the hypervisor host the plan counted on for this VM, if the group has hosts.
     fn request(
         &self,

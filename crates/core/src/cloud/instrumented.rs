@@ -110,10 +110,10 @@ impl CloudProvider for Instrumented {
         &self,
         cluster: &str,
         id: &str,
-        req: &CreateRequest,
+        render: &crate::cloud::RenderJoin<'_>,
     ) -> Result<(), CloudError> {
         let t = Instant::now();
-        let r = self.inner.start_warm(cluster, id, req).await;
+        let r = self.inner.start_warm(cluster, id, render).await;
         self.record("start_warm", t, &r);
         r
     }
@@ -215,7 +215,12 @@ mod tests {
                 joined: None,
             })
         }
-        async fn start_warm(&self, _: &str, id: &str, _: &CreateRequest) -> Result<(), CloudError> {
+        async fn start_warm(
+            &self,
+            _: &str,
+            id: &str,
+            _: &crate::cloud::RenderJoin<'_>,
+        ) -> Result<(), CloudError> {
             self.calls
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -265,7 +270,10 @@ mod tests {
             zone: None,
         };
         assert!(wrapped.create_warm(&req).await.expect("forwarded").warm);
-        wrapped.start_warm("c", "1", &req).await.expect("forwarded");
+        wrapped
+            .start_warm("c", "1", &|_: Option<&str>| Ok::<_, String>(req.clone()))
+            .await
+            .expect("forwarded");
         wrapped.park("c", "1").await.expect("forwarded");
         wrapped
             .mark_joined("c", "1", Some(std::time::SystemTime::UNIX_EPOCH))

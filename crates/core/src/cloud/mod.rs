@@ -84,8 +84,10 @@ pub struct Observed {
 }
 
 /// Renders the [`CreateRequest`] of a VM for its zone (its hypervisor host), as a scale-up
-/// would have: only the caller has the config and templates (see
-/// [`CloudProvider::finish_join`]). The error is the user data's, in words.
+/// would have: only the caller has the config and templates, only the provider knows where
+/// the VM is (see [`CloudProvider::finish_join`], [`CloudProvider::start_warm`]). `None`:
+/// the group's shape decides, as for a create without a host. The error is the user
+/// data's, in words.
 pub type RenderJoin<'a> = dyn Fn(Option<&str>) -> Result<CreateRequest, String> + Send + Sync + 'a;
 
 /// Everything needed to create one VM of a group.
@@ -229,14 +231,16 @@ pub trait CloudProvider: Send + Sync {
         Err(no_warm_pools(self.name()))
     }
     /// Takes warm VM `id` out of its pool and starts it: read back first and refused
-    /// unless it is `cluster`'s and warm; its provisioning clock restarts now. `req`
-    /// carries its name and freshly rendered user data, for providers that join by
-    /// running a script after the start.
+    /// unless it is `cluster`'s and warm; its provisioning clock restarts now. `render`
+    /// gives its name and freshly rendered user data for the zone the VM is in, the one a
+    /// create there would have been given (Proxmox: its host), for providers that pass
+    /// the user data at the start (a seed) or join by running a script after it; a
+    /// render error fails the start before the VM is changed.
     async fn start_warm(
         &self,
         _cluster: &str,
         _id: &str,
-        _req: &CreateRequest,
+        _render: &RenderJoin<'_>,
     ) -> Result<(), CloudError> {
         Err(no_warm_pools(self.name()))
     }

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 
 use super::world::World;
 use crate::act::Clouds;
-use crate::cloud::{check_owned, CloudError, CloudProvider, CreateRequest};
+use crate::cloud::{check_owned, CloudError, CloudProvider, CreateRequest, RenderJoin};
 use crate::config::{Config, ProviderKind};
 use crate::model::{GroupShape, NodeInfo, PdbInfo, PodInfo, PodRef, Server, ServerStatus};
 use nodewright_core::cluster::{ClusterApi, ClusterError, Eviction};
@@ -243,16 +243,19 @@ impl CloudProvider for MemCloud {
             .ok_or_else(|| self.other(format!("no group {}", req.group)))
     }
 
+    /// Its user data is rendered as a real provider's is (no hosts here, so for no zone,
+    /// as a create is), so a template that does not render fails the start alike.
     async fn start_warm(
         &self,
         cluster: &str,
         id: &str,
-        _req: &CreateRequest,
+        render: &RenderJoin<'_>,
     ) -> Result<(), CloudError> {
         let mut s = self.world.lock();
         let server = s.vms.get(id).map(|v| v.server.clone());
         let server = server.ok_or_else(|| self.other(format!("no VM {id}")))?;
         check_owned(self.kind.as_str(), &server, cluster)?;
+        render(None).map_err(|e| self.other(format!("warm VM {id} not started: {e}")))?;
         s.start_warm_vm(id).map_err(|m| self.other(m))
     }
 

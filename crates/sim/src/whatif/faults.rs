@@ -553,14 +553,14 @@ impl CloudProvider for FaultyCloud {
         &self,
         cluster: &str,
         id: &str,
-        req: &CreateRequest,
+        render: &crate::cloud::RenderJoin<'_>,
     ) -> Result<(), CloudError> {
         self.plain("start warm VM")?;
         if self.injector.is_foreign_vm(id) {
             self.injector
                 .violation(format!("start of VM {id}, which is not this cluster's"));
         }
-        self.inner.start_warm(cluster, id, req).await
+        self.inner.start_warm(cluster, id, render).await
     }
 
     async fn park(&self, cluster: &str, id: &str) -> Result<(), CloudError> {

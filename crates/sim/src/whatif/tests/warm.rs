@@ -115,9 +115,11 @@ async fn faulty_cloud_forwards_the_warm_pool_calls() {
             .map(|s| s.warm)
     };
     assert_eq!(listed(p.list_servers("c").await.expect("list")), Some(true));
-    p.start_warm("c", &made.id, &req)
-        .await
-        .expect("start_warm is forwarded");
+    p.start_warm("c", &made.id, &|_: Option<&str>| {
+        Ok::<_, String>(req.clone())
+    })
+    .await
+    .expect("start_warm is forwarded");
     assert_eq!(
         listed(p.list_servers("c").await.expect("list")),
         Some(false)

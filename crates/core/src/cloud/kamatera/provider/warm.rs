@@ -50,9 +50,9 @@ impl KamateraProvider {
         &self,
         cluster: &str,
         id: &str,
-        req: &CreateRequest,
+        render: &crate::cloud::RenderJoin<'_>,
     ) -> Result<(), CloudError> {
-        crate::cloud::warm::start(self, cluster, id, req).await
+        crate::cloud::warm::start(self, cluster, id, render).await
     }
 
     /// Tags the server `<prefix>_j<unix seconds>` (the new mark first, then any older one
@@ -119,6 +119,7 @@ pub(crate) struct Parked {
 
 #[async_trait]
 impl crate::cloud::warm::WarmStart for KamateraProvider {
+    const PROVIDER: &'static str = PROVIDER;
     type Parked = Parked;
 
     async fn parked(&self, cluster: &str, id: &str) -> Result<Parked, CloudError> {
@@ -129,6 +130,12 @@ impl crate::cloud::warm::WarmStart for KamateraProvider {
             return Err(refused(PROVIDER, &entry.name, id, reason));
         }
         Ok(Parked { prefix })
+    }
+
+    /// None, as a create is given (no hosts): the group's shape names the zone (its
+    /// datacenter).
+    fn zone(&self, _vm: &Self::Parked) -> Option<String> {
+        None
     }
 
     async fn unpark(&self, vm: &Parked, id: &str, now: SystemTime) -> Result<(), CloudError> {

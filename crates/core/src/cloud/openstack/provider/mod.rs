@@ -570,9 +570,9 @@ impl CloudProvider for OpenStackProvider {
         &self,
         cluster: &str,
         id: &str,
-        req: &CreateRequest,
+        render: &crate::cloud::RenderJoin<'_>,
     ) -> Result<(), CloudError> {
-        self.start_parked(cluster, id, req).await
+        self.start_parked(cluster, id, render).await
     }
 
     async fn park(&self, cluster: &str, id: &str) -> Result<(), CloudError> {

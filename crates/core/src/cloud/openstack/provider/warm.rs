@@ -99,9 +99,9 @@ impl OpenStackProvider {
         &self,
         cluster: &str,
         id: &str,
-        req: &CreateRequest,
+        render: &crate::cloud::RenderJoin<'_>,
     ) -> Result<(), CloudError> {
-        crate::cloud::warm::start(self, cluster, id, req).await
+        crate::cloud::warm::start(self, cluster, id, render).await
     }
 
     /// Records that the server's node was Ready at `at` (see
@@ -189,10 +189,17 @@ impl OpenStackProvider {
 
 #[async_trait]
 impl crate::cloud::warm::WarmStart for OpenStackProvider {
+    const PROVIDER: &'static str = PROVIDER;
     type Parked = Server;
 
     async fn parked(&self, cluster: &str, id: &str) -> Result<Server, CloudError> {
         self.owned(cluster, id, true).await
+    }
+
+    /// None, as a create is given (no hosts): the group's shape names the zone (its
+    /// `availabilityZone`, if set).
+    fn zone(&self, _vm: &Self::Parked) -> Option<String> {
+        None
     }
 
     async fn unpark(&self, _vm: &Server, id: &str, now: SystemTime) -> Result<(), CloudError> {

@@ -606,9 +606,9 @@ impl CloudProvider for ProxmoxProvider {
         &self,
         cluster: &str,
         id: &str,
-        req: &CreateRequest,
+        render: &crate::cloud::RenderJoin<'_>,
     ) -> Result<(), CloudError> {
-        self.start_parked(cluster, id, req).await
+        self.start_parked(cluster, id, render).await
     }
 
     async fn park(&self, cluster: &str, id: &str) -> Result<(), CloudError> {

@@ -8,7 +8,7 @@ use crate::cloud::proxmox::allocate::{list_vms, vm_path, VmResource};
 use crate::cloud::proxmox::client::params;
 use crate::cloud::proxmox::tags::{self, ownership};
 use crate::cloud::proxmox::{JoinMode, ProxmoxSettings, PROVIDER};
-use crate::cloud::{refused, CloudError, CreateRequest};
+use crate::cloud::{refused, CloudError, CreateRequest, RenderJoin};
 
 impl ProxmoxProvider {
     /// VM `id` as listed now, refused unless its tags name `cluster` (and, with `warm`,
@@ -61,9 +61,9 @@ impl ProxmoxProvider {
         &self,
         cluster: &str,
         id: &str,
-        req: &CreateRequest,
+        render: &RenderJoin<'_>,
     ) -> Result<(), CloudError> {
-        crate::cloud::warm::start(self, cluster, id, req).await
+        crate::cloud::warm::start(self, cluster, id, render).await
     }
 
     /// Shut down (forced after a minute), then marked warm: a crash in between leaves a
@@ -91,6 +91,7 @@ impl ProxmoxProvider {
 
 #[async_trait::async_trait]
 impl crate::cloud::warm::WarmStart for ProxmoxProvider {
+    const PROVIDER: &'static str = PROVIDER;
     /// The VM and its group's settings.
     type Parked = (VmResource, ProxmoxSettings);
 
@@ -100,6 +101,12 @@ impl crate::cloud::warm::WarmStart for ProxmoxProvider {
         let group = ownership(vm.tags()).group.unwrap_or_default();
         let settings = self.settings(&group)?.clone();
         Ok((vm, settings))
+    }
+
+    /// Its host, as a clone onto that host is rendered (every Proxmox group places by
+    /// host), and as [`crate::cloud::CloudProvider::finish_join`] renders it.
+    fn zone(&self, (vm, _): &Self::Parked) -> Option<String> {
+        Some(vm.node.clone())
     }
 
     async fn unpark(
