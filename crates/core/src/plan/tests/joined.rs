@@ -100,15 +100,21 @@ fn deleted_node_object_gets_its_vm_a_grace_and_comes_back() {
     );
 }
 
-#[test]
-fn vms_that_never_joined_go_at_most_a_few_at_a_time_oldest_first() {
-    let c = mk_config("");
+/// One member and four VMs past provisionTimeout that never joined, n2 the oldest.
+fn four_never_joined() -> Snapshot {
     let mut s = Snapshot::default();
     mk_member(&mut s, "dev-workers-a", 7200);
     for (i, age) in [(1, 900), (2, 3000), (3, 2000), (4, 1000)] {
         s.servers
             .push(mk_server(&format!("dev-workers-n{i}"), ago(age)));
     }
+    s
+}
+
+#[test]
+fn vms_that_never_joined_go_at_most_a_few_at_a_time_oldest_first() {
+    let c = mk_config("");
+    let s = four_never_joined();
     let d = plan_it(&s, &c);
     assert_eq!(MAX_NOT_JOINED_PER_ACTION, 2);
     assert_eq!(deleted(&d), ["dev-workers-n2", "dev-workers-n3"], "{d:#?}");
@@ -128,12 +134,7 @@ fn vms_that_never_joined_go_at_most_a_few_at_a_time_oldest_first() {
 #[test]
 fn vms_whose_delete_keeps_failing_do_not_keep_the_others_waiting() {
     let c = mk_config("");
-    let mut s = Snapshot::default();
-    mk_member(&mut s, "dev-workers-a", 7200);
-    for (i, age) in [(1, 900), (2, 3000), (3, 2000), (4, 1000)] {
-        s.servers
-            .push(mk_server(&format!("dev-workers-n{i}"), ago(age)));
-    }
+    let mut s = four_never_joined();
     let d = plan_it(&s, &c);
     assert_eq!(deleted(&d), ["dev-workers-n2", "dev-workers-n3"], "{d:#?}");
     // Their deletes failed past the retries: held back for a while.
