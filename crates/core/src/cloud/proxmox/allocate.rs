@@ -100,14 +100,6 @@ pub async fn list_vms(api: &Api) -> Result<Vec<VmResource>, CloudError> {
     Ok(all.into_iter().filter(|v| v.kind == "qemu").collect())
 }
 
-/// All hosts of the cluster.
-pub async fn list_nodes(api: &Api) -> Result<Vec<NodeResource>, CloudError> {
-    let data = api
-        .get("/cluster/resources", &params([("type", "node".into())]))
-        .await?;
-    parse_list("GET /cluster/resources?type=node", data)
-}
-
 pub fn vm_path(node: &str, vmid: u32) -> String {
     format!("/nodes/{}/qemu/{vmid}", seg(node))
 }
