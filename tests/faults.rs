@@ -1049,18 +1049,27 @@ async fn cycles_of(
         let c = rec.cycle_detailed(SystemTime::now()).await.expect("cycle");
         let took = started.elapsed();
         assert!(took < cycle_limit, "cycle {cycles} took {took:?}");
-        let action = describe(&c.decision.action);
-        // Image puller pods that ran on the group's own new nodes are its own upkeep.
-        let own_pullers = match &c.decision.action {
-            nodewright::plan::Action::DeletePods { pods } => pods.iter().all(|p| {
-                c.snapshot.pods.iter().any(|q| {
-                    q.namespace == p.namespace
-                        && q.name == p.name
-                        && q.node_name.as_deref().is_some_and(|n| n.starts_with(&tag))
+        let mut action = describe(&c.decision.action);
+        // Image puller pods are the upkeep of the node they ran on: named with it, and the
+        // group's own when that node is one of the group's.
+        let puller_nodes: Vec<&str> = match &c.decision.action {
+            nodewright::plan::Action::DeletePods { pods } => pods
+                .iter()
+                .filter_map(|p| {
+                    c.snapshot
+                        .pods
+                        .iter()
+                        .find(|q| q.namespace == p.namespace && q.name == p.name)
+                        .and_then(|q| q.node_name.as_deref())
                 })
-            }),
-            _ => false,
+                .collect(),
+            _ => Vec::new(),
         };
+        let own_pullers =
+            !puller_nodes.is_empty() && puller_nodes.iter().all(|n| n.starts_with(&tag));
+        if !puller_nodes.is_empty() {
+            action.push_str(&format!(" (on {})", puller_nodes.join(", ")));
+        }
         let ours =
             own_pullers || action.contains(&tag) || action.contains(&format!("group {group}"));
         if c.decision.action != nodewright::plan::Action::None && !ours {
@@ -1186,9 +1195,15 @@ async fn with_a_hung_cloud_a_rate_limited_cloud_and_an_unpatchable_node_the_heal
         up_cycles <= base_up + 3 && down_cycles <= base_down + 3,
         "batch: up {up_cycles} cycles (healthy {base_up}), down {down_cycles} (healthy {base_down}); taken by others: {taken:?}"
     );
+    // Besides those retries, the spare node may still have finished image puller pods to
+    // remove (its own upkeep, timed by when it joined; a stale watch cache can ask twice).
+    let retries = taken
+        .iter()
+        .filter(|a| !a.starts_with("delete finished image puller pods"))
+        .count();
     assert!(
-        taken.iter().all(|a| a.contains(&spare)) && taken.len() <= 2,
-        "only the unpatchable node's retries after their backoff take the batch group's cycles: {taken:?}"
+        taken.iter().all(|a| a.contains(&spare)) && retries <= 2,
+        "only the unpatchable node's retries after their backoff (and its own puller pods' removal) take the batch group's cycles: {taken:?}"
     );
     // The broken ones are still as they were: no worker, no cache node, the spare node there.
     assert_eq!(running_of(&env, "workers"), 0);
