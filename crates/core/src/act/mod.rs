@@ -132,6 +132,20 @@ fn request_for(
     })
 }
 
+/// The render callback of VM `name` of group `g` ([`crate::cloud::RenderJoin`]): what a
+/// create of it in a given zone would have been given, for the provider that knows where
+/// the VM is (a warm start, a join finished again).
+fn renderer<'r>(
+    config: &'r Config,
+    shapes: &'r BTreeMap<String, GroupShape>,
+    g: &'r NodeGroupConfig,
+    name: &'r str,
+) -> impl Fn(Option<&str>) -> Result<CreateRequest, String> + Send + Sync + 'r {
+    move |zone| {
+        request_for(config, shapes, g, name, zone.map(str::to_string)).map_err(|e| e.to_string())
+    }
+}
+
 /// `n` random base-36 characters (lowercase letters and digits). Randomly keyed
 /// hashes of a counter: no clock is read, so the loop stays on its injected clock.
 pub fn random_suffix(n: usize) -> String {
@@ -226,16 +240,12 @@ impl Actuator<'_> {
                     .group(group)
                     .ok_or_else(|| ActError::NoProvider(format!("group {group}")))?;
                 let provider = self.clouds.for_group(group)?.clone();
-                let (config, shapes) = (self.config, self.group_shapes);
                 for s in servers {
                     // Rendered by the provider's call for the zone the VM is in (on
                     // Proxmox its host), as a create there would have been.
-                    let render = |zone: Option<&str>| {
-                        request_for(config, shapes, g, &s.name, zone.map(str::to_string))
-                            .map_err(|e| e.to_string())
-                    };
+                    let render = renderer(self.config, self.group_shapes, g, &s.name);
                     provider
-                        .start_warm(&config.cluster_name, &s.id, &render)
+                        .start_warm(&self.config.cluster_name, &s.id, &render)
                         .await?;
                     out.done.push(format!(
                         "started warm VM {} ({}) in group {group}",
@@ -413,10 +423,7 @@ impl Actuator<'_> {
                 let g = config
                     .group(&s.group)
                     .ok_or_else(|| ActError::NoProvider(format!("group {}", s.group)))?;
-                let render = |zone: Option<&str>| {
-                    request_for(config, shapes, g, &s.name, zone.map(str::to_string))
-                        .map_err(|e| e.to_string())
-                };
+                let render = renderer(config, shapes, g, &s.name);
                 let render: Option<&crate::cloud::RenderJoin<'_>> =
                     if done { None } else { Some(&render) };
                 provider
