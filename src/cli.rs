@@ -532,7 +532,7 @@ fn unremovable_text(out: &mut String, kept: &[Unremovable]) {
             "  {} (group {}) {}: {}{pod}",
             u.node,
             u.group,
-            u.reason.as_str(),
+            u.label(),
             u.detail
         );
     }

@@ -17,10 +17,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 };
 
 use crate::model::{
-    normalize_image, pod_requests, quantity_value, volumes::DEFAULT_CLASS, volumes::SELECTED_NODE,
-    ClaimInfo, ClassInfo, ContainerRequests, CsiNodeInfo, HostPort, LabelSelector, Namespaces,
-    NodeInfo, NodeSelectorTerm, Operator, PdbInfo, PodAffinityTerm, PodClaim, PodInfo, PodPhase,
-    PvInfo, Requirement, Resources, SpreadConstraint, Taint, Toleration,
+    normalize_image, pod_requests, quantity_value, volumes::ANNOTATION_VOLUME_DISPOSABLE,
+    volumes::DEFAULT_CLASS, volumes::SELECTED_NODE, ClaimInfo, ClassInfo, ContainerRequests,
+    CsiNodeInfo, HostPort, LabelSelector, Namespaces, NodeInfo, NodeSelectorTerm, Operator,
+    PdbInfo, PodAffinityTerm, PodClaim, PodInfo, PodPhase, PvInfo, Requirement, Resources,
+    SpreadConstraint, Taint, Toleration,
 };
 
 pub fn time_to_system(t: &Time) -> SystemTime {
@@ -468,6 +469,7 @@ pub fn pv_info(pv: &PersistentVolume) -> Option<PvInfo> {
         claim: spec
             .and_then(|s| s.claim_ref.as_ref())
             .and_then(|c| Some((c.namespace.clone()?, c.name.clone()?))),
+        disposable: disposable(&pv.metadata.annotations),
     })
 }
 
@@ -485,7 +487,16 @@ pub fn claim_info(c: &PersistentVolumeClaim) -> Option<ClaimInfo> {
             .annotations
             .as_ref()
             .and_then(|a| a.get(SELECTED_NODE).cloned()),
+        disposable: disposable(&c.metadata.annotations),
     })
+}
+
+/// Whether a volume or claim is annotated as holding scratch data.
+fn disposable(annotations: &Option<BTreeMap<String, String>>) -> bool {
+    annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_VOLUME_DISPOSABLE))
+        .is_some_and(|v| v == "true")
 }
 
 pub fn class_info(c: &StorageClass) -> Option<ClassInfo> {

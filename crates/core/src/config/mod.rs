@@ -273,9 +273,11 @@ pub struct NodeGroupConfig {
     /// Extra node taints, rendered into user data.
     #[serde(default)]
     pub taints: Vec<TaintConfig>,
-    /// Lets expiry and drift replace this group's nodes even when a pod keeps data on a
-    /// volume only that node can reach (`local-path`, `local` PVs): the data is lost.
-    /// Off by default: such a pod pins its node (scale-down never takes it either way).
+    /// The data of this group's node-local volumes (`local-path`, `local` PVs) may be
+    /// lost: expiry and drift replace a node even when a pod keeps data on one, a volume
+    /// no pod uses pins nothing, and a NotReady node is replaced with its data. Off by
+    /// default: such volumes pin their node (scale-down never takes a node whose pod
+    /// keeps data on one either way).
     #[serde(default)]
     pub allow_local_volume_loss: bool,
     /// Hash of what a node of this group is made from (see [`hash`]); computed when the

@@ -105,12 +105,6 @@ pub(super) fn validate(c: &Config) -> Vec<ConfigProblem> {
             ));
         }
         validate_group(&mut p, c, &at, g);
-        if g.allow_local_volume_loss && c.old_node_age_limit.is_none() && !c.disruption.drift {
-            p.push(ConfigProblem::new(
-                format!("{at}.allowLocalVolumeLoss"),
-                "lets expiry and drift replace nodes holding local volumes, but neither `oldNodeAgeLimit` is set nor `disruption.drift` on: set one of them or remove `allowLocalVolumeLoss`",
-            ));
-        }
     }
     p
 }

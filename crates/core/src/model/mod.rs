@@ -31,5 +31,6 @@ pub use selector::{
 };
 pub use server::{unix_secs, GroupShape, Server, ServerStatus, Stray, StrayKind};
 pub use volumes::{
-    attach_resource, ClaimInfo, ClassInfo, CsiNodeInfo, LocalVolume, PodClaim, PvInfo, Volumes,
+    attach_resource, ClaimInfo, ClassInfo, CsiNodeInfo, HeldVolume, LocalVolume, PodClaim, PvInfo,
+    Volumes,
 };

@@ -14,6 +14,10 @@ pub const HOSTNAME_LABEL: &str = "kubernetes.io/hostname";
 /// The annotation kube-scheduler sets on a WaitForFirstConsumer claim for the node it chose.
 pub const SELECTED_NODE: &str = "volume.kubernetes.io/selected-node";
 
+/// `"true"` on a PersistentVolume or its claim: its data is scratch, so the volume pins
+/// no node (a bound volume only one node can reach pins it otherwise, pod or no pod).
+pub const ANNOTATION_VOLUME_DISPOSABLE: &str = "nodewright.io/volume-disposable";
+
 /// The annotation that marks the default StorageClass.
 pub const DEFAULT_CLASS: &str = "storageclass.kubernetes.io/is-default-class";
 
@@ -49,6 +53,8 @@ pub struct PvInfo {
     pub csi_driver: Option<String>,
     /// `spec.claimRef` as (namespace, name).
     pub claim: Option<(String, String)>,
+    /// Annotated [`ANNOTATION_VOLUME_DISPOSABLE`]: `"true"`.
+    pub disposable: bool,
 }
 
 /// A PersistentVolumeClaim.
@@ -62,6 +68,8 @@ pub struct ClaimInfo {
     pub storage_class: Option<String>,
     /// `volume.kubernetes.io/selected-node`: where the scheduler chose to provision it.
     pub selected_node: Option<String>,
+    /// Annotated [`ANNOTATION_VOLUME_DISPOSABLE`]: `"true"`.
+    pub disposable: bool,
 }
 
 /// A StorageClass.
@@ -106,4 +114,25 @@ pub struct LocalVolume {
     /// a pod whose volume is let go is freed of.
     #[serde(skip)]
     pub affinity: Vec<NodeSelectorTerm>,
+}
+
+/// A bound volume whose data only one node holds, pod or no pod: it pins that node until
+/// its claim is deleted (or the volume released), unless it is marked disposable.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct HeldVolume {
+    pub pv: String,
+    /// The claim bound to it, as (namespace, name).
+    pub claim: (String, String),
+    /// The node holding the data.
+    pub node: String,
+}
+
+impl std::fmt::Display for HeldVolume {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "PersistentVolume {} (claim {}/{}) keeps its data on node {}, which only that node can reach; no pod uses it now",
+            self.pv, self.claim.0, self.claim.1, self.node
+        )
+    }
 }

@@ -9,7 +9,7 @@ use super::view::View;
 use super::volumes;
 use crate::config::DisruptionReason;
 use crate::model::{
-    LocalVolume, NodeInfo, PodInfo, ANNOTATION_CORDONED, ANNOTATION_DISRUPTION,
+    HeldVolume, LocalVolume, NodeInfo, PodInfo, ANNOTATION_CORDONED, ANNOTATION_DISRUPTION,
     ANNOTATION_SCALE_DOWN_DISABLED, CA_SAFE_TO_EVICT, CA_SAFE_TO_EVICT_LOCAL_VOLUMES,
     CA_SCALE_DOWN_DISABLED, KARPENTER_DO_NOT_DISRUPT,
 };
@@ -119,16 +119,11 @@ pub fn pinning_volume<'p>(v: &View<'_>, pod: &'p PodInfo) -> Option<&'p LocalVol
 /// group has `allowLocalVolumeLoss`.
 pub fn unreleased_volume<'p>(v: &View<'_>, pod: &'p PodInfo) -> Option<&'p LocalVolume> {
     let first = pinning_volume(v, pod)?;
-    let group_allows = pod
+    if pod
         .node_name
         .as_deref()
-        .and_then(|n| {
-            v.members
-                .iter()
-                .find(|m| m.node.is_some_and(|x| x.name == n))
-        })
-        .is_some_and(|m| m.group.allow_local_volume_loss);
-    if group_allows {
+        .is_some_and(|n| group_allows_loss(v, n))
+    {
         return None;
     }
     let listed = volumes::listed_volumes(pod.annotations.get(CA_SAFE_TO_EVICT_LOCAL_VOLUMES));
@@ -139,6 +134,46 @@ pub fn unreleased_volume<'p>(v: &View<'_>, pod: &'p PodInfo) -> Option<&'p Local
         .filter(|l| l.node == node)
         .all(|l| listed.contains(&l.volume.as_str()));
     (!all_listed).then_some(first)
+}
+
+/// Whether the group of `node` lets its local volumes' data go (`allowLocalVolumeLoss`).
+fn group_allows_loss(v: &View<'_>, node: &str) -> bool {
+    v.members
+        .iter()
+        .find(|m| m.node.is_some_and(|x| x.name == node))
+        .is_some_and(|m| m.group.allow_local_volume_loss)
+}
+
+/// The first volume whose data only `n` holds that no pod on `n` uses now (a workload
+/// scaled to zero, a CronJob between runs), unless it is marked disposable or the
+/// group has `allowLocalVolumeLoss`. It pins `n` as a pod's local volume does: nothing
+/// voluntary takes the node, and a broken one keeps its VM.
+pub fn idle_volume<'v>(v: &'v View<'_>, n: &NodeInfo) -> Option<&'v HeldVolume> {
+    if group_allows_loss(v, &n.name) {
+        return None;
+    }
+    let pods = v.pods_on(&n.name);
+    let used = |h: &HeldVolume| {
+        pods.iter().any(|p| {
+            !ignored(v, p)
+                && p.namespace == h.claim.0
+                && p.claims.iter().any(|c| c.claim == h.claim.1)
+        })
+    };
+    v.held_volumes.get(&n.name)?.iter().find(|h| !used(h))
+}
+
+/// Data only `n` holds that the user has not let go, in words: a pod's local volume or
+/// a volume no pod uses now. Such a node is never destroyed, not even when broken.
+pub fn kept_data(v: &View<'_>, n: &NodeInfo) -> Option<String> {
+    let pod = v
+        .pods_on(&n.name)
+        .iter()
+        .find_map(|p| unreleased_volume(v, p).map(|l| (p, l)));
+    if let Some((p, l)) = pod {
+        return Some(format!("{} {}", p.key(), Blocker::LocalVolume(l.clone())));
+    }
+    idle_volume(v, n).map(ToString::to_string)
 }
 
 /// What keeps `pod` from being evicted for a voluntary removal, if anything.

@@ -28,6 +28,15 @@ pub struct Unremovable {
 }
 
 impl Unremovable {
+    /// The reason as `plan` shows it: the code, and `(no pod)` for a local volume no
+    /// pod uses now (the detail names the volume and its claim).
+    pub fn label(&self) -> String {
+        match (self.reason, &self.pod) {
+            (KeptReason::LocalVolume, None) => format!("{} (no pod)", self.reason.as_str()),
+            _ => self.reason.as_str().to_string(),
+        }
+    }
+
     pub fn new(node: &str, group: &str, reason: KeptReason, detail: impl Into<String>) -> Self {
         Unremovable {
             node: node.to_string(),

@@ -62,6 +62,7 @@ pub fn hard_limit_reached(v: &View<'_>, n: &NodeInfo, left: &[&PodInfo]) -> bool
     if left
         .iter()
         .any(|p| policy::unreleased_volume(v, p).is_some())
+        || policy::idle_volume(v, n).is_some()
     {
         return false;
     }

@@ -47,6 +47,7 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             vec![reason],
         ));
     }
+    let mut keeps_data: Vec<(String, String)> = Vec::new();
     // Past the hard limit: pods PodDisruptionBudgets hold, deleted instead of evicted.
     let mut delete_nodes = Vec::new();
     let mut delete: Vec<&PodInfo> = Vec::new();
@@ -57,6 +58,13 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         };
         let left = remaining(v, n);
         if left.is_empty() {
+            // Cordoned for a voluntary reason (by a release before volumes no pod uses
+            // pinned their node): such a node is not removed, so it is given back.
+            if !policy::disruption_of(n).forced() {
+                if let Some(h) = policy::idle_volume(v, n) {
+                    keeps_data.push((n.name.clone(), h.to_string()));
+                }
+            }
             continue;
         }
         let limit = hard_limit(v, n);
@@ -90,9 +98,9 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
                 None => here.push(p),
                 // The eviction API refuses these anyway; the deadline ends the wait.
                 Some(b @ Blocker::Budget(_)) => blocked.push((p, b)),
-                // Data only this node holds: a hard limit does not let it go, only a
-                // broken node (whose data is out of reach anyway) does.
-                Some(b @ Blocker::LocalVolume(_)) if !policy::broken_now(n) => blocked.push((p, b)),
+                // Data only this node holds: neither a hard limit nor a broken node lets
+                // it go (a node NotReady now may come back with its disk).
+                Some(b @ Blocker::LocalVolume(_)) => blocked.push((p, b)),
                 // A broken node's pods, or an expired one's past its hard limit, go
                 // whatever their annotations say.
                 Some(_) if forced => here.push(p),
@@ -178,6 +186,26 @@ pub fn drain(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         );
         nodes.push(n.name.clone());
         evict.extend(here);
+    }
+    if !keeps_data.is_empty() {
+        let nodes: Vec<String> = keeps_data.iter().map(|(n, _)| n.clone()).collect();
+        let reasons = keeps_data
+            .into_iter()
+            .map(|(n, why)| {
+                Reason::new(
+                    ReasonCode::DrainBlocked,
+                    format!("{n} is cordoned for removal but {why}; giving it back"),
+                )
+                .about([ObjectRef::node(&n)])
+            })
+            .collect();
+        return Some((
+            Action::Uncordon {
+                nodes,
+                reason: "holds a local volume".into(),
+            },
+            reasons,
+        ));
     }
     if !give_back.is_empty() {
         let reason = Reason::new(

@@ -31,6 +31,19 @@ pub fn remove_empty(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         if !left.is_empty() && !forced {
             continue;
         }
+        // Data only this node holds (a pod's local volume, or one no pod uses now): its
+        // VM is never destroyed, broken or past a hard limit; the drain step gives back
+        // a node cordoned for a voluntary reason.
+        if let Some(data) = policy::kept_data(v, n) {
+            notes.push(
+                Reason::new(
+                    ReasonCode::DrainBlocked,
+                    format!("{} is not deleted: {data}", n.name),
+                )
+                .about([ObjectRef::node(&n.name)]),
+            );
+            continue;
+        }
         let attached: Vec<&str> = v
             .volume_attachments
             .iter()

@@ -675,6 +675,7 @@ mod drift;
 mod faults;
 mod hard_limit;
 mod hosts;
+mod idle_volumes;
 mod joined;
 mod pools;
 mod props;

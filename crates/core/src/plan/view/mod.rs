@@ -19,7 +19,7 @@ use super::sched::Model;
 use super::snapshot::Snapshot;
 use crate::config::Config;
 use crate::model::{
-    NodeInfo, PodInfo, Resources, Server, ServerStatus, LABEL_CLUSTER, LABEL_GROUP,
+    HeldVolume, NodeInfo, PodInfo, Resources, Server, ServerStatus, LABEL_CLUSTER, LABEL_GROUP,
 };
 
 mod groups;
@@ -46,6 +46,9 @@ pub struct View<'a> {
     pub servers: &'a [Server],
     pub pdbs: &'a [crate::model::PdbInfo],
     pub volume_attachments: &'a [(String, String)],
+    /// Bound volumes only one node can reach, by that node, pod or no pod (see
+    /// [`crate::plan::volumes::held_volumes`]).
+    pub held_volumes: BTreeMap<String, Vec<HeldVolume>>,
     pub group_backoff: &'a BTreeMap<String, SystemTime>,
     /// Actions held back on the objects they keep failing on (see [`crate::plan::backoff`]).
     pub action_backoff: &'a BTreeMap<String, SystemTime>,
@@ -127,6 +130,8 @@ impl<'a> View<'a> {
             .collect();
 
         let groups = groups::group_infos(s, config, &members, &frozen_nodes);
+        let new_nodes = super::volumes::new_nodes(config, &s.group_shapes);
+        let held_volumes = super::volumes::held_volumes(&s.volumes, &s.nodes, &new_nodes);
 
         let mut view = View {
             config,
@@ -140,6 +145,7 @@ impl<'a> View<'a> {
             servers: &s.servers,
             pdbs: &s.pdbs,
             volume_attachments: &s.volume_attachments,
+            held_volumes,
             group_backoff: &s.group_backoff,
             action_backoff: &s.action_backoff,
             frozen,

@@ -20,8 +20,8 @@ use super::sched::well_known_labels;
 use crate::config::Config;
 use crate::model::volumes::HOSTNAME_LABEL;
 use crate::model::{
-    attach_resource, ClaimInfo, ClassInfo, CsiNodeInfo, GroupShape, LocalVolume, NodeInfo,
-    NodeSelectorTerm, Operator, PodInfo, PvInfo, Volumes,
+    attach_resource, ClaimInfo, ClassInfo, CsiNodeInfo, GroupShape, HeldVolume, LocalVolume,
+    NodeInfo, NodeSelectorTerm, Operator, PodInfo, PvInfo, Volumes,
 };
 
 /// The one node `terms` name by `kubernetes.io/hostname` or `metadata.name` (every term
@@ -318,6 +318,43 @@ pub fn resolve(
             }
         }
     }
+}
+
+/// Every bound volume whose data only one node can reach (as [`resolve`] judges a pod's
+/// volume, with no pod to say which node), by that node: its claim exists and is bound
+/// to it, and neither is marked disposable. Whether a pod uses it now does not matter:
+/// a workload scaled to zero, or a CronJob between runs, comes back to that node.
+pub fn held_volumes(
+    volumes: &Volumes,
+    nodes: &[NodeInfo],
+    new_nodes: &[NewNode],
+) -> BTreeMap<String, Vec<HeldVolume>> {
+    let ix = index(volumes);
+    let reach = Reach::new(nodes, new_nodes);
+    let mut out: BTreeMap<String, Vec<HeldVolume>> = BTreeMap::new();
+    for pv in &volumes.pvs {
+        let Some((ns, name)) = &pv.claim else {
+            continue;
+        };
+        let bound = ix
+            .claims
+            .get(&(ns.as_str(), name.as_str()))
+            .filter(|c| c.volume_name.as_deref() == Some(pv.name.as_str()));
+        let Some(claim) = bound else {
+            continue;
+        };
+        if pv.disposable || claim.disposable {
+            continue;
+        }
+        if let Some(node) = reach.data_node(pv, None) {
+            out.entry(node.clone()).or_default().push(HeldVolume {
+                pv: pv.name.clone(),
+                claim: (ns.clone(), name.clone()),
+                node,
+            });
+        }
+    }
+    out
 }
 
 /// The names of the volumes `annotation` lists (`safe-to-evict-local-volumes`).

@@ -27,6 +27,7 @@ fn pv(name: &str, affinity: Option<Vec<NodeSelectorTerm>>, csi: Option<&str>) ->
         local: false,
         csi_driver: csi.map(str::to_string),
         claim: None,
+        disposable: false,
     }
 }
 
@@ -37,6 +38,7 @@ fn claim(name: &str, volume: Option<&str>, class: Option<&str>) -> ClaimInfo {
         volume_name: volume.map(str::to_string),
         storage_class: class.map(str::to_string),
         selected_node: None,
+        disposable: false,
     }
 }
 

@@ -502,6 +502,7 @@ impl State {
                     local: false,
                     csi_driver: None,
                     claim: Some((NAMESPACE.to_string(), claim.clone())),
+                    disposable: false,
                 });
             }
             v.claims.push(ClaimInfo {
@@ -510,6 +511,7 @@ impl State {
                 name: claim,
                 storage_class: Some("local-path".into()),
                 selected_node: node.cloned(),
+                disposable: false,
             });
         }
         v

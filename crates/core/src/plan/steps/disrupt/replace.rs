@@ -28,6 +28,29 @@ pub(super) fn replace(
         .filter(|(_, n)| !n.unschedulable && !n.deleting)
         .filter_map(|(m, n)| replacement_reason(v, m, n, reason).map(|r| (m, n, r)))
         .collect();
+    // A broken node holding data no other node can reach keeps its VM: the node may be
+    // back after maintenance or a host reboot, and its data with it. It is reported for
+    // a person, never replaced for being NotReady.
+    candidates.retain(|(_, n, why)| {
+        if n.ready || reason != DisruptionReason::Unhealthy {
+            return true;
+        }
+        let Some(data) = policy::kept_data(v, n) else {
+            return true;
+        };
+        notes.push(why.clone());
+        notes.push(
+            Reason::new(
+                ReasonCode::DrainBlocked,
+                format!(
+                    "{} is not replaced though NotReady: {data}; its VM is kept for a person to bring back (or delete the claim, or let the data go by annotation or allowLocalVolumeLoss)",
+                    n.name
+                ),
+            )
+            .about([ObjectRef::node(&n.name)]),
+        );
+        false
+    });
     if candidates.is_empty() {
         return None;
     }
@@ -116,11 +139,16 @@ pub(super) fn replace(
         let pods = movable(v, n);
         let blocking = first_blocking(v, &pods, false);
         // Data only this node holds is never given up for a hard limit: only the user's
-        // opt-in (annotation or allowLocalVolumeLoss) lets such a pod go.
-        let keeps_data = blocking
-            .as_ref()
-            .is_some_and(|(_, code, _)| *code == "local-volume");
-        let blocker = blocking.map(|(_, _, why)| why);
+        // opt-in (annotation or allowLocalVolumeLoss) lets such a pod go, or a volume no
+        // pod uses now.
+        let idle = policy::idle_volume(v, n);
+        let keeps_data = idle.is_some()
+            || blocking
+                .as_ref()
+                .is_some_and(|(_, code, _)| *code == "local-volume");
+        let blocker = blocking
+            .map(|(_, _, why)| why)
+            .or_else(|| idle.map(ToString::to_string));
         let grace = deadlines::limit_for(v, reason).filter(|_| !keeps_data);
         if let (Some(b), Some(grace)) = (&blocker, grace) {
             // Past its life with a hard limit: what blocks it is evicted at the limit.

@@ -149,6 +149,10 @@ pub(super) fn screen_unneeded(v: &View<'_>, full: bool) -> Screened {
             out.kept.push(k);
             continue;
         }
+        if let Some(h) = policy::idle_volume(v, n) {
+            keep(&mut out, m, n, KeptReason::LocalVolume, h.to_string());
+            continue;
+        }
         let mut requested = crate::model::Resources::default();
         for p in &pods {
             requested.add(&p.requests);
