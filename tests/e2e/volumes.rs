@@ -276,3 +276,159 @@ async fn an_old_node_holding_a_local_path_volume_is_kept_while_an_equally_old_on
     }
     assert!(says(&text), "{text}");
 }
+
+/// Runs `cycles` cycles, each `step` later than the one before (from now), sleeping a
+/// little between them so the watch caches see what the last action did; `check` sees
+/// the world after each.
+async fn cycles_ahead(
+    env: &SimEnv,
+    rec: &Reconciler,
+    cycles: u32,
+    step: Duration,
+    mut check: impl FnMut(&SimEnv, &nodewright::plan::Decision),
+) {
+    let start = SystemTime::now();
+    for i in 1..=cycles {
+        let report = rec
+            .cycle(start + step * i)
+            .await
+            .expect("cycle succeeds against the simulators");
+        check(env, &report.decision);
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+}
+
+/// Whether `node` is cordoned, gone, or its VM gone.
+fn disturbed(env: &SimEnv, node: &str) -> Option<String> {
+    match env.cluster.node(node) {
+        None => Some(format!("{node} deleted")),
+        Some(n) if n.spec.as_ref().and_then(|s| s.unschedulable) == Some(true) => {
+            Some(format!("{node} cordoned"))
+        }
+        Some(_) if !env.cloud.servers().iter().any(|s| s.name == node) => {
+            Some(format!("VM {node} deleted"))
+        }
+        Some(_) => None,
+    }
+}
+
+/// Issue 29, item 1: a `local-path` claim whose ReplicaSet is scaled to zero for the
+/// night left its node "empty": cordoned and deleted with its VM seconds later, and the
+/// pod scaled back was Pending for ever. The bound volume pins its node, pod or no pod,
+/// `plan` says `local-volume (no pod)`; once the claim is deleted the node may go.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_1_a_local_volume_whose_claim_has_no_pod_pins_its_node() {
+    let extra = "freeMemoryTarget: 0 B\nscaleDown: {delayAfterAdd: 0s, unneededTime: 5s}";
+    let (env, rec) = setup(extra).await;
+    env.cluster
+        .add_replicaset("default", "web", 1, SimPodTemplate::new("nginx:1.25", GI))
+        .expect("web");
+    drive(
+        &env,
+        &rec,
+        Duration::from_secs(30),
+        |_| {},
+        |env| app_pods(env, "web").iter().any(|p| phase(p) == "Running"),
+    )
+    .await;
+    let (_, db_node, pv) = start_db(&env).await;
+    assert_eq!(pv_on(&env, &pv), vec![db_node.clone()]);
+    // The night: both workloads scaled to zero; the claim and its volume stay.
+    for rs in ["web", "db"] {
+        env.cluster
+            .scale_replicaset("default", rs, 0)
+            .expect("scale to zero");
+    }
+    common::wait_for("no app pods", Duration::from_secs(10), || {
+        app_pods(&env, "web").is_empty() && app_pods(&env, "db").is_empty()
+    })
+    .await;
+
+    // Hours of cycles, a minute apart: the node stays, untouched.
+    let mut seen = Vec::new();
+    cycles_ahead(&env, &rec, 8, Duration::from_secs(60), |env, d| {
+        seen.extend(disturbed(env, &db_node));
+        if matches!(d.action, Action::Cordon { .. } | Action::DeleteNodes { .. }) {
+            seen.push(d.action.to_string());
+        }
+    })
+    .await;
+    assert!(seen.is_empty(), "{seen:?}");
+    let (config_path, _) = env.write_config(&config(extra)).expect("config");
+    let plan = nodewright_for!(&env, &config_path)
+        .arg("plan")
+        .output()
+        .expect("plan runs");
+    let text = String::from_utf8_lossy(&plan.stdout).to_string();
+    assert!(plan.status.success(), "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains(&db_node) && l.contains("local-volume (no pod)"))
+        .unwrap_or_else(|| panic!("plan does not say why {db_node} is kept:\n{text}"));
+    assert!(
+        line.contains(&pv) && line.contains("default/db-data"),
+        "{line}"
+    );
+
+    // The claim is deleted: its data is given up, and the node may go.
+    let claims: Api<PersistentVolumeClaim> =
+        Api::namespaced(env.cluster.kube_client().await.expect("client"), "default");
+    claims
+        .delete("db-data", &Default::default())
+        .await
+        .expect("claim deleted");
+    drive(
+        &env,
+        &rec,
+        Duration::from_secs(30),
+        |_| {},
+        |env| env.cluster.node(&db_node).is_none() && env.cloud.servers().is_empty(),
+    )
+    .await;
+}
+
+/// Issue 29, item 5: a node NotReady for `health.unhealthyAfter` plus `drain.timeout`
+/// (a VM shut down for maintenance, a host rebooted) lost its VM and its local volume:
+/// its pod was evicted and its VM deleted. It is kept, never cordoned, drained or
+/// deleted for being NotReady, and the plan says so for a person.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_5_a_not_ready_node_holding_a_local_volume_keeps_its_vm_and_its_pod() {
+    let extra = "freeMemoryTarget: 0 B\nhealth: {unhealthyAfter: 1m}\ndrain: {timeout: 2m}";
+    let (env, rec) = setup(extra).await;
+    env.cluster
+        .add_replicaset("default", "web", 1, SimPodTemplate::new("nginx:1.25", GI))
+        .expect("web");
+    drive(
+        &env,
+        &rec,
+        Duration::from_secs(30),
+        |_| {},
+        |env| app_pods(env, "web").iter().any(|p| phase(p) == "Running"),
+    )
+    .await;
+    let (db_pod, db_node, pv) = start_db(&env).await;
+    env.cluster
+        .set_node_ready(&db_node, false)
+        .expect("the node stops reporting");
+    // Half an hour of cycles, five minutes apart: far past unhealthyAfter + drain.timeout.
+    let mut seen = Vec::new();
+    let mut reported = false;
+    cycles_ahead(&env, &rec, 6, Duration::from_secs(300), |env, d| {
+        seen.extend(disturbed(env, &db_node));
+        if env.cluster.pod("default", &db_pod).is_none() {
+            seen.push(format!("pod {db_pod} evicted"));
+        }
+        reported |= d.notes.iter().any(|n| {
+            n.message.contains(&db_node)
+                && n.message.contains("not replaced though NotReady")
+                && n.message.contains(&pv)
+        });
+    })
+    .await;
+    assert!(seen.is_empty(), "{seen:?}");
+    assert!(reported, "the plan never said why {db_node} is kept");
+    assert_eq!(pv_on(&env, &pv), vec![db_node.clone()]);
+    // Back after the maintenance: Ready, its pod and data where they were.
+    env.cluster.set_node_ready(&db_node, true).expect("Ready");
+    assert!(env.cloud.servers().iter().any(|s| s.name == db_node));
+}
