@@ -635,4 +635,30 @@ mod tests {
         assert_eq!(info.phase, PodPhase::Pending);
         assert!(pod_info(&Pod::default()).is_none());
     }
+
+    #[test]
+    fn a_volume_or_claim_is_disposable_only_when_annotated_true() {
+        let pv = |value: &str| -> PersistentVolume {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {"name": "pvc-1", "annotations": {ANNOTATION_VOLUME_DISPOSABLE: value}},
+                "spec": {"claimRef": {"namespace": "default", "name": "data"}},
+            }))
+            .expect("a PersistentVolume")
+        };
+        let info = pv_info(&pv("true")).expect("converted");
+        assert!(info.disposable);
+        assert_eq!(info.claim, Some(("default".into(), "data".into())));
+        assert!(!pv_info(&pv("yes")).expect("converted").disposable);
+        let claim: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "data", "namespace": "default",
+                         "annotations": {ANNOTATION_VOLUME_DISPOSABLE: "true"}},
+        }))
+        .expect("a claim");
+        assert!(claim_info(&claim).expect("converted").disposable);
+        let plain: PersistentVolumeClaim = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "data", "namespace": "default"},
+        }))
+        .expect("a claim");
+        assert!(!claim_info(&plain).expect("converted").disposable);
+    }
 }

@@ -428,3 +428,47 @@ fn safe_to_evict_local_volumes_is_a_comma_separated_list() {
     assert_eq!(listed_volumes(Some(&a)), ["data", "cache"]);
     assert!(listed_volumes(None).is_empty());
 }
+
+/// Claim `data` bound to `pv` (and `pv` naming it back).
+fn bound(mut pv: PvInfo) -> Volumes {
+    pv.claim = Some(("default".into(), "data".into()));
+    Volumes {
+        claims: vec![claim("data", Some(&pv.name), Some("local-path"))],
+        pvs: vec![pv],
+        ..Volumes::default()
+    }
+}
+
+#[test]
+fn a_bound_volume_only_one_node_can_reach_is_held_by_that_node_pod_or_no_pod() {
+    let nodes: Vec<NodeInfo> = ["a", "b"].map(|n| node(n, "z1")).into();
+    let on_a = pv("pvc-1", Some(vec![term(HOSTNAME_LABEL, &["a"])]), None);
+    let held = held_volumes(&bound(on_a.clone()), &nodes, &[]);
+    let a = held.get("a").expect("held by a");
+    assert_eq!(a[0].pv, "pvc-1");
+    assert_eq!(a[0].claim, ("default".to_string(), "data".to_string()));
+    assert_eq!(held.len(), 1);
+    // A node that is gone still holds it (its pod would wait for it for ever).
+    let gone = pv("pvc-1", Some(vec![term(HOSTNAME_LABEL, &["gone"])]), None);
+    assert!(held_volumes(&bound(gone), &nodes, &[]).contains_key("gone"));
+    // Several nodes reach a zonal volume: none holds it.
+    let zonal = pv(
+        "pvc-1",
+        Some(vec![term("topology.kubernetes.io/zone", &["z1"])]),
+        None,
+    );
+    assert!(held_volumes(&bound(zonal), &nodes, &[]).is_empty());
+    // Its claim deleted, bound to another volume, or either marked disposable: not held.
+    let mut v = bound(on_a.clone());
+    v.claims.clear();
+    assert!(held_volumes(&v, &nodes, &[]).is_empty());
+    let mut v = bound(on_a.clone());
+    v.claims[0].volume_name = Some("pvc-other".into());
+    assert!(held_volumes(&v, &nodes, &[]).is_empty());
+    let mut v = bound(on_a.clone());
+    v.claims[0].disposable = true;
+    assert!(held_volumes(&v, &nodes, &[]).is_empty());
+    let mut v = bound(on_a);
+    v.pvs[0].disposable = true;
+    assert!(held_volumes(&v, &nodes, &[]).is_empty());
+}
