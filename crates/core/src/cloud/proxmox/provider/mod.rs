@@ -535,8 +535,9 @@ impl CloudProvider for ProxmoxProvider {
     /// whatever the number of groups (plus, once, each template's disks and the cluster's
     /// name; while some VM is locked for a clone, the task lists of the hosts that
     /// hold it, see `super::adopt`, and the listing again while a nameless clone is not
-    /// tied to a running task, see `unpaired_nameless`; and at most every ten minutes
-    /// the ISO storages' content, for cloud-init seeds left behind, see `seeding`).
+    /// tied to a running task, see `unpaired_nameless`; the config of each VM that is a
+    /// person's copy of ours, for a seed to eject; and at most every ten minutes the ISO
+    /// storages' content, for cloud-init seeds left behind, see `seeding`).
     async fn observe(&self, cluster: &str, groups: &[String]) -> Result<Observed, CloudError> {
         let api = &self.inner.api;
         let mut listing = list_all(api).await?;
