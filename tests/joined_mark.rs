@@ -152,6 +152,9 @@ async fn proxmox_records_the_joined_mark_as_a_tag() {
             ProxmoxOptions {
                 poll_interval: Duration::from_millis(50),
                 task_timeout: Duration::from_secs(10),
+                identity: nodewright::cloud::ClusterIdentity::known(
+                    nodewright_testkit::pve::TEST_IDENTITY,
+                ),
                 ..ProxmoxOptions::default()
             },
         )

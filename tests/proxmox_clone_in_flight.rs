@@ -92,6 +92,7 @@ fn provider_with(
             stall: ms(stall),
         }),
         read_only,
+        identity: nodewright::cloud::ClusterIdentity::known(nodewright_testkit::pve::TEST_IDENTITY),
         ..ProviderOptions::default()
     };
     let groups = groups

@@ -95,7 +95,11 @@ async fn a_scale_up_starts_a_warm_vm_without_a_create_and_the_pool_refills() {
     assert_eq!(started.status, "running");
     assert!(!is_warm(&started));
     // Its seed went with the start.
-    let seed = format!("local:iso/nw-prod-{}-seed.iso,media=cdrom", started.vmid);
+    let uid = common::pve::identity_of(&env.cluster).await;
+    let seed = format!(
+        "local:iso/nw-prod-{uid}-{}-seed.iso,media=cdrom",
+        started.vmid
+    );
     assert_eq!(
         started.config.get("ide3"),
         Some(&seed),

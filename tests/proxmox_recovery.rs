@@ -42,6 +42,7 @@ fn provider(s: &SimProxmox, groups: &[(&str, &str)]) -> ProxmoxProvider {
         task_timeout: Duration::from_secs(10),
         agent_timeout: Duration::from_millis(600),
         exec_timeout: Duration::from_secs(5),
+        identity: nodewright::cloud::ClusterIdentity::known(nodewright_testkit::pve::TEST_IDENTITY),
         ..ProviderOptions::default()
     };
     ProxmoxProvider::with_options(creds(s), groups, options).expect("provider builds")

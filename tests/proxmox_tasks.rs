@@ -44,6 +44,7 @@ fn provider(s: &SimProxmox, nominal: u64, stall: u64, max: u64) -> ProxmoxProvid
             max: ms(max),
             stall: ms(stall),
         }),
+        identity: nodewright::cloud::ClusterIdentity::known(nodewright_testkit::pve::TEST_IDENTITY),
         ..ProviderOptions::default()
     };
     ProxmoxProvider::with_options(

@@ -120,6 +120,9 @@ async fn proxmox_stamps_the_settings_hash_with_the_ownership_tags_and_reads_it_b
         ProxmoxOptions {
             poll_interval: Duration::from_millis(50),
             task_timeout: Duration::from_secs(10),
+            identity: nodewright::cloud::ClusterIdentity::known(
+                nodewright_testkit::pve::TEST_IDENTITY,
+            ),
             ..ProxmoxOptions::default()
         },
     )

@@ -8,6 +8,7 @@ mod config;
 mod privileges;
 mod reconciler;
 mod seed;
+mod seed_identity;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
@@ -128,7 +129,7 @@ async fn full_scale_up_and_down_passes_the_schema_with_token_auth() {
     assert!(vm.tags().contains("nw-c-prod") && vm.tags().contains("nw-g-workers"));
     assert_eq!(vm.status, "running");
     // The seed replaced Proxmox's own cloud-init drive (both would be labelled cidata).
-    let seed = format!("local:iso/nw-prod-{}-seed.iso", a.id);
+    let seed = format!("local:iso/nw-prod-{}-{}-seed.iso", e2e::TEST_IDENTITY, a.id);
     assert_eq!(
         vm.config.get("ide3").map(String::as_str),
         Some(format!("{seed},media=cdrom").as_str())

@@ -75,7 +75,9 @@ fn the_seed_iso_is_read_by_xorriso_isoinfo_and_cloud_init_as_written() {
     );
     let bytes = seed::build_iso(&files).expect("iso");
     let dir = tempfile::tempdir().expect("tmp");
-    let path = dir.path().join(seed::file_name("prod", 101));
+    let path = dir
+        .path()
+        .join(seed::file_name("prod", e2e::TEST_IDENTITY, 101));
     std::fs::write(&path, &bytes).expect("write");
     let f = path.to_string_lossy().into_owned();
 
@@ -175,13 +177,15 @@ async fn a_cloud_init_group_with_no_snippet_joins_through_its_seed_and_the_seed_
         .iter()
         .find(|c| c.endpoint.as_deref() == Some("/nodes/{node}/storage/{storage}/upload"))
         .expect("the seed was uploaded");
+    // Named with the cluster's identity: its kube-system namespace's UID.
+    let uid = e2e::identity_of(&env.cluster).await;
     assert_eq!(
         upload.params,
         vec![
             ("content".to_string(), "iso".to_string()),
             (
                 "filename".to_string(),
-                format!("nw-e2e-{}-seed.iso", vm.vmid)
+                format!("nw-e2e-{uid}-{}-seed.iso", vm.vmid)
             ),
         ]
     );
@@ -355,33 +359,36 @@ async fn seeds_left_behind_are_swept_and_the_rest_kept() {
     s.put_volume(
         "pve1",
         "local",
-        &seed::file_name("prod", 4242),
+        &seed::file_name("prod", e2e::TEST_IDENTITY, 4242),
         iso.clone(),
         old,
     );
     s.put_volume(
         "pve2",
         "local",
-        &seed::file_name("prod", 4243),
+        &seed::file_name("prod", e2e::TEST_IDENTITY, 4243),
         iso.clone(),
         now,
     );
     s.put_volume(
         "pve1",
         "local",
-        &seed::file_name("staging", 4244),
+        &seed::file_name("staging", e2e::TEST_IDENTITY, 4244),
         iso.clone(),
         old,
     );
     // Attached to a live VM, old: kept.
-    let attached = format!("local:iso/{}", seed::file_name("prod", vm.vmid));
+    let attached = format!(
+        "local:iso/{}",
+        seed::file_name("prod", e2e::TEST_IDENTITY, vm.vmid)
+    );
     let before = s.volumes(&vm.node, "local");
     assert_eq!(before.len(), 1, "{before:?}");
     assert_eq!(before[0].0, attached);
     s.put_volume(
         &vm.node,
         "local",
-        &seed::file_name("prod", vm.vmid),
+        &seed::file_name("prod", e2e::TEST_IDENTITY, vm.vmid),
         before[0].1.clone(),
         old,
     );
@@ -394,7 +401,9 @@ async fn seeds_left_behind_are_swept_and_the_rest_kept() {
     assert!(!names.iter().any(|v| v.contains("-4242-")), "{names:?}");
     assert!(names.iter().any(|v| v.contains("-4243-")), "{names:?}");
     assert!(
-        names.iter().any(|v| v.contains("nw-staging-4244-")),
+        names
+            .iter()
+            .any(|v| v.contains("nw-staging-") && v.contains("-4244-")),
         "{names:?}"
     );
     assert!(names.contains(&attached.as_str()), "{names:?}");
@@ -415,6 +424,56 @@ async fn seeds_left_behind_are_swept_and_the_rest_kept() {
     assert_clean(&s);
 }
 
+/// Issue 29, item 7, the upgrade: seeds the previous release named without the cluster's
+/// identity (`nw-<cluster>-<vmid>-seed.iso`) are still swept where no other cluster can
+/// have written that name (a storage Proxmox reports as not shared, seen by this Proxmox
+/// cluster alone, whose VM ids are unique), and left, and reported, on a shared one.
+#[tokio::test]
+async fn item_7_seeds_named_by_the_previous_release_are_swept_only_from_a_storage_not_shared() {
+    let mut storages = SimProxmoxOptions::default().storages;
+    storages.push(SimStorage::new("nfs", true, "iso"));
+    let s = sim_with(SimProxmoxOptions {
+        storages,
+        ..SimProxmoxOptions::default()
+    })
+    .await;
+    let old = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs()
+        - 3600;
+    let iso = seed::build_iso(&SeedFiles {
+        user_data: "#!/bin/sh\n".into(),
+        meta_data: "instance-id: x\n".into(),
+        network_config: None,
+    })
+    .expect("iso");
+    s.put_volume("pve1", "local", "nw-prod-4242-seed.iso", iso.clone(), old);
+    s.put_volume("pve1", "nfs", "nw-prod-4243-seed.iso", iso.clone(), old);
+    let observed = provider(&s, &[("workers", "template: k3s-shared\n")])
+        .observe("prod", &["workers".to_string()])
+        .await
+        .expect("observe");
+    let names: Vec<String> = s.all_volumes().into_iter().map(|(_, v)| v).collect();
+    assert!(
+        !names.contains(&"local:iso/nw-prod-4242-seed.iso".to_string()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"nfs:iso/nw-prod-4243-seed.iso".to_string()),
+        "{names:?}"
+    );
+    assert!(
+        observed
+            .failures
+            .iter()
+            .any(|f| f.contains("nfs:iso/nw-prod-4243-seed.iso") && f.contains("left")),
+        "{:?}",
+        observed.failures
+    );
+    assert_clean(&s);
+}
+
 /// The removal at the join failed (the token lacked the delete privilege for a while, or
 /// the call was lost): the seed, join token inside, stayed attached until the VM was
 /// deleted. The sweep now removes a seed whose VM's node joined after the seed was made,
@@ -428,14 +487,17 @@ async fn a_seed_whose_removal_at_the_join_failed_is_swept_once_its_node_joined()
             .expect("clock")
             .as_secs()
     };
-    let attached = format!("local:iso/{}", seed::file_name("prod", vm.vmid));
+    let attached = format!(
+        "local:iso/{}",
+        seed::file_name("prod", e2e::TEST_IDENTITY, vm.vmid)
+    );
     let bytes = s.volumes(&vm.node, "local")[0].1.clone();
     // Uploaded an hour ago; its node joined ten minutes ago (a warm VM's old mark would
     // be older than its seed): the mark is older than the seed, so the seed stays.
     s.put_volume(
         &vm.node,
         "local",
-        &seed::file_name("prod", vm.vmid),
+        &seed::file_name("prod", e2e::TEST_IDENTITY, vm.vmid),
         bytes.clone(),
         secs(now) - 3600,
     );
@@ -467,7 +529,7 @@ async fn a_seed_whose_removal_at_the_join_failed_is_swept_once_its_node_joined()
     assert!(
         !config
             .values()
-            .any(|v| v.contains(&seed::file_name("prod", vm.vmid))),
+            .any(|v| v.contains(&seed::file_name("prod", e2e::TEST_IDENTITY, vm.vmid))),
         "and no longer attached: {config:?}"
     );
     p.delete_server("prod", &a.id).await.expect("delete");

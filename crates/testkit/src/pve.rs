@@ -24,12 +24,32 @@ pub async fn sim_with(opts: SimProxmoxOptions) -> SimProxmox {
         .expect("simulator starts (needs ../shared/proxmox/pve-api-schema.json or PVE_API_SCHEMA)")
 }
 
+/// The cluster identity of a provider built outside a reconciler (which reads it from
+/// its cluster): a kube-system namespace UID as a real cluster has one.
+pub const TEST_IDENTITY: &str = "2f7c9d1e-4b6a-4c3d-9e8f-0a1b2c3d4e5f";
+
+/// The identity a reconciler reads from `cluster`: its kube-system namespace's UID, which
+/// the simulated API server gives it from its start, as a real one does.
+pub async fn identity_of(cluster: &SimCluster) -> String {
+    let client = cluster.kube_client().await.expect("client");
+    let uid = Api::<k8s_openapi::api::core::v1::Namespace>::all(client)
+        .get("kube-system")
+        .await
+        .expect("kube-system")
+        .metadata
+        .uid
+        .expect("kube-system has a uid");
+    assert!(!uid.is_empty());
+    uid
+}
+
 pub fn fast() -> ProviderOptions {
     ProviderOptions {
         poll_interval: Duration::from_millis(50),
         task_timeout: Duration::from_secs(10),
         agent_timeout: Duration::from_secs(5),
         exec_timeout: Duration::from_secs(5),
+        identity: nodewright_core::cloud::ClusterIdentity::known(TEST_IDENTITY),
         ..ProviderOptions::default()
     }
 }
@@ -72,6 +92,13 @@ pub async fn env() -> Env {
 /// A simulated cluster (with a control plane) and a simulated Proxmox VE from `opts`,
 /// whose booted VMs join the cluster.
 pub async fn env_with(opts: SimProxmoxOptions) -> Env {
+    let cluster = sim_cluster().await;
+    let hook = Some(cluster.vm_hook());
+    env_for(cluster, SimProxmoxOptions { hook, ..opts }).await
+}
+
+/// A simulated cluster with a control plane, as [`env_with`] starts it.
+pub async fn sim_cluster() -> SimCluster {
     let cluster = SimCluster::start(SimClusterOptions {
         node_ready_delay: Duration::from_millis(200),
         pod_start_delay: Duration::from_millis(100),
@@ -86,11 +113,14 @@ pub async fn env_with(opts: SimProxmoxOptions) -> Env {
                 .taint("node-role.kubernetes.io/control-plane", None, "NoSchedule"),
         )
         .expect("control plane");
-    let pve = sim_with(SimProxmoxOptions {
-        hook: Some(cluster.vm_hook()),
-        ..opts
-    })
-    .await;
+    cluster
+}
+
+/// [`env_with`] for `cluster`, started already, and a simulated Proxmox VE from `opts` as
+/// given: its booted VMs go to `opts.hook` (e.g. one that sends each to the cluster its
+/// user data joins, when several clusters share the Proxmox VE's storage).
+pub async fn env_for(cluster: SimCluster, opts: SimProxmoxOptions) -> Env {
+    let pve = sim_with(opts).await;
     let dir = tempfile::tempdir().expect("tmp");
     cluster
         .write_kubeconfig(&dir.path().join("kubeconfig"))
@@ -105,6 +135,12 @@ pub async fn env_with(opts: SimProxmoxOptions) -> Env {
 }
 
 pub async fn reconciler(env: &Env, groups: &str) -> Reconciler {
+    reconciler_with(env, groups, fast()).await
+}
+
+/// [`reconciler`] with the provider built from `options` (its identity is always the
+/// cluster's, read by the loop).
+pub async fn reconciler_with(env: &Env, groups: &str, options: ProviderOptions) -> Reconciler {
     let path = env.dir.path().join("autoscaler.yaml");
     std::fs::write(
         &path,
@@ -126,9 +162,14 @@ pub async fn reconciler(env: &Env, groups: &str) -> Reconciler {
                 .map(|s| (g.name.clone(), s))
         })
         .collect();
-    let provider =
-        Arc::new(ProxmoxProvider::with_options(creds, settings, fast()).expect("provider"));
     let mut clouds = Clouds::new();
+    // As `run` builds it: the identity is learnt from the cluster by the loop.
+    let options = ProviderOptions {
+        identity: clouds.identity().clone(),
+        ..options
+    };
+    let provider =
+        Arc::new(ProxmoxProvider::with_options(creds, settings, options).expect("provider"));
     for g in &config.node_groups {
         clouds.add_group(&g.name, provider.clone());
     }

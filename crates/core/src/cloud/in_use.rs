@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use super::CloudProvider;
+use super::{CloudProvider, ClusterIdentity};
 
 /// No provider serves the group named (a group the config does not have).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -19,6 +19,9 @@ pub struct Clouds {
     by_group: BTreeMap<String, Arc<dyn CloudProvider>>,
     /// How long one provider's listing may take (`None`: [`DEFAULT_OBSERVE_DEADLINE`]).
     observe_deadline: Option<std::time::Duration>,
+    /// The cluster's identity the providers were built with: the loop fills it in once
+    /// it has read it from the cluster.
+    identity: ClusterIdentity,
 }
 
 /// How long one provider may take to list its VMs and group shapes in a cycle. Past it
@@ -36,6 +39,11 @@ impl Clouds {
     pub fn with_observe_deadline(mut self, deadline: std::time::Duration) -> Self {
         self.observe_deadline = Some(deadline);
         self
+    }
+
+    /// The identity shared with the providers (see [`ClusterIdentity`]).
+    pub fn identity(&self) -> &ClusterIdentity {
+        &self.identity
     }
 
     pub fn observe_deadline(&self) -> std::time::Duration {
@@ -99,6 +107,7 @@ impl Clouds {
         Clouds {
             by_group,
             observe_deadline: self.observe_deadline,
+            identity: self.identity.clone(),
         }
     }
 }

@@ -12,6 +12,7 @@ pub mod registry;
 pub(crate) mod warm;
 
 use std::collections::BTreeMap;
+use std::sync::{Arc, OnceLock};
 use std::time::SystemTime;
 
 use async_trait::async_trait;
@@ -37,10 +38,41 @@ pub const JOINED_TAG: &str = "nodewright-joined";
 /// capacity on its way in, and deletes it again. Proxmox and Kamatera keep it as a tag.
 pub const REMOVING_TAG: &str = "nodewright-removing";
 
+/// The cluster's own identity: the UID of its `kube-system` namespace, made with the
+/// cluster, stable for its life and unique to it, so two clusters given the same
+/// `clusterName` are still told apart (a Proxmox cloud-init seed carries it). Nothing is
+/// stored: the loop reads it from the Kubernetes adapter and hands it, as plain text, to
+/// the providers built with it (see [`BuildOptions::identity`]); unknown until read.
+#[derive(Debug, Clone, Default)]
+pub struct ClusterIdentity(Arc<OnceLock<String>>);
+
+impl ClusterIdentity {
+    /// An identity known from the start (tests, tools that read it themselves).
+    pub fn known(uid: &str) -> Self {
+        let id = ClusterIdentity::default();
+        id.learn(uid);
+        id
+    }
+
+    /// The identity, once read.
+    pub fn get(&self) -> Option<&str> {
+        self.0.get().map(String::as_str)
+    }
+
+    /// Records the identity read from the cluster; it never changes, so a second read
+    /// changes nothing. An empty one is no identity.
+    pub fn learn(&self, uid: &str) {
+        if !uid.is_empty() {
+            let _ = self.0.set(uid.to_string());
+        }
+    }
+}
+
 /// What building a provider's client takes besides its credentials and groups: the
 /// config's provisioning deadline, in plain durations (the loop reads them from the
-/// config, so no provider imports it), and whether the process only reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// config, so no provider imports it), whether the process only reads, and the
+/// cluster's identity.
+#[derive(Debug, Clone, Default)]
 pub struct BuildOptions {
     /// `provisionTimeout`: a provisioning task is given up then unless it shows progress.
     pub provision_timeout: std::time::Duration,
@@ -51,6 +83,9 @@ pub struct BuildOptions {
     /// A process that only reads (`plan`, `run --dry-run`): reading a cloud then never
     /// changes it (see the Proxmox provider's `read_only`).
     pub read_only: bool,
+    /// The cluster's identity, shared with the loop that reads it (see
+    /// [`ClusterIdentity`]).
+    pub identity: ClusterIdentity,
 }
 
 /// Why a provider's client could not be built.

@@ -7,7 +7,9 @@ use std::sync::Arc;
 use std::time::SystemTime;
 
 use async_trait::async_trait;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, PersistentVolume, PersistentVolumeClaim, Pod};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Namespace, Node, PersistentVolume, PersistentVolumeClaim, Pod,
+};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::api::storage::v1::{CSINode, StorageClass, VolumeAttachment};
 use kube::api::{Api, DeleteParams, EvictParams, ListParams, Patch, PatchParams, PostParams};
@@ -25,6 +27,10 @@ use crate::model::{
     NodeInfo, PdbInfo, PodInfo, PodRef, Volumes, ANNOTATION_CORDONED, LABEL_CLUSTER,
     LABEL_IMAGE_PULLER,
 };
+
+/// The namespace whose UID is the cluster's identity: every cluster has it from its
+/// start, and nobody deletes it.
+const IDENTITY_NAMESPACE: &str = "kube-system";
 
 /// Large clusters are listed in pages of this size.
 const PAGE: u32 = 500;
@@ -162,6 +168,15 @@ impl ClusterApi for KubeCluster {
             .map_err(api_err(format!("get configmap {ns}/{name}")))?;
         let data = cm.and_then(|c| c.data).unwrap_or_default();
         Ok(DisruptionRecords::from_data(&data))
+    }
+
+    async fn identity(&self) -> Result<Option<String>, ClusterError> {
+        let api: Api<Namespace> = Api::all(self.client.clone());
+        let ns = api
+            .get(IDENTITY_NAMESPACE)
+            .await
+            .map_err(api_err(format!("get namespace {IDENTITY_NAMESPACE}")))?;
+        Ok(ns.metadata.uid.filter(|u| !u.is_empty()))
     }
 
     async fn record_disruption(

@@ -126,6 +126,12 @@ pub trait ClusterApi: Send + Sync {
     async fn disruption_records(&self) -> Result<DisruptionRecords, ClusterError> {
         Ok(DisruptionRecords::default())
     }
+    /// The cluster's own identity: the UID of the `kube-system` namespace, which every
+    /// cluster has from its start and keeps (see [`crate::cloud::ClusterIdentity`]).
+    /// `None` from an implementation that has none (the in-memory replay).
+    async fn identity(&self) -> Result<Option<String>, ClusterError> {
+        Ok(None)
+    }
     /// Records `at` as the last `kind` of each of `groups`.
     async fn record_disruption(
         &self,

@@ -45,6 +45,7 @@ pub fn build_options(config: &Config, read_only: bool) -> BuildOptions {
         provision_deadline_max: config.provision_deadline_max(),
         provision_stall: config.provision_stall(),
         read_only,
+        identity: Default::default(),
     }
 }
 
@@ -53,8 +54,12 @@ fn build(
     credentials: impl Fn(ProviderKind) -> Option<PathBuf>,
     read_only: bool,
 ) -> Result<Clouds, BuildError> {
-    let options = build_options(config, read_only);
     let mut clouds = Clouds::new();
+    // The providers learn the cluster's identity when the loop has read it.
+    let options = BuildOptions {
+        identity: clouds.identity().clone(),
+        ..build_options(config, read_only)
+    };
     for &kind in ProviderKind::ALL {
         let groups: Vec<(&str, &ProviderBlocks)> = config
             .node_groups

@@ -52,6 +52,7 @@ impl Reconciler {
     /// fail alone: one that cannot be listed is named in the snapshot and its groups
     /// are frozen for the cycle, while the others carry on.
     pub async fn observe(&self) -> Result<Snapshot, CycleError> {
+        self.learn_identity().await;
         let cluster_name = &self.config.cluster_name;
         let (nodes, pods, pdbs, volume_attachments, volumes) = tokio::try_join!(
             self.cluster.nodes(),
@@ -144,6 +145,26 @@ impl Reconciler {
         };
         snapshot.resolve_volumes(&self.config);
         Ok(snapshot)
+    }
+
+    /// Reads the cluster's identity (see [`crate::cloud::ClusterIdentity`]) for the
+    /// providers until it is known: once, as it never changes. Unreadable, the loop goes on
+    /// and the providers that need it say so when they do (a Proxmox seed is not made).
+    async fn learn_identity(&self) {
+        let identity = self.clouds.identity();
+        if identity.get().is_some() {
+            return;
+        }
+        match self.cluster.identity().await {
+            Ok(Some(uid)) => {
+                tracing::info!(identity = %uid, "cluster identity read (the kube-system namespace's UID)");
+                identity.learn(&uid);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "reading the cluster's identity (the kube-system namespace's UID) failed; Proxmox cloud-init seeds are neither made nor swept until it is read (grant get on namespaces/kube-system, see deploy/kustomize/base/rbac.yaml)")
+            }
+        }
     }
 
     /// Observe and decide, changing nothing (what `nodewright plan` prints).

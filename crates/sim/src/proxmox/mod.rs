@@ -77,6 +77,7 @@ use super::serve::{self, yaml_str, ServerGuard};
 use super::{VmEvent, VmHook};
 
 pub use tasks::cloud_init_join_line;
+pub use volumes::SharedFiles;
 
 const MIB: u64 = 1024 * 1024;
 const GIB: u64 = 1024 * MIB;
@@ -210,6 +211,10 @@ pub struct SimProxmoxOptions {
     /// Snippet volumes (`local:snippets/k3s-join.yaml`) that hold a working join: a VM
     /// whose `cicustom` names one joins from it (see the module docs).
     pub snippets: Vec<String>,
+    /// The files of the shared storages, when they are on a share that another simulated
+    /// Proxmox cluster mounts too (an NFS export both list under the same storage name,
+    /// each with its own VMs, whose ids overlap); `None`: this cluster's alone.
+    pub shared_files: Option<SharedFiles>,
     /// The privileges of the token and the user (granted on `/`); `None`: all of them,
     /// as `root@pam` has. A call without the one it needs gets Proxmox's 403 (see
     /// [`perms`]).
@@ -272,6 +277,7 @@ impl Default for SimProxmoxOptions {
             tls: None,
             status_line_errors: false,
             faults: Faults::default(),
+            shared_files: None,
             privileges: None,
         }
     }
@@ -711,9 +717,10 @@ impl SimProxmox {
 
     /// The files on `storage` as seen from `node`: (volume id, bytes).
     pub fn volumes(&self, node: &str, storage: &str) -> Vec<(String, Vec<u8>)> {
-        let st = self.shared.lock();
+        let mut st = self.shared.lock();
         let loc = volumes::location(&self.shared.opts, storage, node);
-        st.volumes
+        let files = volumes::files(&self.shared.opts, &mut st, &loc);
+        files
             .iter()
             .filter(|((l, v), _)| *l == loc && v.starts_with(&format!("{storage}:")))
             .map(|((_, v), vol)| (v.clone(), vol.bytes.clone()))
@@ -722,14 +729,23 @@ impl SimProxmox {
 
     /// Every file on every storage: (location, volume id), location `""` when shared.
     pub fn all_volumes(&self) -> Vec<(String, String)> {
-        self.shared.lock().volumes.keys().cloned().collect()
+        let mut st = self.shared.lock();
+        let mut all: Vec<(String, String)> = st.volumes.keys().cloned().collect();
+        if self.shared.opts.shared_files.is_some() {
+            all.extend(
+                volumes::files(&self.shared.opts, &mut st, "")
+                    .keys()
+                    .cloned(),
+            );
+        }
+        all
     }
 
     /// Puts a file on `storage` directly (as someone's upload), created at `ctime`.
     pub fn put_volume(&self, node: &str, storage: &str, file: &str, bytes: Vec<u8>, ctime: u64) {
         let loc = volumes::location(&self.shared.opts, storage, node);
-        self.shared.lock().volumes.insert(
-            (loc, format!("{storage}:iso/{file}")),
+        volumes::files(&self.shared.opts, &mut self.shared.lock(), &loc).insert(
+            (loc.clone(), format!("{storage}:iso/{file}")),
             SimVolume { bytes, ctime },
         );
     }

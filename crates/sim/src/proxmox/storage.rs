@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 
 use super::reply::{data, fail};
 use super::tasks::new_task;
-use super::volumes::{location, plugin};
+use super::volumes::{files, location, plugin};
 use super::{now_secs, Shared, SimProxmoxOptions, SimVolume};
 
 fn flag(v: Option<String>) -> bool {
@@ -98,8 +98,9 @@ pub(super) fn upload(
         );
     }
     let loc = location(o, storage, node);
-    shared.lock().volumes.insert(
-        (loc, format!("{storage}:{content}/{name}")),
+    // As Proxmox does: a file of that name already there is overwritten.
+    files(o, &mut shared.lock(), &loc).insert(
+        (loc.clone(), format!("{storage}:{content}/{name}")),
         SimVolume {
             bytes,
             ctime: now_secs(),
@@ -116,7 +117,9 @@ pub(super) fn upload(
     )))
 }
 
-/// `GET /nodes/{node}/storage/{storage}/content`, optionally of one `content` type.
+/// `GET /nodes/{node}/storage/{storage}/content`, optionally of one `content` type. As
+/// Proxmox lists a directory's ISO images: only files ending in `.iso` or `.img`, with
+/// `format: iso`, and none when asked for one VM's volumes (`vmid`: an ISO has no owner).
 pub(super) fn content(
     shared: &Arc<Shared>,
     node: &str,
@@ -132,15 +135,19 @@ pub(super) fn content(
     }
     let loc = location(o, storage, node);
     let kind = get("content");
+    let of_vm = get("vmid").is_some();
     let prefix = format!("{storage}:");
-    let st = shared.lock();
-    let list: Vec<Value> = st
-        .volumes
+    let mut st = shared.lock();
+    let list: Vec<Value> = files(o, &mut st, &loc)
         .iter()
         .filter(|((l, v), _)| *l == loc && v.starts_with(&prefix))
         .filter_map(|((_, v), vol)| {
             let c = v[prefix.len()..].split('/').next()?.to_string();
             if kind.as_ref().is_some_and(|k| *k != c) {
+                return None;
+            }
+            let image = v.ends_with(".iso") || v.ends_with(".img");
+            if c == "iso" && (of_vm || !image) {
                 return None;
             }
             Some(json!({
@@ -170,10 +177,8 @@ pub(super) fn delete(
         format!("{storage}:{volume}")
     };
     if !volid.starts_with(&format!("{storage}:"))
-        || shared
-            .lock()
-            .volumes
-            .remove(&(loc, volid.clone()))
+        || files(o, &mut shared.lock(), &loc)
+            .remove(&(loc.clone(), volid.clone()))
             .is_none()
     {
         return fail(

@@ -77,6 +77,7 @@ pub(crate) fn build(
                 stall: options.provision_stall,
             }),
             read_only: options.read_only,
+            identity: options.identity.clone(),
             ..ProviderOptions::default()
         },
     )?))

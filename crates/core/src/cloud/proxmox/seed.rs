@@ -7,9 +7,10 @@
 //! drive is labelled `cidata` too, so it is removed from the clone: a guest with two
 //! `cidata` drives would read whichever it finds first.
 //!
-//! Nothing is kept in memory: the seed of VM `<vmid>` of cluster `<cluster>` is the file
-//! `nw-<cluster>-<vmid>-seed.iso` (cluster encoded as in [`super::tags`]), and whether it is
-//! still there is read back from the VM's config and the storage's content.
+//! Nothing is kept in memory: the seed of VM `<vmid>` of cluster `<cluster>` whose
+//! identity is `<uid>` (its kube-system namespace's UID) is the file
+//! `nw-<cluster>-<uid>-<vmid>-seed.iso` (values encoded as in [`super::tags`]), and whether
+//! it is still there is read back from the VM's config and the storage's content.
 
 use std::collections::BTreeMap;
 use std::io::Cursor;
@@ -164,21 +165,78 @@ pub fn build_iso(files: &SeedFiles) -> Result<Vec<u8>, String> {
         .map_err(|e| format!("building the seed image failed: {e}"))
 }
 
-/// `nw-<cluster>-<vmid>-seed.iso`: names the cluster and the VM, so a seed left behind is
-/// found and removed by its name alone.
-pub fn file_name(cluster: &str, vmid: u32) -> String {
-    format!("{PREFIX}{}-{vmid}{SUFFIX}", tags::encode(cluster))
+/// `nw-<cluster>-<identity>-<vmid>-seed.iso`: names the cluster, its identity (the
+/// kube-system namespace's UID, see [`crate::cloud::ClusterIdentity`]) and the VM, so a
+/// seed is found by its name alone, and never taken for the seed of another cluster that
+/// has the same name and writes to the same ISO storage (an NFS share two Proxmox
+/// clusters mount, whose VM ids overlap).
+pub fn file_name(cluster: &str, identity: &str, vmid: u32) -> String {
+    format!(
+        "{PREFIX}{}-{}-{vmid}{SUFFIX}",
+        tags::encode(cluster),
+        tags::encode(identity)
+    )
 }
 
-/// The VM id of a seed file of `cluster` (a file name or `<storage>:iso/<file>`).
-pub fn vmid_of_file(cluster: &str, name: &str) -> Option<u32> {
+/// Who made a seed of a cluster of this name, as its file name says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Maker {
+    /// This cluster: its identity is in the name.
+    This,
+    /// A release from before identities (`nw-<cluster>-<vmid>-seed.iso`): this cluster
+    /// or another of the same name, which only the storage can tell (see
+    /// [`legacy_is_ours`]).
+    Unnamed,
+    /// Another cluster of the same name (or this one before its identity is known).
+    Other,
+}
+
+/// A seed file name read back: the VM it was made for and who made it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SeedName {
+    pub vmid: u32,
+    pub maker: Maker,
+}
+
+/// The seed file `name` (a file name or `<storage>:iso/<file>`) of a cluster named
+/// `cluster` whose identity is `identity` (`None`: not known yet), if it is one.
+pub fn read_name(cluster: &str, identity: Option<&str>, name: &str) -> Option<SeedName> {
     let file = name.rsplit('/').next()?;
     let rest = file
         .strip_prefix(PREFIX)?
         .strip_prefix(tags::encode(cluster).as_str())?
         .strip_prefix('-')?
         .strip_suffix(SUFFIX)?;
-    rest.parse().ok()
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    if digits(rest) {
+        let vmid = rest.parse().ok()?;
+        return Some(SeedName {
+            vmid,
+            maker: Maker::Unnamed,
+        });
+    }
+    let (id, vmid) = rest.rsplit_once('-')?;
+    if id.is_empty() || !digits(vmid) {
+        return None;
+    }
+    let maker = match identity {
+        Some(mine) if tags::encode(mine) == id => Maker::This,
+        _ => Maker::Other,
+    };
+    Some(SeedName {
+        vmid: vmid.parse().ok()?,
+        maker,
+    })
+}
+
+/// Whether a seed named as before identities ([`Maker::Unnamed`]) on a storage is this
+/// cluster's by its name alone: only on a storage Proxmox reports as not shared. Such a
+/// storage is seen by this Proxmox cluster only, whose VM ids are unique, so the name
+/// `nw-<cluster>-<vmid>` was made for this cluster's VM `<vmid>`. On a shared one (an NFS
+/// share other Proxmox clusters may mount, VM ids overlapping) another cluster of the
+/// same name may have written the same name: never removed there, only reported.
+pub fn legacy_is_ours(storage_shared: bool) -> bool {
+    !storage_shared
 }
 
 /// The volume id of `file` on `storage`.
@@ -200,17 +258,48 @@ const SLOTS: [&str; 10] = [
     "ide3", "ide1", "ide0", "sata0", "sata1", "sata2", "sata3", "sata4", "sata5", "ide2",
 ];
 
-/// The drive (slot, volume) holding `cluster`'s seed of VM `vmid`, if attached.
+/// A seed of a cluster of this name attached to a VM.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attached {
+    /// The drive slot (`ide3`).
+    pub slot: String,
+    /// The volume id (`local:iso/nw-...-seed.iso`).
+    pub volume: String,
+    pub name: SeedName,
+}
+
+/// Every seed of a cluster named `cluster` (any maker) attached in `config`.
+pub fn attached_seeds(
+    config: &BTreeMap<String, String>,
+    cluster: &str,
+    identity: Option<&str>,
+) -> Vec<Attached> {
+    config
+        .iter()
+        .filter(|(k, _)| is_drive(k))
+        .filter_map(|(k, v)| {
+            let volume = v.split(',').next()?;
+            let name = read_name(cluster, identity, volume)?;
+            Some(Attached {
+                slot: k.clone(),
+                volume: volume.to_string(),
+                name,
+            })
+        })
+        .collect()
+}
+
+/// The drive holding the seed this cluster made for VM `vmid` (or one named as before
+/// identities for that VM), if attached; never another cluster's.
 pub fn attached(
     config: &BTreeMap<String, String>,
     cluster: &str,
+    identity: Option<&str>,
     vmid: u32,
-) -> Option<(String, String)> {
-    config.iter().find_map(|(k, v)| {
-        let volume = v.split(',').next()?;
-        (is_drive(k) && vmid_of_file(cluster, volume) == Some(vmid))
-            .then(|| (k.clone(), volume.to_string()))
-    })
+) -> Option<Attached> {
+    attached_seeds(config, cluster, identity)
+        .into_iter()
+        .find(|a| a.name.vmid == vmid && a.name.maker != Maker::Other)
 }
 
 fn is_drive(key: &str) -> bool {
@@ -253,18 +342,52 @@ mod tests {
             .collect()
     }
 
+    const UID: &str = "6f1c2a3b-9d4e-4f00-8a1b-2c3d4e5f6a7b";
+
     #[test]
-    fn file_names_round_trip_per_cluster() {
-        let f = file_name("Prod_EU", 123);
-        assert_eq!(f, "nw-_50rod_5f_45_55-123-seed.iso");
-        assert_eq!(vmid_of_file("Prod_EU", &f), Some(123));
+    fn file_names_round_trip_per_cluster_and_identity() {
+        let f = file_name("Prod_EU", UID, 123);
         assert_eq!(
-            vmid_of_file("Prod_EU", &format!("local:iso/{f}")),
-            Some(123)
+            f,
+            "nw-_50rod_5f_45_55-6f1c2a3b-9d4e-4f00-8a1b-2c3d4e5f6a7b-123-seed.iso"
         );
-        assert_eq!(vmid_of_file("prod", &f), None);
-        assert_eq!(vmid_of_file("prod", "nw-prod-x-seed.iso"), None);
-        assert_eq!(vmid_of_file("prod", "ubuntu.iso"), None);
+        let ours = Some(SeedName {
+            vmid: 123,
+            maker: Maker::This,
+        });
+        assert_eq!(read_name("Prod_EU", Some(UID), &f), ours);
+        assert_eq!(
+            read_name("Prod_EU", Some(UID), &format!("local:iso/{f}")),
+            ours
+        );
+        // Another cluster of the same name, or this one before its identity is read.
+        for other in [Some("0b5e0d3c-0000-4000-8000-000000000000"), None] {
+            assert_eq!(
+                read_name("Prod_EU", other, &f).map(|n| n.maker),
+                Some(Maker::Other)
+            );
+        }
+        assert_eq!(read_name("prod", Some(UID), &f), None);
+        assert_eq!(read_name("prod", Some(UID), "nw-prod-x-seed.iso"), None);
+        assert_eq!(read_name("prod", Some(UID), "nw-prod--1-seed.iso"), None);
+        assert_eq!(read_name("prod", Some(UID), "ubuntu.iso"), None);
+    }
+
+    #[test]
+    fn seeds_named_before_identities_are_read_as_unnamed() {
+        // As the previous release named them.
+        let n = read_name("prod", Some(UID), "local:iso/nw-prod-105-seed.iso");
+        assert_eq!(
+            n,
+            Some(SeedName {
+                vmid: 105,
+                maker: Maker::Unnamed
+            })
+        );
+        // A cluster named `prod-eu`'s old seed is not `prod`'s: read as another's.
+        let n = read_name("prod", Some(UID), "nw-prod-eu-105-seed.iso");
+        assert_eq!(n.map(|n| n.maker), Some(Maker::Other));
+        assert!(legacy_is_ours(false) && !legacy_is_ours(true));
     }
 
     #[test]
@@ -296,14 +419,18 @@ mod tests {
         assert_eq!(free_slot(&c), Some("ide3"));
         let c = cfg(&[("ide3", "cdrom,media=cdrom"), ("ide1", EJECTED)]);
         assert_eq!(free_slot(&c), Some("ide1"));
-        let f = file_name("c1", 101);
+        let f = file_name("c1", UID, 101);
         let c = cfg(&[("ide3", &drive_value(&volume_id("local", &f)))]);
         assert_eq!(
-            attached(&c, "c1", 101),
+            attached(&c, "c1", Some(UID), 101).map(|a| (a.slot, a.volume)),
             Some(("ide3".into(), format!("local:iso/{f}")))
         );
-        assert_eq!(attached(&c, "c1", 102), None);
-        assert_eq!(attached(&c, "c2", 101), None);
+        assert_eq!(attached(&c, "c1", Some(UID), 102), None);
+        assert_eq!(attached(&c, "c2", Some(UID), 101), None);
+        // Another cluster's of the same name is attached, but not this one's.
+        let theirs = "0b5e0d3c-0000-4000-8000-000000000000";
+        assert_eq!(attached(&c, "c1", Some(theirs), 101), None);
+        assert_eq!(attached_seeds(&c, "c1", Some(theirs)).len(), 1);
     }
 
     #[test]

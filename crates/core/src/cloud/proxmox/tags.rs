@@ -106,6 +106,9 @@ pub struct Ownership {
     /// The VM id it was made as ([`VMID_PREFIX`], or `vmid=` in the description); two
     /// different ones are `Some(0)`, which no VM has.
     pub vmid: Option<u32>,
+    /// The identity of the cluster that made it (`uid=` in the description, see
+    /// [`with_identity`]).
+    pub identity: Option<String>,
 }
 
 impl Ownership {
@@ -228,6 +231,21 @@ pub fn description_for_new_vm(m: &NewVmMarks<'_>) -> String {
     format!("{first}\nCreated by nodewright; its ownership tags are set when it is configured.")
 }
 
+/// `description` (as [`description_for_new_vm`] writes it) with the identity of the
+/// cluster making the VM (its kube-system namespace's UID, which also names the VM's
+/// cloud-init seed) added to its first line as `uid=<identity>`: a person reading the VM
+/// in Proxmox sees which of two clusters of the same name made it.
+pub fn with_identity(description: &str, identity: &str) -> String {
+    let (first, rest) = description
+        .split_once('\n')
+        .map_or((description, None), |(f, r)| (f, Some(r)));
+    let first = format!("{first} uid={}", encode(identity));
+    match rest {
+        Some(r) => format!("{first}\n{r}"),
+        None => first,
+    }
+}
+
 /// Ownership as the first line of a description written by [`description_for_new_vm`]
 /// says it; nothing for any other description.
 pub fn ownership_from_description(description: &str) -> Ownership {
@@ -246,6 +264,7 @@ pub fn ownership_from_description(description: &str) -> Ownership {
             Some(("hash", v)) => o.settings_hash = decode(v),
             Some(("warm", "1")) => o.warm = true,
             Some(("vmid", v)) => o.vmid = Some(v.parse().unwrap_or(0)),
+            Some(("uid", v)) => o.identity = decode(v),
             Some(("created", v)) => {
                 o.created = v
                     .parse::<u64>()
@@ -489,6 +508,20 @@ mod tests {
         assert_eq!(o.settings_hash.as_deref(), Some("c786192ec36e"));
         assert!(o.warm);
         assert_eq!(o.group.as_deref(), Some("big_workers"));
+        // The identity of the cluster that made it, when it was known.
+        let uid = "6f1c2a3b-9d4e-4f00-8a1b-2c3d4e5f6a7b";
+        let with = with_identity(&d, uid);
+        assert!(
+            with.lines()
+                .next()
+                .is_some_and(|l| l.ends_with(&format!(" warm=1 uid={uid}"))),
+            "{with}"
+        );
+        assert_eq!(with.lines().nth(1), d.lines().nth(1));
+        let o = ownership_from_description(&with);
+        assert_eq!(o.identity.as_deref(), Some(uid));
+        assert_eq!(o.group.as_deref(), Some("big_workers"));
+        assert_eq!(ownership_from_description(&d).identity, None);
         // Anything else says nothing, even with the words further down.
         for other in ["", "my VM", "notes\nnodewright: cluster=prod group=g"] {
             assert_eq!(ownership_from_description(other), Ownership::default());

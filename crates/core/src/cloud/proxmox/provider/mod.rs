@@ -59,6 +59,9 @@ pub struct ProviderOptions {
     pub seed_sweep_every: Duration,
     /// A seed younger than this is never taken as left behind (its VM may be starting).
     pub seed_grace: Duration,
+    /// The cluster's identity, which names its seeds (see [`crate::cloud::ClusterIdentity`]):
+    /// until it is known, no seed is made or swept.
+    pub identity: crate::cloud::ClusterIdentity,
 }
 
 impl Default for ProviderOptions {
@@ -76,6 +79,7 @@ impl Default for ProviderOptions {
             read_only: false,
             seed_sweep_every: Duration::from_secs(600),
             seed_grace: Duration::from_secs(600),
+            identity: Default::default(),
         }
     }
 }
@@ -374,14 +378,18 @@ impl ProxmoxProvider {
         // Recognisable as ours from the clone on, before the config call sets the tags.
         let made = SystemTime::now();
         let description = |vmid: u32| {
-            tags::description_for_new_vm(&tags::NewVmMarks {
+            let d = tags::description_for_new_vm(&tags::NewVmMarks {
                 cluster: &req.cluster,
                 group: &req.group,
                 settings_hash: &req.settings_hash,
                 warm,
                 created: made,
                 vmid,
-            })
+            });
+            match inner.options.identity.get() {
+                Some(uid) => tags::with_identity(&d, uid),
+                None => d,
+            }
         };
         let vmid = clone_vm(
             api,
@@ -527,8 +535,9 @@ impl CloudProvider for ProxmoxProvider {
     /// whatever the number of groups (plus, once, each template's disks and the cluster's
     /// name; while some VM is locked for a clone, the task lists of the hosts that
     /// hold it, see `super::adopt`, and the listing again while a nameless clone is not
-    /// tied to a running task, see `unpaired_nameless`; and at most every ten minutes
-    /// the ISO storages' content, for cloud-init seeds left behind, see `seeding`).
+    /// tied to a running task, see `unpaired_nameless`; the config of each VM that is a
+    /// person's copy of ours, for a seed to eject; and at most every ten minutes the ISO
+    /// storages' content, for cloud-init seeds left behind, see `seeding`).
     async fn observe(&self, cluster: &str, groups: &[String]) -> Result<Observed, CloudError> {
         let api = &self.inner.api;
         let mut listing = list_all(api).await?;
@@ -555,6 +564,8 @@ impl CloudProvider for ProxmoxProvider {
             shapes.insert(g.clone(), shape);
         }
         let (servers, strays) = self.servers_in(&listing.vms, cluster, &in_flight).await?;
+        self.detach_copied_seeds(cluster, &listing.vms, &strays)
+            .await;
         self.sweep_seeds(cluster, &listing).await;
         let failures =
             std::mem::take(&mut *self.inner.found.lock().unwrap_or_else(|e| e.into_inner()));

@@ -10,13 +10,16 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::ProxmoxProvider;
-use crate::cloud::proxmox::allocate::{list_vms, vm_config, vm_path};
+use crate::cloud::proxmox::allocate::{list_vms, vm_config, vm_path, VmResource};
 use crate::cloud::proxmox::client::{params, Upload};
 use crate::cloud::proxmox::hosts::Listing;
-use crate::cloud::proxmox::seed::{self, attached, cloudinit_drive, drive_value, free_slot};
+use crate::cloud::proxmox::seed::{
+    self, attached, attached_seeds, cloudinit_drive, drive_value, free_slot, Maker,
+};
 use crate::cloud::proxmox::tags::ownership;
 use crate::cloud::proxmox::{other, seg, JoinMode, ProxmoxSettings};
 use crate::cloud::CloudError;
+use crate::model::{Stray, StrayKind};
 
 /// How a VM's user data reaches its guest.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -130,6 +133,13 @@ fn storage_of(volume: &str) -> &str {
     volume.split(':').next().unwrap_or(volume)
 }
 
+/// A seed volume attached to a VM of this cluster, read before the VM is destroyed.
+#[derive(Debug, Clone)]
+pub(super) struct SeedVolume {
+    volume: String,
+    maker: Maker,
+}
+
 impl ProxmoxProvider {
     /// Uploads VM `vmid`'s seed and attaches it (removing Proxmox's own cloud-init drive,
     /// also labelled `cidata`), before the VM starts. Does nothing unless the VM's user
@@ -148,10 +158,15 @@ impl ProxmoxProvider {
         if delivery(settings, &config) != Delivery::Seed {
             return Ok(());
         }
+        let identity = self.identity().ok_or_else(|| {
+            other(format!(
+                "VM {vmid}: the cloud-init seed is named with the cluster's identity (the kube-system namespace's UID), which could not be read yet; grant get on namespaces/kube-system (deploy/kustomize/base/rbac.yaml), or use proxmox.cicustom"
+            ))
+        })?;
         let storage = seed_storage(api, node, settings).await?;
         let files = seed::seed_files(name, vmid, user_data, &settings.ssh_keys, &config);
         let bytes = seed::build_iso(&files).map_err(other)?;
-        let file = seed::file_name(cluster, vmid);
+        let file = seed::file_name(cluster, identity, vmid);
         let call = format!("/nodes/{}/storage/{}/upload", seg(node), seg(&storage));
         let data = api
             .upload(
@@ -168,9 +183,18 @@ impl ProxmoxProvider {
         let result = self.attach(node, vmid, cluster, &config, &volume).await;
         if result.is_err() {
             // Not attached: nothing would find it but the sweep, ten minutes on.
-            self.forget_seed(node, Some(volume)).await;
+            let made = SeedVolume {
+                volume,
+                maker: Maker::This,
+            };
+            self.forget_seed(node, Some(made)).await;
         }
         result
+    }
+
+    /// The cluster's identity, once the loop has read it.
+    fn identity(&self) -> Option<&str> {
+        self.inner.options.identity.get()
     }
 
     /// The config call attaching `volume` in place of Proxmox's cloud-init drive.
@@ -183,8 +207,8 @@ impl ProxmoxProvider {
         volume: &str,
     ) -> Result<(), CloudError> {
         let api = &self.inner.api;
-        let slot = match attached(config, cluster, vmid) {
-            Some((slot, _)) => slot,
+        let slot = match attached(config, cluster, self.identity(), vmid) {
+            Some(a) => a.slot,
             None => free_slot(config)
                 .ok_or_else(|| {
                     other(format!(
@@ -204,7 +228,8 @@ impl ProxmoxProvider {
         Ok(())
     }
 
-    /// Ejects VM `vmid`'s seed (if attached) and deletes its volume; true when there
+    /// Ejects VM `vmid`'s seed (if attached) and deletes its volume (one named as before
+    /// identities only where it is ours, see [`seed::legacy_is_ours`]); true when there
     /// was one. `config` is the VM's, read just before.
     pub(super) async fn remove_seed(
         &self,
@@ -213,18 +238,54 @@ impl ProxmoxProvider {
         cluster: &str,
         config: &BTreeMap<String, String>,
     ) -> Result<bool, CloudError> {
-        let Some((slot, volume)) = attached(config, cluster, vmid) else {
+        let Some(seed) = attached(config, cluster, self.identity(), vmid) else {
             return Ok(false);
         };
         let call = format!("{}/config", vm_path(node, vmid));
         let data = self
             .inner
             .api
-            .post(&call, &params([(slot.as_str(), seed::EJECTED.into())]))
+            .post(&call, &params([(seed.slot.as_str(), seed::EJECTED.into())]))
             .await?;
         self.await_upid(&format!("POST {call}"), &data).await?;
-        self.delete_volume(node, &volume).await?;
+        let volume = SeedVolume {
+            volume: seed.volume,
+            maker: seed.name.maker,
+        };
+        self.delete_seed_volume(node, &volume).await?;
         Ok(true)
+    }
+
+    /// Deletes a seed volume of this cluster; one named as before identities is left,
+    /// and reported, on a storage other Proxmox clusters may share (see
+    /// [`seed::legacy_is_ours`]).
+    async fn delete_seed_volume(&self, node: &str, seed: &SeedVolume) -> Result<bool, CloudError> {
+        if seed.maker == Maker::Unnamed {
+            let storage = storage_of(&seed.volume);
+            let shared = iso_storages(&self.inner.api, node)
+                .await?
+                .into_iter()
+                .find(|(s, _)| s == storage)
+                .is_none_or(|(_, shared)| shared);
+            if !seed::legacy_is_ours(shared) {
+                self.report_unnamed(&seed.volume);
+                return Ok(false);
+            }
+        }
+        self.delete_volume(node, &seed.volume).await.map(|()| true)
+    }
+
+    /// A seed named as before identities on a shared storage: never removed here.
+    fn report_unnamed(&self, volume: &str) {
+        let note = format!(
+            "the cloud-init seed {volume} is named as before nodewright named seeds with the cluster's identity, on a shared storage: another cluster of the same name may have written it, so it is left; delete it by hand once no VM of a cluster of that name is starting from it (it may hold a join token)"
+        );
+        tracing::warn!("proxmox: {note}");
+        self.inner
+            .found
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(note);
     }
 
     /// `DELETE /nodes/{node}/storage/{storage}/content/{volume}`; gone already is fine.
@@ -246,19 +307,29 @@ impl ProxmoxProvider {
         }
     }
 
-    /// The seed volume attached to VM `vm`, read from its config now (`None` when it has
-    /// none or cannot be read).
-    pub(super) async fn seed_volume(&self, node: &str, vmid: u32, cluster: &str) -> Option<String> {
+    /// The seed volume of this cluster attached to VM `vmid`, read from its config now
+    /// (`None` when it has none or cannot be read).
+    pub(super) async fn seed_volume(
+        &self,
+        node: &str,
+        vmid: u32,
+        cluster: &str,
+    ) -> Option<SeedVolume> {
         let config = vm_config(&self.inner.api, node, vmid).await.ok()?;
-        attached(&config, cluster, vmid).map(|(_, v)| v)
+        attached(&config, cluster, self.identity(), vmid).map(|a| SeedVolume {
+            volume: a.volume,
+            maker: a.name.maker,
+        })
     }
 
     /// Deletes a destroyed VM's seed volume (read before the destroy); a failure is only
     /// logged: the sweep removes it later.
-    pub(super) async fn forget_seed(&self, node: &str, volume: Option<String>) {
-        let Some(volume) = volume else { return };
-        match self.delete_volume(node, &volume).await {
-            Ok(()) => tracing::info!(%volume, "cloud-init seed of a destroyed VM removed"),
+    pub(super) async fn forget_seed(&self, node: &str, seed: Option<SeedVolume>) {
+        let Some(seed) = seed else { return };
+        let volume = &seed.volume;
+        match self.delete_seed_volume(node, &seed).await {
+            Ok(true) => tracing::info!(%volume, "cloud-init seed of a destroyed VM removed"),
+            Ok(false) => {}
             Err(e) => {
                 tracing::warn!(%volume, error = %e, "could not remove the cloud-init seed of a destroyed VM; the sweep removes it later")
             }
@@ -309,15 +380,81 @@ impl ProxmoxProvider {
         first_error.map_or(Ok(()), Err)
     }
 
+    /// A person's copies of this cluster's VMs (`strays` copied, see
+    /// [`crate::cloud::proxmox::tags::Ownership::copy_of`]) carry the seed of the VM they
+    /// were copied from while it was still joining: started, a copy would boot with that
+    /// VM's user data and join as its node. The seed is ejected from the copy (never
+    /// deleted: the VM copied may still need it) and the copy reported; nothing else of
+    /// it is changed. Read-only, it is only reported.
+    pub(super) async fn detach_copied_seeds(
+        &self,
+        cluster: &str,
+        vms: &[VmResource],
+        strays: &[Stray],
+    ) {
+        let api = &self.inner.api;
+        for stray in strays
+            .iter()
+            .filter(|s| matches!(s.kind, StrayKind::Copied { .. }))
+        {
+            let Some(vm) = vms
+                .iter()
+                .find(|v| !v.template && v.vmid.to_string() == stray.id)
+            else {
+                continue;
+            };
+            // Still being copied: its config is not written yet; the next cycle.
+            if vm.lock.is_some() {
+                continue;
+            }
+            let config = match vm_config(api, &vm.node, vm.vmid).await {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::debug!(vmid = vm.vmid, error = %e, "could not read a copied VM's config for a seed");
+                    continue;
+                }
+            };
+            let seeds = attached_seeds(&config, cluster, self.identity());
+            for seed in seeds.into_iter().filter(|a| a.name.vmid != vm.vmid) {
+                let (copy, name, of, volume) = (vm.vmid, &stray.name, seed.name.vmid, &seed.volume);
+                let note = if self.inner.options.read_only {
+                    format!("VM {copy} ('{name}') is a copy of VM {of} and carries its cloud-init seed {volume} (VM {of}'s user data, join token inside): started, it would boot as VM {of}'s node; `nodewright run` ejects it")
+                } else {
+                    let call = format!("{}/config", vm_path(&vm.node, copy));
+                    let ejected = match api
+                        .post(&call, &params([(seed.slot.as_str(), seed::EJECTED.into())]))
+                        .await
+                    {
+                        Ok(data) => self.await_upid(&format!("POST {call}"), &data).await,
+                        Err(e) => Err(e),
+                    };
+                    match ejected {
+                        Ok(()) => format!("VM {copy} ('{name}') is a copy of VM {of}: the cloud-init seed it carried ({volume}: VM {of}'s user data, join token inside) was ejected from it, so that it cannot boot as VM {of}'s node; the copy is otherwise left as it is"),
+                        Err(e) => format!("VM {copy} ('{name}') is a copy of VM {of} and carries its cloud-init seed {volume}: started, it would boot as VM {of}'s node; ejecting it failed: {e}"),
+                    }
+                };
+                tracing::warn!("proxmox: {note}");
+                self.inner
+                    .found
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .push(note);
+            }
+        }
+    }
+
     /// Removes seeds of `cluster` left behind: older than the grace period, and whose VM
     /// is gone, is another cluster's, or no longer has them attached (a process stopped
     /// between ejecting and deleting, or during a create), and seeds still attached to a
     /// VM whose node joined after the seed was uploaded (the joined mark: the removal at
-    /// the join failed, and the join token must not stay readable). At most once per
-    /// `seed_sweep_every`; never when read-only.
+    /// the join failed, and the join token must not stay readable). Only seeds named with
+    /// this cluster's identity, or named as before identities on a storage that is not
+    /// shared (see [`seed::legacy_is_ours`]; on a shared one they are reported); never
+    /// another cluster's of the same name. At most once per `seed_sweep_every`; never
+    /// when read-only or before the identity is known.
     pub(super) async fn sweep_seeds(&self, cluster: &str, listing: &Listing) {
         let o = &self.inner.options;
-        if o.read_only {
+        if o.read_only || self.identity().is_none() {
             return;
         }
         {
@@ -357,9 +494,16 @@ impl ProxmoxProvider {
                 let items: Vec<ContentEntry> = serde_json::from_value(data)
                     .map_err(|e| other(format!("GET {call}: unexpected answer: {e}")))?;
                 for item in items {
-                    let Some(vmid) = seed::vmid_of_file(cluster, &item.volid) else {
+                    let Some(name) = seed::read_name(cluster, self.identity(), &item.volid) else {
                         continue;
                     };
+                    // Another cluster's of the same name: never touched. One named as
+                    // before identities on a shared storage is reported, not removed (see
+                    // `delete_seed_volume`).
+                    if name.maker == Maker::Other {
+                        continue;
+                    }
+                    let vmid = name.vmid;
                     let age = item
                         .ctime
                         .map(|c| now.saturating_sub(Duration::from_secs(c)))
@@ -373,10 +517,10 @@ impl ProxmoxProvider {
                         .find(|v| v.vmid == vmid && !v.template)
                         .filter(|v| ownership(v.tags()).cluster.as_deref() == Some(cluster));
                     let in_use = match vm {
-                        Some(v) => {
-                            self.seed_volume(&v.node, v.vmid, cluster).await.as_deref()
-                                == Some(item.volid.as_str())
-                        }
+                        Some(v) => self
+                            .seed_volume(&v.node, v.vmid, cluster)
+                            .await
+                            .is_some_and(|s| s.volume == item.volid),
                         None => false,
                     };
                     if in_use {
@@ -405,8 +549,13 @@ impl ProxmoxProvider {
                         }
                         continue;
                     }
-                    match self.delete_volume(&host.node, &item.volid).await {
-                        Ok(()) => {
+                    let left = SeedVolume {
+                        volume: item.volid.clone(),
+                        maker: name.maker,
+                    };
+                    match self.delete_seed_volume(&host.node, &left).await {
+                        Ok(false) => {}
+                        Ok(true) => {
                             tracing::info!(volume = %item.volid, vmid, "removed a cloud-init seed left behind")
                         }
                         Err(e) => {
