@@ -115,23 +115,7 @@ pub async fn reconciler(env: &Env, groups: &str) -> Reconciler {
     )
     .expect("config");
     let config = Config::load(&path).expect("config loads");
-    let creds = token_creds(&env.pve);
-    let settings: BTreeMap<String, ProxmoxSettings> = config
-        .node_groups
-        .iter()
-        .filter_map(|g| {
-            g.settings
-                .of::<nodewright_core::cloud::proxmox::ProxmoxSettings>()
-                .cloned()
-                .map(|s| (g.name.clone(), s))
-        })
-        .collect();
-    let provider =
-        Arc::new(ProxmoxProvider::with_options(creds, settings, fast()).expect("provider"));
-    let mut clouds = Clouds::new();
-    for g in &config.node_groups {
-        clouds.add_group(&g.name, provider.clone());
-    }
+    let clouds = clouds(&config, &env.pve);
     let kube = kubeconfig_from_file(&env.dir.path().join("kubeconfig"))
         .await
         .expect("kubeconfig");
@@ -143,6 +127,28 @@ pub async fn reconciler(env: &Env, groups: &str) -> Reconciler {
         memory: Default::default(),
         dry_run: false,
     }
+}
+
+/// One Proxmox provider with test timings ([`fast`]) for `config`'s groups, on `pve`.
+pub fn clouds(config: &Config, pve: &SimProxmox) -> Clouds {
+    let settings: BTreeMap<String, ProxmoxSettings> = config
+        .node_groups
+        .iter()
+        .filter_map(|g| {
+            g.settings
+                .of::<ProxmoxSettings>()
+                .cloned()
+                .map(|s| (g.name.clone(), s))
+        })
+        .collect();
+    let provider = Arc::new(
+        ProxmoxProvider::with_options(token_creds(pve), settings, fast()).expect("provider"),
+    );
+    let mut clouds = Clouds::new();
+    for g in &config.node_groups {
+        clouds.add_group(&g.name, provider.clone());
+    }
+    clouds
 }
 
 pub fn group(name: &str, min: u32, proxmox: &str) -> String {
