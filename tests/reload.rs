@@ -6,7 +6,7 @@
 use nodewright_testkit as common;
 
 use std::convert::Infallible;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
@@ -32,8 +32,8 @@ fn credentials(env: &e2e::Env) -> PathBuf {
 }
 
 /// What `rec`'s providers are built from, with `creds` as the credentials file.
-fn inputs(config: &Config, creds: &PathBuf) -> ProviderInputs {
-    ProviderInputs::of(config, |_| Some(creds.clone()), false)
+fn inputs(config: &Config, creds: &Path) -> ProviderInputs {
+    ProviderInputs::of(config, |_| Some(creds.to_path_buf()), false)
 }
 
 /// Reloads `new` as `run` does, building any provider again on the simulator; the
@@ -42,7 +42,7 @@ fn reload(
     rec: &mut Reconciler,
     env: &e2e::Env,
     built: &mut ProviderInputs,
-    creds: &PathBuf,
+    creds: &Path,
     new: Config,
 ) -> Vec<&'static str> {
     let now = inputs(&new, creds);
