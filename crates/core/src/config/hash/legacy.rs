@@ -367,28 +367,32 @@ mod tests {
   userData: {template: join.sh.j2}
 "#;
 
-    /// The hash each group got from the last release that printed byte sizes as
-    /// `bytesize::ByteSize` (main at 1890cbe, 2026-11-27 10:26 UTC), computed by that
-    /// release's own code from this config: every field of each provider's settings,
+    /// The hashes each group got from the releases before the v2 hash, computed by their
+    /// own code from this config: the last that printed byte sizes as `bytesize::ByteSize`
+    /// (main at 1890cbe, 2026-11-27 10:26 UTC), then the last that printed them as
+    /// `config::Bytes` (main at 35d61da). Every field of each provider's settings,
     /// variables of every JSON kind, labels and taints, written the old way by hand here.
     #[test]
     fn each_providers_hash_is_the_one_the_release_before_v2_computed() {
         let (_dir, c) = parse(EVERY_FIELD);
-        let hashes: Vec<(&str, &str)> = c
+        let hashes: Vec<(&str, Vec<&str>)> = c
             .node_groups
             .iter()
-            .map(|g| (g.name.as_str(), g.legacy_settings_hashes[0].as_str()))
+            .map(|g| {
+                let h = g.legacy_settings_hashes.iter().map(String::as_str);
+                (g.name.as_str(), h.collect())
+            })
             .collect();
         assert_eq!(
             hashes,
             [
-                ("os", "3bb0c2e6184d"),
-                ("os-min", "a464a1bd964d"),
-                ("pve", "df4624cdeaaa"),
-                ("pve-tag", "50f6380cd0a8"),
-                ("pve-name", "51a41034ff28"),
-                ("kam", "3f8ba59113ea"),
-                ("kam-min", "579fb50c24a4"),
+                ("os", vec!["3bb0c2e6184d", "3bb0c2e6184d"]),
+                ("os-min", vec!["a464a1bd964d", "a464a1bd964d"]),
+                ("pve", vec!["df4624cdeaaa", "2a73f675e549"]),
+                ("pve-tag", vec!["50f6380cd0a8", "50f6380cd0a8"]),
+                ("pve-name", vec!["51a41034ff28", "5325669f85e5"]),
+                ("kam", vec!["3f8ba59113ea", "3f8ba59113ea"]),
+                ("kam-min", vec!["579fb50c24a4", "579fb50c24a4"]),
             ]
         );
     }
