@@ -151,28 +151,7 @@ pub async fn reconciler_with(env: &Env, groups: &str, options: ProviderOptions) 
     )
     .expect("config");
     let config = Config::load(&path).expect("config loads");
-    let creds = token_creds(&env.pve);
-    let settings: BTreeMap<String, ProxmoxSettings> = config
-        .node_groups
-        .iter()
-        .filter_map(|g| {
-            g.settings
-                .of::<nodewright_core::cloud::proxmox::ProxmoxSettings>()
-                .cloned()
-                .map(|s| (g.name.clone(), s))
-        })
-        .collect();
-    let mut clouds = Clouds::new();
-    // As `run` builds it: the identity is learnt from the cluster by the loop.
-    let options = ProviderOptions {
-        identity: clouds.identity().clone(),
-        ..options
-    };
-    let provider =
-        Arc::new(ProxmoxProvider::with_options(creds, settings, options).expect("provider"));
-    for g in &config.node_groups {
-        clouds.add_group(&g.name, provider.clone());
-    }
+    let clouds = clouds_with(&config, &env.pve, options);
     let kube = kubeconfig_from_file(&env.dir.path().join("kubeconfig"))
         .await
         .expect("kubeconfig");
@@ -184,6 +163,38 @@ pub async fn reconciler_with(env: &Env, groups: &str, options: ProviderOptions) 
         memory: Default::default(),
         dry_run: false,
     }
+}
+
+/// One Proxmox provider with test timings ([`fast`]) for `config`'s groups, on `pve`.
+pub fn clouds(config: &Config, pve: &SimProxmox) -> Clouds {
+    clouds_with(config, pve, fast())
+}
+
+/// [`clouds`] with the provider built from `options`; its identity is the one the loop
+/// learns from the cluster (the `Clouds`' own cell), as `run` builds it.
+pub fn clouds_with(config: &Config, pve: &SimProxmox, options: ProviderOptions) -> Clouds {
+    let settings: BTreeMap<String, ProxmoxSettings> = config
+        .node_groups
+        .iter()
+        .filter_map(|g| {
+            g.settings
+                .of::<ProxmoxSettings>()
+                .cloned()
+                .map(|s| (g.name.clone(), s))
+        })
+        .collect();
+    let mut clouds = Clouds::new();
+    let options = ProviderOptions {
+        identity: clouds.identity().clone(),
+        ..options
+    };
+    let provider = Arc::new(
+        ProxmoxProvider::with_options(token_creds(pve), settings, options).expect("provider"),
+    );
+    for g in &config.node_groups {
+        clouds.add_group(&g.name, provider.clone());
+    }
+    clouds
 }
 
 pub fn group(name: &str, min: u32, proxmox: &str) -> String {

@@ -284,9 +284,9 @@ pub struct NodeGroupConfig {
     /// config is read.
     #[serde(skip)]
     pub settings_hash: String,
-    /// The hash earlier releases gave the same settings (see [`Self::hash_is_current`]).
+    /// The hashes earlier releases gave the same settings (see [`Self::hash_is_current`]).
     #[serde(skip)]
-    pub legacy_settings_hash: String,
+    pub legacy_settings_hashes: Vec<String>,
 }
 
 impl NodeGroupConfig {
@@ -310,11 +310,10 @@ impl NodeGroupConfig {
     }
 
     /// Whether `hash` (from a node's label or its VM) is the group's current one: the
-    /// settings hash, or the one the releases before it computed from the same settings
-    /// (see [`hash::legacy_settings_hash`]).
+    /// settings hash, or one the releases before it stamped for the same settings
+    /// (see [`hash::legacy_settings_hashes`]).
     pub fn hash_is_current(&self, hash: &str) -> bool {
-        hash == self.settings_hash
-            || (!self.legacy_settings_hash.is_empty() && hash == self.legacy_settings_hash)
+        hash == self.settings_hash || self.legacy_settings_hashes.iter().any(|h| h == hash)
     }
 
     /// What a new node is made from, hashed (see [`hash`]): a node labelled with another
@@ -324,7 +323,7 @@ impl NodeGroupConfig {
         let template =
             std::fs::read(templates_dir.join(&self.user_data.template)).unwrap_or_default();
         self.settings_hash = hash::settings_hash(self, &template);
-        self.legacy_settings_hash = hash::legacy_settings_hash(self, &template);
+        self.legacy_settings_hashes = hash::legacy_settings_hashes(self, &template);
     }
 }
 

@@ -96,6 +96,12 @@ impl LoopMemory {
         lock(&self.failures).remove(group);
     }
 
+    /// Forgets the failed creates of `group`: a reload changed what its VMs are made
+    /// from, or removed it.
+    pub fn forget_group(&self, group: &str) {
+        lock(&self.failures).remove(group);
+    }
+
     /// Groups left alone after failures, and until when.
     pub fn backoffs(&self) -> BTreeMap<String, SystemTime> {
         lock(&self.failures)

@@ -24,7 +24,8 @@ use crate::config::Config;
 use crate::model::ObjectRef;
 use crate::plan::summary::{summarize, Summary, NODE_STATES};
 use crate::plan::Action;
-use crate::run::clouds::{build_clouds, build_clouds_read_only};
+use crate::run::clouds::{build_clouds, build_clouds_read_only, credentials_from_env};
+use crate::run::ProviderInputs;
 use crate::telemetry::http::{self, Health};
 use crate::telemetry::metrics::{
     ActionLabels, FailedCreateLabels, GroupLabels, Metrics, NodeStateLabels, ResultLabels,
@@ -212,6 +213,8 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
     }
     let mut wakeups = cluster.wakeups();
     let mut synced_once = false;
+    // What the providers are built from, so a reload keeps those it leaves unchanged.
+    let mut built = ProviderInputs::of(&config, credentials_from_env, opts.dry_run);
     let mut reconciler = Reconciler {
         clouds: clouds_for(&config, &metrics, opts.dry_run)?,
         memory: LoopMemory::default(),
@@ -279,13 +282,16 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
         health.set_leading(true);
         metrics.leader.set(1);
         if let Reload::New(new) = watch_cfg.poll(SystemTime::now()) {
-            match clouds_for(&new, &metrics, opts.dry_run) {
-                Ok(clouds) => {
-                    reconciler.clouds = clouds;
-                    // New providers start with nothing remembered (backoffs, last
-                    // listings), as they did when the providers held that memory.
-                    reconciler.memory = LoopMemory::default();
-                    reconciler.config = Arc::new(*new);
+            let now = ProviderInputs::of(&new, credentials_from_env, opts.dry_run);
+            match reconciler.reload(*new, &mut built, now, |c| {
+                clouds_for(c, &metrics, opts.dry_run)
+            }) {
+                Ok(rebuilt) => {
+                    let rebuilt: Vec<&str> = rebuilt.iter().map(|k| k.as_str()).collect();
+                    tracing::info!(
+                        ?rebuilt,
+                        "new config in force; providers not listed kept their work in flight"
+                    );
                 }
                 Err(e) => {
                     tracing::error!(error = %e, "new config's providers cannot be built; keeping the last good config")

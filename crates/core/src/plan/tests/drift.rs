@@ -139,7 +139,10 @@ fn placement_knob_does_not_drift_nodes() {
 fn nodes_made_before_the_explicit_hash_do_not_drift_on_upgrade() {
     let c = mk_config("freeMemoryTarget: 0 B");
     let g = &c.node_groups[0];
-    assert_ne!(g.legacy_settings_hash, g.settings_hash);
-    let d = plan_it(&unlabelled(Some(&g.legacy_settings_hash)), &c);
-    assert!(!d.has_reason(ReasonCode::NodeDrifted), "{d:#?}");
+    assert_eq!(g.legacy_settings_hashes.len(), 2, "one per text stamped");
+    for legacy in &g.legacy_settings_hashes {
+        assert_ne!(legacy, &g.settings_hash);
+        let d = plan_it(&unlabelled(Some(legacy)), &c);
+        assert!(!d.has_reason(ReasonCode::NodeDrifted), "{legacy}: {d:#?}");
+    }
 }

@@ -12,7 +12,11 @@
 
 use serde::Serialize;
 
-use super::{NodeGroupConfig, ProviderKind};
+use super::NodeGroupConfig;
+
+mod legacy;
+
+pub use legacy::legacy_settings_hashes;
 
 /// The version of the field list, the first line of what is hashed.
 pub const VERSION: &str = "nodewright settings hash v2";
@@ -84,29 +88,6 @@ pub fn settings_hash(g: &NodeGroupConfig, template: &[u8]) -> String {
     digest(&[material(g).as_bytes(), b"userData.template\n", template])
 }
 
-/// The hash releases before [`VERSION`] computed (the `Debug` text of the settings), so
-/// the nodes they made are not all taken for drifted after an upgrade: a node carrying it
-/// is as current as one carrying [`settings_hash`], as long as the text it came from is
-/// the same.
-pub fn legacy_settings_hash(g: &NodeGroupConfig, template: &[u8]) -> String {
-    // `Some(<block>)` or `None` per provider in table order, as the `Debug` text of the
-    // one field per provider the group had then.
-    let blocks: Vec<String> = ProviderKind::ALL
-        .iter()
-        .map(|&kind| format!("{:?}", g.settings.get(kind).map(|s| s.as_settings())))
-        .collect();
-    let material = format!(
-        "{:?}|{}|{:?}|{:?}|{:?}|{}",
-        g.provider,
-        blocks.join("|"),
-        g.user_data.variables,
-        g.labels,
-        g.taints,
-        g.arch,
-    );
-    digest(&[material.as_bytes(), template])
-}
-
 #[cfg(test)]
 mod tests {
     use std::path::Path;
@@ -172,34 +153,6 @@ nodeGroups:
                 ("kam", "68b175daa8ea")
             ]
         );
-    }
-
-    /// The legacy hash stays the one releases before v2 computed, the `Debug` text of the
-    /// group's one field per provider (`None` or `Some(<settings>)` each, in the order
-    /// openstack, proxmox, kamatera): VMs made by those releases must not all look drifted.
-    #[test]
-    fn the_legacy_hash_is_the_debug_text_of_one_field_per_provider() {
-        let (_dir, c) = fixed();
-        let template = std::fs::read(c.templates_dir.join("join.j2")).expect("template");
-        for g in &c.node_groups {
-            let before = format!(
-                "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{}",
-                g.provider,
-                g.settings.of::<OpenStackSettings>(),
-                g.settings.of::<ProxmoxSettings>(),
-                g.settings.of::<KamateraSettings>(),
-                g.user_data.variables,
-                g.labels,
-                g.taints,
-                g.arch,
-            );
-            assert_eq!(
-                g.legacy_settings_hash,
-                super::digest(&[before.as_bytes(), &template]),
-                "group {}",
-                g.name
-            );
-        }
     }
 
     /// Placement, planning sizes, prices, pools and billing are not what a VM is made from.
