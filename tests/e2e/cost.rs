@@ -67,7 +67,7 @@ async fn reuse_before_you_buy_a_node_cordoned_for_scale_down_takes_the_new_pods_
     let (busy, spare) = ("e2e-workers-busy", "e2e-workers-spare");
     managed_node(&env, busy, "workers", Duration::from_secs(3600));
     managed_node(&env, spare, "workers", Duration::from_secs(3600));
-    pods_on(&env, "filler", busy, 6 * GI);
+    pods_on(&env, "filler", busy, 7 * GI);
     common::wait_for("the filler runs", Duration::from_secs(20), || {
         nodes_of(&env, "filler").len() == 1
     })
@@ -166,7 +166,7 @@ async fn steer_pods_off_a_removal_candidate_carries_the_soft_taint_until_pods_ar
             "default",
             "large",
             1,
-            SimPodTemplate::new("nginx:1.25", 5 * GI),
+            SimPodTemplate::new("nginx:1.25", 6 * GI),
         )
         .expect("replicaset");
     let actions = drive(
