@@ -192,7 +192,6 @@ fn the_unneeded_clock_starts_when_a_node_falls_under_the_threshold() {
         other => panic!("expected the clock of {B} to start, got {other:?}"),
     }
     // Once its pod could go elsewhere and the clock has run, it goes at once.
-    let mut s = s;
     unneeded_since(&mut s, B, 3600);
     node(&mut s, A).labels.insert("disk".into(), "ssd".into());
     let d = plan_it(&s, &c);
