@@ -3,6 +3,7 @@
 
 use nodewright_testkit as common;
 
+mod cost;
 mod joined;
 mod providers;
 mod removal;

@@ -239,3 +239,70 @@ async fn run_to_completion_pods_and_daemonsets() {
         ["api-pod"]
     );
 }
+
+/// kube-scheduler's TaintToleration score: a node with a `PreferNoSchedule` taint the
+/// pod does not tolerate is never filtered out, but every untainted node that fits ranks
+/// above it, however much emptier it is (issue 28: pods steered off removal candidates).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_prefer_no_schedule_taint_ranks_a_node_last_but_never_keeps_a_pod_off_it() {
+    let (sim, _client) = start().await;
+    sim.add_node(SimNodeSpec::new("busy", 8 * GIB))
+        .expect("node");
+    sim.add_node(SimNodeSpec::new("going", 8 * GIB).taint(
+        "nodewright.io/deletion-candidate",
+        None,
+        "PreferNoSchedule",
+    ))
+    .expect("node");
+    let on = |node: &str, t: SimPodTemplate| SimPodTemplate {
+        node_name: Some(node.to_string()),
+        ..t
+    };
+    sim.add_replicaset(
+        "default",
+        "filler",
+        1,
+        on(
+            "busy",
+            SimPodTemplate::new("registry.example/app:2", 4 * GIB),
+        ),
+    )
+    .expect("rs");
+    let node_of = |s: &SimCluster, app: &str| -> Vec<String> {
+        s.pods()
+            .into_iter()
+            .filter(|p| {
+                p.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("app"))
+                    .is_some_and(|a| a == app)
+            })
+            .filter_map(|p| p.spec.and_then(|s| s.node_name))
+            .collect()
+    };
+    assert!(
+        sim.wait_until(|s| node_of(s, "filler").len() == 1, WAIT)
+            .await
+    );
+    // Half full against empty: LeastAllocated alone would pick `going`.
+    sim.add_replicaset(
+        "default",
+        "web",
+        1,
+        SimPodTemplate::new("registry.example/app:2", GIB),
+    )
+    .expect("rs");
+    assert!(sim.wait_until(|s| node_of(s, "web").len() == 1, WAIT).await);
+    assert_eq!(node_of(&sim, "web"), ["busy"]);
+    // Too big for `busy`: the tainted node takes it rather than leaving it pending.
+    sim.add_replicaset(
+        "default",
+        "big",
+        1,
+        SimPodTemplate::new("registry.example/app:2", 5 * GIB),
+    )
+    .expect("rs");
+    assert!(sim.wait_until(|s| node_of(s, "big").len() == 1, WAIT).await);
+    assert_eq!(node_of(&sim, "big"), ["going"]);
+}

@@ -180,6 +180,16 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
                 ));
             }
         }
+        Action::ReuseCordoned { nodes } => {
+            for node in nodes {
+                out.push(ev(
+                    ObjectRef::node(node),
+                    "Reused",
+                    "uncordoned by nodewright: pending pods need its room, so it stays instead of a new VM".into(),
+                    false,
+                ));
+            }
+        }
         Action::Drain { nodes, .. } => {
             let mut msg = format!("evicted {} pod(s)", outcome.done.len());
             if !outcome.deferred.is_empty() {
@@ -235,7 +245,7 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
                 ));
             }
         }
-        Action::MarkUnneeded { .. } | Action::ForgetCordon { .. } => {}
+        Action::MarkUnneeded { .. } | Action::SoftTaint { .. } | Action::ForgetCordon { .. } => {}
         Action::DeleteServers { .. } => {
             for r in &decision.reasons {
                 for o in &r.objects {
@@ -573,6 +583,11 @@ mod tests {
                 reason: "drain deadline".into(),
             },
             Action::ForgetCordon { nodes: nodes() },
+            Action::ReuseCordoned { nodes: nodes() },
+            Action::SoftTaint {
+                add: vec!["n1".into()],
+                remove: vec!["n2".into()],
+            },
             Action::Drain {
                 nodes: nodes(),
                 pods: vec![pod_ref("moved")],

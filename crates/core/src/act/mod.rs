@@ -16,7 +16,7 @@ use crate::cluster::{ClusterApi, ClusterError, Eviction};
 use crate::config::{Config, NodeGroupConfig};
 use crate::model::{
     GroupShape, ServerRef, ANNOTATION_CORDONED, ANNOTATION_CORDONED_AT, ANNOTATION_DISRUPTION,
-    ANNOTATION_UNNEEDED_SINCE, STARTUP_TAINT_KEY,
+    ANNOTATION_UNNEEDED_SINCE, DELETION_CANDIDATE_TAINT_KEY, STARTUP_TAINT_KEY,
 };
 use crate::plan::sched::template::provider_labels;
 use crate::plan::Action;
@@ -291,6 +291,44 @@ impl Actuator<'_> {
                 for node in nodes {
                     self.cluster.uncordon(node).await?;
                     out.done.push(format!("uncordoned {node}"));
+                }
+            }
+            Action::ReuseCordoned { nodes } => {
+                for node in nodes {
+                    // A node a person cordoned since the plan is theirs: left cordoned.
+                    let fresh = self.cluster.node(node).await?;
+                    if !fresh
+                        .as_ref()
+                        .is_some_and(crate::plan::policy::cordoned_by_us)
+                    {
+                        out.deferred.push(format!(
+                            "{node}: no longer cordoned by nodewright; left as it is"
+                        ));
+                        continue;
+                    }
+                    self.cluster.uncordon(node).await?;
+                    out.done
+                        .push(format!("uncordoned {node} for pending pods (no new VM)"));
+                }
+            }
+            Action::SoftTaint { add, remove } => {
+                let taint = crate::model::Taint {
+                    key: DELETION_CANDIDATE_TAINT_KEY.into(),
+                    value: None,
+                    effect: "PreferNoSchedule".into(),
+                };
+                for node in add {
+                    self.cluster.add_taint(node, &taint).await?;
+                    out.done
+                        .push(format!("soft-tainted {node} as a deletion candidate"));
+                }
+                for node in remove {
+                    self.cluster
+                        .remove_taint(node, DELETION_CANDIDATE_TAINT_KEY)
+                        .await?;
+                    out.done.push(format!(
+                        "removed the deletion-candidate soft taint from {node}"
+                    ));
                 }
             }
             Action::MarkJoined { servers, at } => {

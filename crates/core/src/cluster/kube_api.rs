@@ -45,6 +45,47 @@ pub struct KubeCluster {
 }
 
 impl KubeCluster {
+    /// Rewrites the taints of `node` with `edit`. The node lifecycle controller rewrites
+    /// the taints when a node turns Ready (its not-ready taints go), just when the startup
+    /// taint is removed: the resourceVersion makes the write a compare-and-swap, and a lost
+    /// race is read again and retried at once, a few times, rather than a cycle later.
+    async fn edit_taints(
+        &self,
+        node: &str,
+        what: &str,
+        edit: impl Fn(&mut Vec<k8s_openapi::api::core::v1::Taint>),
+    ) -> Result<(), ClusterError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let current = api
+                .get(node)
+                .await
+                .map_err(api_err(format!("get node {node}")))?;
+            let mut taints = current
+                .spec
+                .as_ref()
+                .and_then(|s| s.taints.clone())
+                .unwrap_or_default();
+            edit(&mut taints);
+            let patch = json!({
+                "metadata": {"resourceVersion": current.metadata.resource_version},
+                "spec": {"taints": taints}
+            });
+            match api
+                .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+            {
+                Ok(patched) => {
+                    self.node_written(&patched);
+                    return Ok(());
+                }
+                Err(kube::Error::Api(s)) if s.code == 409 && attempt < 3 => continue,
+                Err(e) => return Err(api_err(what.to_string())(e)),
+            }
+        }
+    }
     /// Lists the cluster on every read: right for a single look (`plan`, `check`).
     pub fn new(client: Client) -> Self {
         KubeCluster {
@@ -342,43 +383,28 @@ impl ClusterApi for KubeCluster {
     }
 
     async fn remove_taint(&self, node: &str, key: &str) -> Result<(), ClusterError> {
-        let api: Api<Node> = Api::all(self.client.clone());
-        // The node lifecycle controller rewrites the taints when a node turns Ready (its
-        // not-ready taints go), just when the startup taint is removed: a lost race is
-        // read again and retried at once, a few times, rather than a cycle later.
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            let current = api
-                .get(node)
-                .await
-                .map_err(api_err(format!("get node {node}")))?;
-            let taints: Vec<_> = current
-                .spec
-                .as_ref()
-                .and_then(|s| s.taints.clone())
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|t| t.key != key)
-                .collect();
-            // The resourceVersion makes this a compare-and-swap: a concurrent change to
-            // the taints fails with 409 instead of being overwritten.
-            let patch = json!({
-                "metadata": {"resourceVersion": current.metadata.resource_version},
-                "spec": {"taints": taints}
-            });
-            match api
-                .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
+        self.edit_taints(node, &format!("remove taint {key} from node {node}"), |t| {
+            t.retain(|t| t.key != key)
+        })
+        .await
+    }
+
+    async fn add_taint(&self, node: &str, taint: &crate::model::Taint) -> Result<(), ClusterError> {
+        let what = format!("add taint {} to node {node}", taint.key);
+        self.edit_taints(node, &what, |t| {
+            if !t
+                .iter()
+                .any(|x| x.key == taint.key && x.effect == taint.effect)
             {
-                Ok(patched) => {
-                    self.node_written(&patched);
-                    return Ok(());
-                }
-                Err(kube::Error::Api(s)) if s.code == 409 && attempt < 3 => continue,
-                Err(e) => return Err(api_err(format!("remove taint {key} from node {node}"))(e)),
+                t.push(k8s_openapi::api::core::v1::Taint {
+                    key: taint.key.clone(),
+                    value: taint.value.clone(),
+                    effect: taint.effect.clone(),
+                    time_added: None,
+                });
             }
-        }
+        })
+        .await
     }
 
     async fn evict(&self, pod: &PodRef) -> Result<Eviction, ClusterError> {

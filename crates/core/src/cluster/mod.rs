@@ -90,6 +90,8 @@ pub trait ClusterApi: Send + Sync {
         annotations: &BTreeMap<String, Option<String>>,
     ) -> Result<(), ClusterError>;
     async fn remove_taint(&self, node: &str, key: &str) -> Result<(), ClusterError>;
+    /// Adds `taint` to the node unless a taint of its key and effect is there already.
+    async fn add_taint(&self, node: &str, taint: &crate::model::Taint) -> Result<(), ClusterError>;
     async fn evict(&self, pod: &PodRef) -> Result<Eviction, ClusterError>;
     /// Deleting a node that is already gone is success.
     async fn delete_node(&self, node: &str) -> Result<(), ClusterError>;

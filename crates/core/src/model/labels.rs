@@ -6,6 +6,11 @@ pub const LABEL_CLUSTER: &str = "nodewright.io/cluster";
 pub const LABEL_GROUP: &str = "nodewright.io/group";
 /// Taint every new node registers with; removed by the autoscaler once the node is Ready.
 pub const STARTUP_TAINT_KEY: &str = "nodewright.io/startup";
+/// Soft taint (`PreferNoSchedule`) on the nodes scale-down may remove soon, as Cluster
+/// Autoscaler's `DeletionCandidateOfClusterAutoscaler`: the scheduler fills other nodes
+/// first, so a candidate empties instead of taking new pods; never blocks placement.
+/// Removed when the node stops being a candidate.
+pub const DELETION_CANDIDATE_TAINT_KEY: &str = "nodewright.io/deletion-candidate";
 /// Annotation set when nodewright cordons a node, so it only drains what it cordoned.
 pub const ANNOTATION_CORDONED: &str = "nodewright.io/cordoned-reason";
 /// When nodewright cordoned the node (RFC 3339): the drain deadline counts from it.

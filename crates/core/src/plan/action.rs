@@ -60,6 +60,17 @@ pub enum Action {
     },
     /// Give cordoned nodes back: their drain did not finish by its deadline.
     Uncordon { nodes: Vec<String>, reason: String },
+    /// Give back nodes nodewright cordoned for scale-down (`empty`, `underutilized`)
+    /// whose room pending pods need, before any VM is created: the cordon and its record
+    /// go, the node takes pods again. Not a failed removal (no scale-down delay follows).
+    ReuseCordoned { nodes: Vec<String> },
+    /// Add (`add`) or remove (`remove`) nodewright's `PreferNoSchedule` soft taint
+    /// ([`crate::model::DELETION_CANDIDATE_TAINT_KEY`]) on nodes that became or stopped
+    /// being candidates for scale-down, so the scheduler fills other nodes first.
+    SoftTaint {
+        add: Vec<String>,
+        remove: Vec<String>,
+    },
     /// Drop nodewright's cordon record from nodes someone else uncordoned, so a later
     /// cordon by a person never passes for nodewright's.
     ForgetCordon { nodes: Vec<String> },
@@ -119,6 +130,8 @@ impl Action {
             Action::ParkWarm { .. } => "park-warm",
             Action::Cordon { .. } => "cordon",
             Action::Uncordon { .. } => "uncordon",
+            Action::ReuseCordoned { .. } => "reuse-cordoned",
+            Action::SoftTaint { .. } => "soft-taint",
             Action::ForgetCordon { .. } => "forget-cordon",
             Action::Drain { .. } => "drain",
             Action::DeletePodsPastLimit { .. } => "delete-pods-past-limit",
@@ -188,6 +201,7 @@ impl Action {
             }
             Action::Cordon { nodes, .. }
             | Action::Uncordon { nodes, .. }
+            | Action::ReuseCordoned { nodes }
             | Action::ForgetCordon { nodes }
             | Action::DeleteNodesWithoutVm { nodes }
             | Action::Drain { nodes, .. }
@@ -199,6 +213,11 @@ impl Action {
             Action::MarkUnneeded { mark, clear, .. } => mark
                 .iter()
                 .chain(clear)
+                .map(|n| ObjectRef::node(n))
+                .collect(),
+            Action::SoftTaint { add, remove } => add
+                .iter()
+                .chain(remove)
                 .map(|n| ObjectRef::node(n))
                 .collect(),
             Action::ParkWarm { servers }
@@ -226,6 +245,7 @@ impl Action {
             Action::RemoveStartupTaint { nodes: ns }
             | Action::Cordon { nodes: ns, .. }
             | Action::Uncordon { nodes: ns, .. }
+            | Action::ReuseCordoned { nodes: ns }
             | Action::ForgetCordon { nodes: ns }
             | Action::DeleteNodesWithoutVm { nodes: ns }
             | Action::Drain { nodes: ns, .. }
@@ -234,6 +254,9 @@ impl Action {
             }
             Action::MarkUnneeded { mark, clear, .. } => {
                 mark.iter().chain(clear).map(|n| Target::Node(n)).collect()
+            }
+            Action::SoftTaint { add, remove } => {
+                add.iter().chain(remove).map(|n| Target::Node(n)).collect()
             }
             Action::DeleteNodes { nodes: ts } => ts.iter().map(|t| Target::Node(&t.node)).collect(),
             Action::PullImages { node, .. } => vec![Target::Node(node)],
@@ -293,6 +316,28 @@ impl fmt::Display for Action {
                 nodes, disruption, ..
             } => write!(f, "cordon {} ({})", nodes.join(", "), disruption.as_str()),
             Action::Uncordon { nodes, .. } => write!(f, "uncordon {}", nodes.join(", ")),
+            Action::ReuseCordoned { nodes } => write!(
+                f,
+                "uncordon {} for pending pods instead of adding nodes",
+                nodes.join(", ")
+            ),
+            Action::SoftTaint { add, remove } => {
+                let key = crate::model::DELETION_CANDIDATE_TAINT_KEY;
+                match (add.is_empty(), remove.is_empty()) {
+                    (false, true) => write!(
+                        f,
+                        "add the soft taint {key}:PreferNoSchedule to {}",
+                        add.join(", ")
+                    ),
+                    (true, _) => write!(f, "remove the soft taint {key} from {}", remove.join(", ")),
+                    (false, false) => write!(
+                        f,
+                        "add the soft taint {key}:PreferNoSchedule to {}; remove it from {}",
+                        add.join(", "),
+                        remove.join(", ")
+                    ),
+                }
+            }
             Action::ForgetCordon { nodes } => {
                 write!(f, "forget the old cordon record of {}", nodes.join(", "))
             }

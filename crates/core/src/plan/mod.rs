@@ -48,14 +48,14 @@ fn buckets(
         bucket,
         detail,
     };
-    let scaling: std::collections::BTreeSet<(&str, &str)> = match action.scale_up() {
-        Some(_) => reasons
+    let scaling: std::collections::BTreeSet<(&str, &str)> = match action {
+        Action::ScaleUp { .. } | Action::StartWarm { .. } | Action::ReuseCordoned { .. } => reasons
             .iter()
             .filter(|r| r.code == ReasonCode::UnschedulablePods)
             .flat_map(|r| &r.objects)
             .filter_map(|o| Some((o.namespace.as_deref()?, o.name.as_str())))
             .collect(),
-        None => Default::default(),
+        _ => Default::default(),
     };
     let blocked: Vec<&str> = notes
         .iter()
@@ -102,7 +102,13 @@ fn buckets(
     }
     for pod in &p.needing_nodes {
         if scaling.contains(&(pod.namespace.as_str(), pod.name.as_str())) {
-            if let Some((group, _)) = action.scale_up() {
+            if let Action::ReuseCordoned { nodes } = action {
+                out.push(mk(
+                    pod,
+                    Bucket::WillSchedule,
+                    format!("fits {} once uncordoned", nodes.join(" or ")),
+                ));
+            } else if let Some((group, _)) = action.scale_up() {
                 out.push(mk(
                     pod,
                     Bucket::ScalingUp,
@@ -180,6 +186,7 @@ pub const STEPS: &[(&str, Step)] = &[
     ("drain", steps::drain),
     ("disrupt", steps::disrupt),
     ("mark-unneeded", steps::mark_unneeded),
+    ("soft-taint", steps::soft_taint),
     ("mark-joined", steps::mark_joined),
     ("fill-warm-pools", steps::fill_warm_pools),
     ("warm-images", steps::warm_images),

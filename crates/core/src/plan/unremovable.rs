@@ -54,6 +54,10 @@ impl Unremovable {
 #[derive(Debug, Default)]
 pub(in crate::plan) struct Screened {
     pub unneeded: Vec<(usize, bool, f64)>,
+    /// Member indices of the nodes whose pods request less than
+    /// `scaleDown.utilizationThreshold` (and that minSize, an opt-out or the targets do
+    /// not keep): the unneeded clock runs on these, from when they fell under it.
+    pub under_threshold: Vec<usize>,
     pub kept: Vec<Unremovable>,
     /// Member indices that passed the checks without the scheduling model, when the
     /// screening skipped it.

@@ -2,8 +2,9 @@
 //! ([`crate::plan::sched`]), so the simulated cluster and nodewright apply the same
 //! rules: every resource (CPU, memory, pods, ephemeral storage, extended resources),
 //! nodeSelector and required node affinity, taints, cordons, host ports, pod
-//! (anti-)affinity and topology spread. Among the nodes that pass, the least allocated
-//! wins. Pods that fit nowhere get the `PodScheduled=False/Unschedulable` condition
+//! (anti-)affinity and topology spread. Among the nodes that pass, the one kube-scheduler's
+//! scores rank first wins: fewest untolerated `PreferNoSchedule` taints, then the least
+//! allocated ([`crate::plan::sched::score`]). Pods that fit nowhere get the `PodScheduled=False/Unschedulable` condition
 //! with the real scheduler's message ("0/3 nodes are available: 1 Insufficient cpu,
 //! ...").
 
@@ -24,7 +25,7 @@ use super::store::{Change, ChangeKind};
 use super::sysevents;
 use super::Inner;
 use crate::model::{volumes::ATTACH_PREFIX, volumes::HOSTNAME_LABEL, NodeInfo, PodInfo, Taint};
-use crate::plan::sched::{Model, Slot, Unfit};
+use crate::plan::sched::{score, Model, Slot, Unfit};
 use crate::plan::volumes;
 use nodewright_core::cluster::convert::{node_info, pod_info};
 
@@ -262,17 +263,20 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
             .then_with(|| a.name.cmp(&b.name))
     });
     let mut model = Model::of_cluster(&nodes, &bound);
+    let mut feasible = Vec::new();
     for pod in &pending {
-        let mut best: Option<(f64, usize)> = None;
+        feasible.clear();
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         let mut preemptable = 0;
         for i in 0..model.slots.len() {
             match model.check(pod, i) {
                 Ok(()) => {
-                    let score = least_allocated(&model.slots[i], pod);
-                    if best.is_none_or(|(s, _)| score > s) {
-                        best = Some((score, i));
-                    }
+                    let slot = &model.slots[i];
+                    feasible.push(score::Feasible {
+                        slot: i,
+                        free_share: least_allocated(slot, pod) / 2.0,
+                        intolerable: score::intolerable_preferences(pod, slot),
+                    });
                 }
                 Err(unfit) => {
                     preemptable += usize::from(matches!(unfit, Unfit::Insufficient(_)));
@@ -283,8 +287,8 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
             }
         }
         let (ns, name) = (pod.namespace.as_str(), pod.name.as_str());
-        match best {
-            Some((_, i)) => {
+        match score::pick(&feasible) {
+            Some(i) => {
                 let node = model.slots[i].name.to_string();
                 let hostname = model.slots[i]
                     .labels

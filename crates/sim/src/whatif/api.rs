@@ -129,6 +129,22 @@ impl ClusterApi for MemCluster {
         edit_node(&self.world, node, |n| n.taints.retain(|t| t.key != key))
     }
 
+    async fn add_taint(
+        &self,
+        node: &str,
+        taint: &nodewright_core::model::Taint,
+    ) -> Result<(), ClusterError> {
+        edit_node(&self.world, node, |n| {
+            if !n
+                .taints
+                .iter()
+                .any(|t| t.key == taint.key && t.effect == taint.effect)
+            {
+                n.taints.push(taint.clone());
+            }
+        })
+    }
+
     async fn evict(&self, pod: &PodRef) -> Result<Eviction, ClusterError> {
         Ok(self.world.lock().evict(&pod.namespace, &pod.name))
     }

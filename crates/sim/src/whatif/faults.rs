@@ -368,6 +368,15 @@ impl ClusterApi for FaultyCluster {
         self.inner.remove_taint(node, key).await
     }
 
+    async fn add_taint(
+        &self,
+        node: &str,
+        taint: &nodewright_core::model::Taint,
+    ) -> Result<(), ClusterError> {
+        self.node_write("add taint", node)?;
+        self.inner.add_taint(node, taint).await
+    }
+
     async fn evict(&self, pod: &PodRef) -> Result<Eviction, ClusterError> {
         self.plain("evict")?;
         self.pod_write("evict", pod);

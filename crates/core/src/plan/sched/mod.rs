@@ -19,6 +19,7 @@
 mod affinity;
 pub(crate) mod index;
 mod pack;
+pub mod score;
 pub mod template;
 
 #[cfg(test)]

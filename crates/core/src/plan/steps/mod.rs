@@ -12,9 +12,10 @@ mod pools;
 mod provisioning;
 mod reasons;
 mod remove;
+mod reuse;
 mod scale_up;
 
-pub use disrupt::{disrupt, mark_unneeded, unremovable};
+pub use disrupt::{disrupt, mark_unneeded, soft_taint, unremovable};
 pub use drain::{drain, forget_stale_cordons};
 pub use images::warm_images;
 pub use orphans::{delete_nodes_without_vm, note_unknown_groups, unknown_group_vms};

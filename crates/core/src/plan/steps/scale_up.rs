@@ -1,5 +1,6 @@
-//! Adding capacity: groups below `minSize`, pods the scheduler could not place (packed
-//! onto new nodes of the group the expander picks), and headroom targets.
+//! Adding capacity: groups below `minSize`, pods the scheduler could not place (first on
+//! nodes cordoned for scale-down, given back; then packed onto new nodes of the group
+//! the expander picks), and headroom targets.
 
 use super::expander::choose;
 use super::{at_max, general_group, list_pods, room, StepResult};
@@ -127,6 +128,10 @@ pub fn scale_up(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         return Some(r);
     }
     report_unhostable(v, notes);
+    // Room nodewright is taking away comes back before any VM is bought.
+    if let Some(r) = super::reuse::reuse_cordoned(v, notes) {
+        return Some(r);
+    }
     if let Some(r) = pending_pods(v, notes) {
         return Some(r);
     }

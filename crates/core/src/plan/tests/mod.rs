@@ -669,6 +669,7 @@ fn a_backed_off_group_gets_no_new_vms() {
     assert!(matches!(d.action, Action::ScaleUp { .. }), "{d:?}");
 }
 
+mod cost;
 mod dedup;
 mod disruption;
 mod drift;

@@ -352,7 +352,9 @@ fn named(a: &Action, s: &Snapshot) -> (Vec<String>, Vec<String>) {
         Action::RemoveStartupTaint { nodes }
         | Action::Cordon { nodes, .. }
         | Action::Uncordon { nodes, .. }
+        | Action::ReuseCordoned { nodes }
         | Action::ForgetCordon { nodes } => (nodes.clone(), vec![]),
+        Action::SoftTaint { add, remove } => (add.iter().chain(remove).cloned().collect(), vec![]),
         Action::Drain { nodes, pods } => {
             let mut all = nodes.clone();
             all.extend(pods.iter().filter_map(pod_node));

@@ -207,7 +207,7 @@ impl World {
                     );
                 }
             }
-            Action::Uncordon { nodes, .. } => {
+            Action::Uncordon { nodes, .. } | Action::ReuseCordoned { nodes } => {
                 for n in self
                     .snapshot
                     .nodes
@@ -217,6 +217,20 @@ impl World {
                     n.unschedulable = false;
                     n.annotations
                         .retain(|k, _| !k.starts_with("nodewright.io/"));
+                }
+            }
+            Action::SoftTaint { add, remove } => {
+                for n in self.snapshot.nodes.iter_mut() {
+                    if add.contains(&n.name) {
+                        n.taints.push(crate::model::Taint {
+                            key: crate::model::DELETION_CANDIDATE_TAINT_KEY.into(),
+                            value: None,
+                            effect: "PreferNoSchedule".into(),
+                        });
+                    } else if remove.contains(&n.name) {
+                        n.taints
+                            .retain(|t| t.key != crate::model::DELETION_CANDIDATE_TAINT_KEY);
+                    }
                 }
             }
             Action::MarkUnneeded { mark, clear, at: t } => {

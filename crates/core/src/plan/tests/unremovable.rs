@@ -178,9 +178,15 @@ fn an_underused_node_waits_out_its_unneeded_time() {
     let k = kept(&d, B);
     assert_eq!(k.reason, KeptReason::UnneededTooShort);
     assert!(k.detail.contains("became unneeded this cycle"), "{k:?}");
-    // Five minutes of the default ten.
+    // Five minutes of the default ten; it carries the soft taint of a removal candidate
+    // since (issue 28).
     let mut s = s;
     unneeded_since(&mut s, 300);
+    s.nodes[1].taints.push(crate::model::Taint {
+        key: crate::model::DELETION_CANDIDATE_TAINT_KEY.into(),
+        value: None,
+        effect: "PreferNoSchedule".into(),
+    });
     let d = plan_it(&s, &c);
     assert_eq!(d.action, Action::None, "{d:#?}");
     let k = kept(&d, B);

@@ -18,7 +18,7 @@ use crate::model::{
     Volumes,
 };
 use crate::plan::sched::template::LABEL_HOSTNAME;
-use crate::plan::sched::{Model, Slot};
+use crate::plan::sched::{score, Model, Slot};
 
 pub(super) struct LivePod {
     pub(super) info: PodInfo,
@@ -364,7 +364,8 @@ impl State {
     }
 
     /// One scheduling round over every pending pod, as the default scheduler would:
-    /// priority first, then age; the least allocated node that passes every check wins;
+    /// priority first, then age; among the nodes that pass every check, the fewest
+    /// untolerated `PreferNoSchedule` taints, then the least allocated, wins;
     /// a pod that fits nowhere is marked `PodScheduled=False/Unschedulable`.
     fn schedule(&mut self) {
         if !self.dirty {
@@ -426,20 +427,23 @@ impl State {
                 model.place(&p.info, i);
             }
         }
+        let mut feasible = Vec::new();
         for pod in pending {
-            let mut best: Option<(f64, usize)> = None;
+            feasible.clear();
             for i in 0..model.slots.len() {
                 let slot = &model.slots[i];
                 // Resources first: cheap, and what most refusals are.
                 if slot.allocatable.fits(&slot.used, &pod.requests) && model.check(pod, i).is_ok() {
-                    let score = least_allocated(&model.slots[i], pod);
-                    if best.is_none_or(|(s, _)| score > s) {
-                        best = Some((score, i));
-                    }
+                    let slot = &model.slots[i];
+                    feasible.push(score::Feasible {
+                        slot: i,
+                        free_share: least_allocated(slot, pod) / 2.0,
+                        intolerable: score::intolerable_preferences(pod, slot),
+                    });
                 }
             }
-            match best {
-                Some((_, i)) => {
+            match score::pick(&feasible) {
+                Some(i) => {
                     placed.push((pod.name.clone(), model.slots[i].name.to_string()));
                     model.place(pod, i);
                 }

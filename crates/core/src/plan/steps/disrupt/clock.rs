@@ -1,10 +1,12 @@
-//! The unneeded clock: since when a node has been unneeded, kept in its annotation
-//! [`ANNOTATION_UNNEEDED_SINCE`] so that it survives a restart; the mark-unneeded step
-//! starts and stops it.
+//! The unneeded clock: since when a node has been under `scaleDown.utilizationThreshold`,
+//! kept in its annotation [`ANNOTATION_UNNEEDED_SINCE`] so that it survives a restart;
+//! the mark-unneeded step starts and stops it. It starts when the node falls under the
+//! threshold, not when it empties or when its pods first fit elsewhere: a node that
+//! drained slowly goes as soon as it may, instead of waiting `unneededTime` more.
 
 use std::time::SystemTime;
 
-use super::screen::unneeded;
+use super::screen::under_threshold;
 use super::{in_service, secs};
 use crate::model::{NodeInfo, ObjectRef, ANNOTATION_UNNEEDED_SINCE};
 use crate::plan::steps::StepResult;
@@ -18,14 +20,14 @@ pub(super) fn unneeded_since(n: &NodeInfo) -> Option<SystemTime> {
         .and_then(|t| humantime::parse_rfc3339_weak(t).ok())
 }
 
-/// Starts the unneeded clock on nodes that became unneeded and stops it on those that
-/// no longer are, in node annotations.
+/// Starts the unneeded clock on nodes that fell under the utilization threshold and
+/// stops it on those that no longer are, in node annotations.
 ///
 /// An annotation that is no time (edited by hand, written by another tool) is never read
 /// as "long ago": the node counts as unneeded since now, the clock is written anew and
 /// the plan notes it.
 pub fn mark_unneeded(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
-    let now_unneeded: Vec<&str> = unneeded(v).iter().map(|u| u.node.name.as_str()).collect();
+    let now_unneeded: Vec<&str> = under_threshold(v).iter().map(|n| n.name.as_str()).collect();
     let mut mark = Vec::new();
     let mut clear = Vec::new();
     for (_, n) in in_service(v) {
@@ -66,8 +68,9 @@ pub fn mark_unneeded(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             Reason::new(
                 ReasonCode::NodeUnneeded,
                 format!(
-                    "{} became unneeded; removal after scaleDown.unneededTime {}",
+                    "{} became unneeded (requests under scaleDown.utilizationThreshold {:.0}%); removed after scaleDown.unneededTime {} once its pods fit elsewhere",
                     mark.join(", "),
+                    v.config.scale_down.utilization_threshold * 100.0,
                     humantime::format_duration(v.config.scale_down.unneeded_time)
                 ),
             )
@@ -77,7 +80,10 @@ pub fn mark_unneeded(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     if !clear.is_empty() {
         reasons.push(Reason::new(
             ReasonCode::CapacitySufficient,
-            format!("{} needed again; unneeded clock stopped", clear.join(", ")),
+            format!(
+                "{} no longer under scaleDown.utilizationThreshold; unneeded clock stopped",
+                clear.join(", ")
+            ),
         ));
     }
     Some((

@@ -16,7 +16,8 @@ use crate::plan::unremovable::KeptReason;
 use crate::plan::view::View;
 use crate::plan::{Reason, ReasonCode};
 
-/// Why no node may be consolidated this cycle, if so. Pending pods the scheduler is about
+/// Why no node may be consolidated this cycle, if so (the delay after an add holds only
+/// its own group: see [`added_recently`]). Pending pods the scheduler is about
 /// to place (or that wait for a VM on its way) will take room the model counts as free:
 /// no scale-down until they have. Pods no scale-up can help (groups full or frozen) do
 /// not hold it back: a frozen provider must not stop the others from scaling down.
@@ -41,21 +42,6 @@ pub(super) fn consolidation_held(v: &View<'_>) -> Option<(KeptReason, String)> {
         return Some((
             KeptReason::DrainInProgress,
             "another node is being drained; one voluntary removal at a time".into(),
-        ));
-    }
-    let newest = v
-        .members
-        .iter()
-        .filter_map(|m| m.node.map(|n| v.age(n.created)))
-        .min();
-    if let Some(age) = newest.filter(|a| *a < sd.delay_after_add) {
-        return Some((
-            KeptReason::ScaleDownDelay,
-            format!(
-                "the newest node is {} old, within scaleDown.delayAfterAdd {}",
-                whole(age),
-                whole(sd.delay_after_add)
-            ),
         ));
     }
     for (at, delay, what, setting) in [
@@ -84,6 +70,29 @@ pub(super) fn consolidation_held(v: &View<'_>) -> Option<(KeptReason, String)> {
         }
     }
     None
+}
+
+/// Why the nodes of `group` are kept this cycle though the cluster's scale-down is not
+/// held: the group's newest node is younger than `scaleDown.delayAfterAdd`. The delay
+/// is the group's own, as Cluster Autoscaler's per-group cooldown: a burst in one group
+/// does not keep another group's idle nodes running.
+pub(super) fn added_recently(v: &View<'_>, group: &str) -> Option<(KeptReason, String)> {
+    let delay = v.config.scale_down.delay_after_add;
+    let age = v
+        .members
+        .iter()
+        .filter(|m| m.group.name == group)
+        .filter_map(|m| m.node.map(|n| v.age(n.created)))
+        .min()
+        .filter(|a| *a < delay)?;
+    Some((
+        KeptReason::ScaleDownDelay,
+        format!(
+            "the newest node of group {group} is {} old, within scaleDown.delayAfterAdd {}",
+            whole(age),
+            whole(delay)
+        ),
+    ))
 }
 
 /// Whether `u` has been unneeded for `scaleDown.unneededTime`.
@@ -182,7 +191,10 @@ pub(super) fn consolidate(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     if !sd.enabled || consolidation_held(v).is_some() {
         return None;
     }
-    let ripe: Vec<Unneeded<'_, '_>> = unneeded(v).into_iter().filter(|u| ripe(v, u)).collect();
+    let ripe: Vec<Unneeded<'_, '_>> = unneeded(v)
+        .into_iter()
+        .filter(|u| ripe(v, u) && added_recently(v, &u.member.group.name).is_none())
+        .collect();
     if ripe.is_empty() {
         return None;
     }

@@ -3,7 +3,7 @@
 //! decide; this explains what they did not take.
 
 use super::clock::unneeded_since;
-use super::consolidate::{choose_empty, consolidation_held, ripe};
+use super::consolidate::{added_recently, choose_empty, consolidation_held, ripe};
 use super::screen::{screen_unneeded, unneeded, Unneeded};
 use super::whole;
 use crate::config::DisruptionReason;
@@ -32,8 +32,11 @@ pub fn unremovable(v: &View<'_>, action: &Action) -> Vec<Unremovable> {
         )),
         None => consolidation_held(v),
     };
-    let ripe_ones: Vec<Unneeded<'_, '_>> =
-        unneeded.iter().filter(|u| ripe(v, u)).copied().collect();
+    let ripe_ones: Vec<Unneeded<'_, '_>> = unneeded
+        .iter()
+        .filter(|u| ripe(v, u) && added_recently(v, &u.member.group.name).is_none())
+        .copied()
+        .collect();
     let empty = choose_empty(v, &ripe_ones);
     let under_room = policy::budget_room(v, DisruptionReason::Underutilized, v.now);
     for u in &unneeded {
@@ -43,6 +46,8 @@ pub fn unremovable(v: &View<'_>, action: &Action) -> Vec<Unremovable> {
         }
         let (reason, detail) = if let Some(h) = &held {
             h.clone()
+        } else if let Some(h) = added_recently(v, &u.member.group.name) {
+            h
         } else if !ripe(v, u) {
             let detail = match unneeded_since(u.node) {
                 Some(t) => format!(
@@ -83,34 +88,34 @@ fn unremovable_unscreened(v: &View<'_>, action: &Action) -> Vec<Unremovable> {
     let cheap = screen_unneeded(v, false);
     let mut out = cheap.kept;
     let held = match policy::unready_guard(v) {
-        Some((unready, total)) => (
+        Some((unready, total)) => Some((
             KeptReason::TooManyUnready,
             format!(
                 "{unready} of {total} managed nodes are unready; no node is taken away until they recover"
             ),
-        ),
-        None => consolidation_held(v).unwrap_or_else(|| {
-            let kind = if action.scale_up().is_some() {
-                KeptReason::ScaleUpInProgress
-            } else {
-                KeptReason::OtherActionFirst
-            };
-            (
-                kind,
-                format!("scale-down did not run: this cycle does: {action}"),
-            )
-        }),
+        )),
+        None => consolidation_held(v),
+    };
+    let fallback = || {
+        let kind = if action.scale_up().is_some() {
+            KeptReason::ScaleUpInProgress
+        } else {
+            KeptReason::OtherActionFirst
+        };
+        (
+            kind,
+            format!("scale-down did not run: this cycle does: {action}"),
+        )
     };
     for i in cheap.unchecked {
         let Some((m, n)) = v.members.get(i).and_then(|m| m.node.map(|n| (m, n))) else {
             continue;
         };
-        out.push(Unremovable::new(
-            &n.name,
-            &m.group.name,
-            held.0,
-            held.1.clone(),
-        ));
+        let (reason, detail) = held
+            .clone()
+            .or_else(|| added_recently(v, &m.group.name))
+            .unwrap_or_else(fallback);
+        out.push(Unremovable::new(&n.name, &m.group.name, reason, detail));
     }
     out.sort_by(|a, b| a.reason.cmp(&b.reason).then(a.node.cmp(&b.node)));
     out

@@ -10,11 +10,13 @@
 //! - `consolidate`: which unneeded nodes go this cycle (budgets, minSize, targets, the
 //!   delays after adds, deletes and failures).
 //! - `clock`: the unneeded clock in node annotations (the mark-unneeded step).
+//! - `candidates`: the soft taint on the nodes that may go (the soft-taint step).
 //! - `kept`: the report of every node scale-down keeps, with why.
 //! - `evict`: moving a node's pods off it in the scheduling model, and undoing it.
 //!
 //! This file holds the step itself and the small judgements the parts share.
 
+mod candidates;
 mod clock;
 mod consolidate;
 mod evict;
@@ -35,6 +37,7 @@ use crate::plan::{Action, Reason, ReasonCode};
 use consolidate::consolidate;
 use replace::replace;
 
+pub use candidates::soft_taint;
 pub use clock::mark_unneeded;
 pub use kept::unremovable;
 

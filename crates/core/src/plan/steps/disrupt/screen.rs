@@ -61,6 +61,19 @@ pub(super) fn unneeded<'v, 'a>(v: &'v View<'a>) -> Vec<Unneeded<'v, 'a>> {
         .collect()
 }
 
+/// The nodes in service whose pods request less than `scaleDown.utilizationThreshold`
+/// (and that minSize, an opt-out, a local volume or headroom, the free-capacity targets,
+/// the per-node minimums or an active buffer, do not keep): the unneeded clock runs on them, whether or not their pods could move yet (a
+/// running Job, pods that fit nowhere else), as the clock of Cluster Autoscaler-like
+/// policies runs from the time a node falls under the threshold.
+pub(super) fn under_threshold<'a>(v: &View<'a>) -> Vec<&'a NodeInfo> {
+    screened(v)
+        .under_threshold
+        .iter()
+        .filter_map(|&i| v.members.get(i)?.node)
+        .collect()
+}
+
 /// The screening of every node in service, done once per plan: both the disrupt and
 /// the mark-unneeded steps read it, and the report of kept nodes.
 fn screened<'v>(v: &'v View<'_>) -> &'v Screened {
@@ -182,6 +195,12 @@ pub(super) fn screen_unneeded(v: &View<'_>, full: bool) -> Screened {
             .then(a.1.name.cmp(&b.1.name))
     });
     for (m, n, pods, u) in screened {
+        // The clock runs while a pod (a Job) still holds the node or its pods fit
+        // nowhere else yet; not while the free-capacity targets need it.
+        let targets = targets_hold(v, &[n]);
+        if targets.is_ok() {
+            out.under_threshold.extend(index(m));
+        }
         if let Some((pod, code, why)) = first_blocking(v, &pods, true) {
             let mut k = Unremovable::new(
                 &n.name,
@@ -194,7 +213,7 @@ pub(super) fn screen_unneeded(v: &View<'_>, full: bool) -> Screened {
             out.kept.push(k);
             continue;
         }
-        if let Err(t) = targets_hold(v, &[n]) {
+        if let Err(t) = targets {
             keep(
                 &mut out,
                 m,
@@ -224,7 +243,10 @@ pub(super) fn screen_unneeded(v: &View<'_>, full: bool) -> Screened {
             );
             continue;
         }
+        // Kept as headroom, as for the targets: no clock runs on it.
+        let headroom = |out: &mut Screened| out.under_threshold.retain(|&j| Some(j) != index(m));
         if !keeps_minimum {
+            headroom(&mut out);
             keep(
                 &mut out,
                 m,
@@ -245,6 +267,7 @@ pub(super) fn screen_unneeded(v: &View<'_>, full: bool) -> Screened {
             &reference,
             &mut buffer_baseline,
         ) {
+            headroom(&mut out);
             keep(
                 &mut out,
                 m,
