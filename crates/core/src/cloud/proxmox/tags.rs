@@ -106,6 +106,10 @@ pub struct Ownership {
     /// The VM id it was made as ([`VMID_PREFIX`], or `vmid=` in the description); two
     /// different ones are `Some(0)`, which no VM has.
     pub vmid: Option<u32>,
+    /// Its description says the clone call made it and nothing configured it since
+    /// (`stage=cloned`, which the config call rewrites to `stage=configured`): the only
+    /// proof that a VM without tags is half-made (see [`description_configured`]).
+    pub never_configured: bool,
 }
 
 impl Ownership {
@@ -206,8 +210,19 @@ pub struct NewVmMarks<'a> {
 
 /// The description set in the clone call: `nodewright: cluster=<c> group=<g>
 /// created=<unix seconds> vmid=<id>`, then `hash=<h>` and `warm=1` when they apply (values
-/// encoded as in tags), then a line for people.
+/// encoded as in tags), then `stage=cloned`, then a line for people.
 pub fn description_for_new_vm(m: &NewVmMarks<'_>) -> String {
+    described(m, false)
+}
+
+/// The description the config call writes: as [`description_for_new_vm`], with
+/// `stage=configured`. A VM whose tags a person cleared then still shows it was
+/// configured (so it may have run, and have data): it is never taken for half-made.
+pub fn description_configured(m: &NewVmMarks<'_>) -> String {
+    described(m, true)
+}
+
+fn described(m: &NewVmMarks<'_>, configured: bool) -> String {
     let secs = m
         .created
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -225,7 +240,13 @@ pub fn description_for_new_vm(m: &NewVmMarks<'_>) -> String {
     if m.warm {
         first.push_str(" warm=1");
     }
-    format!("{first}\nCreated by nodewright; its ownership tags are set when it is configured.")
+    if configured {
+        format!("{first} stage=configured\nCreated and configured by nodewright.")
+    } else {
+        format!(
+            "{first} stage=cloned\nCreated by nodewright; its ownership tags are set when it is configured."
+        )
+    }
 }
 
 /// Ownership as the first line of a description written by [`description_for_new_vm`]
@@ -245,6 +266,7 @@ pub fn ownership_from_description(description: &str) -> Ownership {
             Some(("group", v)) => o.group = decode(v),
             Some(("hash", v)) => o.settings_hash = decode(v),
             Some(("warm", "1")) => o.warm = true,
+            Some(("stage", v)) => o.never_configured = v == "cloned",
             Some(("vmid", v)) => o.vmid = Some(v.parse().unwrap_or(0)),
             Some(("created", v)) => {
                 o.created = v
@@ -305,6 +327,15 @@ pub fn with_removing(tags: &str) -> String {
         .collect();
     out.push(REMOVING_TAG);
     out.join(";")
+}
+
+/// `tags` without [`REMOVING_TAG`]; every other tag is kept.
+pub fn without_removing(tags: &str) -> String {
+    split(tags)
+        .into_iter()
+        .filter(|t| !t.eq_ignore_ascii_case(REMOVING_TAG))
+        .collect::<Vec<_>>()
+        .join(";")
 }
 
 /// `tags` with [`JOINING_TAG`] set (once) or taken off; every other tag is kept.

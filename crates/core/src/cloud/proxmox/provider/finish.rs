@@ -63,6 +63,19 @@ impl ProxmoxProvider {
         // the next one runs the script (see `joining`).
         let joining = settings.join == JoinMode::GuestAgent && !n.warm;
         let mut p: Params = params([("tags", tags::with_joining(&tag_value, joining))]);
+        // In the same call as the tags: a VM whose tags a person clears later still shows
+        // it was configured, and is never taken for half-made (see `halfmade`).
+        p.push((
+            "description".into(),
+            tags::description_configured(&tags::NewVmMarks {
+                cluster: n.cluster,
+                group: n.group,
+                settings_hash: n.settings_hash,
+                warm: n.warm,
+                created: n.created,
+                vmid: n.vmid,
+            }),
+        ));
         if let Some(c) = settings.cores {
             p.push(("cores".into(), c.to_string()));
         }
