@@ -171,6 +171,32 @@ mod tests {
             judged(&vm(105, "mine", "stopped")),
             Untagged::HalfMade(_)
         ));
+        // Issue 29, item 4: stopped and without tags, but its description says the
+        // config call reached it (a person cleared the tags), or says neither (an older
+        // release's): it may have run, so it is disowned.
+        let marks = NewVmMarks {
+            cluster: "prod",
+            group: "workers",
+            settings_hash: "",
+            warm: false,
+            created: SystemTime::now(),
+            vmid: 105,
+        };
+        let configured = ownership_from_description(
+            &crate::cloud::proxmox::tags::description_configured(&marks),
+        );
+        let v = vm(105, "", "stopped");
+        assert!(matches!(
+            judge(&v, "prod-workers-abc", "prod", configured),
+            Untagged::Disowned(_)
+        ));
+        let older = ownership_from_description(
+            "nodewright: cluster=prod group=workers created=1700000000 vmid=105",
+        );
+        assert!(matches!(
+            judge(&v, "prod-workers-abc", "prod", older),
+            Untagged::Disowned(_)
+        ));
     }
 
     #[test]

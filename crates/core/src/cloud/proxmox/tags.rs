@@ -497,7 +497,7 @@ mod tests {
         let d = description_for_new_vm(&marks);
         assert!(
             d.starts_with(
-                "nodewright: cluster=prod group=big_5fworkers created=1700000000 vmid=123\n"
+                "nodewright: cluster=prod group=big_5fworkers created=1700000000 vmid=123 stage=cloned\n"
             ),
             "{d}"
         );
@@ -510,6 +510,11 @@ mod tests {
             (Some(123), None, Some(123))
         );
         assert_eq!((o.settings_hash, o.warm), (None, false));
+        // Cloned, not configured yet; the config call's description says it was.
+        assert!(o.never_configured);
+        let configured = ownership_from_description(&description_configured(&marks));
+        assert!(!configured.never_configured);
+        assert_eq!(configured.cluster.as_deref(), Some("prod"));
         // The settings hash and the warm mark, for whoever finishes the clone.
         let d = description_for_new_vm(&NewVmMarks {
             settings_hash: "c786192ec36e",
