@@ -730,3 +730,219 @@ async fn nodewright_run_deletes_the_node_of_a_gone_vm_and_reports_a_removed_grou
         logged()
     );
 }
+
+/// Issue 29, item 6: the removing mark was never cleared. A VM whose delete failed after
+/// nodewright deleted its Node (a Proxmox backup lock, a cloud outage) kept the mark
+/// when its kubelet registered the Node again and the node went back into service; a
+/// later `kubectl delete node` (or a blind moment) then had it deleted at once, with no
+/// cap. Letting the node in again takes the mark off, and the VM is waited on as any
+/// joined VM that lost its Node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_6_a_vm_let_in_again_loses_its_removing_mark_and_survives_a_node_delete() {
+    use nodewright::cloud::{JOINED_TAG, REMOVING_TAG};
+    let (env, rec) = setup(CONFIG).await;
+    let name = "e2e-workers-back";
+    let secs = nodewright::model::unix_secs(SystemTime::now()).to_string();
+    // Joined once, then marked for removal; its Node was deleted and the VM's delete
+    // failed, so it still carries both marks.
+    let id = env.cloud.insert_server(
+        name,
+        BTreeMap::from([
+            ("nodewright-cluster".to_string(), "e2e".to_string()),
+            ("nodewright-group".to_string(), "workers".to_string()),
+            (JOINED_TAG.to_string(), secs.clone()),
+            (REMOVING_TAG.to_string(), secs),
+        ]),
+    );
+    // Its kubelet registers the Node again, under the startup taint of its user data.
+    env.cluster
+        .add_node(
+            SimNodeSpec::new(name, 8 * GI)
+                .label(LABEL_CLUSTER, "e2e")
+                .label(LABEL_GROUP, "workers")
+                .taint(
+                    nodewright::model::STARTUP_TAINT_KEY,
+                    Some("true"),
+                    "NoSchedule",
+                ),
+        )
+        .expect("node registers again");
+    let vm_there = |env: &SimEnv| env.cloud.servers().iter().any(|s| s.id == id);
+    let mut let_in = false;
+    for _ in 0..4 {
+        let report = rec.cycle(SystemTime::now()).await.expect("cycle");
+        let_in |= matches!(&report.decision.action, Action::RemoveStartupTaint { nodes } if nodes.contains(&name.to_string()));
+        assert!(vm_there(&env), "{:#?}", report.decision);
+    }
+    assert!(let_in, "the node registered again was never let in");
+    let node = env.cluster.node(name).expect("node");
+    assert!(
+        node.spec
+            .and_then(|s| s.taints)
+            .unwrap_or_default()
+            .is_empty(),
+        "the node is in service again"
+    );
+    let server = env
+        .cloud
+        .servers()
+        .into_iter()
+        .find(|s| s.id == id)
+        .expect("VM");
+    assert!(
+        !server.metadata.contains_key(REMOVING_TAG),
+        "a VM back in service still carries the removing mark: {:?}",
+        server.metadata
+    );
+
+    // A person deletes the Node object: the VM ran as a node, so it is waited on.
+    nodes_api(&env)
+        .await
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("kubectl delete node");
+    for _ in 0..4 {
+        let report = rec.cycle(SystemTime::now()).await.expect("cycle");
+        assert!(
+            !matches!(&report.decision.action, Action::DeleteServers { servers, .. } if servers.iter().any(|s| s.id == id)),
+            "{:#?}",
+            report.decision
+        );
+        assert!(vm_there(&env), "{:#?}", report.decision);
+    }
+    assert!(
+        !env.cloud
+            .calls()
+            .iter()
+            .any(|c| c.method == "DELETE" && c.path.ends_with(&format!("/servers/{id}"))),
+        "a delete was sent for the VM"
+    );
+}
+
+/// VMs of ours that ran without the joined mark (made by an older release, or whose
+/// mark write failed), with no Node, `provisionTimeout` behind them.
+fn unmarked_vms(env: &SimEnv, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| managed_vm(env, &format!("e2e-workers-old-{i}")))
+        .collect()
+}
+
+/// Issue 29, item 3 (the blind view): with VMs that carry no joined mark, an API server
+/// that lists no nodes (a wrong kubeconfig, an etcd restore) had 5 of 5 VMs deleted
+/// within 1.5 s, two per action, the next cycle at once. With no node of ours in view
+/// while VMs past `provisionTimeout` run, the view is blind whatever their marks: none
+/// is removed for not joining, and the plan says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_3_unmarked_vms_behind_an_api_server_listing_no_nodes_are_all_kept() {
+    let (env, rec) =
+        setup(&CONFIG.replace("nodeGroups:", "provisionTimeout: 10m\nnodeGroups:")).await;
+    let ids = unmarked_vms(&env, 5);
+    let later = SystemTime::now() + std::time::Duration::from_secs(3600);
+    for _ in 0..6 {
+        let report = rec.cycle(later).await.expect("cycle");
+        assert!(
+            !matches!(report.decision.action, Action::DeleteServers { .. }),
+            "{:#?}",
+            report.decision
+        );
+        assert!(
+            report
+                .decision
+                .notes
+                .iter()
+                .any(|n| n.code == ReasonCode::ClusterViewSuspect
+                    && n.message.contains("the cluster view looks wrong")),
+            "{:#?}",
+            report.decision
+        );
+    }
+    let left: Vec<String> = env.cloud.servers().into_iter().map(|s| s.id).collect();
+    for id in &ids {
+        assert!(
+            left.contains(id),
+            "VM {id} deleted behind a blind API server"
+        );
+    }
+}
+
+/// Issue 29, item 3 (the rate): "at most 2 per action" was no rate, the next cycle ran at
+/// once. With nodes of ours in view (the view is not blind), VMs that never joined go at
+/// most 2 per `provisionTimeout`, counted from what the cluster records, so a restarted
+/// process holds to it too; and a node in view whose VM has no joined mark (an older
+/// release's) gets it before any VM is removed for not joining.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_3_vms_that_never_joined_go_at_most_two_per_provision_timeout_across_restarts() {
+    use nodewright::cloud::JOINED_TAG;
+    use nodewright::cluster::KubeCluster;
+    let config = CONFIG.replace(
+        "nodeGroups:",
+        "provisionTimeout: 10m\nscaleDown: {enabled: false}\nnodeGroups:",
+    );
+    let (env, _) = setup(&config).await;
+    // A reconciler keeping its records in the status ConfigMap, as `run` does.
+    let reconciler = || async {
+        let (_, cfg) = env.write_config(&config).expect("config loads");
+        let base = env.reconciler(cfg).await.expect("reconciler builds");
+        let client = env.cluster.kube_client().await.expect("client");
+        Reconciler {
+            cluster: std::sync::Arc::new(
+                KubeCluster::new(client).with_records("default", "nodewright-status"),
+            ),
+            ..base
+        }
+    };
+    let in_view = managed_node(&env, "e2e-workers-live");
+    let ids = unmarked_vms(&env, 5);
+    let count_left = |env: &SimEnv| {
+        let left: Vec<String> = env.cloud.servers().into_iter().map(|s| s.id).collect();
+        ids.iter().filter(|id| left.contains(id)).count()
+    };
+    let t0 = SystemTime::now() + std::time::Duration::from_secs(3600);
+
+    let rec = reconciler().await;
+    let first = rec.cycle(t0).await.expect("cycle");
+    assert!(
+        matches!(&first.decision.action, Action::MarkJoined { servers, .. } if servers.iter().any(|s| s.id == in_view)),
+        "the joined mark goes first: {:#?}",
+        first.decision
+    );
+    let marked = env
+        .cloud
+        .servers()
+        .into_iter()
+        .find(|s| s.id == in_view)
+        .expect("VM in view");
+    assert!(marked.metadata.contains_key(JOINED_TAG), "{marked:?}");
+    for _ in 0..5 {
+        rec.cycle(t0).await.expect("cycle");
+    }
+    assert_eq!(
+        count_left(&env),
+        3,
+        "two removed in the first provisionTimeout"
+    );
+    // A restart within the same provisionTimeout: the cluster's record holds it.
+    drop(rec);
+    let rec = reconciler().await;
+    let t1 = t0 + std::time::Duration::from_secs(300);
+    for _ in 0..5 {
+        let report = rec.cycle(t1).await.expect("cycle");
+        assert!(
+            !matches!(report.decision.action, Action::DeleteServers { .. }),
+            "{:#?}",
+            report.decision
+        );
+    }
+    assert_eq!(
+        count_left(&env),
+        3,
+        "none more within the same provisionTimeout"
+    );
+    // One provisionTimeout later, two more.
+    let t2 = t0 + std::time::Duration::from_secs(601);
+    for _ in 0..5 {
+        rec.cycle(t2).await.expect("cycle");
+    }
+    assert_eq!(count_left(&env), 1);
+    assert!(env.cloud.servers().iter().any(|s| s.id == in_view));
+}

@@ -289,7 +289,9 @@ pub trait CloudProvider: Send + Sync {
     /// [`Server::joined`]), or with `None` takes the mark off (before nodewright deletes
     /// the VM's Node itself, so a VM whose delete did not follow is not waited on for
     /// ever): read back first and refused unless it is `cluster`'s. Repeating it only
-    /// moves the time; a provider keeps one mark per VM.
+    /// moves the time; a provider keeps one mark per VM. With a time it also takes the
+    /// removing mark off ([`REMOVING_TAG`]): a node let in again is no longer being
+    /// removed, and a later loss of its Node must not delete it as if it were.
     async fn mark_joined(
         &self,
         cluster: &str,

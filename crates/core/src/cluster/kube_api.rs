@@ -20,7 +20,7 @@ use super::cache::{CacheOptions, CacheStats, ClusterCache};
 use super::convert::{
     claim_info, class_info, csi_node_info, node_info, pdb_info, pod_info, pv_info,
 };
-use super::records::{record_data, DisruptionRecords, RecordKind};
+use super::records::{not_joined_data, record_data, DisruptionRecords, RecordKind};
 use super::status::write_status;
 use super::{ClusterApi, ClusterError, Eviction};
 use crate::model::{
@@ -230,6 +230,15 @@ impl ClusterApi for KubeCluster {
             return Ok(());
         };
         write_status(&self.client, ns, name, record_data(kind, groups, at))
+            .await
+            .map_err(api_err(format!("patch configmap {ns}/{name}")))
+    }
+
+    async fn record_not_joined_removed(&self, times: &[SystemTime]) -> Result<(), ClusterError> {
+        let Some((ns, name)) = &self.records else {
+            return Ok(());
+        };
+        write_status(&self.client, ns, name, not_joined_data(times))
             .await
             .map_err(api_err(format!("patch configmap {ns}/{name}")))
     }

@@ -143,6 +143,11 @@ pub trait ClusterApi: Send + Sync {
     ) -> Result<(), ClusterError> {
         Ok(())
     }
+    /// Records `times` as the latest removals of VMs for not joining (replacing the
+    /// earlier record), so their rate holds across a restart.
+    async fn record_not_joined_removed(&self, _times: &[SystemTime]) -> Result<(), ClusterError> {
+        Ok(())
+    }
 }
 
 /// Builds a Kubernetes client from `KUBECONFIG_FILE`, else `KUBECONFIG`, else in-cluster.

@@ -10,6 +10,10 @@ pub const LAST_NODE_DELETED: &str = "lastNodeDeleted";
 /// Data key prefix of the last failed removal of a group: `lastDisruptionFailure.<group>`.
 pub const LAST_FAILURE: &str = "lastDisruptionFailure";
 
+/// Data key of the times VMs were last removed for not joining (comma-separated RFC 3339
+/// times, the latest few), so their rate holds across a restart: `notJoinedRemoved`.
+pub const NOT_JOINED_REMOVED: &str = "notJoinedRemoved";
+
 /// What is recorded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecordKind {
@@ -33,6 +37,8 @@ impl RecordKind {
 pub struct DisruptionRecords {
     pub last_node_deleted: BTreeMap<String, SystemTime>,
     pub last_failure: BTreeMap<String, SystemTime>,
+    /// When VMs were last removed for not joining, cluster-wide (see [`NOT_JOINED_REMOVED`]).
+    pub not_joined_removed: Vec<SystemTime>,
 }
 
 impl DisruptionRecords {
@@ -41,6 +47,20 @@ impl DisruptionRecords {
     pub fn from_data(data: &BTreeMap<String, String>) -> DisruptionRecords {
         let mut out = DisruptionRecords::default();
         for (key, value) in data {
+            if key == NOT_JOINED_REMOVED {
+                out.not_joined_removed = value
+                    .split(',')
+                    .filter(|t| !t.trim().is_empty())
+                    .filter_map(|t| match humantime::parse_rfc3339_weak(t.trim()) {
+                        Ok(t) => Some(t),
+                        Err(e) => {
+                            tracing::warn!(key = %key, value = %t, error = %e, "unreadable removal time; ignored");
+                            None
+                        }
+                    })
+                    .collect();
+                continue;
+            }
             let Some((prefix, group)) = key.split_once('.') else {
                 continue;
             };
@@ -84,6 +104,16 @@ pub fn record_data(
         .iter()
         .map(|g| (format!("{}.{g}", kind.prefix()), at.clone()))
         .collect()
+}
+
+/// The data key recording `times` as the latest removals for not joining.
+pub fn not_joined_data(times: &[SystemTime]) -> BTreeMap<String, String> {
+    let value = times
+        .iter()
+        .map(|t| humantime::format_rfc3339_seconds(*t).to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    BTreeMap::from([(NOT_JOINED_REMOVED.to_string(), value)])
 }
 
 #[cfg(test)]

@@ -183,6 +183,17 @@ pub struct Decision {
 }
 
 impl Decision {
+    /// Its action removes VMs for not joining: the loop does not run the next cycle at
+    /// once after it (their removal is a rate, and a view gone blind for a moment must
+    /// not be read again and again within it).
+    pub fn removes_not_joined(&self) -> bool {
+        matches!(self.action, Action::DeleteServers { .. })
+            && self
+                .reasons
+                .iter()
+                .any(|r| r.code == ReasonCode::ProvisionTimeout)
+    }
+
     pub fn has_reason(&self, code: ReasonCode) -> bool {
         self.reasons
             .iter()

@@ -58,6 +58,11 @@ pub struct Snapshot {
     pub last_node_deleted: Option<SystemTime>,
     /// When a drain was last abandoned or a removal failed (`delayAfterFailure`).
     pub last_disruption_failure: Option<SystemTime>,
+    /// When VMs were last removed for not joining (the latest few), as the cluster
+    /// records them and this process remembers: such removals are a rate, per
+    /// `provisionTimeout`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub not_joined_removed: Vec<SystemTime>,
 }
 
 impl Snapshot {

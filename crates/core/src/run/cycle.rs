@@ -142,6 +142,7 @@ impl Reconciler {
             last_disruption_failure: remembered
                 .last_failure
                 .max(records.latest(RecordKind::Failure)),
+            not_joined_removed: self.memory.not_joined_removed(&records.not_joined_removed),
         };
         snapshot.resolve_volumes(&self.config);
         Ok(snapshot)
@@ -249,8 +250,33 @@ impl Reconciler {
         if !self.dry_run {
             self.record_disruption(snapshot, decision, &result, now)
                 .await;
+            self.record_not_joined(snapshot, decision, now).await;
         }
         result
+    }
+
+    /// VMs the decision removes for not joining are recorded (attempted or done: the
+    /// rate counts attempts) in this process and in the cluster, so the rate of such
+    /// removals holds across cycles and restarts (see
+    /// [`crate::plan::MAX_NOT_JOINED_PER_ACTION`]).
+    async fn record_not_joined(&self, snapshot: &Snapshot, decision: &Decision, now: SystemTime) {
+        if !decision.removes_not_joined() {
+            return;
+        }
+        let count = decision
+            .reasons
+            .iter()
+            .filter(|r| r.code == plan::ReasonCode::ProvisionTimeout)
+            .count();
+        let mut times = snapshot.not_joined_removed.clone();
+        times.extend(std::iter::repeat_n(now, count));
+        times.sort();
+        let keep = times.len().saturating_sub(plan::MAX_NOT_JOINED_PER_ACTION);
+        times.drain(..keep);
+        self.memory.remember_not_joined_removed(&times);
+        if let Err(e) = self.cluster.record_not_joined_removed(&times).await {
+            tracing::warn!(error = %e, "could not record the removals for not joining in the cluster; this process still counts them");
+        }
     }
 
     /// Records on the VMs of `nodes`, just let in, that they joined (see

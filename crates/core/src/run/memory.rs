@@ -34,6 +34,10 @@ pub struct LoopMemory {
     /// [`crate::plan::Snapshot::learned_allocatable`]). Soft state: a restart forgets it
     /// and the first node of a group at zero is modelled from its flavor again.
     learned: Arc<Mutex<BTreeMap<String, Resources>>>,
+    /// When this process last removed VMs for not joining (the latest few): the cluster
+    /// keeps the same (see [`crate::cluster::records`]), read back every cycle; this copy
+    /// covers a cluster whose records cannot be read or written.
+    not_joined_removed: Arc<Mutex<Vec<SystemTime>>>,
 }
 
 /// What a provider's last good listing showed: its VMs (all but those being deleted)
@@ -175,6 +179,29 @@ impl LoopMemory {
         let mut learned = lock(&self.learned);
         learned.extend(seen);
         learned.clone()
+    }
+
+    /// The removals for not joining this process remembers together with `recorded`
+    /// (the cluster's record), the latest first counted once each.
+    pub fn not_joined_removed(&self, recorded: &[SystemTime]) -> Vec<SystemTime> {
+        let mine = lock(&self.not_joined_removed);
+        // Each list holds the latest few; the longer of the two at each time wins, so a
+        // removal both hold counts once.
+        let mut all: Vec<SystemTime> = mine.clone();
+        for t in recorded {
+            let theirs = recorded.iter().filter(|x| *x == t).count();
+            let have = all.iter().filter(|x| *x == t).count();
+            if have < theirs {
+                all.push(*t);
+            }
+        }
+        all.sort();
+        all
+    }
+
+    /// Remembers `times` as the latest removals for not joining.
+    pub fn remember_not_joined_removed(&self, times: &[SystemTime]) {
+        *lock(&self.not_joined_removed) = times.to_vec();
     }
 
     pub fn disruption_times(&self) -> DisruptionTimes {

@@ -391,7 +391,11 @@ pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::R
                 let acted = cycle.decision.action != crate::plan::Action::None
                     && cycle.result.is_ok()
                     && !opts.dry_run;
-                run_again = acted && previous_action.as_ref() != Some(&cycle.decision.action);
+                // VMs removed for not joining: no cycle at once (see
+                // `Decision::removes_not_joined`).
+                run_again = acted
+                    && previous_action.as_ref() != Some(&cycle.decision.action)
+                    && !cycle.decision.removes_not_joined();
                 previous_action = Some(cycle.decision.action.clone());
             }
         }

@@ -5,10 +5,12 @@
 //! finishes it (configures and starts it, see `provider/finish.rs`) or, when it cannot,
 //! removes it.
 //!
-//! A half-made VM was never configured, so it carries none of the tags nodewright writes
-//! and was never started. A VM named and described like ours that carries some of them,
-//! or runs, lost its cluster tag to a person: it is disowned, reported and never touched
-//! (it may run a node and its pods). One whose description records another VM id is a
+//! A half-made VM was never configured, so it carries none of the tags nodewright writes,
+//! its description still says `stage=cloned` (the config call rewrites it), and it was
+//! never started. A VM named and described like ours that carries some of the tags, runs,
+//! or whose description says it was configured (or, written by an older release, says
+//! neither) lost its cluster tag to a person: it is disowned, reported and never touched
+//! (it may run a node and its pods, or hold its data while stopped). One whose description records another VM id is a
 //! person's copy of one of ours, reported the same way.
 
 use std::collections::HashSet;
@@ -86,8 +88,12 @@ fn judge(v: &VmResource, name: &str, cluster: &str, o: Ownership) -> Untagged {
     if let Some(of) = o.copy_of(v.vmid) {
         return Untagged::Copy { marks: o, of };
     }
-    // The config call writes every tag at once, before the first start.
-    if any_ours(v.tags()) || v.status == "running" {
+    // The config call writes every tag, and `stage=configured` in the description, at
+    // once, before the first start: only a stopped VM without tags whose description
+    // still says `stage=cloned` provably never was configured or booted. Any other (a
+    // person cleared the tags of a stopped node VM; a VM an older release cloned, whose
+    // description says neither) may have run and hold data: reported, never touched.
+    if any_ours(v.tags()) || v.status == "running" || !o.never_configured {
         return Untagged::Disowned(o);
     }
     Untagged::HalfMade(o)
@@ -164,6 +170,32 @@ mod tests {
         assert!(matches!(
             judged(&vm(105, "mine", "stopped")),
             Untagged::HalfMade(_)
+        ));
+        // Issue 29, item 4: stopped and without tags, but its description says the
+        // config call reached it (a person cleared the tags), or says neither (an older
+        // release's): it may have run, so it is disowned.
+        let marks = NewVmMarks {
+            cluster: "prod",
+            group: "workers",
+            settings_hash: "",
+            warm: false,
+            created: SystemTime::now(),
+            vmid: 105,
+        };
+        let configured = ownership_from_description(
+            &crate::cloud::proxmox::tags::description_configured(&marks),
+        );
+        let v = vm(105, "", "stopped");
+        assert!(matches!(
+            judge(&v, "prod-workers-abc", "prod", configured),
+            Untagged::Disowned(_)
+        ));
+        let older = ownership_from_description(
+            "nodewright: cluster=prod group=workers created=1700000000 vmid=105",
+        );
+        assert!(matches!(
+            judge(&v, "prod-workers-abc", "prod", older),
+            Untagged::Disowned(_)
         ));
     }
 

@@ -109,6 +109,10 @@ pub struct Ownership {
     /// The identity of the cluster that made it (`uid=` in the description, see
     /// [`with_identity`]).
     pub identity: Option<String>,
+    /// Its description says the clone call made it and nothing configured it since
+    /// (`stage=cloned`, which the config call rewrites to `stage=configured`): the only
+    /// proof that a VM without tags is half-made (see [`description_configured`]).
+    pub never_configured: bool,
 }
 
 impl Ownership {
@@ -209,8 +213,19 @@ pub struct NewVmMarks<'a> {
 
 /// The description set in the clone call: `nodewright: cluster=<c> group=<g>
 /// created=<unix seconds> vmid=<id>`, then `hash=<h>` and `warm=1` when they apply (values
-/// encoded as in tags), then a line for people.
+/// encoded as in tags), then `stage=cloned`, then a line for people.
 pub fn description_for_new_vm(m: &NewVmMarks<'_>) -> String {
+    described(m, false)
+}
+
+/// The description the config call writes: as [`description_for_new_vm`], with
+/// `stage=configured`. A VM whose tags a person cleared then still shows it was
+/// configured (so it may have run, and have data): it is never taken for half-made.
+pub fn description_configured(m: &NewVmMarks<'_>) -> String {
+    described(m, true)
+}
+
+fn described(m: &NewVmMarks<'_>, configured: bool) -> String {
     let secs = m
         .created
         .duration_since(SystemTime::UNIX_EPOCH)
@@ -228,7 +243,13 @@ pub fn description_for_new_vm(m: &NewVmMarks<'_>) -> String {
     if m.warm {
         first.push_str(" warm=1");
     }
-    format!("{first}\nCreated by nodewright; its ownership tags are set when it is configured.")
+    if configured {
+        format!("{first} stage=configured\nCreated and configured by nodewright.")
+    } else {
+        format!(
+            "{first} stage=cloned\nCreated by nodewright; its ownership tags are set when it is configured."
+        )
+    }
 }
 
 /// `description` (as [`description_for_new_vm`] writes it) with the identity of the
@@ -263,6 +284,7 @@ pub fn ownership_from_description(description: &str) -> Ownership {
             Some(("group", v)) => o.group = decode(v),
             Some(("hash", v)) => o.settings_hash = decode(v),
             Some(("warm", "1")) => o.warm = true,
+            Some(("stage", v)) => o.never_configured = v == "cloned",
             Some(("vmid", v)) => o.vmid = Some(v.parse().unwrap_or(0)),
             Some(("uid", v)) => o.identity = decode(v),
             Some(("created", v)) => {
@@ -324,6 +346,15 @@ pub fn with_removing(tags: &str) -> String {
         .collect();
     out.push(REMOVING_TAG);
     out.join(";")
+}
+
+/// `tags` without [`REMOVING_TAG`]; every other tag is kept.
+pub fn without_removing(tags: &str) -> String {
+    split(tags)
+        .into_iter()
+        .filter(|t| !t.eq_ignore_ascii_case(REMOVING_TAG))
+        .collect::<Vec<_>>()
+        .join(";")
 }
 
 /// `tags` with [`JOINING_TAG`] set (once) or taken off; every other tag is kept.
@@ -485,7 +516,7 @@ mod tests {
         let d = description_for_new_vm(&marks);
         assert!(
             d.starts_with(
-                "nodewright: cluster=prod group=big_5fworkers created=1700000000 vmid=123\n"
+                "nodewright: cluster=prod group=big_5fworkers created=1700000000 vmid=123 stage=cloned\n"
             ),
             "{d}"
         );
@@ -498,6 +529,11 @@ mod tests {
             (Some(123), None, Some(123))
         );
         assert_eq!((o.settings_hash, o.warm), (None, false));
+        // Cloned, not configured yet; the config call's description says it was.
+        assert!(o.never_configured);
+        let configured = ownership_from_description(&description_configured(&marks));
+        assert!(!configured.never_configured);
+        assert_eq!(configured.cluster.as_deref(), Some("prod"));
         // The settings hash and the warm mark, for whoever finishes the clone.
         let d = description_for_new_vm(&NewVmMarks {
             settings_hash: "c786192ec36e",

@@ -8,10 +8,12 @@ use crate::plan::view::{Member, ServerState, View};
 use crate::plan::{backoff, Action, Reason, ReasonCode, Target};
 
 /// At most this many VMs are removed for not joining (no Ready node `provisionTimeout`
-/// after creation) in one action, oldest first; the rest wait for the next cycles. A view
-/// of the cluster that lost its nodes for a moment then costs a VM or two, not all of
-/// them, and a burst of VMs that really failed still goes within a few cycles. VMs the
-/// cloud itself reports in error are not counted: the cloud's word is not a blind spot.
+/// after creation) per `provisionTimeout`, oldest first, counted from the times the
+/// cluster records and this process remembers (see [`crate::plan::Snapshot::not_joined_removed`]);
+/// the rest wait. A view of the cluster that lost its nodes for a moment then costs a VM
+/// or two, not all of them, however many cycles it lasts, and a burst of VMs that really
+/// failed still goes. VMs the cloud itself reports in error, or still building (never
+/// booted), are not counted: the cloud's word is not a blind spot.
 pub const MAX_NOT_JOINED_PER_ACTION: usize = 2;
 
 /// How many names a note about many VMs lists.
@@ -46,8 +48,11 @@ pub fn finish_provisioning(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult
 }
 
 /// VMs in error, or that never joined in time, are deleted with any node they left; at
-/// most [`MAX_NOT_JOINED_PER_ACTION`] for not joining, and none for that while the cluster
-/// lists no managed node although VMs that joined exist (the view looks wrong). VMs that
+/// most [`MAX_NOT_JOINED_PER_ACTION`] per `provisionTimeout` for not joining, and none
+/// that booted while the cluster lists no managed node at all although VMs that joined,
+/// or that have run for over twice `provisionTimeout`, exist (the view looks wrong,
+/// whatever the VMs' marks say). Before any is, the joined marks
+/// due are written (after an upgrade, VMs of an older release carry none). VMs that
 /// joined once and lost their Node ([`ServerState::Vanished`]) are only reported.
 pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     for m in v
@@ -83,16 +88,40 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
                 ServerStatus::Error | ServerStatus::Incomplete
             )
         });
-    if blind && !not_joined.is_empty() {
+    // A VM that never booted (the cloud still builds it) is no node whatever the view;
+    // one that booted may be a node the view does not show. One that has run for twice
+    // `provisionTimeout` outlived the time a VM that never joined is removed in: with no
+    // node of ours in view, it is far likelier a node out of sight (an API server that
+    // lists no nodes) than a failed create, whatever its marks say.
+    let no_node_in_view = v.members.iter().all(|m| m.node.is_none());
+    let (booted, never_booted): (Vec<&Member<'_>>, Vec<&Member<'_>>) = not_joined
+        .iter()
+        .copied()
+        .partition(|m| m.server.status != ServerStatus::Building);
+    let long_running = booted
+        .iter()
+        .filter(|m| v.age(m.server.created) > v.config.provision_timeout * 2)
+        .count();
+    if blind && !booted.is_empty() {
         notes.push(Reason::new(
             ReasonCode::ClusterViewSuspect,
             format!(
                 "{} VM(s) past provisionTimeout without a Ready node are kept this cycle: {}",
-                not_joined.len(),
-                names(&not_joined)
+                booted.len(),
+                names(&booted)
             ),
         ));
-        not_joined.clear();
+        not_joined = never_booted;
+    } else if no_node_in_view && long_running > 0 {
+        notes.push(Reason::new(
+            ReasonCode::ClusterViewSuspect,
+            format!(
+                "the cluster view looks wrong: the cluster lists no node of ours while {} VM(s) run without one, {long_running} of them for over twice provisionTimeout; none is removed for not joining until nodes of ours are seen (check the kubeconfig and that the API server lists the nodes; if they really never joined, delete them yourself): {}",
+                booted.len(),
+                names(&booted)
+            ),
+        ));
+        not_joined = never_booted;
     }
     // Oldest first; the name breaks ties so the choice is stable from cycle to cycle. VMs
     // whose delete keeps failing and is held back go last: taken first, two of them would
@@ -117,16 +146,39 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             &b.server.name,
         ))
     });
-    if not_joined.len() > MAX_NOT_JOINED_PER_ACTION {
-        let later = not_joined.split_off(MAX_NOT_JOINED_PER_ACTION);
+    let timeout = v.config.provision_timeout;
+    let recent = v
+        .not_joined_removed
+        .iter()
+        .filter(|t| v.now.duration_since(**t).unwrap_or_default() < timeout)
+        .count();
+    let allowed = MAX_NOT_JOINED_PER_ACTION.saturating_sub(recent);
+    if not_joined.len() > allowed {
+        let later = not_joined.split_off(allowed);
         notes.push(Reason::new(
             ReasonCode::ProvisionTimeout,
             format!(
-                "{} more VM(s) past provisionTimeout without a Ready node wait for the next cycles (at most {MAX_NOT_JOINED_PER_ACTION} are removed for not joining at a time): {}",
+                "{} more VM(s) past provisionTimeout without a Ready node wait (at most {MAX_NOT_JOINED_PER_ACTION} are removed for not joining per provisionTimeout of {}; {recent} were in the last one): {}",
                 later.len(),
+                humantime::format_duration(timeout),
                 names(&later)
             ),
         ));
+    }
+    // Marks first: a VM whose node is in view but unmarked would be taken for one that
+    // never joined the next time the view goes blind.
+    if !not_joined.is_empty() {
+        if let Some(marking) = mark_joined(v, notes) {
+            notes.push(Reason::new(
+                ReasonCode::ProvisionTimeout,
+                format!(
+                    "{} VM(s) past provisionTimeout without a Ready node wait until the joined marks are written: {}",
+                    not_joined.len(),
+                    names(&not_joined)
+                ),
+            ));
+            return Some(marking);
+        }
     }
     let failed: Vec<&Member<'_>> = cloud_says.into_iter().chain(not_joined).collect();
     if failed.is_empty() {
@@ -280,15 +332,23 @@ fn names(members: &[&Member<'_>]) -> String {
 /// Nodes of ours that are Ready on VMs without the joined mark: record it on the cloud
 /// (all at once), so a later process, whatever the cluster shows it, knows they ran. Low
 /// in priority: a provider that refuses the mark never holds back scale-up or removal.
+/// A VM still marked as being removed whose node is in service again (Ready, untainted,
+/// not cordoned: its kubelet registered it again and it was let in, or a person
+/// uncordoned it) is marked the same way, which takes its removing mark off: an old
+/// removing mark would otherwise have it deleted at once, uncapped, the moment its Node
+/// is lost again.
 pub fn mark_joined(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     let due: Vec<&Member<'_>> = v
         .members
         .iter()
         .filter(|m| {
             m.state == ServerState::Joined
-                && !m.server.ever_joined()
                 && !v.frozen.contains_key(m.group.name.as_str())
-                && m.node.is_some_and(|n| n.ready)
+                && m.node.is_some_and(|n| {
+                    n.ready
+                        && (!m.server.ever_joined()
+                            || (m.server.status == ServerStatus::Removing && !n.unschedulable))
+                })
         })
         .collect();
     if due.is_empty() {
@@ -304,10 +364,17 @@ pub fn mark_joined(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
         .map(|m| {
             Reason::new(
                 ReasonCode::NodeReady,
-                format!(
-                    "node {} of group {} is Ready; its VM carries no joined mark yet",
-                    m.server.name, m.group.name
-                ),
+                if m.server.status == ServerStatus::Removing {
+                    format!(
+                        "node {} of group {} is in service again; its VM's removing mark is taken off",
+                        m.server.name, m.group.name
+                    )
+                } else {
+                    format!(
+                        "node {} of group {} is Ready; its VM carries no joined mark yet",
+                        m.server.name, m.group.name
+                    )
+                },
             )
             .about([ObjectRef::node(&m.server.name)])
         })

@@ -150,10 +150,12 @@ fn vms_whose_delete_keeps_failing_do_not_keep_the_others_waiting() {
     assert_eq!(deleted(&d), ["dev-workers-n2", "dev-workers-n3"], "{d:#?}");
 }
 
-/// With no managed node in view and no VM marked, the view cannot be told from a group
-/// whose VMs all fail to join: they go, but only a few at a time.
+/// Issue 29, item 3: with no managed node in view, VMs past provisionTimeout that booted
+/// make the view blind whatever their marks (they went two per action before, every
+/// cycle, so all of them within seconds); one the cloud still builds never booted, is no
+/// node, and still goes.
 #[test]
-fn unmarked_vms_without_nodes_go_a_few_at_a_time() {
+fn unmarked_vms_without_nodes_are_kept_while_no_node_of_ours_is_in_view() {
     let c = mk_config("");
     let mut s = Snapshot::default();
     for i in 0..5 {
@@ -161,7 +163,61 @@ fn unmarked_vms_without_nodes_go_a_few_at_a_time() {
             .push(mk_server(&format!("dev-workers-n{i}"), ago(3600 + i)));
     }
     let d = plan_it(&s, &c);
+    assert!(deleted(&d).is_empty(), "{d:#?}");
+    assert!(
+        d.notes.iter().any(|n| n.code == ReasonCode::ClusterViewSuspect
+            && n.message.contains("the cluster lists no node of ours while 5 VM(s) run without one, 5 of them for over twice provisionTimeout")),
+        "{d:#?}"
+    );
+    let mut stuck = mk_server("dev-workers-stuck", ago(3000));
+    stuck.status = ServerStatus::Building;
+    s.servers.push(stuck);
+    let d = plan_it(&s, &c);
+    assert_eq!(deleted(&d), ["dev-workers-stuck"], "{d:#?}");
+    // VMs that failed to join within the last two provisionTimeouts are no sign of a
+    // blind view: a fresh group whose first VMs fail still has them removed.
+    let mut c = mk_config("");
+    c.provision_timeout = Duration::from_secs(40 * 60);
+    let d = plan_it(&s, &c);
     assert_eq!(deleted(&d).len(), MAX_NOT_JOINED_PER_ACTION, "{d:#?}");
+}
+
+/// Issue 29, item 3: removals for not joining are a rate per provisionTimeout, counted
+/// from the recorded times, not per action.
+#[test]
+fn vms_that_never_joined_go_at_most_two_per_provision_timeout() {
+    let c = mk_config("");
+    let mut s = four_never_joined();
+    s.not_joined_removed = vec![ago(60)];
+    let d = plan_it(&s, &c);
+    assert_eq!(deleted(&d), ["dev-workers-n2"], "{d:#?}");
+    s.not_joined_removed = vec![ago(60), ago(30)];
+    let d = plan_it(&s, &c);
+    assert!(deleted(&d).is_empty(), "{d:#?}");
+    assert!(
+        d.notes
+            .iter()
+            .any(|n| n.message.contains("2 were in the last one")),
+        "{d:#?}"
+    );
+    // One provisionTimeout on, two more.
+    s.not_joined_removed = vec![ago(700), ago(650)];
+    let d = plan_it(&s, &c);
+    assert_eq!(deleted(&d), ["dev-workers-n2", "dev-workers-n3"], "{d:#?}");
+}
+
+/// Issue 29, item 3: after an upgrade, nodes in view whose VMs carry no joined mark get
+/// it before any VM is removed for not joining.
+#[test]
+fn joined_marks_are_written_before_vms_that_never_joined_are_removed() {
+    let c = mk_config("");
+    let mut s = four_never_joined();
+    s.servers[0].joined = None;
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::MarkJoined { servers, .. } if servers[0].name == "dev-workers-a"),
+        "{d:#?}"
+    );
 }
 
 /// A mark older than the VM's provisioning clock is from before it was parked in a warm
@@ -260,10 +316,31 @@ fn a_vm_whose_join_script_a_process_gone_never_ran_has_it_run_again() {
         d.action
     );
 
-    // Past provisionTimeout it is a VM that did not join: removed, not joined again.
+    // Past provisionTimeout it is a VM that did not join: removed, not joined again
+    // (within twice provisionTimeout: with no node of ours in view, one running longer
+    // makes the view look blind).
     let mut s = Snapshot::default();
-    pending.created = ago(7200);
+    pending.created = ago(900);
     s.servers.push(pending);
     let d = plan_it(&s, &c);
     assert_eq!(deleted(&d), ["dev-workers-pending"], "{d:#?}");
+}
+
+/// Issue 29, item 6: a VM still marked as being removed whose node is in service again
+/// (Ready, untainted, not cordoned) is marked joined, which takes the removing mark off;
+/// while its node is cordoned (nodewright's removal under way) it is left as it is.
+#[test]
+fn a_vm_marked_removing_whose_node_is_in_service_again_is_marked_joined() {
+    let c = mk_config("scaleDown: {enabled: false}");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 7200);
+    s.servers[0].status = ServerStatus::Removing;
+    let d = plan_it(&s, &c);
+    assert!(
+        matches!(&d.action, Action::MarkJoined { servers, .. } if servers[0].name == "dev-workers-a"),
+        "{d:#?}"
+    );
+    s.nodes[0].unschedulable = true;
+    let d = plan_it(&s, &c);
+    assert!(!matches!(d.action, Action::MarkJoined { .. }), "{d:#?}");
 }

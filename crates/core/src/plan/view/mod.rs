@@ -65,6 +65,8 @@ pub struct View<'a> {
     pub pending: Pending<'a>,
     pub last_node_deleted: Option<SystemTime>,
     pub last_disruption_failure: Option<SystemTime>,
+    /// When VMs were last removed for not joining (see [`Snapshot::not_joined_removed`]).
+    pub not_joined_removed: &'a [SystemTime],
     /// [`Self::model`], built once per plan and cloned for each step that needs it.
     base_model: Model<'a>,
     /// [`Self::requested_on`] of every node with pods.
@@ -155,6 +157,7 @@ impl<'a> View<'a> {
             pending: Pending::default(),
             last_node_deleted: s.last_node_deleted,
             last_disruption_failure: s.last_disruption_failure,
+            not_joined_removed: &s.not_joined_removed,
             base_model: Model::new(),
             requested,
             active_sizes: OnceCell::new(),

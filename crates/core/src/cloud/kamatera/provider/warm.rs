@@ -57,6 +57,7 @@ impl KamateraProvider {
 
     /// Tags the server `<prefix>_j<unix seconds>` (the new mark first, then any older one
     /// removed, so a crash in between leaves a mark); one already at that second is left.
+    /// With a time, its removing mark `<prefix>_rm` goes too.
     pub(super) async fn mark_server_joined(
         &self,
         cluster: &str,
@@ -75,6 +76,13 @@ impl KamateraProvider {
             self.remove_tag(id, old).await?;
         }
         tracing::info!(server = %entry.name, id, joined = at.is_some(), "Kamatera joined mark written");
+        // A node let in again is no longer being removed (the joined mark is written
+        // first, so a crash in between leaves it marked).
+        let removing = removing_tag(&prefix);
+        if at.is_some() && tags.contains(&removing) {
+            self.remove_tag(id, &removing).await?;
+            tracing::info!(server = %entry.name, id, "Kamatera server let in again: its removing mark is taken off");
+        }
         Ok(())
     }
 

@@ -106,7 +106,8 @@ impl OpenStackProvider {
 
     /// Records that the server's node was Ready at `at` (see
     /// [`crate::cloud::CloudProvider::mark_joined`]); kept next to the warm marks, which
-    /// are written the same way.
+    /// are written the same way. A node let in again is no longer being removed: its
+    /// removing mark goes (the joined mark first, so a crash in between leaves it marked).
     pub(super) async fn mark_server_joined(
         &self,
         cluster: &str,
@@ -121,12 +122,15 @@ impl OpenStackProvider {
             return Ok(());
         };
         let secs = crate::model::unix_secs(at);
-        if server.joined.map(crate::model::unix_secs) == Some(secs) {
-            return Ok(());
+        if server.joined.map(crate::model::unix_secs) != Some(secs) {
+            self.set_metadata(id, json!({ crate::cloud::JOINED_TAG: secs.to_string() }))
+                .await?;
+            tracing::info!(server = %server.name, id, "OpenStack server marked as joined");
         }
-        self.set_metadata(id, json!({ crate::cloud::JOINED_TAG: secs.to_string() }))
-            .await?;
-        tracing::info!(server = %server.name, id, "OpenStack server marked as joined");
+        if server.status == ServerStatus::Removing {
+            self.delete_metadata(id, crate::cloud::REMOVING_TAG).await?;
+            tracing::info!(server = %server.name, id, "OpenStack server let in again: its removing mark is taken off");
+        }
         Ok(())
     }
 

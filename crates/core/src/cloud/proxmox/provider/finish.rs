@@ -63,6 +63,22 @@ impl ProxmoxProvider {
         // the next one runs the script (see `joining`).
         let joining = settings.join == JoinMode::GuestAgent && !n.warm;
         let mut p: Params = params([("tags", tags::with_joining(&tag_value, joining))]);
+        // In the same call as the tags: a VM whose tags a person clears later still shows
+        // it was configured, and is never taken for half-made (see `halfmade`).
+        // The cluster's identity stays on it too, as the clone call wrote it.
+        let description = tags::description_configured(&tags::NewVmMarks {
+            cluster: n.cluster,
+            group: n.group,
+            settings_hash: n.settings_hash,
+            warm: n.warm,
+            created: n.created,
+            vmid: n.vmid,
+        });
+        let description = match self.inner.options.identity.get() {
+            Some(uid) => tags::with_identity(&description, uid),
+            None => description,
+        };
+        p.push(("description".into(), description));
         if let Some(c) = settings.cores {
             p.push(("cores".into(), c.to_string()));
         }

@@ -11,7 +11,9 @@ use crate::cloud::CloudError;
 
 impl ProxmoxProvider {
     /// Reads VM `id` back (refused unless it is `cluster`'s) and writes its tags with the
-    /// joined mark at `at` (none with `None`); a VM already so is left as it is.
+    /// joined mark at `at` (none with `None`), and with a time, without the removing mark
+    /// (a node let in again is no longer being removed), in one write; a VM already so is
+    /// left as it is.
     pub(super) async fn mark_vm_joined(
         &self,
         cluster: &str,
@@ -19,8 +21,12 @@ impl ProxmoxProvider {
         at: Option<SystemTime>,
     ) -> Result<(), CloudError> {
         let vm = self.owned_vm(cluster, id, false).await?;
-        let value = tags::with_joined(vm.tags(), at);
-        if ownership(vm.tags()).joined == ownership(&value).joined {
+        let mut value = tags::with_joined(vm.tags(), at);
+        if at.is_some() {
+            value = tags::without_removing(&value);
+        }
+        let (before, after) = (ownership(vm.tags()), ownership(&value));
+        if before.joined == after.joined && before.removing == after.removing {
             return Ok(());
         }
         self.set_tags(&vm, value).await?;
