@@ -4,6 +4,7 @@
 use nodewright_testkit as common;
 
 mod graceful;
+mod lifecycle;
 mod objects;
 mod scheduler;
 mod storage;

@@ -47,6 +47,8 @@ pub struct SimTimings {
     pub pod_start_delay: Duration,
     /// See [`SimClusterOptions::pod_stop_delay`].
     pub pod_stop_delay: Duration,
+    /// See [`SimClusterOptions::node_monitor_grace_period`].
+    pub node_monitor_grace_period: Duration,
 }
 
 impl Default for SimTimings {
@@ -56,6 +58,7 @@ impl Default for SimTimings {
             node_ready_delay: Duration::from_millis(300),
             pod_start_delay: Duration::from_millis(200),
             pod_stop_delay: Duration::from_secs(2),
+            node_monitor_grace_period: Duration::from_secs(50),
         }
     }
 }
@@ -206,6 +209,7 @@ impl SimEnv {
             node_ready_delay: timings.node_ready_delay,
             pod_start_delay: timings.pod_start_delay,
             pod_stop_delay: timings.pod_stop_delay,
+            node_monitor_grace_period: timings.node_monitor_grace_period,
             faults: faults.cluster.clone(),
             // HTTPS, so kubectl sends the admin token of the kubeconfig written below.
             tls: true,

@@ -33,6 +33,9 @@ pub const ANNOTATION_STOP_AFTER: &str = "sim.nodewright.io/stop-after";
 pub struct KubeletState {
     /// Nodes whose VM is gone: never Ready again, run nothing.
     dead: HashSet<String>,
+    /// Nodes whose kubelet went silent, by when: the node lifecycle controller sets them
+    /// Unknown once its grace period is over.
+    silent_since: HashMap<String, Instant>,
     /// Bound pods by uid: when their (ready) node's kubelet first saw them.
     seen: HashMap<String, Instant>,
     /// Running run-to-completion pods by uid: when they started.
@@ -87,6 +90,7 @@ pub fn on_vm_event(inner: &Arc<Inner>, event: VmEvent) {
             {
                 let mut k = lock(&inner.kubelet);
                 k.dead.remove(&name);
+                k.silent_since.remove(&name);
                 k.running.insert(
                     name.clone(),
                     RunningKubelet {
@@ -129,39 +133,66 @@ pub fn on_vm_event(inner: &Arc<Inner>, event: VmEvent) {
             });
         }
         VmEvent::Deleted { name } | VmEvent::Stopped { name } => {
+            // The kubelet stops posting; the node lifecycle controller notices once its
+            // grace period is over (unless the VM booted again meanwhile).
+            let since = Instant::now();
             {
                 let mut k = lock(&inner.kubelet);
                 k.dead.insert(name.clone());
                 k.running.remove(&name);
+                k.silent_since.insert(name.clone(), since);
             }
-            let mut txn = inner.store.lock();
-            let _ = txn.modify(&NODES, "", &name, |node| {
-                let conds: Vec<String> = meta::path(node, &["status", "conditions"])
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|c| c.get("type").and_then(Value::as_str).map(str::to_string))
-                    .collect();
-                for c in conds {
-                    set_condition(
-                        node,
-                        &c,
-                        "Unknown",
-                        "NodeStatusUnknown",
-                        "Kubelet stopped posting node status.",
-                    );
+            let weak = Arc::downgrade(inner);
+            let grace = inner.opts.node_monitor_grace_period;
+            inner.runtime.spawn(async move {
+                tokio::time::sleep(grace).await;
+                let Some(inner) = weak.upgrade().filter(|i| !i.is_shut_down()) else {
+                    return;
+                };
+                let still_silent = {
+                    let mut k = lock(&inner.kubelet);
+                    let silent = k.silent_since.get(&name) == Some(&since);
+                    if silent {
+                        k.silent_since.remove(&name);
+                    }
+                    silent
+                };
+                if still_silent {
+                    mark_unknown(&mut inner.store.lock(), &name);
                 }
             });
-            for pod in txn.list_owned(&PODS, None) {
-                if meta::path_str(&pod, &["spec", "nodeName"]) == Some(name.as_str()) {
-                    let _ = txn.modify(
-                        &PODS,
-                        meta::namespace(&pod),
-                        meta::name(&pod),
-                        mark_not_ready,
-                    );
-                }
-            }
+        }
+    }
+}
+
+/// What the node lifecycle controller does to a node whose kubelet stopped posting for
+/// its grace period: every condition Unknown, and the node's pods not Ready.
+fn mark_unknown(txn: &mut Txn<'_>, name: &str) {
+    let _ = txn.modify(&NODES, "", name, |node| {
+        let conds: Vec<String> = meta::path(node, &["status", "conditions"])
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.get("type").and_then(Value::as_str).map(str::to_string))
+            .collect();
+        for c in conds {
+            set_condition(
+                node,
+                &c,
+                "Unknown",
+                "NodeStatusUnknown",
+                "Kubelet stopped posting node status.",
+            );
+        }
+    });
+    for pod in txn.list_owned(&PODS, None) {
+        if meta::path_str(&pod, &["spec", "nodeName"]) == Some(name) {
+            let _ = txn.modify(
+                &PODS,
+                meta::namespace(&pod),
+                meta::name(&pod),
+                mark_not_ready,
+            );
         }
     }
 }
@@ -671,5 +702,6 @@ impl KubeletState {
     /// A node added in-process has a live kubelet even if a VM of that name died.
     pub fn revive(&mut self, node: &str) {
         self.dead.remove(node);
+        self.silent_since.remove(node);
     }
 }

@@ -96,6 +96,11 @@ pub struct SimClusterOptions {
     pub node_register_delay: Duration,
     /// From registration to the Node's Ready condition turning True.
     pub node_ready_delay: Duration,
+    /// From a node's kubelet going silent (its VM stopped or deleted) to the node
+    /// lifecycle controller setting the Node's conditions Unknown and its pods not Ready:
+    /// kube-controller-manager's `--node-monitor-grace-period` (50 s since Kubernetes
+    /// 1.32, 40 s before).
+    pub node_monitor_grace_period: Duration,
     /// From a running VM's Node being deleted to its kubelet registering it again (a
     /// real kubelet does on its next node-status update, every 10 s by default).
     pub node_reregister_delay: Duration,
@@ -141,6 +146,7 @@ impl Default for SimClusterOptions {
             controller_interval: Duration::from_millis(50),
             node_register_delay: Duration::ZERO,
             node_ready_delay: Duration::from_millis(200),
+            node_monitor_grace_period: Duration::from_secs(50),
             node_reregister_delay: Duration::from_secs(10),
             pod_start_delay: Duration::from_millis(100),
             pod_stop_delay: Duration::from_secs(2),
