@@ -72,13 +72,20 @@ pub async fn env() -> Env {
 /// A simulated cluster (with a control plane) and a simulated Proxmox VE from `opts`,
 /// whose booted VMs join the cluster.
 pub async fn env_with(opts: SimProxmoxOptions) -> Env {
-    let cluster = SimCluster::start(SimClusterOptions {
-        node_ready_delay: Duration::from_millis(200),
-        pod_start_delay: Duration::from_millis(100),
-        ..SimClusterOptions::default()
-    })
+    env_with_cluster(
+        opts,
+        SimClusterOptions {
+            node_ready_delay: Duration::from_millis(200),
+            pod_start_delay: Duration::from_millis(100),
+            ..SimClusterOptions::default()
+        },
+    )
     .await
-    .expect("cluster");
+}
+
+/// As [`env_with`], the cluster started with `cluster_opts`.
+pub async fn env_with_cluster(opts: SimProxmoxOptions, cluster_opts: SimClusterOptions) -> Env {
+    let cluster = SimCluster::start(cluster_opts).await.expect("cluster");
     cluster
         .add_node(
             SimNodeSpec::new("control-plane", 4 << 30)
