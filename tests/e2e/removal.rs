@@ -369,3 +369,149 @@ async fn plan_names_the_node_the_pod_and_the_reason_an_underused_node_is_kept() 
     assert!(named, "{status}");
     run.kill();
 }
+
+/// What a watch saw removed: (resourceVersion of the removal, kind, name, the node a
+/// pod was on, its last phase).
+type Removal = (u64, &'static str, String, String, String);
+
+/// Every removal of a pod or a Node from now on, in the order the API server made them
+/// (one resourceVersion sequence orders both).
+async fn watch_removals(env: &SimEnv) -> std::sync::Arc<std::sync::Mutex<Vec<Removal>>> {
+    use futures::StreamExt;
+    use kube::api::{WatchEvent, WatchParams};
+    use kube::ResourceExt;
+    let client = env.cluster.kube_client().await.expect("client");
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<Removal>>> = std::sync::Arc::default();
+    let rv = |m: &kube::api::ObjectMeta| {
+        m.resource_version
+            .as_deref()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    let pods = Api::<Pod>::all(client.clone())
+        .watch(&WatchParams::default(), "0")
+        .await
+        .expect("watch pods");
+    let nodes = Api::<Node>::all(client)
+        .watch(&WatchParams::default(), "0")
+        .await
+        .expect("watch nodes");
+    let out = seen.clone();
+    tokio::spawn(async move {
+        let mut pods = pods.boxed();
+        while let Some(Ok(ev)) = pods.next().await {
+            if let WatchEvent::Deleted(p) = ev {
+                let node = p
+                    .spec
+                    .as_ref()
+                    .and_then(|s| s.node_name.clone())
+                    .unwrap_or_default();
+                let entry = (
+                    rv(&p.metadata),
+                    "Pod",
+                    p.name_any(),
+                    node,
+                    phase(&p).to_string(),
+                );
+                out.lock().unwrap_or_else(|e| e.into_inner()).push(entry);
+            }
+        }
+    });
+    let out = seen.clone();
+    tokio::spawn(async move {
+        let mut nodes = nodes.boxed();
+        while let Some(Ok(ev)) = nodes.next().await {
+            if let WatchEvent::Deleted(n) = ev {
+                let entry = (
+                    rv(&n.metadata),
+                    "Node",
+                    n.name_any(),
+                    String::new(),
+                    String::new(),
+                );
+                out.lock().unwrap_or_else(|e| e.into_inner()).push(entry);
+            }
+        }
+    });
+    seen
+}
+
+/// A drained node's pods take seconds to stop (Terminating meanwhile, as on a real
+/// kubelet): its Node and VM are deleted only once they are gone, stopped by their
+/// kubelet, never while they still terminate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_drained_node_and_its_vm_are_deleted_only_after_its_terminating_pods_are_gone() {
+    use nodewright::sim::cluster::ANNOTATION_STOP_AFTER;
+    let (env, rec) = setup("scaleDown: {delayAfterAdd: 1s, unneededTime: 0s}").await;
+    env.cluster
+        .add_replicaset(
+            "default",
+            "web",
+            4,
+            SimPodTemplate::new("nginx:1.25", 3 * GI).annotation(ANNOTATION_STOP_AFTER, "3s"),
+        )
+        .expect("rs");
+    drive(
+        &env,
+        &rec,
+        Duration::from_secs(30),
+        |_| {},
+        |env| {
+            let pods = app_pods(env, "web");
+            pods.len() == 4 && pods.iter().all(|p| phase(p) == "Running")
+        },
+    )
+    .await;
+    assert_eq!(env.cloud.servers().len(), 2);
+    let removals = watch_removals(&env).await;
+    // An earlier nodewright process cordoned one node for scale-down: this one drains it
+    // (evictions) and removes it.
+    let gone_vm = env.cloud.servers()[0].name.clone();
+    let nodes: Api<Node> = Api::all(env.cluster.kube_client().await.expect("client"));
+    nodes
+        .patch(
+            &gone_vm,
+            &PatchParams::default(),
+            &Patch::Merge(cordon_patch(true)),
+        )
+        .await
+        .expect("cordon");
+    let mut terminating_seen = false;
+    drive(
+        &env,
+        &rec,
+        Duration::from_secs(60),
+        |env| {
+            terminating_seen |= env
+                .cluster
+                .pods_on(&gone_vm)
+                .iter()
+                .any(|p| p.metadata.deletion_timestamp.is_some());
+        },
+        |env| !env.cloud.servers().iter().any(|s| s.name == gone_vm),
+    )
+    .await;
+    assert!(
+        terminating_seen,
+        "no pod of {gone_vm} was ever seen Terminating"
+    );
+    let removals = removals.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let node_removed = removals
+        .iter()
+        .find(|(_, kind, name, _, _)| *kind == "Node" && *name == gone_vm)
+        .map(|(rv, ..)| *rv)
+        .unwrap_or_else(|| panic!("the Node of {gone_vm} was never seen removed: {removals:?}"));
+    let its_pods: Vec<&Removal> = removals
+        .iter()
+        .filter(|(_, kind, _, node, _)| *kind == "Pod" && *node == gone_vm)
+        .collect();
+    assert!(!its_pods.is_empty(), "{removals:?}");
+    for (rv, _, name, _, phase) in its_pods {
+        assert!(
+            *rv < node_removed,
+            "pod {name} was still there (Terminating) when the Node of {gone_vm} was deleted: {removals:?}"
+        );
+        // Stopped by its kubelet (a terminal phase), not collected with its Node.
+        assert_eq!(phase, "Succeeded", "{name}: {removals:?}");
+    }
+}

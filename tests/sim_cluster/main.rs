@@ -3,6 +3,8 @@
 
 use nodewright_testkit as common;
 
+mod graceful;
+mod lifecycle;
 mod objects;
 mod scheduler;
 mod storage;
@@ -456,7 +458,14 @@ async fn eviction_honours_disruption_budgets() {
             .expect_err("budget spent"),
     );
     assert_eq!(err.code, 429);
-    assert!(sim.pod("default", &first).is_none());
+    // Evicted, it terminates (its grace period), then goes.
+    assert!(sim
+        .pod("default", &first)
+        .is_some_and(|p| p.metadata.deletion_timestamp.is_some()));
+    assert!(
+        sim.wait_until(|s| s.pod("default", &first).is_none(), WAIT)
+            .await
+    );
     assert!(
         sim.wait_until(|s| running_pods(s, "loose-").len() == 2, WAIT)
             .await,

@@ -5,7 +5,11 @@ use super::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scheduler_waits_for_a_vm_node_and_its_startup_taint() {
-    let (sim, client) = start().await;
+    let (sim, client) = start_with(SimClusterOptions {
+        node_monitor_grace_period: Duration::from_secs(1),
+        ..SimClusterOptions::default()
+    })
+    .await;
     sim.add_node(
         SimNodeSpec::new("cp-1", 4 * GIB)
             .label("node-role.kubernetes.io/control-plane", "")
@@ -127,6 +131,16 @@ async fn scheduler_waits_for_a_vm_node_and_its_startup_taint() {
     hook(VmEvent::Deleted {
         name: "small-1".into(),
     });
+    // Unknown once the node lifecycle controller's grace period is over.
+    let unknown = |s: &SimCluster| {
+        s.node("small-1")
+            .and_then(|n| n.status)
+            .and_then(|st| st.conditions)
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "Unknown")
+    };
+    assert!(sim.wait_until(unknown, WAIT).await);
     let node = sim.node("small-1").expect("node object stays");
     let cond = node
         .status

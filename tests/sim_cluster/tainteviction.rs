@@ -60,7 +60,11 @@ async fn a_noexecute_taint_evicts_the_pods_that_do_not_tolerate_it_after_their_s
         .await
         .expect("taint the node");
     let tainted = std::time::Instant::now();
-    let gone = |name: &str| sim.pod("default", name).is_none();
+    // Deleted: marked for deletion (then Terminating for its grace period) or gone.
+    let gone = |name: &str| {
+        sim.pod("default", name)
+            .is_none_or(|p| p.metadata.deletion_timestamp.is_some())
+    };
     while !gone("plain") {
         assert!(
             tainted.elapsed() < Duration::from_secs(2),

@@ -45,6 +45,10 @@ pub struct SimTimings {
     pub boot_delay: Duration,
     pub node_ready_delay: Duration,
     pub pod_start_delay: Duration,
+    /// See [`SimClusterOptions::pod_stop_delay`].
+    pub pod_stop_delay: Duration,
+    /// See [`SimClusterOptions::node_monitor_grace_period`].
+    pub node_monitor_grace_period: Duration,
 }
 
 impl Default for SimTimings {
@@ -53,6 +57,8 @@ impl Default for SimTimings {
             boot_delay: Duration::from_millis(500),
             node_ready_delay: Duration::from_millis(300),
             pod_start_delay: Duration::from_millis(200),
+            pod_stop_delay: Duration::from_secs(2),
+            node_monitor_grace_period: Duration::from_secs(50),
         }
     }
 }
@@ -202,6 +208,8 @@ impl SimEnv {
         let cluster = SimCluster::start(SimClusterOptions {
             node_ready_delay: timings.node_ready_delay,
             pod_start_delay: timings.pod_start_delay,
+            pod_stop_delay: timings.pod_stop_delay,
+            node_monitor_grace_period: timings.node_monitor_grace_period,
             faults: faults.cluster.clone(),
             // HTTPS, so kubectl sends the admin token of the kubeconfig written below.
             tls: true,

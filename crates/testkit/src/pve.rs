@@ -92,20 +92,34 @@ pub async fn env() -> Env {
 /// A simulated cluster (with a control plane) and a simulated Proxmox VE from `opts`,
 /// whose booted VMs join the cluster.
 pub async fn env_with(opts: SimProxmoxOptions) -> Env {
-    let cluster = sim_cluster().await;
+    env_with_cluster(opts, cluster_options()).await
+}
+
+/// As [`env_with`], the cluster started with `cluster_opts`.
+pub async fn env_with_cluster(opts: SimProxmoxOptions, cluster_opts: SimClusterOptions) -> Env {
+    let cluster = sim_cluster_with(cluster_opts).await;
     let hook = Some(cluster.vm_hook());
     env_for(cluster, SimProxmoxOptions { hook, ..opts }).await
 }
 
-/// A simulated cluster with a control plane, as [`env_with`] starts it.
-pub async fn sim_cluster() -> SimCluster {
-    let cluster = SimCluster::start(SimClusterOptions {
+/// The simulated cluster's options [`env_with`] starts it with: nodes Ready and pods
+/// started quickly.
+fn cluster_options() -> SimClusterOptions {
+    SimClusterOptions {
         node_ready_delay: Duration::from_millis(200),
         pod_start_delay: Duration::from_millis(100),
         ..SimClusterOptions::default()
-    })
-    .await
-    .expect("cluster");
+    }
+}
+
+/// A simulated cluster with a control plane, as [`env_with`] starts it.
+pub async fn sim_cluster() -> SimCluster {
+    sim_cluster_with(cluster_options()).await
+}
+
+/// A simulated cluster started with `opts`, with a control plane.
+async fn sim_cluster_with(opts: SimClusterOptions) -> SimCluster {
+    let cluster = SimCluster::start(opts).await.expect("cluster");
     cluster
         .add_node(
             SimNodeSpec::new("control-plane", 4 << 30)

@@ -14,6 +14,7 @@ use serde_json::{json, Value};
 
 use super::dirty::Dirty;
 use super::eviction;
+use super::graceful;
 use super::meta;
 use super::owners::{
     active, controller_uid, index_by_owner, owned, pod_from_template, ready, set_status, ByOwner,
@@ -66,7 +67,7 @@ fn replicasets(txn: &mut Txn<'_>, pods_by_owner: &ByOwner, dirty: &Dirty) {
                 )
             });
             for p in pods.drain(..pods.len() - want) {
-                let _ = txn.delete(&PODS, meta::namespace(&p), meta::name(&p));
+                let _ = graceful::delete(txn, &PODS, meta::namespace(&p), meta::name(&p), None);
             }
         }
         let labeled = pods
@@ -106,7 +107,7 @@ fn daemonsets(txn: &mut Txn<'_>, pods_by_owner: &ByOwner, dirty: &Dirty) {
             let node = meta::path_str(&p, &["spec", "nodeName"]).unwrap_or_default();
             if !active(&p) || !covered.insert(node.to_string()) {
                 // A finished or duplicate daemon pod is replaced / removed.
-                let _ = txn.delete(&PODS, meta::namespace(&p), meta::name(&p));
+                let _ = graceful::delete(txn, &PODS, meta::namespace(&p), meta::name(&p), None);
             } else {
                 pods.push(p);
             }
@@ -178,7 +179,7 @@ fn garbage_collect(txn: &mut Txn<'_>, dirty: &Dirty, pods_by_owner: &ByOwner) {
         of_deleted.chain(orphans).collect()
     };
     for pod in doomed.iter().filter(|p| collected(p)) {
-        let _ = txn.delete(&PODS, meta::namespace(pod), meta::name(pod));
+        let _ = graceful::delete(txn, &PODS, meta::namespace(pod), meta::name(pod), None);
     }
 }
 

@@ -201,7 +201,20 @@ pub fn evict(
         }
     }
     if !dry_run {
-        txn.delete(&PODS, ns, name)?;
+        let grace = super::graceful::requested_grace(&Default::default(), body)?;
+        if meta::path(&pod, &["metadata", "deletionTimestamp"]).is_none() {
+            // What the API server records on a pod it evicts before deleting it.
+            txn.modify(&PODS, ns, name, |p| {
+                meta::set_condition(
+                    p,
+                    "DisruptionTarget",
+                    "True",
+                    "EvictionByEvictionAPI",
+                    "Eviction API: evicting",
+                )
+            })?;
+        }
+        super::graceful::delete(txn, &PODS, ns, name, grace)?;
     }
     Ok(success_status(201))
 }

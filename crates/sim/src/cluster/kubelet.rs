@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use tokio::time::Instant;
 
+use super::graceful;
 use super::meta::{self, set_condition};
 use super::objects::{self, NodeBuild};
 use super::resources::{NODES, PODS};
@@ -23,14 +24,24 @@ use crate::VmEvent;
 /// or `never` for a pod that runs until it is deleted.
 pub const ANNOTATION_RUN_FOR: &str = "sim.nodewright.io/run-for";
 
+/// Annotation giving how long a pod's containers take to stop once it is deleted (a
+/// humantime duration; default [`super::SimClusterOptions::pod_stop_delay`]). Its grace
+/// period bounds it: a pod still running then is killed.
+pub const ANNOTATION_STOP_AFTER: &str = "sim.nodewright.io/stop-after";
+
 #[derive(Debug, Default)]
 pub struct KubeletState {
     /// Nodes whose VM is gone: never Ready again, run nothing.
     dead: HashSet<String>,
+    /// Nodes whose kubelet went silent, by when: the node lifecycle controller sets them
+    /// Unknown once its grace period is over.
+    silent_since: HashMap<String, Instant>,
     /// Bound pods by uid: when their (ready) node's kubelet first saw them.
     seen: HashMap<String, Instant>,
     /// Running run-to-completion pods by uid: when they started.
     started: HashMap<String, Instant>,
+    /// Pods being deleted by uid: when their kubelet began stopping them.
+    stopping: HashMap<String, Instant>,
     /// Bound pods a kubelet still has to start or finish (or collect): what a pass
     /// looks at, kept current from the writes since the last pass.
     todo: BTreeSet<(String, String)>,
@@ -79,6 +90,7 @@ pub fn on_vm_event(inner: &Arc<Inner>, event: VmEvent) {
             {
                 let mut k = lock(&inner.kubelet);
                 k.dead.remove(&name);
+                k.silent_since.remove(&name);
                 k.running.insert(
                     name.clone(),
                     RunningKubelet {
@@ -121,39 +133,66 @@ pub fn on_vm_event(inner: &Arc<Inner>, event: VmEvent) {
             });
         }
         VmEvent::Deleted { name } | VmEvent::Stopped { name } => {
+            // The kubelet stops posting; the node lifecycle controller notices once its
+            // grace period is over (unless the VM booted again meanwhile).
+            let since = Instant::now();
             {
                 let mut k = lock(&inner.kubelet);
                 k.dead.insert(name.clone());
                 k.running.remove(&name);
+                k.silent_since.insert(name.clone(), since);
             }
-            let mut txn = inner.store.lock();
-            let _ = txn.modify(&NODES, "", &name, |node| {
-                let conds: Vec<String> = meta::path(node, &["status", "conditions"])
-                    .and_then(Value::as_array)
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|c| c.get("type").and_then(Value::as_str).map(str::to_string))
-                    .collect();
-                for c in conds {
-                    set_condition(
-                        node,
-                        &c,
-                        "Unknown",
-                        "NodeStatusUnknown",
-                        "Kubelet stopped posting node status.",
-                    );
+            let weak = Arc::downgrade(inner);
+            let grace = inner.opts.node_monitor_grace_period;
+            inner.runtime.spawn(async move {
+                tokio::time::sleep(grace).await;
+                let Some(inner) = weak.upgrade().filter(|i| !i.is_shut_down()) else {
+                    return;
+                };
+                let still_silent = {
+                    let mut k = lock(&inner.kubelet);
+                    let silent = k.silent_since.get(&name) == Some(&since);
+                    if silent {
+                        k.silent_since.remove(&name);
+                    }
+                    silent
+                };
+                if still_silent {
+                    mark_unknown(&mut inner.store.lock(), &name);
                 }
             });
-            for pod in txn.list_owned(&PODS, None) {
-                if meta::path_str(&pod, &["spec", "nodeName"]) == Some(name.as_str()) {
-                    let _ = txn.modify(
-                        &PODS,
-                        meta::namespace(&pod),
-                        meta::name(&pod),
-                        mark_not_ready,
-                    );
-                }
-            }
+        }
+    }
+}
+
+/// What the node lifecycle controller does to a node whose kubelet stopped posting for
+/// its grace period: every condition Unknown, and the node's pods not Ready.
+fn mark_unknown(txn: &mut Txn<'_>, name: &str) {
+    let _ = txn.modify(&NODES, "", name, |node| {
+        let conds: Vec<String> = meta::path(node, &["status", "conditions"])
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c.get("type").and_then(Value::as_str).map(str::to_string))
+            .collect();
+        for c in conds {
+            set_condition(
+                node,
+                &c,
+                "Unknown",
+                "NodeStatusUnknown",
+                "Kubelet stopped posting node status.",
+            );
+        }
+    });
+    for pod in txn.list_owned(&PODS, None) {
+        if meta::path_str(&pod, &["spec", "nodeName"]) == Some(name) {
+            let _ = txn.modify(
+                &PODS,
+                meta::namespace(&pod),
+                meta::name(&pod),
+                mark_not_ready,
+            );
         }
     }
 }
@@ -366,15 +405,49 @@ fn bound(pod: &Value) -> bool {
     meta::path_str(pod, &["spec", "nodeName"]).is_some_and(|n| !n.is_empty())
 }
 
-/// Whether a kubelet has something left to do with a bound pod.
+/// Whether a kubelet has something left to do with a bound pod: start it, finish it, or
+/// stop it (deleted, its grace period not yet given up).
 fn pending_work(pod: &Value) -> bool {
     bound(pod)
-        && meta::path(pod, &["metadata", "deletionTimestamp"]).is_none()
-        && match meta::path_str(pod, &["status", "phase"]).unwrap_or("Pending") {
-            "Pending" => true,
-            "Running" => restarts_never(pod),
-            _ => false,
+        && match graceful::grace_left(pod) {
+            Some(left) => left > 0,
+            None => match meta::path_str(pod, &["status", "phase"]).unwrap_or("Pending") {
+                "Pending" => true,
+                "Running" => restarts_never(pod),
+                _ => false,
+            },
         }
+}
+
+/// How long `pod`'s containers take to stop after SIGTERM.
+fn stop_after(pod: &Value, default: Duration) -> Duration {
+    meta::path_str(pod, &["metadata", "annotations", ANNOTATION_STOP_AFTER])
+        .and_then(|s| humantime::parse_duration(s.trim()).ok())
+        .unwrap_or(default)
+}
+
+/// A deleted pod's containers as its kubelet leaves them: exited on SIGTERM (0), or
+/// `killed` at the end of the grace period (137); the pod's phase turns terminal.
+fn stop_pod(pod: &mut Value, killed: bool) {
+    let now = meta::now_rfc3339();
+    let started = meta::path_str(pod, &["status", "startTime"])
+        .unwrap_or(&now)
+        .to_string();
+    let (phase, code, reason) = if killed {
+        ("Failed", 137, "Error")
+    } else {
+        ("Succeeded", 0, "Completed")
+    };
+    if meta::path_str(pod, &["status", "phase"]) == Some("Running") {
+        let state = json!({"terminated": {"exitCode": code, "reason": reason,
+            "startedAt": started, "finishedAt": now}});
+        let cs = container_statuses(pod, state, false);
+        pod["status"]["containerStatuses"] = json!(cs);
+    }
+    meta::obj_mut(pod, "status").insert("phase".into(), json!(phase));
+    for c in ["Ready", "ContainersReady", "PodReadyToStartContainers"] {
+        set_condition(pod, c, "False", "PodCompleted", "");
+    }
 }
 
 /// Brings the to-do set up to date with `changes` (None: rebuild it from every pod).
@@ -432,11 +505,35 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) -> Option<Instant> {
         };
         let (ns, name, uid) = (meta::namespace(&pod), meta::name(&pod), meta::uid(&pod));
         let Some(node) = txn.get_stored(&NODES, "", node_name).cloned() else {
-            // Orphaned by a deleted node: the pod GC removes it.
-            let _ = txn.delete(&PODS, ns, name);
+            // Orphaned by a deleted node: the pod GC removes it (force, grace 0).
+            let _ = graceful::delete(&mut txn, &PODS, ns, name, Some(0));
             continue;
         };
         let phase = meta::path_str(&pod, &["status", "phase"]).unwrap_or("Pending");
+        if let Some(left) = graceful::grace_left(&pod) {
+            // Being deleted: a live kubelet stops it (SIGTERM, then SIGKILL at the end
+            // of its grace period) and then deletes it for good; a dead one never does.
+            if left <= 0 || k.dead.contains(node_name) {
+                continue;
+            }
+            live.insert(uid.to_string());
+            let since = *k.stopping.entry(uid.to_string()).or_insert(now);
+            let limit = Duration::from_secs(left.unsigned_abs());
+            let wanted = stop_after(&pod, inner.opts.pod_stop_delay);
+            let takes = if phase == "Running" {
+                wanted.min(limit)
+            } else {
+                Duration::ZERO
+            };
+            if now.duration_since(since) < takes {
+                due(since + takes);
+                continue;
+            }
+            let killed = phase == "Running" && wanted > limit;
+            let _ = txn.modify(&PODS, ns, name, |p| stop_pod(p, killed));
+            let _ = graceful::delete(&mut txn, &PODS, ns, name, Some(0));
+            continue;
+        }
         if matches!(phase, "Succeeded" | "Failed")
             || meta::path(&pod, &["metadata", "deletionTimestamp"]).is_some()
         {
@@ -515,6 +612,7 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) -> Option<Instant> {
     }
     k.seen.retain(|uid, _| live.contains(uid));
     k.started.retain(|uid, _| live.contains(uid));
+    k.stopping.retain(|uid, _| live.contains(uid));
     next
 }
 
@@ -604,5 +702,6 @@ impl KubeletState {
     /// A node added in-process has a live kubelet even if a VM of that name died.
     pub fn revive(&mut self, node: &str) {
         self.dead.remove(node);
+        self.silent_since.remove(node);
     }
 }

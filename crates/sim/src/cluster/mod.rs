@@ -13,7 +13,8 @@
 //! `validation` (fieldValidation), `openapi` (the documents kubectl fetches), `scale`
 //! (the scale subresource), `store` (objects, resourceVersion, watch history),
 //! `resources`/`discovery` (what is served), `patch`, `selectors`, `table` (kubectl's
-//! Table output), `eviction` (PDBs), `scheduler`, `kubelet` and `userdata` (node
+//! Table output), `eviction` (PDBs), `graceful` (graceful deletion, Terminating pods
+//! and finalizers), `scheduler`, `kubelet` and `userdata` (node
 //! registration from VM user data), `controllers` (ReplicaSet, DaemonSet, GC,
 //! disruption), `workloads` (Deployment, Job), `owners` and `dirty` (what the
 //! controllers share), `control` (the in-process API for tests), `bulk` (seeding large
@@ -27,6 +28,7 @@ mod controllers;
 mod dirty;
 mod discovery;
 mod eviction;
+mod graceful;
 mod kubelet;
 mod list;
 mod media;
@@ -75,7 +77,7 @@ use tokio::time::Instant;
 
 pub use bulk::SyntheticCluster;
 pub use control::PdbBudget;
-pub use kubelet::ANNOTATION_RUN_FOR;
+pub use kubelet::{ANNOTATION_RUN_FOR, ANNOTATION_STOP_AFTER};
 pub use objects::{SimNodeSpec, SimPodTemplate};
 pub use request::ApiCall;
 pub use status::ApiError;
@@ -94,11 +96,20 @@ pub struct SimClusterOptions {
     pub node_register_delay: Duration,
     /// From registration to the Node's Ready condition turning True.
     pub node_ready_delay: Duration,
+    /// From a node's kubelet going silent (its VM stopped or deleted) to the node
+    /// lifecycle controller setting the Node's conditions Unknown and its pods not Ready:
+    /// kube-controller-manager's `--node-monitor-grace-period` (50 s since Kubernetes
+    /// 1.32, 40 s before).
+    pub node_monitor_grace_period: Duration,
     /// From a running VM's Node being deleted to its kubelet registering it again (a
     /// real kubelet does on its next node-status update, every 10 s by default).
     pub node_reregister_delay: Duration,
     /// From a pod being bound to a Ready node to it Running (image pull + start).
     pub pod_start_delay: Duration,
+    /// From a running pod's deletion to its containers having stopped, unless its grace
+    /// period is shorter (then it is killed at its end); a pod's own
+    /// [`ANNOTATION_STOP_AFTER`] overrides it. The pod is Terminating meanwhile.
+    pub pod_stop_delay: Duration,
     /// Memory held back from allocatable on VM-booted nodes (bytes).
     pub memory_reserve: u64,
     /// Reported by `/version` and as kubeletVersion.
@@ -135,8 +146,10 @@ impl Default for SimClusterOptions {
             controller_interval: Duration::from_millis(50),
             node_register_delay: Duration::ZERO,
             node_ready_delay: Duration::from_millis(200),
+            node_monitor_grace_period: Duration::from_secs(50),
             node_reregister_delay: Duration::from_secs(10),
             pod_start_delay: Duration::from_millis(100),
+            pod_stop_delay: Duration::from_secs(2),
             memory_reserve: 256 << 20,
             server_version: "v1.35.0".into(),
             base_images: Vec::new(),

@@ -9,8 +9,8 @@
 //!
 //! and each taint goes when its state does. Other taints are left as they are. Pods on a
 //! node with a `NoExecute` taint they do not tolerate (long enough) are deleted by the
-//! taint manager (`tainteviction`). Not modelled: the grace periods before a silent node
-//! counts as Unknown.
+//! taint manager (`tainteviction`). A node whose kubelet went silent (its VM stopped or
+//! deleted) turns Unknown only after `node_monitor_grace_period` (see `kubelet`).
 
 use std::sync::Arc;
 

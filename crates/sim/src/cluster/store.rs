@@ -17,6 +17,7 @@ use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{Map, Value};
 use tokio::sync::watch;
 
+use super::graceful;
 use super::meta::{self, IdGen};
 use super::resources::ResourceDef;
 use super::status::ApiError;
@@ -426,18 +427,52 @@ impl Txn<'_> {
     /// Replaces an object. A non-empty `metadata.resourceVersion` must match the stored
     /// one (optimistic concurrency). Identity fields are kept; an unchanged object is
     /// not written, so watches stay quiet.
+    ///
+    /// An object being deleted whose last finalizer this update removes is removed as
+    /// well, once its grace period is over (`deletionGracePeriodSeconds` 0), as the real
+    /// API server does; the answer is the object as updated.
     pub fn update(&mut self, res: &'static ResourceDef, obj: Value) -> Result<Value, ApiError> {
-        let (k, old, mut obj) = self.next_version(res, obj)?;
+        let (k, old, obj) = self.next_version(res, obj)?;
         if obj == *old.value() {
             return Ok(obj);
         }
+        let stored = self.write(k, old, obj);
+        if graceful::finished(&stored) {
+            self.delete(res, meta::namespace(&stored), meta::name(&stored))?;
+        }
+        Ok(stored)
+    }
+
+    /// Stores `obj` as the next version of `old` (under key `k`) and records the change.
+    fn write(&mut self, k: Key, old: Arc<Stored>, mut obj: Value) -> Value {
         self.inner.rv += 1;
         let rv = self.inner.rv;
         meta::obj_mut(&mut obj, "metadata").insert("resourceVersion".into(), rv.to_string().into());
         let stored = Stored::new(obj);
         self.inner.objects.insert(k.clone(), stored.clone());
         self.record(ChangeKind::Modified, &k, stored.clone(), Some(old));
-        Ok(stored.value().clone())
+        stored.value().clone()
+    }
+
+    /// Marks a stored object as being deleted: `deletionTimestamp` and
+    /// `deletionGracePeriodSeconds` set as given (fields no update can write).
+    pub fn mark_deleting(
+        &mut self,
+        res: &'static ResourceDef,
+        ns: &str,
+        name: &str,
+        at: &str,
+        grace_seconds: i64,
+    ) -> Result<Value, ApiError> {
+        let k = key(res, ns, name);
+        let Some(old) = self.inner.objects.get(&k).cloned() else {
+            return Err(ApiError::not_found(res, name));
+        };
+        let mut obj = old.value().clone();
+        let md = meta::obj_mut(&mut obj, "metadata");
+        md.insert("deletionTimestamp".into(), at.into());
+        md.insert("deletionGracePeriodSeconds".into(), grace_seconds.into());
+        Ok(self.write(k, old, obj))
     }
 
     /// What [`Self::update`] would store, with the same checks, storing nothing (a
@@ -476,6 +511,7 @@ impl Txn<'_> {
             "creationTimestamp",
             "generation",
             "deletionTimestamp",
+            "deletionGracePeriodSeconds",
         ] {
             match old["metadata"].get(field) {
                 Some(v) => md.insert(field.into(), v.clone()),
@@ -490,6 +526,7 @@ impl Txn<'_> {
             let generation = old["metadata"]["generation"].as_i64().unwrap_or(0) + 1;
             meta::obj_mut(&mut obj, "metadata").insert("generation".into(), generation.into());
         }
+        graceful::check_new_finalizers(res, &name, old.value(), &obj)?;
         Ok((k, old, obj))
     }
 

@@ -197,7 +197,7 @@ pub fn pass(inner: &Inner, txn: &mut Txn<'_>) -> Option<Instant> {
             &format!("Marking for deletion Pod {ns}/{name}"),
             &sysevents::NODE_CONTROLLER,
         );
-        let _ = txn.delete(&PODS, &ns, &name);
+        let _ = super::graceful::delete(txn, &PODS, &ns, &name, None);
     }
     next
 }

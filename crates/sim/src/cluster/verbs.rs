@@ -6,6 +6,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use serde_json::{json, Value};
 
 use super::admission;
+use super::graceful;
 use super::media;
 use super::meta;
 use super::nodelifecycle;
@@ -133,6 +134,7 @@ pub fn create(req: &Request<'_>) -> Answer {
         "resourceVersion",
         "creationTimestamp",
         "deletionTimestamp",
+        "deletionGracePeriodSeconds",
         "generation",
     ] {
         md.remove(server_owned);
@@ -464,6 +466,7 @@ pub fn delete(req: &Request<'_>) -> Answer {
         .cloned()
         .ok_or_else(|| ApiError::not_found(res, req.name()))?;
     check_preconditions(req, &current)?;
+    let grace = graceful::requested_grace(&req.query, &req.body)?;
     if dry_run(req)? || delete_options_dry_run(&req.body)? {
         return Ok((StatusCode::OK, current));
     }
@@ -474,7 +477,10 @@ pub fn delete(req: &Request<'_>) -> Answer {
             }
         }
     }
-    Ok((StatusCode::OK, txn.delete(res, req.ns(), req.name())?))
+    Ok((
+        StatusCode::OK,
+        graceful::delete(&mut txn, res, req.ns(), req.name(), grace)?,
+    ))
 }
 
 pub fn delete_collection(req: &Request<'_>) -> Answer {
@@ -483,6 +489,7 @@ pub fn delete_collection(req: &Request<'_>) -> Answer {
         return Err(ApiError::method_not_allowed("deletecollection"));
     }
     let dry = dry_run(req)? || delete_options_dry_run(&req.body)?;
+    let grace = graceful::requested_grace(&req.query, &req.body)?;
     let mut txn = req.state.store.lock();
     let opts = ListOptions::parse(&req.query, false)?;
     let doomed: Vec<(String, String)> = txn
@@ -497,7 +504,7 @@ pub fn delete_collection(req: &Request<'_>) -> Answer {
             if let Some(o) = txn.get(res, &ns, &name) {
                 items.push(strip_type(o));
             }
-        } else if let Ok(o) = txn.delete(res, &ns, &name) {
+        } else if let Ok(o) = graceful::delete(&mut txn, res, &ns, &name, grace) {
             items.push(strip_type(&o));
         }
     }

@@ -268,7 +268,8 @@ pub fn jobs(txn: &mut Txn<'_>, pods_by_owner: &ByOwner, dirty: &Dirty) {
             meta::path(&job, &["spec", "suspend"]).and_then(Value::as_bool) == Some(true);
         if done || suspended {
             for p in running.drain(..) {
-                let _ = txn.delete(&PODS, meta::namespace(p), meta::name(p));
+                let _ =
+                    super::graceful::delete(txn, &PODS, meta::namespace(p), meta::name(p), None);
             }
         }
         let want = if done || suspended {

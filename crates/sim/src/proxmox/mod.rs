@@ -30,7 +30,12 @@
 //!
 //!   A VM that joined once registers again at every later boot (its kubelet is installed).
 //! - Otherwise `Booted` fires when a script written with `agent/file-write` is run with
-//!   `agent/exec` and exits 0; its `user_data` is that script.
+//!   `agent/exec` and exits 0; its `user_data` is that script, whose kubelet then starts
+//!   at every later boot too.
+//!
+//! `VmEvent::Stopped` fires when a running VM is stopped (`status/stop`) or shut down
+//! (`status/shutdown`): its kubelet stops posting, and its node goes Unknown after the
+//! node lifecycle controller's grace period.
 //!
 //! Storages hold files per host (local) or once (shared): uploads (multipart, as the
 //! schema and the real server take them), the content listing and deletes (`storage`).
@@ -303,8 +308,8 @@ pub struct SimVm {
     pub joined: bool,
     /// Files written with `agent/file-write`.
     pub files: BTreeMap<String, String>,
-    /// The user data its cloud-init joined with: the kubelet it installed registers again
-    /// at every later boot, seed or not.
+    /// The user data (or agent join script) it joined with: the kubelet it installed
+    /// registers again at every later boot, seed or not.
     pub installed: Option<String>,
     /// Why its cloud-init found nothing to join with at the last boot, if so.
     pub cloud_init_note: Option<String>,

@@ -296,6 +296,12 @@ fn finish_task(
             }
             ("qmstop" | "qmshutdown", None) => {
                 if let Some(vm) = st.vms.get_mut(&vmid) {
+                    // The guest goes down, and its kubelet with it.
+                    if vm.status == "running" {
+                        events.push(VmEvent::Stopped {
+                            name: vm.name.clone(),
+                        });
+                    }
                     vm.status = "stopped".into();
                     vm.booted = false;
                     // Its kubelet registers again when it next boots.
@@ -359,7 +365,9 @@ fn finish_boot(shared: &Arc<Shared>, vmid: u32) {
             return;
         }
         vm.booted = true;
-        if !vm.cloud_init_join || vm.joined {
+        // A guest whose kubelet was installed (by cloud-init, or by a join script run
+        // through the agent) starts it at every boot; otherwise only cloud-init joins.
+        if vm.joined || (!vm.cloud_init_join && vm.installed.is_none()) {
             return;
         }
         let vm = vm.clone();
@@ -498,6 +506,7 @@ pub(super) fn agent_exec(shared: &Arc<Shared>, vmid: u32, command: Vec<String>) 
             match (st.vms.get_mut(&vmid), script) {
                 (Some(vm), Some(script)) if code == 0 && !vm.joined => {
                     vm.joined = true;
+                    vm.installed = Some(script.clone());
                     Some(VmEvent::Booted {
                         name: vm.name.clone(),
                         user_data: script,
