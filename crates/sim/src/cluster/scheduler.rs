@@ -2,8 +2,9 @@
 //! ([`crate::plan::sched`]), so the simulated cluster and nodewright apply the same
 //! rules: every resource (CPU, memory, pods, ephemeral storage, extended resources),
 //! nodeSelector and required node affinity, taints, cordons, host ports, pod
-//! (anti-)affinity and topology spread. Among the nodes that pass, the least allocated
-//! wins. Pods that fit nowhere get the `PodScheduled=False/Unschedulable` condition
+//! (anti-)affinity and topology spread. Among the nodes that pass, the one
+//! kube-scheduler's default scores put first wins (`crate::whatif::scoring`: least
+//! allocated, balanced, soft taints avoided). Pods that fit nowhere get the `PodScheduled=False/Unschedulable` condition
 //! with the real scheduler's message ("0/3 nodes are available: 1 Insufficient cpu,
 //! ...").
 
@@ -26,6 +27,7 @@ use super::Inner;
 use crate::model::{volumes::ATTACH_PREFIX, volumes::HOSTNAME_LABEL, NodeInfo, PodInfo, Taint};
 use crate::plan::sched::{Model, Slot, Unfit};
 use crate::plan::volumes;
+use crate::whatif::scoring::{self, Scoring};
 use nodewright_core::cluster::convert::{node_info, pod_info};
 
 /// The taint the node lifecycle controller puts on a node that is not Ready.
@@ -157,25 +159,6 @@ fn is_pending(pod: &Value) -> bool {
         && meta::path(pod, &["metadata", "deletionTimestamp"]).is_none()
 }
 
-/// The NodeResourcesFit "LeastAllocated" score: the free share of CPU and memory left
-/// after placing the pod.
-fn least_allocated(slot: &Slot<'_>, pod: &PodInfo) -> f64 {
-    let free = |alloc: u64, used: u64| {
-        if alloc > 0 {
-            alloc.saturating_sub(used) as f64 / alloc as f64
-        } else {
-            0.0
-        }
-    };
-    free(
-        slot.allocatable.memory,
-        slot.used.memory.saturating_add(pod.requests.memory),
-    ) + free(
-        slot.allocatable.cpu,
-        slot.used.cpu.saturating_add(pod.requests.cpu),
-    )
-}
-
 /// Volume objects: a claim, volume, class or attach limit changing can let a pod in.
 fn is_volume_kind(res: &str) -> bool {
     [
@@ -263,17 +246,12 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
     });
     let mut model = Model::of_cluster(&nodes, &bound);
     for pod in &pending {
-        let mut best: Option<(f64, usize)> = None;
+        let mut feasible = Vec::new();
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         let mut preemptable = 0;
         for i in 0..model.slots.len() {
             match model.check(pod, i) {
-                Ok(()) => {
-                    let score = least_allocated(&model.slots[i], pod);
-                    if best.is_none_or(|(s, _)| score > s) {
-                        best = Some((score, i));
-                    }
-                }
+                Ok(()) => feasible.push(i),
                 Err(unfit) => {
                     preemptable += usize::from(matches!(unfit, Unfit::Insufficient(_)));
                     for r in reasons(&unfit, pod, &model.slots[i]) {
@@ -283,8 +261,9 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
             }
         }
         let (ns, name) = (pod.namespace.as_str(), pod.name.as_str());
-        match best {
-            Some((_, i)) => {
+        // kube-scheduler's default scores, LeastAllocated.
+        match scoring::pick(&model, pod, &feasible, Scoring::LeastAllocated) {
+            Some(i) => {
                 let node = model.slots[i].name.to_string();
                 let hostname = model.slots[i]
                     .labels
