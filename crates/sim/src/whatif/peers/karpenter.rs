@@ -24,8 +24,9 @@
 //!   node) and deleted once it is Ready.
 //!
 //! A node with a bare pod (no controller) is not a candidate, nor one whose group is at
-//! its `minSize`. Consolidation waits while pods are not running yet or nodes boot (the
-//! provisioner's nodes are nominated for pods). Not modelled: drift, expiry, spot interruption, the
+//! its `minSize`. Consolidation waits while nodes boot (the provisioner's nodes are
+//! nominated for pods) and while pods wait that the scheduler has not tried yet. Not
+//! modelled: drift, expiry, spot interruption, the
 //! `do-not-disrupt` annotation, disruption cost weighting by pod priority and age,
 //! graceful termination.
 
@@ -245,9 +246,10 @@ impl KarpenterLike {
                 }
             }
         }
-        if !step.created.is_empty() {
-            step.actions.push("scale-up");
+        if step.created.is_empty() {
+            return false;
         }
+        step.actions.push("scale-up");
         true
     }
 
@@ -407,7 +409,9 @@ impl Peer for KarpenterLike {
         self.finish_replacements(world, &mut step);
         let view = View::of(&world.lock());
         let waiting = self.provision(&view, groups, world, &mut step);
-        let unsettled = view.unstarted > 0 || !view.booting.is_empty();
+        // Pods the scheduler has not looked at yet (just made or evicted): where they go
+        // is not known. Pods no group can host do not hold consolidation up.
+        let unsettled = view.unstarted > view.pending.len() || !view.booting.is_empty();
         if waiting || unsettled || !self.replacing.is_empty() {
             self.proposal = None;
             return step;
