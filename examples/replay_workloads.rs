@@ -17,7 +17,7 @@
 //!   minutes); three merge trains of 120 pods; a few nightly jobs. Arrivals to the
 //!   millisecond (fractional seconds).
 //! - `notebooks.csv`: interactive sessions as bare pods (`kind: Pod`, lost if evicted):
-//!   arrivals through the working day, 1 to 4 CPU and 4 to 16 GiB, for 20 minutes to 4
+//!   arrivals through the working day, 1 to 4 CPU and 4 to 12 GiB, for 20 minutes to 4
 //!   hours, and a hub Deployment.
 //! - `mixed.csv`: mixed shapes: tiny sidecars (100m, 128 MiB), medium services, memory
 //!   heavy caches (1 CPU, 12 GiB) and CPU heavy workers (6 CPU, 2 GiB), arriving and
@@ -200,7 +200,7 @@ fn notebooks() -> Vec<WorkloadRow> {
     let mut t = 8 * HOUR_MS;
     while t < 20 * HOUR_MS {
         let cpu = rng.range(1, 4) * 1000;
-        let mem = rng.range(1, 4) * 4096;
+        let mem = rng.range(1, 3) * 4096;
         let dur = rng.range(20, 240) * 60;
         rows.push(t, "notebook", cpu, mem, dur, PodKind::Pod, 0);
         t += rng.gap(6.0 * MIN_MS as f64);
@@ -276,8 +276,9 @@ fn table_row(workload: &str, policy: &str, config: &str, v: &serde_json::Value) 
         }
     };
     format!(
-        "| {workload} | {policy} | {config} | {nh:.1} | {:.2}× | {:.0} | {:.0} | {:.0} | {:.0} % | {:.0} % | {:.0} |",
+        "| {workload} | {policy} | {config} | {nh:.1} | {:.2}× | {:.2} | {:.0} | {:.0} | {:.0} | {:.0} % | {:.0} % | {:.0} |",
         nh / f("lower_bound_node_hours").max(f64::MIN_POSITIVE),
+        f("cost"),
         f("wait_p95_s"),
         f("evictions"),
         f("running_jobs_evicted"),
@@ -320,7 +321,9 @@ fn main() -> anyhow::Result<()> {
     if !table {
         return Ok(());
     }
-    let rt = tokio::runtime::Builder::new_current_thread().build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     for (name, _) in sets {
         let config = if name == "gpu" {
             "examples/bench/gpu.yaml"
