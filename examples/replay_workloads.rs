@@ -96,6 +96,12 @@ impl Rows {
     }
 }
 
+/// A pod shape of the mixed workload: name, CPU, memory (MiB), mean gap between arrivals
+/// (minutes), duration range (minutes).
+type Shape = (&'static str, u64, u64, u64, (u64, u64));
+/// What writes one workload.
+type Make = fn() -> Vec<WorkloadRow>;
+
 /// Replicas wanted at `t` (ms into the day): `low` at night, `high` at 14:00.
 fn diurnal(t: u64, low: f64, high: f64) -> u64 {
     let hour = t as f64 / HOUR_MS as f64;
@@ -212,7 +218,7 @@ fn mixed() -> Vec<WorkloadRow> {
     let mut rng = Rng(44);
     let mut rows = Rows(Vec::new());
     // (name, cpu, mem MiB, mean gap, duration range in minutes)
-    let shapes: [(&str, u64, u64, u64, (u64, u64)); 4] = [
+    let shapes: [Shape; 4] = [
         ("sidecar", 100, 128, 4, (30, 600)),
         ("service", 750, 1536, 8, (60, 720)),
         ("cache", 1000, 12_288, 40, (120, 900)),
@@ -297,7 +303,7 @@ fn main() -> anyhow::Result<()> {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from("examples/workloads"));
     std::fs::create_dir_all(&dir)?;
-    let sets: [(&str, fn() -> Vec<WorkloadRow>); 5] = [
+    let sets: [(&str, Make); 5] = [
         ("web", web),
         ("ci", ci),
         ("notebooks", notebooks),
