@@ -60,7 +60,7 @@ fn row(
 ) -> WorkloadRow {
     WorkloadRow {
         line: 0,
-        arrival_s,
+        arrival_ms: arrival_s * 1000,
         name: name.to_string(),
         cpu_m,
         mem_mib,
@@ -133,7 +133,7 @@ fn workload(pods: usize, days: u64, seed: u64) -> Vec<WorkloadRow> {
         let dur = (120.0 + rng.unit().powi(3) * 7080.0) as u64;
         rows.push(row(t, "batch", cpu, mem, dur, PodKind::Job));
     }
-    rows.sort_by_key(|r| r.arrival_s);
+    rows.sort_by_key(|r| r.arrival_ms);
     rows
 }
 

@@ -181,6 +181,14 @@ pub struct SimulateArgs {
     /// time within a day of joining.
     #[arg(long, value_name = "FRACTION")]
     pub node_failures: Option<f64>,
+    /// With --workload: who decides, `nodewright` (default) or a peer policy for
+    /// comparison, `ca-like` or `karpenter-like` (see docs/simulate.md).
+    #[arg(long, value_name = "POLICY")]
+    pub policy: Option<String>,
+    /// With --workload: the scheduler's NodeResourcesFit scoring, `least-allocated`
+    /// (default, kube-scheduler's) or `most-allocated`.
+    #[arg(long, value_name = "STRATEGY")]
+    pub scoring: Option<String>,
     /// With --workload: seed of the node failures.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
@@ -214,6 +222,12 @@ impl SimulateArgs {
         }
         if self.node_failures.is_some() {
             v.push("--node-failures");
+        }
+        if self.policy.is_some() {
+            v.push("--policy");
+        }
+        if self.scoring.is_some() {
+            v.push("--scoring");
         }
         v
     }
@@ -267,6 +281,8 @@ pub async fn simulate_workload(config: &Path, args: &SimulateArgs) -> Result<Str
         e => CliError::Other(e.into()),
     };
     command::boot_delays(&args.boot_delay, &mut world).map_err(convert)?;
+    command::scoring(args.scoring.as_deref(), &mut world).map_err(convert)?;
+    let policy = command::policy(args.policy.as_deref()).map_err(convert)?;
     let what = WhatIf {
         workload,
         config: config.to_path_buf(),
@@ -274,6 +290,7 @@ pub async fn simulate_workload(config: &Path, args: &SimulateArgs) -> Result<Str
         plot: args.plot.clone(),
         json: args.json,
         world,
+        policy,
     };
     command::run(&what).await.map_err(convert)
 }

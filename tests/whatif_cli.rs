@@ -144,3 +144,38 @@ async fn bad_inputs_get_clear_errors() {
     let m = usage(simulate_workload(&a, &with).await);
     assert!(m.contains("--boot-delay `soon`"), "{m}");
 }
+
+/// `--policy` replays with a peer policy instead of nodewright; `--scoring` changes the
+/// scheduler's scoring; a value neither knows is a usage error naming the option.
+#[tokio::test]
+async fn policy_and_scoring_options() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let a = write_config(dir.path(), "a.yaml", "");
+    let good = dir.path().join("w.csv");
+    std::fs::write(&good, CSV).expect("write");
+    let mut with = args(&good);
+    with.policy = Some("ca-like".into());
+    with.scoring = Some("most-allocated".into());
+    let text = simulate_workload(&a, &with).await.expect("runs");
+    assert!(text.contains("ca-like a.yaml"), "{text}");
+    assert!(text.contains("running Jobs evicted"), "{text}");
+
+    let usage = |r: Result<String, CliError>| match r {
+        Err(CliError::Usage(m)) => m,
+        other => panic!("expected a usage error, got {other:?}"),
+    };
+    let mut bad = args(&good);
+    bad.policy = Some("kproximate".into());
+    let m = usage(simulate_workload(&a, &bad).await);
+    assert!(
+        m.contains("--policy `kproximate`") && m.contains("ca-like"),
+        "{m}"
+    );
+    let mut bad = args(&good);
+    bad.scoring = Some("binpack".into());
+    let m = usage(simulate_workload(&a, &bad).await);
+    assert!(
+        m.contains("--scoring `binpack`") && m.contains("most-allocated"),
+        "{m}"
+    );
+}

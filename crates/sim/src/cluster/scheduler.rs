@@ -2,9 +2,9 @@
 //! ([`crate::plan::sched`]), so the simulated cluster and nodewright apply the same
 //! rules: every resource (CPU, memory, pods, ephemeral storage, extended resources),
 //! nodeSelector and required node affinity, taints, cordons, host ports, pod
-//! (anti-)affinity and topology spread. Among the nodes that pass, the one kube-scheduler's
-//! scores rank first wins: fewest untolerated `PreferNoSchedule` taints, then the least
-//! allocated ([`crate::plan::sched::score`]). Pods that fit nowhere get the `PodScheduled=False/Unschedulable` condition
+//! (anti-)affinity and topology spread. Among the nodes that pass, the one
+//! kube-scheduler's default scores put first wins (`crate::whatif::scoring`: least
+//! allocated, balanced, soft taints avoided). Pods that fit nowhere get the `PodScheduled=False/Unschedulable` condition
 //! with the real scheduler's message ("0/3 nodes are available: 1 Insufficient cpu,
 //! ...").
 
@@ -25,8 +25,9 @@ use super::store::{Change, ChangeKind};
 use super::sysevents;
 use super::Inner;
 use crate::model::{volumes::ATTACH_PREFIX, volumes::HOSTNAME_LABEL, NodeInfo, PodInfo, Taint};
-use crate::plan::sched::{score, Model, Slot, Unfit};
+use crate::plan::sched::{Model, Slot, Unfit};
 use crate::plan::volumes;
+use crate::whatif::scoring::{self, Scoring};
 use nodewright_core::cluster::convert::{node_info, pod_info};
 
 /// The taint the node lifecycle controller puts on a node that is not Ready.
@@ -158,25 +159,6 @@ fn is_pending(pod: &Value) -> bool {
         && meta::path(pod, &["metadata", "deletionTimestamp"]).is_none()
 }
 
-/// The NodeResourcesFit "LeastAllocated" score: the free share of CPU and memory left
-/// after placing the pod.
-fn least_allocated(slot: &Slot<'_>, pod: &PodInfo) -> f64 {
-    let free = |alloc: u64, used: u64| {
-        if alloc > 0 {
-            alloc.saturating_sub(used) as f64 / alloc as f64
-        } else {
-            0.0
-        }
-    };
-    free(
-        slot.allocatable.memory,
-        slot.used.memory.saturating_add(pod.requests.memory),
-    ) + free(
-        slot.allocatable.cpu,
-        slot.used.cpu.saturating_add(pod.requests.cpu),
-    )
-}
-
 /// Volume objects: a claim, volume, class or attach limit changing can let a pod in.
 fn is_volume_kind(res: &str) -> bool {
     [
@@ -265,19 +247,12 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
     let mut model = Model::of_cluster(&nodes, &bound);
     let mut feasible = Vec::new();
     for pod in &pending {
-        feasible.clear();
+        let mut feasible = Vec::new();
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         let mut preemptable = 0;
         for i in 0..model.slots.len() {
             match model.check(pod, i) {
-                Ok(()) => {
-                    let slot = &model.slots[i];
-                    feasible.push(score::Feasible {
-                        slot: i,
-                        free_share: least_allocated(slot, pod) / 2.0,
-                        intolerable: score::intolerable_preferences(pod, slot),
-                    });
-                }
+                Ok(()) => feasible.push(i),
                 Err(unfit) => {
                     preemptable += usize::from(matches!(unfit, Unfit::Insufficient(_)));
                     for r in reasons(&unfit, pod, &model.slots[i]) {
@@ -287,7 +262,8 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
             }
         }
         let (ns, name) = (pod.namespace.as_str(), pod.name.as_str());
-        match score::pick(&feasible) {
+        // kube-scheduler's default scores, LeastAllocated.
+        match scoring::pick(&model, pod, &feasible, Scoring::LeastAllocated) {
             Some(i) => {
                 let node = model.slots[i].name.to_string();
                 let hostname = model.slots[i]

@@ -6,9 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use super::peers::{replay_peer, Policy};
 use super::plot::{plot_svg, PlotError};
 use super::replay::{replay, Replay};
 use super::report::{duration_text, render_table};
+use super::scoring::Scoring;
 use super::workload::{parse_workload, WorkloadError, WorkloadRow};
 use super::world::{WorldError, WorldOptions};
 use crate::config::{Config, ConfigError};
@@ -22,6 +24,8 @@ pub struct WhatIf {
     pub plot: Option<PathBuf>,
     pub json: bool,
     pub world: WorldOptions,
+    /// Who decides: nodewright (the default) or a peer policy.
+    pub policy: Policy,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +56,10 @@ pub enum WhatIfError {
     Plot(#[from] PlotError),
     #[error("--boot-delay `{value}`: {message}; expected a duration (`90s`) or GROUP=DURATION (`gpu=5m`)")]
     BootDelay { value: String, message: String },
+    #[error("--policy `{0}`: expected `nodewright` (the default), `ca-like` or `karpenter-like`")]
+    Policy(String),
+    #[error("--scoring `{0}`: expected `least-allocated` (the default, kube-scheduler's) or `most-allocated`")]
+    Scoring(String),
 }
 
 impl WhatIfError {
@@ -80,6 +88,21 @@ pub fn boot_delays(values: &[String], options: &mut WorldOptions) -> Result<(), 
             }
             None => options.boot_delay = d,
         }
+    }
+    Ok(())
+}
+
+/// Reads `--policy` (None: nodewright).
+pub fn policy(value: Option<&str>) -> Result<Policy, WhatIfError> {
+    value.map_or(Ok(Policy::Nodewright), |v| {
+        Policy::parse(v).ok_or_else(|| WhatIfError::Policy(v.to_string()))
+    })
+}
+
+/// Reads `--scoring` (None: least-allocated) into `options`.
+pub fn scoring(value: Option<&str>, options: &mut WorldOptions) -> Result<(), WhatIfError> {
+    if let Some(v) = value {
+        options.scoring = Scoring::parse(v).ok_or_else(|| WhatIfError::Scoring(v.to_string()))?;
     }
     Ok(())
 }
@@ -113,14 +136,24 @@ async fn one(
     config: Config,
     rows: Vec<WorkloadRow>,
     options: &WorldOptions,
+    policy: Policy,
 ) -> Result<(Replay, Duration), WhatIfError> {
     let started = Instant::now();
-    let r = replay(Arc::new(config), &label(path), rows, options)
-        .await
-        .map_err(|source| WhatIfError::World {
-            path: path.display().to_string(),
-            source,
-        })?;
+    let config = Arc::new(config);
+    let r = match policy {
+        Policy::Nodewright => replay(config, &label(path), rows, options).await,
+        peer => replay_peer(
+            config,
+            &format!("{} {}", peer.as_str(), label(path)),
+            rows,
+            options,
+            peer,
+        ),
+    }
+    .map_err(|source| WhatIfError::World {
+        path: path.display().to_string(),
+        source,
+    })?;
     Ok((r, started.elapsed()))
 }
 
@@ -142,10 +175,13 @@ pub async fn run(args: &WhatIf) -> Result<String, WhatIfError> {
 
     let mut runs = vec![(
         args.config.clone(),
-        one(&args.config, config, rows.clone(), &args.world).await?,
+        one(&args.config, config, rows.clone(), &args.world, args.policy).await?,
     )];
     if let (Some(path), Some(c)) = (&args.compare, other) {
-        runs.push((path.clone(), one(path, c, rows, &args.world).await?));
+        runs.push((
+            path.clone(),
+            one(path, c, rows, &args.world, args.policy).await?,
+        ));
     }
     if let Some(plot) = &args.plot {
         for (i, (path, (r, _))) in runs.iter().enumerate() {

@@ -98,7 +98,7 @@ fn row(
 ) -> WorkloadRow {
     WorkloadRow {
         line: 0,
-        arrival_s,
+        arrival_ms: arrival_s * 1000,
         name: name.into(),
         cpu_m,
         mem_mib,
@@ -233,6 +233,7 @@ pub(super) fn seed_foreign(world: &World) -> Foreign {
         s.vm_stats.push(super::world::VmStat {
             group: "foreign".into(),
             created: 0,
+            ready: Some(0),
             deleted: None,
         });
         let stat = s.vm_stats.len() - 1;

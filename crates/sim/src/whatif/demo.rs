@@ -73,7 +73,7 @@ fn row(at: u64, name: &str, mem_mib: u64, until: u64, kind: PodKind) -> Workload
     };
     WorkloadRow {
         line: 0,
-        arrival_s: at,
+        arrival_ms: at * 1000,
         name: name.to_string(),
         cpu_m: 100,
         mem_mib,

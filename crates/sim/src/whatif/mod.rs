@@ -8,8 +8,12 @@
 //!   [`api`]: the world behind `ClusterApi` and `CloudProvider`.
 //! - [`replay`]: the loop on the virtual clock; [`command`]: `simulate --workload`;
 //!   [`demo`]: `simulate` with no workload, the scripted story in virtual time.
+//! - [`scoring`]: kube-scheduler's default scores, which node a pod goes to (shared
+//!   with the simulated API server's scheduler).
 //! - [`report`]: the figures (node-hours, lower bound, waits, evictions, actions) and
 //!   the timeline the plot is drawn from.
+//! - [`peers`]: other autoscalers' policies (Cluster-Autoscaler-like, Karpenter-like)
+//!   deciding over the same world, for comparison.
 //! - [`plot`]: the SVG.
 //! - [`crash`]: crash points and injected faults ([`faults`]) with the invariants
 //!   checked after every cycle ([`invariants`]).
@@ -21,9 +25,11 @@ pub mod demo;
 pub mod faults;
 pub mod figures;
 pub mod invariants;
+pub mod peers;
 pub mod plot;
 pub mod replay;
 pub mod report;
+pub mod scoring;
 pub mod spec;
 mod state;
 pub mod workload;

@@ -31,7 +31,7 @@ pub const TAIL: Duration = Duration::from_secs(24 * 3600);
 /// Cycles run back to back (after actions) before one waits `scanInterval` regardless.
 const MAX_BACK_TO_BACK: u32 = 100;
 /// At most one timeline sample per this much virtual time.
-const SAMPLE_EVERY: Ms = 60_000;
+pub(super) const SAMPLE_EVERY: Ms = 60_000;
 
 fn ms(d: Duration) -> Ms {
     u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
@@ -84,12 +84,7 @@ pub async fn replay_with(
         dry_run: false,
     };
     let rows = world.rows();
-    let instant_finish = rows
-        .iter()
-        .map(|r| (r.arrival_s.saturating_add(r.duration_s)).saturating_mul(1000))
-        .max()
-        .unwrap_or(0);
-    let horizon = instant_finish.saturating_add(ms(TAIL));
+    let horizon = horizon(&world);
     let scan = ms(config.scan_interval).max(1);
 
     let mut report = Report {
@@ -110,20 +105,8 @@ pub async fn replay_with(
             break u;
         }
         world.advance_to(t);
-        let p = world.progress();
-        if p.all_arrived && p.running == 0 && p.pending == 0 {
-            break world.lock().last_pod_change.min(t);
-        }
-        let quiet_since = last_action.max(world.lock().last_pod_change);
-        if p.all_arrived
-            && p.running == 0
-            && p.booting == 0
-            && t.saturating_sub(quiet_since) >= ms(IDLE_STOP)
-        {
-            break t;
-        }
-        if t > horizon {
-            break t;
+        if let Some(end) = stop(&world, t, last_action, horizon) {
+            break end;
         }
         let cycle = reconciler.cycle_detailed(at(t)).await;
         // What the action changed (a taint off, a node uncordoned) lets pods in now.
@@ -190,6 +173,52 @@ pub async fn replay_with(
             t += scan;
         }
     };
+    Ok(finish(&world, &config, report, timeline, peak, end))
+}
+
+/// The latest instant a replay of the world's workload runs to: [`TAIL`] after the last
+/// pod would have finished with instant capacity.
+pub(super) fn horizon(world: &World) -> Ms {
+    let instant_finish = world
+        .rows()
+        .iter()
+        .map(|r| {
+            r.arrival_ms
+                .saturating_add(r.duration_s.saturating_mul(1000))
+        })
+        .max()
+        .unwrap_or(0);
+    instant_finish.saturating_add(ms(TAIL))
+}
+
+/// Whether the replay ends at `t` (the world advanced to it; the last action was at
+/// `last_action`), and at which instant: when every pod has finished, when the pods left
+/// wait with nothing running, booting or happening for [`IDLE_STOP`], or past `horizon`.
+pub(super) fn stop(world: &World, t: Ms, last_action: Ms, horizon: Ms) -> Option<Ms> {
+    let p = world.progress();
+    if p.all_arrived && p.running == 0 && p.pending == 0 {
+        return Some(world.lock().last_pod_change.min(t));
+    }
+    let quiet_since = last_action.max(world.lock().last_pod_change);
+    if p.all_arrived
+        && p.running == 0
+        && p.booting == 0
+        && t.saturating_sub(quiet_since) >= ms(IDLE_STOP)
+    {
+        return Some(t);
+    }
+    (t > horizon).then_some(t)
+}
+
+/// The replay that ended at `end`: the last sample, and the figures.
+pub(super) fn finish(
+    world: &World,
+    config: &Config,
+    mut report: Report,
+    mut timeline: Timeline,
+    peak: u32,
+    end: Ms,
+) -> Replay {
     let mut last = world.sample();
     last.t_s = end / 1000;
     if timeline.samples.last().is_none_or(|s| s.t_s < last.t_s) {
@@ -197,12 +226,12 @@ pub async fn replay_with(
     }
     report.peak_nodes = peak;
     report.virtual_seconds = end / 1000;
-    fill_figures(&mut report, &world, &config, end);
-    Ok(Replay {
+    fill_figures(&mut report, world, config, end);
+    Replay {
         report,
         timeline,
         census: world.census(),
-    })
+    }
 }
 
 /// Node-hours, cost, the lower bound, waits and the world's counters, up to `end`.
@@ -214,11 +243,16 @@ fn fill_figures(report: &mut Report, world: &World, config: &Config, end: Ms) {
         .iter()
         .map(|g| (g.name.clone(), 0.0))
         .collect();
+    let mut booting_ms: u64 = 0;
     for vm in &vms {
         let gone = vm.deleted.unwrap_or(end).min(end);
         let h = gone.saturating_sub(vm.created) as f64 / 3_600_000.0;
         *by_group.entry(vm.group.clone()).or_default() += h;
+        let booted = vm.ready.unwrap_or(gone).min(gone);
+        booting_ms += booted.saturating_sub(vm.created);
     }
+    report.booting_node_hours = booting_ms as f64 / 3_600_000.0;
+    report.empty_node_hours = world.empty_node_hours(end);
     report.node_hours = by_group.values().sum();
     let prices: Option<Vec<(String, f64)>> = config
         .node_groups
@@ -273,11 +307,10 @@ fn fill_figures(report: &mut Report, world: &World, config: &Config, end: Ms) {
             })
         })
         .map(|r| Run {
-            start_ms: r.arrival_s.saturating_mul(1000).min(end),
+            start_ms: r.arrival_ms.min(end),
             end_ms: r
-                .arrival_s
-                .saturating_add(r.duration_s)
-                .saturating_mul(1000)
+                .arrival_ms
+                .saturating_add(r.duration_s.saturating_mul(1000))
                 .min(end),
             cpu_m: r.cpu_m,
             mem_bytes: r.mem_mib.saturating_mul(1 << 20),
@@ -291,7 +324,7 @@ fn fill_figures(report: &mut Report, world: &World, config: &Config, end: Ms) {
         .zip(&stats)
         .filter_map(|(r, s)| {
             let start = s.first_start?;
-            Some(start.saturating_sub(r.arrival_s.saturating_mul(1000)) as f64 / 1000.0)
+            Some(start.saturating_sub(r.arrival_ms) as f64 / 1000.0)
         })
         .collect();
     waits.sort_by(f64::total_cmp);
@@ -302,6 +335,7 @@ fn fill_figures(report: &mut Report, world: &World, config: &Config, end: Ms) {
 
     let c = world.counters();
     report.evictions = c.evictions;
+    report.running_jobs_evicted = c.running_jobs_evicted;
     report.evictions_refused = c.evictions_refused;
     report.pods_killed = c.pods_killed;
     report.job_restarts = c.job_restarts;

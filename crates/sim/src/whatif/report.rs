@@ -42,11 +42,18 @@ pub struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cost: Option<f64>,
     pub lower_bound_node_hours: f64,
+    /// Node-hours of Ready nodes that ran no workload pod (part of `node_hours`).
+    pub empty_node_hours: f64,
+    /// Node-hours of VMs from their creation until their node was Ready (part of
+    /// `node_hours`).
+    pub booting_node_hours: f64,
     pub wait_p50_s: f64,
     pub wait_p95_s: f64,
     pub wait_max_s: f64,
     pub never_started: u32,
     pub evictions: u32,
+    /// Job pods evicted while running (their run starts again).
+    pub running_jobs_evicted: u32,
     /// Action kind (as in metrics) → count.
     pub actions: BTreeMap<String, u32>,
     pub pods: u32,
@@ -198,6 +205,8 @@ pub fn render_table(reports: &[&Report]) -> String {
             });
         }
     }
+    row("  on empty Ready nodes", &|r| hours(r.empty_node_hours));
+    row("  booting", &|r| hours(r.booting_node_hours));
     row("lower bound node-hours", &|r| {
         hours(r.lower_bound_node_hours)
     });
@@ -219,6 +228,9 @@ pub fn render_table(reports: &[&Report]) -> String {
     row("pod wait max (s)", &|r| secs(r.wait_max_s));
     row("never started", &|r| r.never_started.to_string());
     row("evictions", &|r| r.evictions.to_string());
+    row("running Jobs evicted", &|r| {
+        r.running_jobs_evicted.to_string()
+    });
     type Count = fn(&Report) -> u32;
     let optional: [(&str, Count); 6] = [
         ("evictions refused (PDB)", |r| r.evictions_refused),

@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use super::scoring::Scoring;
 use super::workload::{PodKind, WorkloadRow};
 use crate::config::ProviderKind;
 use crate::model::{GroupShape, PodInfo, Resources, Taint, Toleration};
@@ -45,6 +46,8 @@ pub struct WorldOptions {
     /// A NotReady node's pods are taken off it this long after it went NotReady (the
     /// default `tolerationSeconds` of the `not-ready` NoExecute taint).
     pub not_ready_eviction: Duration,
+    /// How the cluster's scheduler scores nodes (NodeResourcesFit's strategy).
+    pub scoring: Scoring,
 }
 
 impl Default for WorldOptions {
@@ -56,6 +59,7 @@ impl Default for WorldOptions {
             failure_window: Duration::from_secs(24 * 3600),
             seed: 1,
             not_ready_eviction: Duration::from_secs(300),
+            scoring: Scoring::default(),
         }
     }
 }
@@ -139,6 +143,8 @@ pub struct RowStat {
 pub struct VmStat {
     pub group: String,
     pub created: Ms,
+    /// When its node registered Ready (the end of its boot); None while booting.
+    pub ready: Option<Ms>,
     pub deleted: Option<Ms>,
 }
 
@@ -164,4 +170,6 @@ pub struct Counters {
     /// Local volumes whose node's VM was deleted while their pod still had work to do:
     /// the data is gone and the pod can never run again.
     pub volumes_lost: u32,
+    /// Job pods evicted (Eviction API) while running: their run starts again.
+    pub running_jobs_evicted: u32,
 }

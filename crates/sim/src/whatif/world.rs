@@ -156,7 +156,7 @@ impl World {
         mut rows: Vec<WorkloadRow>,
         options: WorldOptions,
     ) -> Result<World, WorldError> {
-        rows.sort_by_key(|r| r.arrival_s);
+        rows.sort_by_key(|r| r.arrival_ms);
         let rows: Arc<[WorkloadRow]> = rows.into();
         if !(0.0..=1.0).contains(&options.node_failures) {
             return Err(WorldError::BadFailureFraction(options.node_failures));
@@ -201,6 +201,7 @@ impl World {
             options,
             stuck: BTreeSet::new(),
             local_volumes: BTreeMap::new(),
+            empty_log: Vec::new(),
         };
         Ok(World {
             state: Arc::new(Mutex::new(state)),
@@ -324,6 +325,18 @@ impl World {
 
     pub fn vm_stats(&self) -> Vec<VmStat> {
         self.lock().vm_stats.clone()
+    }
+
+    /// Node-hours of Ready nodes running no workload pod, from the start to `end`.
+    pub fn empty_node_hours(&self, end: Ms) -> f64 {
+        let s = self.lock();
+        let log = &s.empty_log;
+        let mut node_ms: u128 = 0;
+        for (i, (since, count)) in log.iter().enumerate() {
+            let until = log.get(i + 1).map_or(end, |(next, _)| *next).min(end);
+            node_ms += u128::from(*count) * u128::from(until.saturating_sub((*since).min(end)));
+        }
+        node_ms as f64 / 3_600_000.0
     }
 
     pub fn counters(&self) -> Counters {

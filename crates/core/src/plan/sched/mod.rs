@@ -19,7 +19,6 @@
 mod affinity;
 pub(crate) mod index;
 mod pack;
-pub mod score;
 pub mod template;
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, BinaryHeap};
 use std::sync::Arc;
 
+use super::scoring;
 use super::spec::{
     at, ms, pod_info, Counters, GroupSpec, Ms, RowStat, VmStat, WorldOptions, NAMESPACE,
 };
@@ -18,7 +19,7 @@ use crate::model::{
     Volumes,
 };
 use crate::plan::sched::template::LABEL_HOSTNAME;
-use crate::plan::sched::{score, Model, Slot};
+use crate::plan::sched::{Model, Slot};
 
 pub(super) struct LivePod {
     pub(super) info: PodInfo,
@@ -88,6 +89,9 @@ pub(super) struct State {
     /// Where each `local_volume` row's data lives (row index to node), from its first
     /// start on.
     pub(super) local_volumes: BTreeMap<usize, String>,
+    /// How many Ready nodes run no workload pod, from each instant that number changed
+    /// on: (since, count), in time order.
+    pub(super) empty_log: Vec<(Ms, u32)>,
 }
 
 /// The claim of row `row`'s local volume.
@@ -123,25 +127,6 @@ fn unit(x: u64) -> f64 {
     (mix(x) >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// The NodeResourcesFit "LeastAllocated" score: the free share of CPU and memory left
-/// after placing the pod.
-fn least_allocated(slot: &Slot<'_>, pod: &PodInfo) -> f64 {
-    let free = |alloc: u64, used: u64| {
-        if alloc > 0 {
-            alloc.saturating_sub(used) as f64 / alloc as f64
-        } else {
-            0.0
-        }
-    };
-    free(
-        slot.allocatable.memory,
-        slot.used.memory.saturating_add(pod.requests.memory),
-    ) + free(
-        slot.allocatable.cpu,
-        slot.used.cpu.saturating_add(pod.requests.cpu),
-    )
-}
-
 impl State {
     fn push(&mut self, t: Ms, e: Event) {
         self.seq += 1;
@@ -149,9 +134,7 @@ impl State {
     }
 
     fn next_arrival(&self) -> Option<Ms> {
-        self.rows
-            .get(self.next_row)
-            .map(|r| r.arrival_s.saturating_mul(1000))
+        self.rows.get(self.next_row).map(|r| r.arrival_ms)
     }
 
     pub fn next_due(&self) -> Option<Ms> {
@@ -165,6 +148,7 @@ impl State {
     pub fn advance_to(&mut self, t: Ms) {
         // What changed at the current instant (an eviction, a taint off) comes first.
         self.schedule();
+        self.note_empty();
         while let Some(next) = self.next_due().filter(|n| *n <= t) {
             self.now = self.now.max(next);
             while self.next_arrival() == Some(next) {
@@ -180,9 +164,32 @@ impl State {
                 }
             }
             self.schedule();
+            self.note_empty();
         }
         self.now = self.now.max(t);
         self.schedule();
+        self.note_empty();
+    }
+
+    /// Notes, at `now`, how many Ready nodes run no workload pod, if that changed.
+    /// Every write happens at `now` and time moves only here, so the log is exact.
+    fn note_empty(&mut self) {
+        let busy: BTreeSet<&str> = self
+            .pods
+            .values()
+            .filter(|p| p.started.is_some())
+            .filter_map(|p| p.info.node_name.as_deref())
+            .collect();
+        let empty = self
+            .nodes
+            .values()
+            .filter(|n| n.info.ready && !busy.contains(n.info.name.as_str()))
+            .count() as u32;
+        match self.empty_log.last_mut() {
+            Some((since, count)) if *since == self.now => *count = empty,
+            Some((_, count)) if *count == empty => {}
+            _ => self.empty_log.push((self.now, empty)),
+        }
     }
 
     fn arrive(&mut self, t: Ms) {
@@ -255,6 +262,9 @@ impl State {
         vm.server.status = ServerStatus::Active;
         let name = vm.server.name.clone();
         let ordinal = vm.stat as u64;
+        if let Some(s) = self.vm_stats.get_mut(vm.stat) {
+            s.ready.get_or_insert(t);
+        }
         let Some(spec) = vm.server.group.as_ref().and_then(|g| self.groups.get(g)) else {
             return;
         };
@@ -364,8 +374,8 @@ impl State {
     }
 
     /// One scheduling round over every pending pod, as the default scheduler would:
-    /// priority first, then age; among the nodes that pass every check, the fewest
-    /// untolerated `PreferNoSchedule` taints, then the least allocated, wins;
+    /// priority first, then age; of the nodes that pass every check, the one
+    /// kube-scheduler's default scores put first ([`scoring`]) wins;
     /// a pod that fits nowhere is marked `PodScheduled=False/Unschedulable`.
     fn schedule(&mut self) {
         if !self.dirty {
@@ -427,6 +437,7 @@ impl State {
                 model.place(&p.info, i);
             }
         }
+        let scoring = self.options.scoring;
         let mut feasible = Vec::new();
         for pod in pending {
             feasible.clear();
@@ -434,15 +445,10 @@ impl State {
                 let slot = &model.slots[i];
                 // Resources first: cheap, and what most refusals are.
                 if slot.allocatable.fits(&slot.used, &pod.requests) && model.check(pod, i).is_ok() {
-                    let slot = &model.slots[i];
-                    feasible.push(score::Feasible {
-                        slot: i,
-                        free_share: least_allocated(slot, pod) / 2.0,
-                        intolerable: score::intolerable_preferences(pod, slot),
-                    });
+                    feasible.push(i);
                 }
             }
-            match score::pick(&feasible) {
+            match scoring::pick(&model, pod, &feasible, scoring) {
                 Some(i) => {
                     placed.push((pod.name.clone(), model.slots[i].name.to_string()));
                     model.place(pod, i);
@@ -618,6 +624,9 @@ impl State {
                     b.info.disruptions_allowed -= 1;
                 }
                 self.counters.evictions += 1;
+                let running_job = p.started.is_some()
+                    && self.rows.get(p.row).is_some_and(|r| r.kind == PodKind::Job);
+                self.counters.running_jobs_evicted += u32::from(running_job);
                 let t = self.now;
                 self.displace(name, t);
                 return Eviction::Evicted;
@@ -690,6 +699,7 @@ impl State {
         self.vm_stats.push(VmStat {
             group: group.to_string(),
             created: self.now,
+            ready: None,
             deleted: None,
         });
         let stat = self.vm_stats.len() - 1;

@@ -42,6 +42,7 @@ impl State {
         self.vm_stats.push(VmStat {
             group,
             created: now,
+            ready: None,
             deleted: None,
         });
         let stat = self.vm_stats.len() - 1;

@@ -45,7 +45,7 @@ fn load(path: &Path) -> Arc<Config> {
 fn row(arrival_s: u64, name: &str, cpu_m: u64, duration_s: u64, kind: PodKind) -> WorkloadRow {
     WorkloadRow {
         line: 0,
-        arrival_s,
+        arrival_ms: arrival_s * 1000,
         name: name.into(),
         cpu_m,
         mem_mib: 1024,
@@ -89,6 +89,14 @@ async fn hand_computed_workload_gives_exact_figures() {
         "{rep:#?}"
     );
     assert_eq!(rep.lower_bound_node_hours, 1.5, "{rep:#?}");
+    // Booting: two VMs from 0 to 60 s. Empty while Ready: the pods start the instant
+    // the nodes are Ready (60 s); `c` (600..1200 s) goes to `b`'s node, the emptier;
+    // `b`'s node runs nothing from 1860 s to the end at 3660 s: 1800 s.
+    assert!(
+        (rep.booting_node_hours - 120.0 / 3600.0).abs() < 1e-9,
+        "{rep:#?}"
+    );
+    assert!((rep.empty_node_hours - 0.5).abs() < 1e-9, "{rep:#?}");
     assert_eq!(
         (rep.wait_p50_s, rep.wait_p95_s, rep.wait_max_s),
         (60.0, 60.0, 60.0),
@@ -238,6 +246,13 @@ async fn an_evicted_job_starts_its_run_again_a_deployment_keeps_its_progress() {
     );
     let c = world.counters();
     assert_eq!((c.evictions, c.job_restarts, c.pods_lost), (3, 1, 1));
+    // Of the three evicted, one was a running Job.
+    assert_eq!(c.running_jobs_evicted, 1);
+    // The node ran nothing from 60 s (Ready, startup-tainted) until the taint came off
+    // at 60 s, and nothing once the Job finished at 900 s: to 2000 s, 1100 s empty.
+    assert!((world.empty_node_hours(2_000_000) - 1100.0 / 3600.0).abs() < 1e-9);
+    // Cut at an earlier end: empty only from 900 s to 1000 s.
+    assert!((world.empty_node_hours(1_000_000) - 100.0 / 3600.0).abs() < 1e-9);
 }
 
 /// Through the loop: an old node is replaced; its Job pod is waited for up to

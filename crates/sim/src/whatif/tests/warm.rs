@@ -32,7 +32,7 @@ fn rows() -> Vec<WorkloadRow> {
         .into_iter()
         .map(|name| WorkloadRow {
             line: 0,
-            arrival_s: 600,
+            arrival_ms: 600_000,
             name: name.into(),
             cpu_m: 3000,
             mem_mib: 1024,

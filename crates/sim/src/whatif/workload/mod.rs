@@ -28,7 +28,9 @@ pub enum PodKind {
 pub struct WorkloadRow {
     /// 1-based line in the file, for errors and reports.
     pub line: usize,
-    pub arrival_s: u64,
+    /// When the pod is created, in milliseconds from the start of the replay (the file
+    /// gives seconds, fractions to the millisecond allowed: `12.5`).
+    pub arrival_ms: u64,
     pub name: String,
     pub cpu_m: u64,
     pub mem_mib: u64,
@@ -146,7 +148,7 @@ pub fn parse_workload(text: &str) -> Result<Vec<WorkloadRow>, WorkloadError> {
             REQUIRED_COLUMNS.join(",")
         )));
     }
-    rows.sort_by_key(|r| r.arrival_s);
+    rows.sort_by_key(|r| r.arrival_ms);
     Ok(rows)
 }
 
@@ -375,7 +377,7 @@ impl Header {
         }
         let mut row = WorkloadRow {
             line,
-            arrival_s: 0,
+            arrival_ms: 0,
             name: String::new(),
             cpu_m: 0,
             mem_mib: 0,
@@ -398,8 +400,8 @@ impl Header {
             };
             match column {
                 Column::ArrivalS => {
-                    row.arrival_s = bounded(value, MAX_SECONDS).ok_or_else(|| {
-                        bad("whole seconds since the start of the replay, 0 to 315360000 (ten years)")
+                    row.arrival_ms = seconds_to_ms(value, MAX_SECONDS).ok_or_else(|| {
+                        bad("seconds since the start, to the millisecond (`12.5`), 0 to 315360000 (ten years)")
                     })?
                 }
                 Column::Name => {
@@ -514,6 +516,22 @@ fn column_name(c: Column) -> &'static str {
 }
 
 /// A plain non-negative integer (digits only) no larger than `max`.
+/// Seconds, whole (`12`) or with up to three decimals (`12.5`, `0.125`), as
+/// milliseconds; at most `max_s` seconds.
+fn seconds_to_ms(value: &str, max_s: u64) -> Option<u64> {
+    let (whole, fraction) = value.split_once('.').unwrap_or((value, ""));
+    if value.contains('.') && (fraction.is_empty() || fraction.len() > 3) {
+        return None;
+    }
+    if !fraction.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let s = bounded(whole, max_s)?;
+    let ms: u64 = format!("{fraction:0<3}").parse().ok()?;
+    let total = s.checked_mul(1000)?.checked_add(ms)?;
+    (total <= max_s.saturating_mul(1000)).then_some(total)
+}
+
 fn bounded(value: &str, max: u64) -> Option<u64> {
     if value.is_empty() || !value.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -621,9 +639,13 @@ pub fn to_csv(rows: &[WorkloadRow]) -> String {
             PodKind::Job => "Job",
             PodKind::Pod => "Pod",
         };
+        let arrival = match r.arrival_ms % 1000 {
+            0 => format!("{}", r.arrival_ms / 1000),
+            ms => format!("{}.{ms:03}", r.arrival_ms / 1000),
+        };
         out.push_str(&format!(
             "{},{},{},{},{},{},{},{},{},{},{}\n",
-            r.arrival_s,
+            arrival,
             r.name,
             r.cpu_m,
             r.mem_mib,

@@ -25,7 +25,7 @@ fn minimal_file_with_defaults() {
         rows,
         vec![WorkloadRow {
             line: 2,
-            arrival_s: 0,
+            arrival_ms: 0,
             name: "web-1".into(),
             cpu_m: 250,
             mem_mib: 512,
@@ -55,12 +55,16 @@ fn every_column_any_order_quotes_comments_blanks() {
     let rows = parse_workload(text).unwrap();
     let got: Vec<(&str, usize, u64)> = rows
         .iter()
-        .map(|r| (r.name.as_str(), r.line, r.arrival_s))
+        .map(|r| (r.name.as_str(), r.line, r.arrival_ms))
         .collect();
     // Sorted by arrival, ties keep file order.
     assert_eq!(
         got,
-        vec![("web-a", 9, 60), ("solo", 10, 60), ("train-1", 7, 120)]
+        vec![
+            ("web-a", 9, 60_000),
+            ("solo", 10, 60_000),
+            ("train-1", 7, 120_000)
+        ]
     );
     let train = &rows[2];
     assert_eq!(train.kind, PodKind::Job);
@@ -139,10 +143,22 @@ fn row_errors() {
     let cases: &[(&str, &[&str])] = &[
         (
             "x,a,1,1,1,,,,",
-            &["column arrival_s", "whole seconds", "got `x`"],
+            &["column arrival_s", "seconds since the start", "got `x`"],
         ),
         ("-1,a,1,1,1,,,,", &["column arrival_s", "got `-1`"]),
-        ("1.5,a,1,1,1,,,,", &["column arrival_s", "got `1.5`"]),
+        // Fractions to the millisecond, no further; digits on both sides of the point.
+        (
+            "1.2345,a,1,1,1,,,,",
+            &["column arrival_s", "to the millisecond", "got `1.2345`"],
+        ),
+        ("1.,a,1,1,1,,,,", &["column arrival_s", "got `1.`"]),
+        (".5,a,1,1,1,,,,", &["column arrival_s", "got `.5`"]),
+        ("1.5e3,a,1,1,1,,,,", &["column arrival_s", "got `1.5e3`"]),
+        ("1.-5,a,1,1,1,,,,", &["column arrival_s", "got `1.-5`"]),
+        (
+            "315360000.001,a,1,1,1,,,,",
+            &["column arrival_s", "ten years"],
+        ),
         ("315360001,a,1,1,1,,,,", &["column arrival_s", "ten years"]),
         (",a,1,1,1,,,,", &["column arrival_s", "got ``"]),
         ("0,,1,1,1,,,,", &["column name", "a pod name"]),
@@ -268,7 +284,7 @@ fn round_trip_of_a_good_file() {
     assert!(rows.len() > 50, "{}", rows.len());
     assert!(rows.iter().any(|r| r.kind == PodKind::Job));
     assert!(rows.iter().any(|r| !r.node_selector.is_empty()));
-    assert!(rows.windows(2).all(|w| w[0].arrival_s <= w[1].arrival_s));
+    assert!(rows.windows(2).all(|w| w[0].arrival_ms <= w[1].arrival_ms));
     let again = parse_workload(&to_csv(&rows)).unwrap();
     let strip = |rs: &[WorkloadRow]| -> Vec<WorkloadRow> {
         rs.iter()
@@ -359,4 +375,41 @@ fn local_volume_column_is_read_and_checked() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("line 2") && e.contains("local_volume"), "{e}");
+}
+
+#[test]
+fn fractional_arrival_seconds_are_milliseconds() {
+    let text = format!(
+        "{HEADER}\n12.5,a,1,1,1\n0.125,b,1,1,1\n3,c,1,1,1\n315360000.000,d,1,1,1\n7.05,e,1,1,1\n"
+    );
+    let rows = parse_workload(&text).unwrap();
+    let got: Vec<(&str, u64)> = rows
+        .iter()
+        .map(|r| (r.name.as_str(), r.arrival_ms))
+        .collect();
+    // 0.125 s = 125 ms; 3 s = 3000 ms; 7.05 s = 7050 ms (not 7005); 12.5 s = 12500 ms;
+    // ten years exactly = 315360000000 ms. Sorted by arrival.
+    assert_eq!(
+        got,
+        vec![
+            ("b", 125),
+            ("c", 3_000),
+            ("e", 7_050),
+            ("a", 12_500),
+            ("d", 315_360_000_000)
+        ]
+    );
+    // Written back: whole seconds stay whole, fractions keep their milliseconds.
+    let csv = to_csv(&rows);
+    assert!(csv.contains("\n0.125,b,"), "{csv}");
+    assert!(csv.contains("\n3,c,"), "{csv}");
+    assert!(csv.contains("\n7.050,e,"), "{csv}");
+    assert_eq!(
+        parse_workload(&csv)
+            .unwrap()
+            .iter()
+            .map(|r| r.arrival_ms)
+            .collect::<Vec<_>>(),
+        vec![125, 3_000, 7_050, 12_500, 315_360_000_000]
+    );
 }
