@@ -209,20 +209,41 @@ impl Reconciler {
             taken_names,
             group_shapes: &snapshot.group_shapes,
             dry_run: self.dry_run,
+            failed: Vec::new(),
         };
         if !self.dry_run {
             self.count_creates(&decision.action);
         }
         let result = actuator.execute(&decision.action).await;
-        let let_in = decision.action.lets_in();
-        if !let_in.is_empty() && result.is_ok() && !self.dry_run {
-            self.mark_joined(snapshot, let_in, now).await;
+        // The objects the action failed on, when it names them: the others were done.
+        let failed = actuator.failed;
+        let let_in: Vec<String> = if result.is_ok() || !failed.is_empty() {
+            let kind = decision.action.kind();
+            decision
+                .action
+                .lets_in()
+                .iter()
+                .filter(|n| {
+                    !failed.contains(&plan::backoff::key(kind, plan::Target::Node(n.as_str())))
+                })
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if !let_in.is_empty() && !self.dry_run {
+            self.mark_joined(snapshot, &let_in, now).await;
         }
-        self.record_outcome(snapshot, decision, &result, now);
+        self.record_outcome(snapshot, decision, &result, &let_in, now);
         if !self.dry_run {
             match &result {
                 Ok(_) => self.memory.record_action_success(&decision.action),
-                Err(_) => self.memory.record_action_failure(&decision.action, now),
+                Err(_) if failed.is_empty() => {
+                    self.memory.record_action_failure(&decision.action, now)
+                }
+                Err(_) => self
+                    .memory
+                    .record_action_failed_on(&decision.action, &failed, now),
             }
         }
         if !self.dry_run {
@@ -300,6 +321,7 @@ impl Reconciler {
         snapshot: &Snapshot,
         decision: &Decision,
         result: &Result<Outcome, ActError>,
+        let_in: &[String],
         now: SystemTime,
     ) {
         let backoff = &self.config.scale_up_backoff;
@@ -309,11 +331,12 @@ impl Reconciler {
             return;
         }
         match (&decision.action, result) {
-            (plan::Action::RemoveStartupTaint { nodes }, Ok(_)) => {
+            // The nodes let in, all of them or those the action did not fail on.
+            (plan::Action::RemoveStartupTaint { .. }, _) => {
                 let groups: BTreeSet<&str> = snapshot
                     .servers
                     .iter()
-                    .filter(|s| nodes.contains(&s.name))
+                    .filter(|s| let_in.contains(&s.name))
                     .filter_map(|s| s.group.as_deref())
                     .collect();
                 for g in groups {
