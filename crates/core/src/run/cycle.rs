@@ -8,6 +8,7 @@ use std::time::SystemTime;
 
 use super::LoopMemory;
 use crate::act::{ActError, Actuator, Clouds, Outcome};
+use crate::cloud::in_use::Listing;
 use crate::cloud::CloudError;
 use crate::cluster::{ClusterApi, ClusterError, DisruptionRecords, RecordKind};
 use crate::config::Config;
@@ -48,11 +49,17 @@ pub struct Reconciler {
 }
 
 impl Reconciler {
-    /// Reads nodes, pods and our servers from every provider, concurrently. Providers
-    /// fail alone: one that cannot be listed is named in the snapshot and its groups
-    /// are frozen for the cycle, while the others carry on.
+    /// Reads our servers from every provider, concurrently, then nodes and pods. Providers
+    /// fail alone: one that cannot be listed, or whose listing is still running (see
+    /// [`crate::act::Clouds::observe_all`]), is named in the snapshot and its groups are
+    /// frozen on its last answer, while the others carry on. The cluster is read after
+    /// the providers answered, so what the cycle acts on is never older than its start by
+    /// the wait for a slow cloud.
     pub async fn observe(&self) -> Result<Snapshot, CycleError> {
         let cluster_name = &self.config.cluster_name;
+        // One call per provider (servers and group shapes together), all providers at once,
+        // each within its deadline: a hung or rate-limited cloud freezes its own groups.
+        let observed = self.clouds.observe_all(cluster_name).await;
         let (nodes, pods, pdbs, volume_attachments, volumes) = tokio::try_join!(
             self.cluster.nodes(),
             self.cluster.pods(),
@@ -66,19 +73,6 @@ impl Reconciler {
             tracing::warn!(error = %e, "reading the disruption records failed; the scale-down delays count from what this process remembers");
             DisruptionRecords::default()
         });
-        // One call per provider (servers and group shapes together), all providers at once,
-        // each within its deadline: a hung or rate-limited cloud freezes its own groups.
-        let providers = self.clouds.by_provider();
-        let deadline = self.clouds.observe_deadline();
-        let observed = futures::future::join_all(providers.iter().map(|(p, groups)| async move {
-            match tokio::time::timeout(deadline, p.observe(cluster_name, groups)).await {
-                Ok(r) => r.map_err(|e| e.to_string()),
-                Err(_) => Err(format!(
-                    "no answer within {deadline:?} (the cloud API is hung, slow, or asked to retry later)"
-                )),
-            }
-        }))
-        .await;
         let mut servers = Vec::new();
         let mut group_shapes = BTreeMap::new();
         let mut seen = BTreeSet::new();
@@ -86,9 +80,9 @@ impl Reconciler {
         let mut cloud_failures = Vec::new();
         let mut strays = Vec::new();
         let mut frozen_sizes = BTreeMap::new();
-        for ((provider, _), result) in providers.iter().zip(observed) {
-            match result {
-                Ok(o) => {
+        for (provider, _, listing) in observed {
+            match listing {
+                Listing::Answered(o) => {
                     self.memory.remember_observed(provider.name(), &o);
                     // One VM may be listed once per group it counts for (a Proxmox clone
                     // still copying, of a template several groups use): each group keeps
@@ -103,9 +97,9 @@ impl Reconciler {
                     let name = provider.name();
                     cloud_failures.extend(o.failures.into_iter().map(|f| (name.to_string(), f)));
                 }
-                Err(e) => {
+                Listing::Unavailable(e) => {
                     tracing::warn!(provider = provider.name(), error = %e, "reading the provider's VMs or group shapes failed; freezing this provider's groups for the cycle");
-                    unavailable.insert(provider.name().to_string(), e.to_string());
+                    unavailable.insert(provider.name().to_string(), e);
                     // Its last good figures keep counting in the limits.
                     if let Some(known) = self.memory.last_known(provider.name()) {
                         frozen_sizes.extend(known.sizes);
