@@ -35,7 +35,11 @@ pub fn give_back_needed(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
             continue;
         }
         let why = if disruption == DisruptionReason::Empty {
-            let left = remaining(v, n);
+            // A pod on its way out does not need it.
+            let left: Vec<&PodInfo> = remaining(v, n)
+                .into_iter()
+                .filter(|p| !p.deleting)
+                .collect();
             (!left.is_empty()).then(|| {
                 format!(
                     "{} was cordoned as empty but runs {} pod(s) that need it: {}",
