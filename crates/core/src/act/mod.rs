@@ -207,8 +207,13 @@ pub struct Actuator<'a> {
 struct FirstFailure(Option<ActError>);
 
 impl FirstFailure {
-    fn keep(&mut self, e: impl Into<ActError>) {
-        self.0.get_or_insert(e.into());
+    /// Keeps `e` if it is the first; whether the action goes on with its other objects:
+    /// not when the API did not answer at all (see [`unanswered`]).
+    fn keep(&mut self, e: impl Into<ActError>) -> bool {
+        let e = e.into();
+        let go_on = !unanswered(&e);
+        self.0.get_or_insert(e);
+        go_on
     }
 
     fn result(self) -> Result<(), ActError> {
@@ -241,7 +246,11 @@ impl Actuator<'_> {
                 for node in nodes {
                     match self.cluster.remove_taint(node, STARTUP_TAINT_KEY).await {
                         Ok(()) => out.done.push(format!("removed startup taint from {node}")),
-                        Err(e) => self.failed_on(action, Target::Node(node), e, &mut first),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Node(node), e, &mut first) {
+                                break;
+                            }
+                        }
                     }
                 }
                 first.result()?;
@@ -253,7 +262,9 @@ impl Actuator<'_> {
                     let r = self
                         .remove_checked(std::slice::from_ref(t), Vec::new(), None, &[], &mut out)
                         .await;
-                    self.each_result(action, Target::Server(t.0), r, &mut each, &mut out);
+                    if !self.each_result(action, Target::Server(t.0), r, &mut each, &mut out) {
+                        break;
+                    }
                 }
                 each.result(&mut out)?;
             }
@@ -267,7 +278,9 @@ impl Actuator<'_> {
                 let mut each = Refusals::new(Vec::new());
                 for s in servers {
                     let r = self.park_warm(std::slice::from_ref(s), &mut out).await;
-                    self.each_result(action, Target::Server(s), r, &mut each, &mut out);
+                    if !self.each_result(action, Target::Server(s), r, &mut each, &mut out) {
+                        break;
+                    }
                 }
                 each.result(&mut out)?;
             }
@@ -291,7 +304,11 @@ impl Actuator<'_> {
                             "started warm VM {} ({}) in group {group}",
                             s.name, s.id
                         )),
-                        Err(e) => first.keep(e),
+                        Err(e) => {
+                            if !first.keep(e) {
+                                break;
+                            }
+                        }
                     }
                 }
                 first.result()?;
@@ -315,7 +332,11 @@ impl Actuator<'_> {
                 for node in nodes {
                     match self.cluster.cordon(node, &annotations).await {
                         Ok(()) => out.done.push(format!("cordoned {node}")),
-                        Err(e) => self.failed_on(action, Target::Node(node), e, &mut first),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Node(node), e, &mut first) {
+                                break;
+                            }
+                        }
                     }
                 }
                 first.result()?;
@@ -333,7 +354,11 @@ impl Actuator<'_> {
                 for node in nodes {
                     match self.cluster.annotate(node, &forget).await {
                         Ok(()) => out.done.push(format!("forgot the cordon record of {node}")),
-                        Err(e) => self.failed_on(action, Target::Node(node), e, &mut first),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Node(node), e, &mut first) {
+                                break;
+                            }
+                        }
                     }
                 }
                 first.result()?;
@@ -343,7 +368,11 @@ impl Actuator<'_> {
                 for node in nodes {
                     match self.cluster.uncordon(node).await {
                         Ok(()) => out.done.push(format!("uncordoned {node}")),
-                        Err(e) => self.failed_on(action, Target::Node(node), e, &mut first),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Node(node), e, &mut first) {
+                                break;
+                            }
+                        }
                     }
                 }
                 first.result()?;
@@ -365,7 +394,11 @@ impl Actuator<'_> {
                         Ok(()) => out
                             .done
                             .push(format!("recorded that VM {} ({}) joined", s.name, s.id)),
-                        Err(e) => self.failed_on(action, Target::Server(s), e, &mut first),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Server(s), e, &mut first) {
+                                break;
+                            }
+                        }
                     }
                 }
                 first.result()?;
@@ -380,14 +413,22 @@ impl Actuator<'_> {
                     )]);
                     match self.cluster.annotate(node, &set).await {
                         Ok(()) => out.done.push(format!("{node} unneeded since {since}")),
-                        Err(e) => self.failed_on(action, Target::Node(node), e, &mut first),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Node(node), e, &mut first) {
+                                break;
+                            }
+                        }
                     }
                 }
                 for node in clear {
                     let set = BTreeMap::from([(ANNOTATION_UNNEEDED_SINCE.to_string(), None)]);
                     match self.cluster.annotate(node, &set).await {
                         Ok(()) => out.done.push(format!("{node} needed again")),
-                        Err(e) => self.failed_on(action, Target::Node(node), e, &mut first),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Node(node), e, &mut first) {
+                                break;
+                            }
+                        }
                     }
                 }
                 first.result()?;
@@ -400,8 +441,10 @@ impl Actuator<'_> {
                     let result = match self.cluster.evict(pod).await {
                         Ok(r) => r,
                         Err(e) => {
-                            first.keep(e);
-                            continue;
+                            if first.keep(e) {
+                                continue;
+                            }
+                            break;
                         }
                     };
                     let key = match &result {
@@ -444,7 +487,10 @@ impl Actuator<'_> {
                             &mut out,
                         )
                         .await;
-                    self.each_result(action, Target::Node(&target.node), r, &mut each, &mut out);
+                    if !self.each_result(action, Target::Node(&target.node), r, &mut each, &mut out)
+                    {
+                        break;
+                    }
                 }
                 each.result(&mut out)?;
             }
@@ -456,7 +502,9 @@ impl Actuator<'_> {
                     let r = self
                         .delete_pods_past_limit(nodes, std::slice::from_ref(pod), &mut out)
                         .await;
-                    each.add(r, &mut out);
+                    if !each.add(r, &mut out) {
+                        break;
+                    }
                 }
                 each.result(&mut out)?;
             }
@@ -466,7 +514,9 @@ impl Actuator<'_> {
                     let r = self
                         .delete_nodes_without_vm(std::slice::from_ref(node), &mut out)
                         .await;
-                    self.each_result(action, Target::Node(node), r, &mut each, &mut out);
+                    if !self.each_result(action, Target::Node(node), r, &mut each, &mut out) {
+                        break;
+                    }
                 }
                 each.result(&mut out)?;
             }
@@ -494,7 +544,9 @@ impl Actuator<'_> {
                     let r = self
                         .delete_pullers(std::slice::from_ref(pod), &mut out)
                         .await;
-                    self.each_result(action, Target::Pod(pod), r, &mut each, &mut out);
+                    if !self.each_result(action, Target::Pod(pod), r, &mut each, &mut out) {
+                        break;
+                    }
                 }
                 each.result(&mut out)?;
             }
@@ -548,27 +600,31 @@ impl Actuator<'_> {
                     "running the join script of VM {} ({}) again",
                     s.name, s.id
                 )),
-                Err(e) => self.failed_on(action, Target::Server(s), e, &mut first),
+                Err(e) => {
+                    if !self.failed_on(action, Target::Server(s), e, &mut first) {
+                        break;
+                    }
+                }
             }
         }
         first.result()
     }
 
     /// Notes that `action` failed on `target` with `e`: that object alone is held back
-    /// (see [`backoff`]), the action goes on with the others, and its first failure is
-    /// its error.
+    /// (see [`backoff`]), and its first failure is its error. Whether the action goes on
+    /// with the others (see [`FirstFailure::keep`]).
     fn failed_on(
         &mut self,
         action: &Action,
         target: Target<'_>,
         e: impl Into<ActError>,
         first: &mut FirstFailure,
-    ) {
+    ) -> bool {
         let e = e.into();
         let key = backoff::key(action.kind(), target);
         tracing::warn!(object = %key, error = %e, "failed on this object; the action goes on with the others");
         self.failed.push(key);
-        first.keep(e);
+        first.keep(e)
     }
 
     /// Takes the result of a guarded step run for one object of `action`: its refusals
@@ -580,11 +636,11 @@ impl Actuator<'_> {
         r: Result<(), ActError>,
         each: &mut Refusals,
         out: &mut Outcome,
-    ) {
+    ) -> bool {
         if r.is_err() {
             self.failed.push(backoff::key(action.kind(), target));
         }
-        each.add(r, out);
+        each.add(r, out)
     }
 
     /// Creates `count` VMs in `group`: started, or (`warm`) left stopped in its pool.
@@ -670,12 +726,14 @@ impl Refusals {
         }
     }
 
-    fn add(&mut self, r: Result<(), ActError>, out: &mut Outcome) {
+    /// Keeps the refusals and error of one object's step; whether the action goes on.
+    fn add(&mut self, r: Result<(), ActError>, out: &mut Outcome) -> bool {
         match r {
-            Ok(()) => {}
+            Ok(()) => true,
             Err(ActError::Refused { refusals, done }) => {
                 self.refusals.extend(refusals);
                 out.done.extend(done);
+                true
             }
             Err(e) => self.first.keep(e),
         }
@@ -690,6 +748,16 @@ impl Refusals {
             refusals: self.refusals,
             done: std::mem::take(&mut out.done),
         })
+    }
+}
+
+/// Whether `e` says the API did not answer at all (a dropped connection, a call deadline):
+/// every other object of the action would wait out the same deadline.
+fn unanswered(e: &ActError) -> bool {
+    match e {
+        ActError::Cluster(c) => c.unanswered(),
+        ActError::Cloud(CloudError::Transport { .. }) => true,
+        _ => false,
     }
 }
 
