@@ -453,7 +453,7 @@ async fn item_10_one_unpatchable_node_does_not_hold_back_the_startup_taint_remov
     for other in &nodes[1..] {
         assert!(
             !has_startup_taint(&node(&env, other)),
-            "{other} was let in although {unpatchable}, before it, could not be patched"
+            "{other} was never let in: {unpatchable}, before it, could not be patched"
         );
     }
     assert!(has_startup_taint(&node(&env, &unpatchable)));
