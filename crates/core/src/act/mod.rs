@@ -19,7 +19,7 @@ use crate::model::{
     ANNOTATION_UNNEEDED_SINCE, DELETION_CANDIDATE_TAINT_KEY, STARTUP_TAINT_KEY,
 };
 use crate::plan::sched::template::provider_labels;
-use crate::plan::Action;
+use crate::plan::{backoff, Action, Target};
 use crate::userdata::{self, RenderContext, UserDataError};
 
 #[derive(Debug, thiserror::Error)]
@@ -196,6 +196,29 @@ pub struct Actuator<'a> {
     /// What each group's provider knows of a new VM (instance type, zone, region).
     pub group_shapes: &'a BTreeMap<String, GroupShape>,
     pub dry_run: bool,
+    /// The objects the action failed on, by their backoff key ([`backoff::key`]): an
+    /// action over several objects applies to each on its own, and only these are held
+    /// back. Empty after a failure not tied to one object (then all of them are).
+    pub failed: Vec<String>,
+}
+
+/// The first failure of an action over several objects, which goes on past it.
+#[derive(Default)]
+struct FirstFailure(Option<ActError>);
+
+impl FirstFailure {
+    /// Keeps `e` if it is the first; whether the action goes on with its other objects:
+    /// not when the API did not answer at all (see [`unanswered`]).
+    fn keep(&mut self, e: impl Into<ActError>) -> bool {
+        let e = e.into();
+        let go_on = !unanswered(&e);
+        self.0.get_or_insert(e);
+        go_on
+    }
+
+    fn result(self) -> Result<(), ActError> {
+        self.0.map_or(Ok(()), Err)
+    }
 }
 
 impl Actuator<'_> {
@@ -217,15 +240,33 @@ impl Actuator<'_> {
                         tracing::warn!(provider = provider.name(), error = %e, "could not clean up after the nodes joined");
                     }
                 }
+                // Each node on its own: one that cannot be patched must not keep the
+                // nodes after it out of service.
+                let mut first = FirstFailure::default();
                 for node in nodes {
-                    self.cluster.remove_taint(node, STARTUP_TAINT_KEY).await?;
-                    out.done.push(format!("removed startup taint from {node}"));
+                    match self.cluster.remove_taint(node, STARTUP_TAINT_KEY).await {
+                        Ok(()) => out.done.push(format!("removed startup taint from {node}")),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Node(node), e, &mut first) {
+                                break;
+                            }
+                        }
+                    }
                 }
+                first.result()?;
             }
             Action::DeleteServers { servers, nodes } => {
                 let (targets, refusals) = guard::by_name(servers, nodes);
-                self.remove_checked(&targets, refusals, None, &[], &mut out)
-                    .await?;
+                let mut each = Refusals::new(refusals);
+                for t in &targets {
+                    let r = self
+                        .remove_checked(std::slice::from_ref(t), Vec::new(), None, &[], &mut out)
+                        .await;
+                    if !self.each_result(action, Target::Server(t.0), r, &mut each, &mut out) {
+                        break;
+                    }
+                }
+                each.result(&mut out)?;
             }
             Action::ScaleUp { group, count } => {
                 self.create_in(group, *count, false, &mut out).await?;
@@ -233,25 +274,44 @@ impl Actuator<'_> {
             Action::FillWarmPool { group, count } => {
                 self.create_in(group, *count, true, &mut out).await?;
             }
-            Action::ParkWarm { servers } => self.park_warm(servers, &mut out).await?,
+            Action::ParkWarm { servers } => {
+                let mut each = Refusals::new(Vec::new());
+                for s in servers {
+                    let r = self.park_warm(std::slice::from_ref(s), &mut out).await;
+                    if !self.each_result(action, Target::Server(s), r, &mut each, &mut out) {
+                        break;
+                    }
+                }
+                each.result(&mut out)?;
+            }
             Action::StartWarm { group, servers } => {
                 let g = self
                     .config
                     .group(group)
                     .ok_or_else(|| ActError::NoProvider(format!("group {group}")))?;
                 let provider = self.clouds.for_group(group)?.clone();
+                // Each VM on its own; a failure backs the group off (its own backoff).
+                let mut first = FirstFailure::default();
                 for s in servers {
                     // Rendered by the provider's call for the zone the VM is in (on
                     // Proxmox its host), as a create there would have been.
                     let render = renderer(self.config, self.group_shapes, g, &s.name);
-                    provider
+                    match provider
                         .start_warm(&self.config.cluster_name, &s.id, &render)
-                        .await?;
-                    out.done.push(format!(
-                        "started warm VM {} ({}) in group {group}",
-                        s.name, s.id
-                    ));
+                        .await
+                    {
+                        Ok(()) => out.done.push(format!(
+                            "started warm VM {} ({}) in group {group}",
+                            s.name, s.id
+                        )),
+                        Err(e) => {
+                            if !first.keep(e) {
+                                break;
+                            }
+                        }
+                    }
                 }
+                first.result()?;
             }
             Action::Cordon {
                 nodes,
@@ -268,10 +328,18 @@ impl Actuator<'_> {
                         disruption.as_str().to_string(),
                     ),
                 ]);
+                let mut first = FirstFailure::default();
                 for node in nodes {
-                    self.cluster.cordon(node, &annotations).await?;
-                    out.done.push(format!("cordoned {node}"));
+                    match self.cluster.cordon(node, &annotations).await {
+                        Ok(()) => out.done.push(format!("cordoned {node}")),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Node(node), e, &mut first) {
+                                break;
+                            }
+                        }
+                    }
                 }
+                first.result()?;
             }
             Action::ForgetCordon { nodes } => {
                 let forget: BTreeMap<String, Option<String>> = [
@@ -282,16 +350,32 @@ impl Actuator<'_> {
                 .into_iter()
                 .map(|k| (k.to_string(), None))
                 .collect();
+                let mut first = FirstFailure::default();
                 for node in nodes {
-                    self.cluster.annotate(node, &forget).await?;
-                    out.done.push(format!("forgot the cordon record of {node}"));
+                    match self.cluster.annotate(node, &forget).await {
+                        Ok(()) => out.done.push(format!("forgot the cordon record of {node}")),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Node(node), e, &mut first) {
+                                break;
+                            }
+                        }
+                    }
                 }
+                first.result()?;
             }
             Action::Uncordon { nodes, .. } => {
+                let mut first = FirstFailure::default();
                 for node in nodes {
-                    self.cluster.uncordon(node).await?;
-                    out.done.push(format!("uncordoned {node}"));
+                    match self.cluster.uncordon(node).await {
+                        Ok(()) => out.done.push(format!("uncordoned {node}")),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Node(node), e, &mut first) {
+                                break;
+                            }
+                        }
+                    }
                 }
+                first.result()?;
             }
             Action::ReuseCordoned { nodes } => {
                 for node in nodes {
@@ -335,7 +419,7 @@ impl Actuator<'_> {
                 let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(*at);
                 // Each VM on its own: one the cloud refuses does not keep the others
                 // unmarked; the first error is reported, and the next plan retries.
-                let mut first_err = None;
+                let mut first = FirstFailure::default();
                 for s in servers {
                     let marked = match self.clouds.for_group(&s.group) {
                         Ok(p) => p
@@ -349,33 +433,58 @@ impl Actuator<'_> {
                             .done
                             .push(format!("recorded that VM {} ({}) joined", s.name, s.id)),
                         Err(e) => {
-                            first_err.get_or_insert(e);
+                            if !self.failed_on(action, Target::Server(s), e, &mut first) {
+                                break;
+                            }
                         }
                     }
                 }
-                if let Some(e) = first_err {
-                    return Err(e);
-                }
+                first.result()?;
             }
             Action::MarkUnneeded { mark, clear, at } => {
                 let since = rfc3339(*at);
+                let mut first = FirstFailure::default();
                 for node in mark {
                     let set = BTreeMap::from([(
                         ANNOTATION_UNNEEDED_SINCE.to_string(),
                         Some(since.clone()),
                     )]);
-                    self.cluster.annotate(node, &set).await?;
-                    out.done.push(format!("{node} unneeded since {since}"));
+                    match self.cluster.annotate(node, &set).await {
+                        Ok(()) => out.done.push(format!("{node} unneeded since {since}")),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Node(node), e, &mut first) {
+                                break;
+                            }
+                        }
+                    }
                 }
                 for node in clear {
                     let set = BTreeMap::from([(ANNOTATION_UNNEEDED_SINCE.to_string(), None)]);
-                    self.cluster.annotate(node, &set).await?;
-                    out.done.push(format!("{node} needed again"));
+                    match self.cluster.annotate(node, &set).await {
+                        Ok(()) => out.done.push(format!("{node} needed again")),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Node(node), e, &mut first) {
+                                break;
+                            }
+                        }
+                    }
                 }
+                first.result()?;
             }
             Action::Drain { pods, .. } => {
+                // Each pod on its own: one eviction that fails leaves the others going.
+                // Its node is not in the action, so a failure holds back the whole drain.
+                let mut first = FirstFailure::default();
                 for pod in pods {
-                    let result = self.cluster.evict(pod).await?;
+                    let result = match self.cluster.evict(pod).await {
+                        Ok(r) => r,
+                        Err(e) => {
+                            if first.keep(e) {
+                                continue;
+                            }
+                            break;
+                        }
+                    };
                     let key = match &result {
                         Eviction::Evicted => "evicted",
                         Eviction::Gone => "gone",
@@ -390,6 +499,7 @@ impl Actuator<'_> {
                             .push(format!("eviction of {pod} refused: {why}")),
                     }
                 }
+                first.result()?;
             }
             Action::DeleteNodes { nodes } => {
                 // Node first: once it is gone nothing schedules there, then the VM can go.
@@ -404,19 +514,57 @@ impl Actuator<'_> {
                     .filter(|t| t.park)
                     .map(|t| t.server.id.as_str())
                     .collect();
-                self.remove_checked(&targets, Vec::new(), Some(nodes), &park, &mut out)
-                    .await?;
+                let mut each = Refusals::new(Vec::new());
+                for (t, target) in targets.iter().zip(nodes) {
+                    let r = self
+                        .remove_checked(
+                            std::slice::from_ref(t),
+                            Vec::new(),
+                            Some(nodes),
+                            &park,
+                            &mut out,
+                        )
+                        .await;
+                    if !self.each_result(action, Target::Node(&target.node), r, &mut each, &mut out)
+                    {
+                        break;
+                    }
+                }
+                each.result(&mut out)?;
             }
             Action::DeletePodsPastLimit { nodes, pods } => {
-                self.delete_pods_past_limit(nodes, pods, &mut out).await?
+                // Each pod on its own (its node is not in the action: a failure holds
+                // back the whole action).
+                let mut each = Refusals::new(Vec::new());
+                for pod in pods {
+                    let r = self
+                        .delete_pods_past_limit(nodes, std::slice::from_ref(pod), &mut out)
+                        .await;
+                    if !each.add(r, &mut out) {
+                        break;
+                    }
+                }
+                each.result(&mut out)?;
             }
             Action::DeleteNodesWithoutVm { nodes } => {
-                self.delete_nodes_without_vm(nodes, &mut out).await?
+                let mut each = Refusals::new(Vec::new());
+                for node in nodes {
+                    let r = self
+                        .delete_nodes_without_vm(std::slice::from_ref(node), &mut out)
+                        .await;
+                    if !self.each_result(action, Target::Node(node), r, &mut each, &mut out) {
+                        break;
+                    }
+                }
+                each.result(&mut out)?;
             }
             Action::FinishJoin {
                 servers,
                 registered,
-            } => self.finish_joins(servers, registered, &mut out).await?,
+            } => {
+                self.finish_joins(action, servers, registered, &mut out)
+                    .await?
+            }
             Action::PullImages { node, images } => {
                 let ns = &self.config.image_puller.namespace;
                 let pod = self
@@ -428,7 +576,18 @@ impl Actuator<'_> {
                     images.join(", ")
                 ));
             }
-            Action::DeletePods { pods } => self.delete_pullers(pods, &mut out).await?,
+            Action::DeletePods { pods } => {
+                let mut each = Refusals::new(Vec::new());
+                for pod in pods {
+                    let r = self
+                        .delete_pullers(std::slice::from_ref(pod), &mut out)
+                        .await;
+                    if !self.each_result(action, Target::Pod(pod), r, &mut each, &mut out) {
+                        break;
+                    }
+                }
+                each.result(&mut out)?;
+            }
         }
         Ok(out)
     }
@@ -447,13 +606,14 @@ impl Actuator<'_> {
     /// Runs the join scripts a process gone left unrun, or records the joins of those
     /// whose node registered, each VM on its own; the first error is reported.
     async fn finish_joins(
-        &self,
+        &mut self,
+        action: &Action,
         servers: &[ServerRef],
         registered: &[String],
         out: &mut Outcome,
     ) -> Result<(), ActError> {
         let (config, shapes) = (self.config, self.group_shapes);
-        let mut first_err = None;
+        let mut first = FirstFailure::default();
         for s in servers {
             let done = registered.contains(&s.name);
             let result = async {
@@ -479,11 +639,46 @@ impl Actuator<'_> {
                     s.name, s.id
                 )),
                 Err(e) => {
-                    first_err.get_or_insert(e);
+                    if !self.failed_on(action, Target::Server(s), e, &mut first) {
+                        break;
+                    }
                 }
             }
         }
-        first_err.map_or(Ok(()), Err)
+        first.result()
+    }
+
+    /// Notes that `action` failed on `target` with `e`: that object alone is held back
+    /// (see [`backoff`]), and its first failure is its error. Whether the action goes on
+    /// with the others (see [`FirstFailure::keep`]).
+    fn failed_on(
+        &mut self,
+        action: &Action,
+        target: Target<'_>,
+        e: impl Into<ActError>,
+        first: &mut FirstFailure,
+    ) -> bool {
+        let e = e.into();
+        let key = backoff::key(action.kind(), target);
+        tracing::warn!(object = %key, error = %e, "failed on this object; the action goes on with the others");
+        self.failed.push(key);
+        first.keep(e)
+    }
+
+    /// Takes the result of a guarded step run for one object of `action`: its refusals
+    /// and its error are kept for the action's, and the object is held back alone.
+    fn each_result(
+        &mut self,
+        action: &Action,
+        target: Target<'_>,
+        r: Result<(), ActError>,
+        each: &mut Refusals,
+        out: &mut Outcome,
+    ) -> bool {
+        if r.is_err() {
+            self.failed.push(backoff::key(action.kind(), target));
+        }
+        each.add(r, out)
     }
 
     /// Creates `count` VMs in `group`: started, or (`warm`) left stopped in its pool.
@@ -550,6 +745,57 @@ impl Actuator<'_> {
             .delete_server(&self.config.cluster_name, &s.id)
             .await?;
         Ok(())
+    }
+}
+
+/// The refusals and errors of a guarded step run for each object of an action on its
+/// own: all refusals are the action's one [`ActError::Refused`], unless another error
+/// came first, which is then the action's error.
+struct Refusals {
+    refusals: Vec<guard::Refusal>,
+    first: FirstFailure,
+}
+
+impl Refusals {
+    fn new(earlier: Vec<guard::Refusal>) -> Self {
+        Refusals {
+            refusals: earlier,
+            first: FirstFailure::default(),
+        }
+    }
+
+    /// Keeps the refusals and error of one object's step; whether the action goes on.
+    fn add(&mut self, r: Result<(), ActError>, out: &mut Outcome) -> bool {
+        match r {
+            Ok(()) => true,
+            Err(ActError::Refused { refusals, done }) => {
+                self.refusals.extend(refusals);
+                out.done.extend(done);
+                true
+            }
+            Err(e) => self.first.keep(e),
+        }
+    }
+
+    fn result(self, out: &mut Outcome) -> Result<(), ActError> {
+        self.first.result()?;
+        if self.refusals.is_empty() {
+            return Ok(());
+        }
+        Err(ActError::Refused {
+            refusals: self.refusals,
+            done: std::mem::take(&mut out.done),
+        })
+    }
+}
+
+/// Whether `e` says the API did not answer at all (a dropped connection, a call deadline):
+/// every other object of the action would wait out the same deadline.
+fn unanswered(e: &ActError) -> bool {
+    match e {
+        ActError::Cluster(c) => c.unanswered(),
+        ActError::Cloud(CloudError::Transport { .. }) => true,
+        _ => false,
     }
 }
 

@@ -2,9 +2,13 @@
 //! config by [`super::build`] and read by the loop and the actuator.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use super::{CloudProvider, ClusterIdentity};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+use super::{CloudError, CloudProvider, ClusterIdentity, Observed};
 
 /// No provider serves the group named (a group the config does not have).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -22,7 +26,47 @@ pub struct Clouds {
     /// The cluster's identity the providers were built with: the loop fills it in once
     /// it has read it from the cluster.
     identity: ClusterIdentity,
+    /// Each provider's listing state, by provider name: a listing still running past its
+    /// deadline, and whether its last listing answered in time. Shared by clones (and by
+    /// [`Self::instrumented`]'s), dropped with the providers on a reload.
+    listings: Arc<Mutex<BTreeMap<String, ListingState>>>,
 }
+
+/// A provider's listing that ran past its deadline: it goes on in its own task, whose
+/// answer a later cycle takes. Aborted when the providers are dropped (a reload).
+struct InFlight {
+    started: Instant,
+    task: JoinHandle<Result<Observed, CloudError>>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+#[derive(Default)]
+struct ListingState {
+    in_flight: Option<InFlight>,
+    /// The last listing failed or ran past its deadline: the next one is waited for only
+    /// a moment ([`RECOVERY_WAIT`]), so a hung cloud costs the other groups one deadline
+    /// at most, not one per cycle.
+    troubled: bool,
+}
+
+/// What one cycle got of one provider's listing.
+pub enum Listing {
+    /// Its answer, fresh or from a listing an earlier cycle started.
+    Answered(Observed),
+    /// Its listing failed, or is still running (the provider is frozen on its last
+    /// answer); in words.
+    Unavailable(String),
+}
+
+/// How long a cycle waits for the listing of a provider whose last listing failed or ran
+/// past its deadline: long enough for a recovered cloud to answer in the same cycle,
+/// short enough that a hung one slows nothing.
+pub const RECOVERY_WAIT: Duration = Duration::from_secs(1);
 
 /// How long one provider may take to list its VMs and group shapes in a cycle. Past it
 /// the provider's groups are frozen for the cycle, as when the listing fails, and the
@@ -83,6 +127,92 @@ impl Clouds {
         out
     }
 
+    /// Lists every provider (its servers of `cluster` and its groups' shapes), all at once
+    /// and each on its own. A provider whose last listing answered is waited for up to
+    /// the observe deadline; past it, or when its last listing failed, its listing goes on
+    /// in the background, unwaited for, and the cycle that finds it done takes its answer
+    /// (one listing per provider at a time): a hung or rate-limited cloud freezes its own
+    /// groups and slows no other.
+    pub async fn observe_all(
+        &self,
+        cluster: &str,
+    ) -> Vec<(Arc<dyn CloudProvider>, Vec<String>, Listing)> {
+        let providers = self.by_provider();
+        let deadline = self.observe_deadline();
+        let listed = futures::future::join_all(
+            providers
+                .iter()
+                .map(|(p, groups)| self.observe_one(p, groups, cluster, deadline)),
+        )
+        .await;
+        providers
+            .into_iter()
+            .zip(listed)
+            .map(|((p, groups), l)| (p, groups, l))
+            .collect()
+    }
+
+    async fn observe_one(
+        &self,
+        p: &Arc<dyn CloudProvider>,
+        groups: &[String],
+        cluster: &str,
+        deadline: Duration,
+    ) -> Listing {
+        let name = p.name().to_string();
+        let (mut running, wait) = {
+            let mut all = lock(&self.listings);
+            let state = all.entry(name.clone()).or_default();
+            match state.in_flight.take() {
+                // Started by an earlier cycle: taken if done, never waited for.
+                Some(f) => (f, Duration::ZERO),
+                None => {
+                    let (p, cluster, groups) = (p.clone(), cluster.to_string(), groups.to_vec());
+                    let task = tokio::spawn(async move { p.observe(&cluster, &groups).await });
+                    let wait = if state.troubled {
+                        deadline.min(RECOVERY_WAIT)
+                    } else {
+                        deadline
+                    };
+                    (
+                        InFlight {
+                            started: Instant::now(),
+                            task,
+                        },
+                        wait,
+                    )
+                }
+            }
+        };
+        // A finished listing answers even with no wait (its task is polled first).
+        let answer = tokio::time::timeout(wait, &mut running.task).await.ok();
+        let mut all = lock(&self.listings);
+        let state = all.entry(name).or_default();
+        match answer {
+            Some(Ok(Ok(observed))) => {
+                state.troubled = false;
+                Listing::Answered(observed)
+            }
+            Some(Ok(Err(e))) => {
+                state.troubled = true;
+                Listing::Unavailable(e.to_string())
+            }
+            Some(Err(e)) => {
+                state.troubled = true;
+                Listing::Unavailable(format!("its listing ended without an answer: {e}"))
+            }
+            None => {
+                state.troubled = true;
+                let running_for = running.started.elapsed();
+                state.in_flight = Some(running);
+                Listing::Unavailable(format!(
+                    "its listing has had no answer for {}s (the cloud API is hung, slow, or asked to retry later; the deadline is {deadline:?}); it goes on, and a later cycle takes its answer",
+                    running_for.as_secs()
+                ))
+            }
+        }
+    }
+
     pub fn groups(&self) -> impl Iterator<Item = (&String, &Arc<dyn CloudProvider>)> {
         self.by_group.iter()
     }
@@ -108,6 +238,12 @@ impl Clouds {
             by_group,
             observe_deadline: self.observe_deadline,
             identity: self.identity.clone(),
+            listings: self.listings.clone(),
         }
     }
+}
+
+/// A poisoned lock still holds good soft state: a panic elsewhere must not stop the loop.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }

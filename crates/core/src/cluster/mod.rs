@@ -49,6 +49,18 @@ pub enum ClusterError {
     },
 }
 
+impl ClusterError {
+    /// The API server did not answer at all (a dropped connection, a call deadline): a
+    /// call about another object would wait out the same, so an action over several
+    /// objects stops there.
+    pub fn unanswered(&self) -> bool {
+        match self {
+            ClusterError::Api { source, .. } => !matches!(**source, kube::Error::Api(_)),
+            _ => false,
+        }
+    }
+}
+
 /// What became of an eviction request.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Eviction {

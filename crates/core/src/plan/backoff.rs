@@ -37,8 +37,9 @@ pub fn keys(action: &Action) -> Vec<String> {
     action.targets().into_iter().map(|t| key(kind, t)).collect()
 }
 
-/// The key of one object of an action of `kind`.
-fn key(kind: &str, t: Target<'_>) -> String {
+/// The key of one object of an action of `kind`: the actuator names with it each object
+/// an action failed on, so that object alone is held back.
+pub fn key(kind: &str, t: Target<'_>) -> String {
     match t {
         Target::Node(n) => format!("{kind} node/{n}"),
         Target::Server(s) => format!("{kind} server/{}/{}", s.group, s.id),

@@ -46,6 +46,9 @@ pub enum ReasonCode {
     DrainInProgress,
     DrainBlocked,
     DrainTimedOut,
+    /// A node nodewright cordoned to scale down is needed after all (the fresh view shows
+    /// it runs pods, or pending pods that need a node fit it): given back, not drained.
+    NodeNeededAgain,
     NodeUnhealthy,
     NodeDrifted,
     NodeDisowned,

@@ -181,6 +181,7 @@ pub const STEPS: &[(&str, Step)] = &[
     ("park-warm", steps::park_warm),
     ("drop-stale-warm", steps::drop_stale_warm),
     ("forget-stale-cordons", steps::forget_stale_cordons),
+    ("give-back-needed", steps::give_back_needed),
     ("scale-up", steps::scale_up),
     ("remove-empty", steps::remove_empty),
     ("drain", steps::drain),

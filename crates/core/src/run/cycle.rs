@@ -8,6 +8,7 @@ use std::time::SystemTime;
 
 use super::LoopMemory;
 use crate::act::{ActError, Actuator, Clouds, Outcome};
+use crate::cloud::in_use::Listing;
 use crate::cloud::CloudError;
 use crate::cluster::{ClusterApi, ClusterError, DisruptionRecords, RecordKind};
 use crate::config::Config;
@@ -48,12 +49,18 @@ pub struct Reconciler {
 }
 
 impl Reconciler {
-    /// Reads nodes, pods and our servers from every provider, concurrently. Providers
-    /// fail alone: one that cannot be listed is named in the snapshot and its groups
-    /// are frozen for the cycle, while the others carry on.
+    /// Reads our servers from every provider, concurrently, then nodes and pods. Providers
+    /// fail alone: one that cannot be listed, or whose listing is still running (see
+    /// [`crate::act::Clouds::observe_all`]), is named in the snapshot and its groups are
+    /// frozen on its last answer, while the others carry on. The cluster is read after
+    /// the providers answered, so what the cycle acts on is never older than its start by
+    /// the wait for a slow cloud.
     pub async fn observe(&self) -> Result<Snapshot, CycleError> {
         self.learn_identity().await;
         let cluster_name = &self.config.cluster_name;
+        // One call per provider (servers and group shapes together), all providers at once,
+        // each within its deadline: a hung or rate-limited cloud freezes its own groups.
+        let observed = self.clouds.observe_all(cluster_name).await;
         let (nodes, pods, pdbs, volume_attachments, volumes) = tokio::try_join!(
             self.cluster.nodes(),
             self.cluster.pods(),
@@ -67,19 +74,6 @@ impl Reconciler {
             tracing::warn!(error = %e, "reading the disruption records failed; the scale-down delays count from what this process remembers");
             DisruptionRecords::default()
         });
-        // One call per provider (servers and group shapes together), all providers at once,
-        // each within its deadline: a hung or rate-limited cloud freezes its own groups.
-        let providers = self.clouds.by_provider();
-        let deadline = self.clouds.observe_deadline();
-        let observed = futures::future::join_all(providers.iter().map(|(p, groups)| async move {
-            match tokio::time::timeout(deadline, p.observe(cluster_name, groups)).await {
-                Ok(r) => r.map_err(|e| e.to_string()),
-                Err(_) => Err(format!(
-                    "no answer within {deadline:?} (the cloud API is hung, slow, or asked to retry later)"
-                )),
-            }
-        }))
-        .await;
         let mut servers = Vec::new();
         let mut group_shapes = BTreeMap::new();
         let mut seen = BTreeSet::new();
@@ -87,9 +81,9 @@ impl Reconciler {
         let mut cloud_failures = Vec::new();
         let mut strays = Vec::new();
         let mut frozen_sizes = BTreeMap::new();
-        for ((provider, _), result) in providers.iter().zip(observed) {
-            match result {
-                Ok(o) => {
+        for (provider, _, listing) in observed {
+            match listing {
+                Listing::Answered(o) => {
                     self.memory.remember_observed(provider.name(), &o);
                     // One VM may be listed once per group it counts for (a Proxmox clone
                     // still copying, of a template several groups use): each group keeps
@@ -104,9 +98,9 @@ impl Reconciler {
                     let name = provider.name();
                     cloud_failures.extend(o.failures.into_iter().map(|f| (name.to_string(), f)));
                 }
-                Err(e) => {
+                Listing::Unavailable(e) => {
                     tracing::warn!(provider = provider.name(), error = %e, "reading the provider's VMs or group shapes failed; freezing this provider's groups for the cycle");
-                    unavailable.insert(provider.name().to_string(), e.to_string());
+                    unavailable.insert(provider.name().to_string(), e);
                     // Its last good figures keep counting in the limits.
                     if let Some(known) = self.memory.last_known(provider.name()) {
                         frozen_sizes.extend(known.sizes);
@@ -231,20 +225,41 @@ impl Reconciler {
             taken_names,
             group_shapes: &snapshot.group_shapes,
             dry_run: self.dry_run,
+            failed: Vec::new(),
         };
         if !self.dry_run {
             self.count_creates(&decision.action);
         }
         let result = actuator.execute(&decision.action).await;
-        let let_in = decision.action.lets_in();
-        if !let_in.is_empty() && result.is_ok() && !self.dry_run {
-            self.mark_joined(snapshot, let_in, now).await;
+        // The objects the action failed on, when it names them: the others were done.
+        let failed = actuator.failed;
+        let let_in: Vec<String> = if result.is_ok() || !failed.is_empty() {
+            let kind = decision.action.kind();
+            decision
+                .action
+                .lets_in()
+                .iter()
+                .filter(|n| {
+                    !failed.contains(&plan::backoff::key(kind, plan::Target::Node(n.as_str())))
+                })
+                .cloned()
+                .collect()
+        } else {
+            Vec::new()
+        };
+        if !let_in.is_empty() && !self.dry_run {
+            self.mark_joined(snapshot, &let_in, now).await;
         }
-        self.record_outcome(snapshot, decision, &result, now);
+        self.record_outcome(snapshot, decision, &result, &let_in, now);
         if !self.dry_run {
             match &result {
                 Ok(_) => self.memory.record_action_success(&decision.action),
-                Err(_) => self.memory.record_action_failure(&decision.action, now),
+                Err(_) if failed.is_empty() => {
+                    self.memory.record_action_failure(&decision.action, now)
+                }
+                Err(_) => self
+                    .memory
+                    .record_action_failed_on(&decision.action, &failed, now),
             }
         }
         if !self.dry_run {
@@ -347,6 +362,7 @@ impl Reconciler {
         snapshot: &Snapshot,
         decision: &Decision,
         result: &Result<Outcome, ActError>,
+        let_in: &[String],
         now: SystemTime,
     ) {
         let backoff = &self.config.scale_up_backoff;
@@ -356,11 +372,12 @@ impl Reconciler {
             return;
         }
         match (&decision.action, result) {
-            (plan::Action::RemoveStartupTaint { nodes }, Ok(_)) => {
+            // The nodes let in, all of them or those the action did not fail on.
+            (plan::Action::RemoveStartupTaint { .. }, _) => {
                 let groups: BTreeSet<&str> = snapshot
                     .servers
                     .iter()
-                    .filter(|s| nodes.contains(&s.name))
+                    .filter(|s| let_in.contains(&s.name))
                     .filter_map(|s| s.group.as_deref())
                     .collect();
                 for g in groups {

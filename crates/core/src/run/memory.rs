@@ -228,6 +228,19 @@ impl LoopMemory {
         }
     }
 
+    /// Records that `action` failed at `now` on the objects whose keys are `failed` (see
+    /// [`crate::plan::backoff::key`]) and was done on the others: only those are held back.
+    pub fn record_action_failed_on(&self, action: &Action, failed: &[String], now: SystemTime) {
+        let mut f = lock(&self.action_failures);
+        for key in crate::plan::backoff::keys(action) {
+            if failed.contains(&key) {
+                count_failure(&mut f, key, now, crate::plan::backoff::wait_after);
+            } else {
+                f.remove(&key);
+            }
+        }
+    }
+
     /// Records that `action` succeeded: its objects are no longer held back.
     pub fn record_action_success(&self, action: &Action) {
         let mut f = lock(&self.action_failures);

@@ -6,6 +6,7 @@ mod deadlines;
 mod disrupt;
 mod drain;
 mod expander;
+mod give_back;
 mod images;
 mod orphans;
 mod pools;
@@ -17,6 +18,7 @@ mod scale_up;
 
 pub use disrupt::{disrupt, mark_unneeded, soft_taint, unremovable};
 pub use drain::{drain, forget_stale_cordons};
+pub use give_back::give_back_needed;
 pub use images::warm_images;
 pub use orphans::{delete_nodes_without_vm, note_unknown_groups, unknown_group_vms};
 pub use pools::{drop_stale_warm, fill_warm_pools, from_warm_pool, park_warm};
