@@ -21,7 +21,28 @@ use crate::config::{Config, ProviderKind};
 struct Inputs {
     groups: Vec<(String, Option<ProviderSettings>)>,
     credentials: Option<(PathBuf, Option<Vec<u8>>)>,
-    options: BuildOptions,
+    options: Knobs,
+}
+
+/// The plain settings of [`BuildOptions`]: the cluster's identity is left out, as it is
+/// learnt from the cluster (the same after a reload), not from the config.
+#[derive(Clone, PartialEq)]
+struct Knobs {
+    provision_timeout: std::time::Duration,
+    provision_deadline_max: std::time::Duration,
+    provision_stall: std::time::Duration,
+    read_only: bool,
+}
+
+impl From<BuildOptions> for Knobs {
+    fn from(o: BuildOptions) -> Self {
+        Knobs {
+            provision_timeout: o.provision_timeout,
+            provision_deadline_max: o.provision_deadline_max,
+            provision_stall: o.provision_stall,
+            read_only: o.read_only,
+        }
+    }
 }
 
 /// What each provider of a config is built from, by provider.
@@ -36,7 +57,7 @@ impl ProviderInputs {
         credentials: impl Fn(ProviderKind) -> Option<PathBuf>,
         read_only: bool,
     ) -> ProviderInputs {
-        let options = build_options(config, read_only);
+        let options = Knobs::from(build_options(config, read_only));
         let mut out = BTreeMap::new();
         for &kind in ProviderKind::ALL {
             let groups: Vec<(String, Option<ProviderSettings>)> = config
@@ -61,7 +82,7 @@ impl ProviderInputs {
                 Inputs {
                     groups,
                     credentials,
-                    options,
+                    options: options.clone(),
                 },
             );
         }

@@ -247,7 +247,7 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) {
     let mut model = Model::of_cluster(&nodes, &bound);
     let mut feasible = Vec::new();
     for pod in &pending {
-        let mut feasible = Vec::new();
+        feasible.clear();
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         let mut preemptable = 0;
         for i in 0..model.slots.len() {
