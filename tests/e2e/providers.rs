@@ -236,7 +236,9 @@ async fn never_ready_and_leftover_vms_are_removed_and_a_failed_delete_is_retried
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn actuator_rechecks_tags_and_labels_before_deleting() {
     use nodewright::act::ActError;
-    let (env, rec) = setup("provisionTimeout: 1s\nfreeMemoryTarget: 0 B").await;
+    // Past provisionTimeout but not twice it: with no node of ours in view, VMs older
+    // than that make the view look blind (issue 29 item 3), and none would be planned.
+    let (env, rec) = setup("provisionTimeout: 2s\nfreeMemoryTarget: 0 B").await;
     let ours = || {
         std::collections::BTreeMap::from([
             ("nodewright-cluster".to_string(), "e2e".to_string()),
@@ -251,7 +253,7 @@ async fn actuator_rechecks_tags_and_labels_before_deleting() {
         })
         .collect();
     // Left behind by a crash, never joined: past provisionTimeout they are failed VMs.
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+    tokio::time::sleep(Duration::from_millis(2300)).await;
     let (snapshot, mut decision) = rec.plan(SystemTime::now()).await.expect("plan");
     match &decision.action {
         // A few at a time (issue 19): the first two now, the others in later cycles.

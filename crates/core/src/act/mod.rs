@@ -401,19 +401,37 @@ impl Actuator<'_> {
                     value: None,
                     effect: "PreferNoSchedule".into(),
                 };
+                // Each node on its own: one that cannot be patched is held back alone.
+                let mut first = FirstFailure::default();
                 for node in add {
-                    self.cluster.add_taint(node, &taint).await?;
-                    out.done
-                        .push(format!("soft-tainted {node} as a deletion candidate"));
+                    match self.cluster.add_taint(node, &taint).await {
+                        Ok(()) => out
+                            .done
+                            .push(format!("soft-tainted {node} as a deletion candidate")),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Node(node), e, &mut first) {
+                                return first.result().map(|()| out);
+                            }
+                        }
+                    }
                 }
                 for node in remove {
-                    self.cluster
+                    match self
+                        .cluster
                         .remove_taint(node, DELETION_CANDIDATE_TAINT_KEY)
-                        .await?;
-                    out.done.push(format!(
-                        "removed the deletion-candidate soft taint from {node}"
-                    ));
+                        .await
+                    {
+                        Ok(()) => out.done.push(format!(
+                            "removed the deletion-candidate soft taint from {node}"
+                        )),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Node(node), e, &mut first) {
+                                break;
+                            }
+                        }
+                    }
                 }
+                first.result()?;
             }
             Action::MarkJoined { servers, at } => {
                 let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(*at);

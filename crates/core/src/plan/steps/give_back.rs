@@ -7,8 +7,7 @@
 use super::deadlines::remaining;
 use super::{list_pods, StepResult};
 use crate::config::DisruptionReason;
-use crate::model::{NodeInfo, ObjectRef, PodInfo};
-use crate::plan::sched::UNSCHEDULABLE_TAINT;
+use crate::model::{ObjectRef, PodInfo};
 use crate::plan::view::View;
 use crate::plan::{policy, Action, Reason, ReasonCode};
 
@@ -16,10 +15,11 @@ use crate::plan::{policy, Action, Reason, ReasonCode};
 pub const NEEDED_AGAIN: &str = "needed again";
 
 /// Gives back (uncordons, its cordon record and unneeded clock cleared) each node
-/// nodewright cordoned as empty or underutilized that the fresh view needs: cordoned
-/// as empty, it runs pods that need it; or pending pods that need a new node would
-/// fit it were it schedulable. Nodes cordoned as drifted, expired or unhealthy are
-/// replaced whatever runs on them, so they are left to their drain.
+/// nodewright cordoned as empty that the fresh view finds running pods that need it.
+/// A node cordoned to scale down that pending pods would fit is taken back by scale-up's
+/// reuse step instead (`reuse-cordoned`, before any VM is bought). Nodes cordoned as
+/// drifted, expired or unhealthy are replaced whatever runs on them, so they are left to
+/// their drain.
 pub fn give_back_needed(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     let mut nodes = Vec::new();
     let mut reasons = Vec::new();
@@ -27,41 +27,21 @@ pub fn give_back_needed(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
         if !policy::cordoned_by_us(n) || n.deleting || !n.ready {
             continue;
         }
-        let disruption = policy::disruption_of(n);
-        if !matches!(
-            disruption,
-            DisruptionReason::Empty | DisruptionReason::Underutilized
-        ) {
+        if policy::disruption_of(n) != DisruptionReason::Empty {
             continue;
         }
-        let why = if disruption == DisruptionReason::Empty {
-            // A pod on its way out does not need it.
-            let left: Vec<&PodInfo> = remaining(v, n)
-                .into_iter()
-                .filter(|p| !p.deleting)
-                .collect();
-            (!left.is_empty()).then(|| {
-                format!(
-                    "{} was cordoned as empty but runs {} pod(s) that need it: {}",
-                    n.name,
-                    left.len(),
-                    list_pods(&left)
-                )
-            })
-        } else {
-            None
-        };
-        let why = why.or_else(|| {
-            let fit = pending_that_fit(v, n);
-            (!fit.is_empty()).then(|| {
-                format!(
-                    "{} was cordoned to scale down ({}) but {} pending pod(s) that need a node fit it: {}",
-                    n.name,
-                    disruption.as_str(),
-                    fit.len(),
-                    list_pods(&fit)
-                )
-            })
+        // A pod on its way out does not need it.
+        let left: Vec<&PodInfo> = remaining(v, n)
+            .into_iter()
+            .filter(|p| !p.deleting)
+            .collect();
+        let why = (!left.is_empty()).then(|| {
+            format!(
+                "{} was cordoned as empty but runs {} pod(s) that need it: {}",
+                n.name,
+                left.len(),
+                list_pods(&left)
+            )
         });
         if let Some(why) = why {
             reasons.push(
@@ -84,32 +64,4 @@ pub fn give_back_needed(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
         },
         reasons,
     ))
-}
-
-/// The pending pods that need a new node and would fit `n` were it not cordoned.
-fn pending_that_fit<'a>(v: &View<'a>, n: &NodeInfo) -> Vec<&'a PodInfo> {
-    if v.pending.needing_nodes.is_empty() {
-        return Vec::new();
-    }
-    let mut m = v.model();
-    let Some(i) = m.slot_index(&n.name) else {
-        return Vec::new();
-    };
-    let slot = &mut m.slots[i];
-    slot.unschedulable = false;
-    let taints: Vec<_> = slot
-        .taints
-        .iter()
-        .filter(|t| t.key != UNSCHEDULABLE_TAINT)
-        .cloned()
-        .collect();
-    slot.taints = taints.into();
-    let mut fit = Vec::new();
-    for &pod in &v.pending.needing_nodes {
-        if m.check(pod, i).is_ok() {
-            m.place(pod, i);
-            fit.push(pod);
-        }
-    }
-    fit
 }

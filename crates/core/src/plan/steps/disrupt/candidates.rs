@@ -13,7 +13,7 @@ use crate::plan::policy;
 use crate::plan::sched::{self, SlotKind};
 use crate::plan::steps::StepResult;
 use crate::plan::view::View;
-use crate::plan::{Action, Reason, ReasonCode};
+use crate::plan::{Action, Reason, ReasonCode, Target};
 
 /// Whether `n` carries nodewright's soft taint.
 pub(crate) fn soft_tainted(n: &NodeInfo) -> bool {
@@ -59,10 +59,20 @@ fn candidates<'a>(v: &View<'a>) -> Vec<&'a str> {
 /// keep it (they are going), and nodes being deleted are left alone.
 pub fn soft_taint(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     let candidates = candidates(v);
+    let kind = Action::SoftTaint {
+        add: Vec::new(),
+        remove: Vec::new(),
+    }
+    .kind();
     let mut add = Vec::new();
     let mut remove = Vec::new();
     for n in v.members.iter().filter_map(|m| m.node) {
         if n.deleting || policy::cordoned_by_us(n) {
+            continue;
+        }
+        // A node whose patch failed waits out its own backoff; the others go on.
+        if crate::plan::backoff::is_held_back(kind, Target::Node(&n.name), v.action_backoff, v.now)
+        {
             continue;
         }
         let is = candidates.contains(&n.name.as_str());
