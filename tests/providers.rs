@@ -219,7 +219,10 @@ fn a_provider_is_registered_in_one_place() {
             || rel
                 .file_name()
                 .is_some_and(|n| n == "tests.rs" || n.to_string_lossy().ends_with("_tests.rs"));
-        if in_folder || file == registry || test_file {
+        // The settings texts old releases hashed, frozen by hand (issue 29 item 2): history,
+        // not a table a new provider joins (a provider added later has no old hash).
+        let frozen_history = rel.ends_with("crates/core/src/config/hash/legacy.rs");
+        if in_folder || file == registry || test_file || frozen_history {
             continue;
         }
         let text = std::fs::read_to_string(&file).expect("source");

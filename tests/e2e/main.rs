@@ -14,7 +14,8 @@ use std::process::Stdio;
 use std::time::{Duration, Instant, SystemTime};
 
 use common::{
-    app_pods, cordon_patch, has_startup_taint, nodewright_for, phase, ready, unschedulable, Killed,
+    app_pods, cordon_patch, cordon_patch_as, has_startup_taint, nodewright_for, phase, ready,
+    unschedulable, Killed,
 };
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, Patch, PatchParams};

@@ -472,7 +472,9 @@ async fn a_drained_node_and_its_vm_are_deleted_only_after_its_terminating_pods_a
         .patch(
             &gone_vm,
             &PatchParams::default(),
-            &Patch::Merge(cordon_patch(true)),
+            // Cordoned as underutilized: a node cordoned as empty that runs pods is given
+            // back (issue 29 item 9).
+            &Patch::Merge(cordon_patch_as("underutilized")),
         )
         .await
         .expect("cordon");

@@ -164,12 +164,18 @@ pub fn cordon_patch(ours: bool) -> serde_json::Value {
     if !ours {
         return serde_json::json!({"spec": {"unschedulable": true}});
     }
+    cordon_patch_as("empty")
+}
+
+/// nodewright's own cordon for scale-down with `disruption` (`empty`, `underutilized`)
+/// as its reason, as a process that died after cordoning leaves it.
+pub fn cordon_patch_as(disruption: &str) -> serde_json::Value {
     let now = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
     serde_json::json!({
         "metadata": {"annotations": {
-            nodewright_core::model::ANNOTATION_CORDONED: "scale-down: empty",
+            nodewright_core::model::ANNOTATION_CORDONED: format!("scale-down: {disruption}"),
             nodewright_core::model::ANNOTATION_CORDONED_AT: now,
-            nodewright_core::model::ANNOTATION_DISRUPTION: "empty",
+            nodewright_core::model::ANNOTATION_DISRUPTION: disruption,
         }},
         "spec": {"unschedulable": true}
     })

@@ -56,7 +56,17 @@ pub(super) fn reuse_cordoned(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResu
             slots.push(i);
         }
     }
-    let mut pods = pending.needing_nodes.clone();
+    // nodewright's own image pullers never call a node back: they warm nodes, they are
+    // no work of the cluster's.
+    let mut pods: Vec<&PodInfo> = pending
+        .needing_nodes
+        .iter()
+        .copied()
+        .filter(|p| !policy::own_puller(v, p))
+        .collect();
+    if pods.is_empty() {
+        return None;
+    }
     sched::sort_for_packing(&mut pods, &v.reference_node());
     let names: Vec<&str> = reusable.iter().map(|n| n.name.as_str()).collect();
     let (placed, _) = sched::first_fit(&mut model, &pods, |s| {

@@ -59,20 +59,30 @@ fn candidates<'a>(v: &View<'a>) -> Vec<&'a str> {
 /// keep it (they are going), and nodes being deleted are left alone.
 pub fn soft_taint(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     let candidates = candidates(v);
-    let kind = Action::SoftTaint {
-        add: Vec::new(),
-        remove: Vec::new(),
-    }
-    .kind();
+    let kinds = [
+        Action::SoftTaint {
+            add: Vec::new(),
+            remove: Vec::new(),
+        }
+        .kind(),
+        Action::MarkUnneeded {
+            mark: Vec::new(),
+            clear: Vec::new(),
+            at: 0,
+        }
+        .kind(),
+    ];
     let mut add = Vec::new();
     let mut remove = Vec::new();
     for n in v.members.iter().filter_map(|m| m.node) {
         if n.deleting || policy::cordoned_by_us(n) {
             continue;
         }
-        // A node whose patch failed waits out its own backoff; the others go on.
-        if crate::plan::backoff::is_held_back(kind, Target::Node(&n.name), v.action_backoff, v.now)
-        {
+        // A node whose patches fail (its soft taint, or its unneeded mark: the same
+        // object) waits out its own backoff; the others go on.
+        if kinds.iter().any(|kind| {
+            crate::plan::backoff::is_held_back(kind, Target::Node(&n.name), v.action_backoff, v.now)
+        }) {
             continue;
         }
         let is = candidates.contains(&n.name.as_str());
