@@ -550,7 +550,7 @@ mod tests {
         assert!(
             with.lines()
                 .next()
-                .is_some_and(|l| l.ends_with(&format!(" warm=1 uid={uid}"))),
+                .is_some_and(|l| l.ends_with(&format!(" warm=1 stage=cloned uid={uid}"))),
             "{with}"
         );
         assert_eq!(with.lines().nth(1), d.lines().nth(1));
