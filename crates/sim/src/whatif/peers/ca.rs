@@ -1,7 +1,7 @@
 //! A Cluster-Autoscaler-like policy: an approximation of Cluster Autoscaler's loop with
 //! its documented defaults, written from its FAQ and flags, not from its code.
 //!
-//! Every [`SCAN`](super::SCAN) (`--scan-interval` 10 s):
+//! Every [`SCAN`] (`--scan-interval` 10 s):
 //! - **Scale-up**: the pods the scheduler marked unschedulable that fit neither an
 //!   existing node nor a booting one (CA counts upcoming nodes) are estimated per group
 //!   with first-fit-decreasing bin packing onto new nodes (the binpacking estimator:
