@@ -623,20 +623,7 @@ nodeGroups:
         .expect("scale to 0");
     // Cordoned once its pods are on their way out (a node cordoned as empty that still
     // runs pods is given back, issue 29 item 9).
-    let started = std::time::Instant::now();
-    while cluster.pods_on(&vm.name).iter().any(|p| {
-        p.metadata.deletion_timestamp.is_none()
-            && p.metadata
-                .labels
-                .as_ref()
-                .is_some_and(|l| l.get("app").map(String::as_str) == Some("web"))
-    }) {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "the web pods never went"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    common::wait_until_app_pods_leave(&cluster, &vm.name, "web").await;
     let nodes: Api<Node> = Api::all(cluster.kube_client().await.expect("client"));
     nodes
         .patch(

@@ -195,6 +195,30 @@ pub fn unschedulable(p: &Pod) -> bool {
         })
 }
 
+/// Waits until no pod labelled `app=<app>` on `node` is left that is not being deleted:
+/// a node nodewright cordons as empty after that is empty (one cordoned as empty that
+/// still runs pods is given back, issue 29 item 9).
+pub async fn wait_until_app_pods_leave(
+    cluster: &nodewright_sim::cluster::SimCluster,
+    node: &str,
+    app: &str,
+) {
+    let started = Instant::now();
+    while cluster.pods_on(node).iter().any(|p| {
+        p.metadata.deletion_timestamp.is_none()
+            && p.metadata
+                .labels
+                .as_ref()
+                .is_some_and(|l| l.get("app").map(String::as_str) == Some(app))
+    }) {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the {app} pods on {node} never went"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// The pods labelled `app=<app>`.
 pub fn app_pods(env: &SimEnv, app: &str) -> Vec<Pod> {
     env.cluster
