@@ -174,7 +174,8 @@ async fn item_9_a_hung_or_rate_limited_listing_is_waited_for_once_and_other_grou
                 d.action,
                 Action::ScaleUp {
                     group: "batch".into(),
-                    count: 1
+                    count: 1,
+                    size: None
                 },
                 "the first cycle that sees the batch pod pending makes its VM: {:?}",
                 d.notes

@@ -27,6 +27,7 @@ fn req(name: &str, cluster: &str) -> CreateRequest {
         cluster: cluster.into(),
         group: "workers".into(),
         user_data: "#!/bin/sh\n".into(),
+        size: None,
         settings_hash: String::new(),
         zone: None,
     }

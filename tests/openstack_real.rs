@@ -590,7 +590,8 @@ nodeGroups:
     assert!(
         up.contains(&Action::ScaleUp {
             group: "workers".into(),
-            count: 1
+            count: 1,
+            size: None
         }),
         "{up:?}"
     );

@@ -124,7 +124,7 @@ async fn a_proxmox_vm_started_by_a_killed_process_joins_without_waiting_out_prov
     .await;
     let action = one_cycle_then_killed(env.dir.path(), &env.pve).await;
     assert!(
-        matches!(&action, Action::ScaleUp { group, count: 1 } if group == "ga"),
+        matches!(&action, Action::ScaleUp { group, count: 1, .. } if group == "ga"),
         "{action:?}"
     );
     let started = env.pve.guests();

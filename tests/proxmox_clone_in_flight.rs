@@ -111,6 +111,7 @@ fn req(name: &str) -> CreateRequest {
         cluster: "prod".into(),
         group: "workers".into(),
         user_data: String::new(),
+        size: None,
         settings_hash: String::new(),
         zone: None,
     }

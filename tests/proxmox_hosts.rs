@@ -45,6 +45,7 @@ fn req(n: usize, group: &str) -> CreateRequest {
         cluster: "prod".into(),
         group: group.into(),
         user_data: String::new(),
+        size: None,
         settings_hash: String::new(),
         zone: None,
     }

@@ -317,6 +317,7 @@ async fn a_warm_start_whose_user_data_does_not_render_fails_and_leaves_the_vm_pa
             cluster: "prod".into(),
             group: "pve".into(),
             user_data: String::new(),
+            size: None,
             settings_hash: String::new(),
             zone: None,
         })

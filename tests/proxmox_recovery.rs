@@ -54,6 +54,7 @@ fn req(name: &str, group: &str, user_data: &str) -> CreateRequest {
         cluster: "prod".into(),
         group: group.into(),
         user_data: user_data.into(),
+        size: None,
         settings_hash: String::new(),
         zone: None,
     }

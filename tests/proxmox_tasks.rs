@@ -61,6 +61,7 @@ fn req(name: &str) -> CreateRequest {
         cluster: "prod".into(),
         group: "workers".into(),
         user_data: String::new(),
+        size: None,
         settings_hash: "0a1b2c3d4e5f".into(),
         zone: None,
     }

@@ -89,7 +89,7 @@ async fn a_config_reload_forgets_the_providers_in_flight_state() {
     let mut built = inputs(&rec.config, &creds);
     let first = rec.cycle(SystemTime::now()).await.expect("cycle");
     assert!(
-        matches!(&first.decision.action, Action::ScaleUp { group, count: 1 } if group == "ga"),
+        matches!(&first.decision.action, Action::ScaleUp { group, count: 1, .. } if group == "ga"),
         "{:?}",
         first.decision
     );

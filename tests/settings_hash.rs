@@ -29,6 +29,7 @@ fn req(name: &str, cluster: &str) -> CreateRequest {
         cluster: cluster.into(),
         group: "workers".into(),
         user_data: "#!/bin/sh\n".into(),
+        size: None,
         settings_hash: HASH.into(),
         zone: None,
     }

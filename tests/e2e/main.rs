@@ -144,7 +144,8 @@ async fn pods_that_do_not_fit_get_a_tainted_node_that_is_untainted_when_ready() 
     assert_eq!(labels.get(LABEL_GROUP).map(String::as_str), Some("workers"));
     assert!(actions.contains(&Action::ScaleUp {
         group: "workers".into(),
-        count: 1
+        count: 1,
+        size: None
     }));
     assert!(actions.contains(&Action::RemoveStartupTaint {
         nodes: vec![vm.name.clone()]

@@ -6,6 +6,7 @@ use nodewright_testkit as common;
 mod calls;
 mod reconcile;
 mod service;
+mod sizes;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -101,6 +102,7 @@ fn req(name: &str, group: &str) -> CreateRequest {
         cluster: "c1".into(),
         group: group.into(),
         user_data: format!("#!/bin/sh\necho joining {name}\n"),
+        size: None,
         settings_hash: HASH.into(),
         zone: None,
     }

@@ -189,7 +189,8 @@ async fn the_loop_scales_a_kamatera_group_up_and_down() {
     assert!(
         actions.contains(&Action::ScaleUp {
             group: "workers".into(),
-            count: 1
+            count: 1,
+            size: None
         }),
         "{actions:#?}"
     );
@@ -279,7 +280,8 @@ async fn kamatera_tags_in_current_api_shape_keep_every_cycle_working() {
     assert!(
         actions.contains(&Action::ScaleUp {
             group: "workers".into(),
-            count: 1
+            count: 1,
+            size: None
         }),
         "{actions:#?}"
     );
@@ -382,6 +384,7 @@ async fn provision_timeout_counts_from_the_real_creation_after_a_restart() {
             cluster: "kt".into(),
             group: "workers".into(),
             user_data: "#!/bin/sh\n".into(),
+            size: None,
             settings_hash: HASH.into(),
             zone: None,
         })

@@ -60,6 +60,7 @@ fn request(name: &str, cluster: &str, user_data: &str) -> CreateRequest {
         cluster: cluster.into(),
         group: "workers".into(),
         user_data: user_data.into(),
+        size: None,
         settings_hash: HASH.into(),
         zone: None,
     }

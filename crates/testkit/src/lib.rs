@@ -275,7 +275,7 @@ pub fn scale_ups(decisions: &[Decision]) -> Vec<(String, u32)> {
     decisions
         .iter()
         .filter_map(|d| match &d.action {
-            Action::ScaleUp { group, count } => Some((group.clone(), *count)),
+            Action::ScaleUp { group, count, .. } => Some((group.clone(), *count)),
             _ => None,
         })
         .collect()

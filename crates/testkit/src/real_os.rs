@@ -165,6 +165,7 @@ pub fn request(name: &str, cluster: &str, user_data: &str) -> CreateRequest {
         cluster: cluster.into(),
         group: "workers".into(),
         user_data: user_data.into(),
+        size: None,
         settings_hash: HASH.into(),
         zone: None,
     }

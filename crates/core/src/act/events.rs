@@ -353,8 +353,7 @@ mod tests {
         let decision = Decision {
             action: Action::ScaleUp {
                 group: "web".into(),
-                count: 1,
-            },
+                count: 1, size: None },
             reasons: vec![Reason::new(ReasonCode::UnschedulablePods, "1 pod(s) ...")
                 .about([pod("mismatched")])],
             notes: vec![
@@ -418,6 +417,7 @@ mod tests {
             action: Action::ScaleUp {
                 group: "web".into(),
                 count: 1,
+                size: None,
             },
             reasons: vec![Reason::new(ReasonCode::UnschedulablePods, "...").about([pod("a")])],
             notes: vec![],
@@ -560,6 +560,7 @@ mod tests {
             Action::ScaleUp {
                 group: "web".into(),
                 count: 2,
+                size: None,
             },
             Action::StartWarm {
                 group: "web".into(),

@@ -518,6 +518,7 @@ mod tests {
             created: SystemTime::UNIX_EPOCH,
             memory_bytes: None,
             provider: "fake".into(),
+            size: None,
             settings_hash: None,
             fault: None,
             warm: false,

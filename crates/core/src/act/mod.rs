@@ -86,12 +86,24 @@ pub fn render_user_data_for(
     node_name: &str,
     shape: Option<&GroupShape>,
 ) -> Result<userdata::RenderedUserData, ActError> {
+    render_sized(config, group, node_name, shape, None)
+}
+
+/// [`render_user_data_for`] a VM of `size` (in a group of several sizes): `shape` is
+/// that size's, and the node is labelled with the size's settings hash.
+fn render_sized(
+    config: &Config,
+    group: &NodeGroupConfig,
+    node_name: &str,
+    shape: Option<&GroupShape>,
+    size: Option<&str>,
+) -> Result<userdata::RenderedUserData, ActError> {
     let taints = group.taints.iter().map(|t| t.to_flag()).collect();
     let mut labels = provider_labels(shape);
     labels.extend(group.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
     labels.insert(
         crate::model::LABEL_SETTINGS_HASH.to_string(),
-        group.settings_hash.clone(),
+        group.hash_of_size(size).to_string(),
     );
     let ctx = RenderContext::new(
         &config.cluster_name,
@@ -116,18 +128,23 @@ fn request_for(
     g: &NodeGroupConfig,
     name: &str,
     zone: Option<String>,
+    size: Option<&str>,
 ) -> Result<CreateRequest, ActError> {
-    let placed = shapes.get(&g.name).map(|s| GroupShape {
-        zone: zone.clone().or(s.zone.clone()),
-        ..s.clone()
+    let placed = shapes.get(&g.name).map(|s| {
+        let sized = size.map_or_else(|| s.clone(), |n| s.of_size(n));
+        GroupShape {
+            zone: zone.clone().or(s.zone.clone()),
+            ..sized
+        }
     });
-    let rendered = render_user_data_for(config, g, name, placed.as_ref())?;
+    let rendered = render_sized(config, g, name, placed.as_ref(), size)?;
     Ok(CreateRequest {
         name: name.to_string(),
         cluster: config.cluster_name.clone(),
         group: g.name.clone(),
         user_data: rendered.content,
-        settings_hash: g.settings_hash.clone(),
+        settings_hash: g.hash_of_size(size).to_string(),
+        size: size.map(str::to_string),
         zone,
     })
 }
@@ -142,7 +159,8 @@ fn renderer<'r>(
     name: &'r str,
 ) -> impl Fn(Option<&str>) -> Result<CreateRequest, String> + Send + Sync + 'r {
     move |zone| {
-        request_for(config, shapes, g, name, zone.map(str::to_string)).map_err(|e| e.to_string())
+        request_for(config, shapes, g, name, zone.map(str::to_string), None)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -268,11 +286,12 @@ impl Actuator<'_> {
                 }
                 each.result(&mut out)?;
             }
-            Action::ScaleUp { group, count } => {
-                self.create_in(group, *count, false, &mut out).await?;
+            Action::ScaleUp { group, count, size } => {
+                self.create_in(group, *count, false, size.as_deref(), &mut out)
+                    .await?;
             }
             Action::FillWarmPool { group, count } => {
-                self.create_in(group, *count, true, &mut out).await?;
+                self.create_in(group, *count, true, None, &mut out).await?;
             }
             Action::ParkWarm { servers } => {
                 let mut each = Refusals::new(Vec::new());
@@ -617,8 +636,9 @@ impl Actuator<'_> {
         g: &NodeGroupConfig,
         name: &str,
         zone: Option<String>,
+        size: Option<&str>,
     ) -> Result<CreateRequest, ActError> {
-        request_for(self.config, self.group_shapes, g, name, zone)
+        request_for(self.config, self.group_shapes, g, name, zone, size)
     }
 
     /// Runs the join scripts a process gone left unrun, or records the joins of those
@@ -705,6 +725,7 @@ impl Actuator<'_> {
         group: &str,
         count: u32,
         warm: bool,
+        size: Option<&str>,
         out: &mut Outcome,
     ) -> Result<(), ActError> {
         let g = self
@@ -721,7 +742,7 @@ impl Actuator<'_> {
         for k in 0..count as usize {
             let name = new_node_name(&self.config.cluster_name, &g.name, &self.taken_names);
             self.taken_names.insert(name.clone());
-            let req = self.request(g, &name, zones.get(k).cloned())?;
+            let req = self.request(g, &name, zones.get(k).cloned(), size)?;
             let server = if warm {
                 provider.create_warm(&req).await?
             } else {

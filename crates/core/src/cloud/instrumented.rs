@@ -208,6 +208,7 @@ mod tests {
                 created: std::time::SystemTime::UNIX_EPOCH,
                 memory_bytes: None,
                 provider: "pooled".into(),
+                size: None,
                 settings_hash: None,
                 fault: None,
                 warm: true,
@@ -266,6 +267,7 @@ mod tests {
             cluster: "c".into(),
             group: "g".into(),
             user_data: String::new(),
+            size: None,
             settings_hash: String::new(),
             zone: None,
         };

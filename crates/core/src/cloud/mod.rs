@@ -136,6 +136,9 @@ pub struct CreateRequest {
     /// The group's settings hash, stamped on the VM as [`SETTINGS_HASH_TAG`] in the
     /// create call itself (empty: none is written).
     pub settings_hash: String,
+    /// The size the plan chose in a group of several sizes (a flavor name, ...), made and
+    /// stamped as [`crate::model::SIZE_TAG`]; `None`: the group's default size.
+    pub size: Option<String>,
     /// The host the plan put this VM on (its `topology.kubernetes.io/zone`, already in the
     /// user data): a provider with hosts places it there or fails, never elsewhere.
     pub zone: Option<String>,

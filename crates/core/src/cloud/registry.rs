@@ -38,6 +38,17 @@ pub trait Settings: fmt::Debug + Send + Sync {
     fn runs_user_data_as_script(&self) -> Option<&'static str> {
         None
     }
+    /// The sizes a scale-up may choose among, by name, the default first (see
+    /// [`crate::model::sizes`]); empty or one: the group has one size.
+    fn sizes(&self) -> Vec<String> {
+        Vec::new()
+    }
+    /// These settings with only size `size`, as a group of that one size would have
+    /// written them (what a VM of that size is made from, and hashed as); `None` when
+    /// `size` is not one of [`Self::sizes`].
+    fn with_size(&self, _size: &str) -> Option<ProviderSettings> {
+        None
+    }
 }
 
 /// One registered provider: what config, `cloud::build`, `check` and the docs read.
@@ -165,7 +176,7 @@ macro_rules! with_provider_rows {
                 settings: OpenStackSettings,
                 credentials_env: "OPENSTACK_CREDENTIALS_FILE",
                 credentials_docs: "OpenStack credentials YAML (`OS_AUTH_URL`, `OS_USERNAME`, `OS_PASSWORD`, `OS_USER_DOMAIN_NAME`, `OS_TENANT_ID`/`OS_TENANT_NAME` or `OS_PROJECT_*`, `OS_REGION`; or `OS_APPLICATION_CREDENTIAL_ID`/`_SECRET`)",
-                settings_docs: "`flavor`, `image` (name or id), `network`, `keyName`, `securityGroups`, `availabilityZone`, `serverGroup` (name or id; scheduler hint)",
+                settings_docs: "`flavor` (name or id, or a list a scale-up picks the least wasting of), `image` (name or id), `network`, `keyName`, `securityGroups`, `availabilityZone`, `serverGroup` (name or id; scheduler hint)",
                 warm_pools: true,
             }
             Proxmox = "proxmox" {
@@ -244,6 +255,14 @@ impl ProviderBlocks {
     /// The block of settings type `T`, if written, to change.
     pub fn of_mut<T: Block>(&mut self) -> Option<&mut T> {
         self.0.iter_mut().find_map(T::of_mut)
+    }
+
+    /// These blocks with `block` in place of the one of its provider.
+    pub fn replaced(&self, block: ProviderSettings) -> ProviderBlocks {
+        let mut out = self.clone();
+        out.0.retain(|b| b.kind() != block.kind());
+        out.insert(block);
+        out
     }
 
     /// Every block written, in table order.

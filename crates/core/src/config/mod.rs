@@ -12,6 +12,7 @@ mod pools;
 pub mod reload;
 mod schedule;
 mod scheduling;
+mod sizes;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -287,6 +288,12 @@ pub struct NodeGroupConfig {
     /// The hashes earlier releases gave the same settings (see [`Self::hash_is_current`]).
     #[serde(skip)]
     pub legacy_settings_hashes: Vec<String>,
+    /// A group of several sizes: each size with the settings hash of the group written
+    /// with that size alone, the hash a VM of that size is stamped with (so a node of an
+    /// allowed size is not drifted, and one made when the group had that size alone is
+    /// not either). Empty for a group of one size.
+    #[serde(skip)]
+    pub size_hashes: Vec<(String, String)>,
 }
 
 impl NodeGroupConfig {
@@ -313,7 +320,44 @@ impl NodeGroupConfig {
     /// settings hash, or one the releases before it stamped for the same settings
     /// (see [`hash::legacy_settings_hashes`]).
     pub fn hash_is_current(&self, hash: &str) -> bool {
-        hash == self.settings_hash || self.legacy_settings_hashes.iter().any(|h| h == hash)
+        hash == self.settings_hash
+            || self.legacy_settings_hashes.iter().any(|h| h == hash)
+            || self.size_hashes.iter().any(|(_, h)| h == hash)
+    }
+
+    /// The sizes a scale-up chooses among, the default first; empty for a group of one
+    /// size (see [`crate::model::sizes`]).
+    pub fn sizes(&self) -> Vec<String> {
+        let sizes = self
+            .provider_settings()
+            .map(|s| s.as_settings().sizes())
+            .unwrap_or_default();
+        if sizes.len() > 1 {
+            sizes
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// The size of a VM of this group of several sizes: its size mark when it names one
+    /// of them, else the size its settings hash is of, else the default (first). `None`
+    /// for a group of one size.
+    pub fn size_of_vm(&self, mark: Option<&str>, hash: Option<&str>) -> Option<&str> {
+        let (first, _) = self.size_hashes.first()?;
+        let by_mark = mark.and_then(|m| self.size_hashes.iter().find(|(n, _)| n == m));
+        let by_hash = || hash.and_then(|h| self.size_hashes.iter().find(|(_, x)| x == h));
+        Some(
+            by_mark
+                .or_else(by_hash)
+                .map_or(first.as_str(), |(n, _)| n.as_str()),
+        )
+    }
+
+    /// The settings hash a VM of size `size` is stamped with: the group's own for a group
+    /// of one size (or no size named).
+    pub fn hash_of_size(&self, size: Option<&str>) -> &str {
+        size.and_then(|s| self.size_hashes.iter().find(|(n, _)| n == s))
+            .map_or(self.settings_hash.as_str(), |(_, h)| h.as_str())
     }
 
     /// What a new node is made from, hashed (see [`hash`]): a node labelled with another
@@ -324,6 +368,28 @@ impl NodeGroupConfig {
             std::fs::read(templates_dir.join(&self.user_data.template)).unwrap_or_default();
         self.settings_hash = hash::settings_hash(self, &template);
         self.legacy_settings_hashes = hash::legacy_settings_hashes(self, &template);
+        self.size_hashes.clear();
+        let sizes = self.sizes();
+        let Some(block) = self.provider_settings().cloned() else {
+            return;
+        };
+        // Each size hashes as the group written with that size alone; the first is the
+        // group's own hash (what a VM no scale-up chose a size for is made as).
+        for (i, size) in sizes.iter().enumerate() {
+            let Some(one) = block.as_settings().with_size(size) else {
+                continue;
+            };
+            let mut alone = self.clone();
+            alone.settings = self.settings.replaced(one);
+            let h = hash::settings_hash(&alone, &template);
+            if i == 0 {
+                self.settings_hash = h.clone();
+                self.legacy_settings_hashes.clear();
+            }
+            self.legacy_settings_hashes
+                .extend(hash::legacy_settings_hashes(&alone, &template));
+            self.size_hashes.push((size.clone(), h));
+        }
     }
 }
 

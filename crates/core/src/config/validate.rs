@@ -200,6 +200,7 @@ fn validate_expander(p: &mut Vec<ConfigProblem>, c: &Config) {
 
 fn validate_group(p: &mut Vec<ConfigProblem>, c: &Config, at: &str, g: &NodeGroupConfig) {
     super::pools::validate_pool(p, at, g);
+    super::sizes::validate_sizes(p, at, g);
     if let Some(price) = g.price {
         if !price.is_finite() || price < 0.0 {
             p.push(ConfigProblem::new(

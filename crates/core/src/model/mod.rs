@@ -15,6 +15,7 @@ pub mod refs;
 pub mod resources;
 pub mod selector;
 pub mod server;
+pub mod sizes;
 pub mod volumes;
 
 pub use bytes::Bytes;
@@ -30,6 +31,7 @@ pub use selector::{
     SpreadConstraint,
 };
 pub use server::{unix_secs, GroupShape, Server, ServerStatus, Stray, StrayKind};
+pub use sizes::{Names, SizeShape, SIZE_TAG};
 pub use volumes::{
     attach_resource, ClaimInfo, ClassInfo, CsiNodeInfo, HeldVolume, LocalVolume, PodClaim, PvInfo,
     Volumes,

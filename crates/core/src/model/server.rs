@@ -48,6 +48,10 @@ pub struct Server {
     pub provider: String,
     /// Value of [`SETTINGS_HASH_TAG`](crate::cloud::SETTINGS_HASH_TAG), if any (VMs made before it was stamped have none).
     pub settings_hash: Option<String>,
+    /// Value of [`SIZE_TAG`](crate::model::SIZE_TAG): the size a scale-up chose for it in
+    /// a group of several sizes (none: the group's default size).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<String>,
     /// Why the cloud says the VM failed (Nova's `fault.message`), read back every cycle so
     /// the planner's reason, the Event and `plan` can say it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -142,4 +146,26 @@ pub struct GroupShape {
     /// The hypervisor hosts a new VM of the group may go to (Proxmox); `None` for a
     /// cloud that places VMs itself.
     pub hosts: Option<hosts::GroupHosts>,
+    /// Every size of a group that lists several (the first is the one above); empty for
+    /// a group of one size. A scale-up picks among them (see
+    /// [`crate::model::sizes`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub sizes: Vec<super::sizes::SizeShape>,
+}
+
+impl GroupShape {
+    /// The shape of one new VM of size `name`: this one with that size's CPU, memory and
+    /// instance type (itself when the group has one size or `name` is not one of them).
+    pub fn of_size(&self, name: &str) -> GroupShape {
+        match self.sizes.iter().find(|s| s.name == name) {
+            Some(s) => GroupShape {
+                cpu_milli: s.cpu_milli,
+                memory: s.memory,
+                instance_type: Some(s.name.clone()),
+                sizes: Vec::new(),
+                ..self.clone()
+            },
+            None => self.clone(),
+        }
+    }
 }

@@ -38,8 +38,13 @@ pub enum Action {
         servers: Vec<ServerRef>,
         nodes: Vec<String>,
     },
-    /// Create `count` VMs in `group`.
-    ScaleUp { group: String, count: u32 },
+    /// Create `count` VMs in `group`, of `size` when the group lists several sizes.
+    ScaleUp {
+        group: String,
+        count: u32,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        size: Option<String>,
+    },
     /// Scale `group` up by starting VMs of its warm pool instead of creating them.
     StartWarm {
         group: String,
@@ -148,7 +153,7 @@ impl Action {
     /// The group and node count of an action that adds nodes (created or started).
     pub fn scale_up(&self) -> Option<(&str, u32)> {
         match self {
-            Action::ScaleUp { group, count } => Some((group, *count)),
+            Action::ScaleUp { group, count, .. } => Some((group, *count)),
             Action::StartWarm { group, servers } => {
                 Some((group, u32::try_from(servers.len()).unwrap_or(u32::MAX)))
             }
@@ -170,7 +175,7 @@ impl Action {
     /// The group and count of an action that creates VMs to run now (not a warm start).
     pub fn creates(&self) -> Option<(&str, u32)> {
         match self {
-            Action::ScaleUp { group, count } => Some((group, *count)),
+            Action::ScaleUp { group, count, .. } => Some((group, *count)),
             _ => None,
         }
     }
@@ -288,7 +293,16 @@ impl fmt::Display for Action {
                 let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
                 write!(f, "delete failed VMs {}", names.join(", "))
             }
-            Action::ScaleUp { group, count } => write!(f, "add {count} node(s) to group {group}"),
+            Action::ScaleUp {
+                group,
+                count,
+                size: None,
+            } => write!(f, "add {count} node(s) to group {group}"),
+            Action::ScaleUp {
+                group,
+                count,
+                size: Some(size),
+            } => write!(f, "add {count} node(s) of size {size} to group {group}"),
             Action::StartWarm { group, servers } => {
                 let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
                 write!(

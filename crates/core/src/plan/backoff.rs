@@ -124,6 +124,7 @@ mod tests {
         let up = Action::ScaleUp {
             group: "g".into(),
             count: 1,
+            size: None,
         };
         assert!(keys(&up).is_empty());
     }

@@ -195,7 +195,7 @@ impl Reconciler {
     /// another provider's group would grow into their room.
     fn count_creates(&self, action: &plan::Action) {
         let (group, count) = match action {
-            plan::Action::ScaleUp { group, count }
+            plan::Action::ScaleUp { group, count, .. }
             | plan::Action::FillWarmPool { group, count } => (group, *count),
             _ => return,
         };

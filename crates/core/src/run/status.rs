@@ -196,6 +196,7 @@ mod tests {
             action: Action::ScaleUp {
                 group: "web".into(),
                 count: 3,
+                size: None,
             },
             reasons: vec![Reason::new(
                 ReasonCode::UnschedulablePods,

@@ -211,6 +211,7 @@ pub(super) fn seed_foreign(world: &World) -> Foreign {
         created: at(0),
         memory_bytes: Some(8 << 30),
         provider: provider.into(),
+        size: None,
         settings_hash: None,
         fault: None,
         warm: false,

@@ -119,11 +119,21 @@ impl KamateraProvider {
                     ),
                 ));
             }
-            self.check_cpu(group, s, &mut seen).await?;
+            let mut sizes = Vec::new();
+            for size in s.size_list() {
+                let mut one = s.clone();
+                one.cpu = size.cpu.clone();
+                one.ram = size.ram;
+                one.sizes.clear();
+                self.check_cpu(group, &one, &mut seen).await?;
+                sizes.push(format!("CPU {} with {} MB", size.cpu, size.ram.0));
+            }
             self.check_image(group, s, &mut seen).await?;
             lines.push(format!(
-                "group {group}: datacenter {}, image {}, CPU {} with {} MB exist",
-                s.datacenter, s.image, s.cpu, s.ram.0
+                "group {group}: datacenter {}, image {}, {} exist",
+                s.datacenter,
+                s.image,
+                sizes.join("; ")
             ));
         }
         Ok(lines)

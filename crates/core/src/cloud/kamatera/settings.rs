@@ -12,8 +12,8 @@ use super::{
     cluster_tag, group_tag, is_tag_char, is_time_tag_suffix, DEFAULT_TAG_PREFIX, MAX_DISKS,
     MAX_NETWORKS, MAX_TAG_LEN, TIME_TAG_DIGITS,
 };
-use crate::cloud::registry::{GroupContext, Settings};
-use crate::model::GroupShape;
+use crate::cloud::registry::{GroupContext, ProviderSettings, Settings};
+use crate::model::{GroupShape, SizeShape};
 
 /// Hourly or monthly billing (`billingcycle`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
@@ -56,8 +56,8 @@ impl UserDataField {
 
 /// RAM of a server in whole MiB (Kamatera's unit), written as a size like every other
 /// byte size in config (`8 GiB`, `8192 MiB`; see [`crate::model::Bytes`]): a bare
-/// number is refused, not read as MB.
-#[derive(Clone, Copy, PartialEq, Eq)]
+/// number is refused, not read as MB. 0: not written (a group of `sizes`).
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
 pub struct RamMb(pub u64);
 
 impl RamMb {
@@ -116,10 +116,16 @@ pub struct KamateraSettings {
     pub datacenter: String,
     /// Image name or id (`EU:6000C2...`), e.g. `ubuntu_server_24.04_64-bit`.
     pub image: String,
-    /// CPU count and type, e.g. `2B` (types A, B, T, D).
+    /// CPU count and type, e.g. `2B` (types A, B, T, D); empty with `sizes`.
+    #[serde(default)]
     pub cpu: String,
-    /// RAM: a size such as `4 GiB` or `4096 MiB` (whole MiB).
+    /// RAM: a size such as `4 GiB` or `4096 MiB` (whole MiB); unset with `sizes`.
+    #[serde(default)]
     pub ram: RamMb,
+    /// Several sizes instead of `cpu`/`ram`: each scale-up takes the one that wastes least
+    /// for its pods, the first where nothing chose (`minSize`, warm pools).
+    #[serde(default)]
+    pub sizes: Vec<KamateraSize>,
     /// Disks as cloudcli `--disk` values, e.g. `size=50`; the first is the boot disk.
     #[serde(default = "default_disks")]
     pub disks: Vec<String>,
@@ -156,6 +162,51 @@ impl KamateraSettings {
     /// Number of CPUs in `cpu` (`2B` → 2), when it has the documented form.
     pub fn cpu_count(&self) -> Option<u32> {
         parse_cpu(&self.cpu).map(|(n, _)| n)
+    }
+
+    /// Every size, the default first: `sizes`, or the one of `cpu`/`ram`.
+    pub fn size_list(&self) -> Vec<KamateraSize> {
+        if self.sizes.is_empty() {
+            vec![KamateraSize {
+                cpu: self.cpu.clone(),
+                ram: self.ram,
+            }]
+        } else {
+            self.sizes.clone()
+        }
+    }
+
+    /// The size named `name` (see [`KamateraSize::name`]), the default for `None`; `None`
+    /// when no size has that name.
+    pub fn size_named(&self, name: Option<&str>) -> Option<KamateraSize> {
+        let all = self.size_list();
+        match name {
+            None => all.into_iter().next(),
+            Some(n) => all.into_iter().find(|s| s.name() == n),
+        }
+    }
+}
+
+/// One size of a group of several (`sizes: [{cpu: 2B, ram: 4 GiB}, ...]`).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct KamateraSize {
+    pub cpu: String,
+    pub ram: RamMb,
+}
+
+impl KamateraSize {
+    /// `2B-4096`: its CPU and RAM in MiB, as the node's instance type says it.
+    pub fn name(&self) -> String {
+        format!("{}-{}", self.cpu, self.ram.0)
+    }
+
+    fn shape(&self) -> SizeShape {
+        SizeShape {
+            name: self.name(),
+            cpu_milli: parse_cpu(&self.cpu).map(|(n, _)| u64::from(n) * 1000),
+            memory: Some(self.ram.bytes()),
+        }
     }
 }
 
@@ -241,17 +292,21 @@ pub fn validate_settings(cluster: &str, group: &str, settings: &KamateraSettings
             "image: empty; expected an image name or id, e.g. `ubuntu_server_24.04_64-bit`".into(),
         );
     }
-    if parse_cpu(&settings.cpu).is_none() {
-        p.push(format!(
-            "cpu: `{}` is not a CPU spec; expected a count and a type letter, e.g. `2B`",
-            settings.cpu
-        ));
-    }
-    if settings.ram.0 < 256 {
-        p.push(format!(
-            "ram: {} MiB is too small; expected at least 256 MiB (e.g. `4 GiB`)",
-            settings.ram.0
-        ));
+    if settings.sizes.is_empty() {
+        check_size(&mut p, "", &settings.size_list()[0]);
+    } else {
+        if !settings.cpu.is_empty() || settings.ram.0 > 0 {
+            p.push("sizes: set together with cpu/ram; expected either cpu and ram (one size) or sizes (several), not both".into());
+        }
+        for (i, size) in settings.sizes.iter().enumerate() {
+            check_size(&mut p, &format!("sizes[{i}]."), size);
+            if settings.sizes[..i].iter().any(|s| s == size) {
+                p.push(format!(
+                    "sizes[{i}]: {} is listed twice; expected each size once",
+                    size.name()
+                ));
+            }
+        }
     }
     check_items(
         &mut p,
@@ -283,6 +338,30 @@ pub fn validate_settings(cluster: &str, group: &str, settings: &KamateraSettings
         p.push("commandTimeout: expected at least 1s".into());
     }
     p
+}
+
+/// A size's `cpu` and `ram`, their paths under `kamatera` starting with `at`.
+fn check_size(p: &mut Vec<String>, at: &str, size: &KamateraSize) {
+    if size.cpu.is_empty() {
+        p.push(format!(
+            "{at}cpu: missing; expected a count and a type letter, e.g. `2B` (or `sizes` for several)"
+        ));
+    } else if parse_cpu(&size.cpu).is_none() {
+        p.push(format!(
+            "{at}cpu: `{}` is not a CPU spec; expected a count and a type letter, e.g. `2B`",
+            size.cpu
+        ));
+    }
+    if size.ram.0 == 0 {
+        p.push(format!(
+            "{at}ram: missing; expected a size such as `4 GiB` (or `sizes` for several)"
+        ));
+    } else if size.ram.0 < 256 {
+        p.push(format!(
+            "{at}ram: {} MiB is too small; expected at least 256 MiB (e.g. `4 GiB`)",
+            size.ram.0
+        ));
+    }
 }
 
 /// Disk and network items: `key=value` pairs joined by `,`, no spaces (the API splits the
@@ -348,6 +427,11 @@ impl Settings for KamateraSettings {
             ("kamatera.disks", Value::from(self.disks.clone())),
             ("kamatera.networks", Value::from(self.networks.clone())),
         ];
+        if !self.sizes.is_empty() {
+            // Never stamped: each VM carries the hash of its own size (see `sizes`).
+            let names: Vec<String> = self.sizes.iter().map(KamateraSize::name).collect();
+            m.push(("kamatera.sizes", Value::from(names)));
+        }
         if let Some(k) = &self.ssh_key {
             m.push(("kamatera.sshKey", Value::from(k.clone())));
         }
@@ -358,22 +442,40 @@ impl Settings for KamateraSettings {
     }
 
     fn offline_shape(&self) -> GroupShape {
+        let all = self.size_list();
+        let first = all[0].shape();
         GroupShape {
-            cpu_milli: self
-                .cpu
-                .trim_end_matches(|c: char| c.is_ascii_alphabetic())
-                .parse::<u64>()
-                .ok()
-                .map(|c| c * 1000),
-            memory: Some(self.ram.bytes()),
-            instance_type: Some(format!("{}-{}", self.cpu, self.ram.0)),
+            cpu_milli: first.cpu_milli,
+            memory: first.memory,
+            instance_type: Some(first.name),
             zone: Some(self.datacenter.clone()),
+            sizes: if all.len() > 1 {
+                all.iter().map(KamateraSize::shape).collect()
+            } else {
+                Vec::new()
+            },
             ..GroupShape::default()
         }
     }
 
     fn unknown_shape(&self) -> String {
-        format!("kamatera.cpu {} does not start with a CPU count", self.cpu)
+        format!(
+            "kamatera.cpu {} does not start with a CPU count",
+            self.size_list()[0].cpu
+        )
+    }
+
+    fn sizes(&self) -> Vec<String> {
+        self.sizes.iter().map(KamateraSize::name).collect()
+    }
+
+    fn with_size(&self, size: &str) -> Option<ProviderSettings> {
+        let one = self.sizes.iter().find(|s| s.name() == size)?;
+        let mut alone = self.clone();
+        alone.cpu = one.cpu.clone();
+        alone.ram = one.ram;
+        alone.sizes = Vec::new();
+        Some(ProviderSettings::Kamatera(alone))
     }
 
     fn runs_user_data_as_script(&self) -> Option<&'static str> {

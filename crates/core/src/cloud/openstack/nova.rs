@@ -284,6 +284,11 @@ impl NovaServer {
                 .map(|mib| mib.saturating_mul(1024 * 1024)),
             provider: PROVIDER.into(),
             settings_hash: self.settings_hash(),
+            size: self
+                .metadata
+                .get(crate::model::SIZE_TAG)
+                .filter(|s| !s.is_empty())
+                .cloned(),
             fault: self
                 .fault
                 .as_ref()

@@ -449,6 +449,7 @@ pub async fn shape(
         zone,
         region,
         hosts: Some(hosts),
+        sizes: Vec::new(),
     })
 }
 

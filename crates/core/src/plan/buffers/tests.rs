@@ -62,6 +62,7 @@ fn member(s: &mut Snapshot, name: &str, group: &str) {
         created: ago(3600),
         memory_bytes: Some(8 * GI),
         provider: "openstack".into(),
+        size: None,
         settings_hash: None,
         fault: None,
         warm: false,
@@ -100,6 +101,7 @@ fn booting(s: &mut Snapshot, name: &str) {
         created: ago(60),
         memory_bytes: Some(8 * GI),
         provider: "openstack".into(),
+        size: None,
         settings_hash: None,
         fault: None,
         warm: false,
@@ -169,6 +171,7 @@ fn scale_up(group: &str, count: u32) -> Action {
     Action::ScaleUp {
         group: group.into(),
         count,
+        size: None,
     }
 }
 

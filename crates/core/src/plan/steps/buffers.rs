@@ -143,6 +143,7 @@ pub fn scale_up_for_buffers(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult
         Action::ScaleUp {
             group: g.name.clone(),
             count: best.nodes.count,
+            size: None,
         },
         reasons,
     ))

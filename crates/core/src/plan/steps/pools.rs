@@ -185,16 +185,20 @@ pub fn from_warm_pool(
     action: Action,
     mut reasons: Vec<Reason>,
 ) -> (Action, Vec<Reason>) {
-    let Action::ScaleUp { group, count } = &action else {
+    let Action::ScaleUp { group, count, size } = &action else {
         return (action, reasons);
     };
     let Some(g) = v.config.group(group) else {
         return (action, reasons);
     };
+    // A size chosen among several: only warm VMs of that size stand in for it.
+    let of_size = |s: &Server| {
+        size.is_none() || s.settings_hash.as_deref() == Some(g.hash_of_size(size.as_deref()))
+    };
     let mut usable: Vec<&Server> = warm_of(v, g)
         .into_iter()
         .map(|(s, _)| s)
-        .filter(|s| usable(v, g, s))
+        .filter(|s| usable(v, g, s) && of_size(s))
         .collect();
     if usable.is_empty() {
         return (action, reasons);

@@ -8,7 +8,7 @@ use crate::config::NodeGroupConfig;
 use crate::model::{fmt_cpu, ObjectRef, PodInfo};
 use crate::plan::sched::{self, GroupOption};
 use crate::plan::units::{fmt_bytes, fmt_u};
-use crate::plan::view::{ServerState, View};
+use crate::plan::view::{GroupInfo, ServerState, View};
 use crate::plan::{Action, Reason, ReasonCode};
 
 /// Unhostable pods reported one by one (each gets its own Event); the rest together.
@@ -65,7 +65,7 @@ pub(super) fn limit_room(v: &View<'_>, g: &NodeGroupConfig) -> (u32, Option<Stri
             Some(n) => n.allocatable.clone(),
             None => v
                 .group(&m.group.name)
-                .map(|i| i.allocatable.clone())
+                .map(|i| i.of_size(m.size()).allocatable.clone())
                 .unwrap_or_default(),
         };
         cpu += a.cpu;
@@ -165,6 +165,7 @@ fn min_size(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             Action::ScaleUp {
                 group: g.name.clone(),
                 count,
+                size: None,
             },
             vec![reason],
         ));
@@ -234,6 +235,8 @@ fn pending_pods(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     let mut pods = pending.needing_nodes.clone();
     sched::sort_for_packing(&mut pods, &v.reference_node());
     let mut options = Vec::new();
+    // The size each group of several sizes would be scaled up with.
+    let mut sizes: Vec<(&str, String)> = Vec::new();
     for g in &v.config.node_groups {
         let Some(info) = v.group(&g.name) else {
             continue;
@@ -241,22 +244,32 @@ fn pending_pods(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         let room = room(v, g);
         if room == 0 {
             let could = v.frozen.contains_key(g.name.as_str())
-                || pods
-                    .iter()
-                    .any(|p| sched::why_not(p, &info.template, &info.overhead).is_none());
+                || pods.iter().any(|p| {
+                    std::iter::once(info)
+                        .chain(info.sizes.iter().map(|(_, i)| i))
+                        .any(|i| sched::why_not(p, &i.template, &i.overhead).is_none())
+                });
             if could {
                 notes.push(at_max(v, g));
             }
             continue;
         }
-        let nodes = sched::trial_new_nodes(
-            &mut model,
-            &pods,
-            &info.template,
-            &info.overhead,
-            room,
-            info.zones(),
-        );
+        let nodes = if info.sizes.is_empty() {
+            sched::trial_new_nodes(
+                &mut model,
+                &pods,
+                &info.template,
+                &info.overhead,
+                room,
+                info.zones(),
+            )
+        } else {
+            let Some((size, nodes)) = least_wasting_size(&mut model, &pods, info, room) else {
+                continue;
+            };
+            sizes.push((g.name.as_str(), size));
+            nodes
+        };
         if nodes.count > 0 {
             options.push(GroupOption {
                 group: g.name.clone(),
@@ -364,13 +377,77 @@ fn pending_pods(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         );
         reasons.push(r.about(left_over.iter().map(|p| ObjectRef::pod(p))));
     }
+    let size = sizes
+        .into_iter()
+        .find(|(group, _)| *group == g.name)
+        .map(|(_, size)| size);
+    if let Some(size) = &size {
+        reasons[0].message = format!(
+            "{} (size {size}: the one of the group's {} that wastes least for them)",
+            reasons[0].message,
+            g.sizes().join(", ")
+        );
+    }
     Some((
         Action::ScaleUp {
             group: g.name.clone(),
             count: best.nodes.count,
+            size,
         },
         reasons,
     ))
+}
+
+/// The size of a group of several sizes that wastes least for `pods`, with the new nodes
+/// it takes them on: the one that places the most of them, then at the least node-cost
+/// (each node costs its CPU and memory as shares of the group's largest size, so four
+/// nodes of a quarter cost one of the whole), then the smaller. `None`: no size takes
+/// any of them.
+pub(super) fn least_wasting_size<'a>(
+    model: &mut sched::Model<'a>,
+    pods: &[&'a PodInfo],
+    info: &GroupInfo,
+    room: u32,
+) -> Option<(String, sched::NewNodes<'a>)> {
+    let mut largest = crate::model::Resources::default();
+    for (_, i) in &info.sizes {
+        largest.max_with(&i.allocatable);
+    }
+    let share = |part: u64, whole: u64| {
+        if whole == 0 {
+            0.0
+        } else {
+            part as f64 / whole as f64
+        }
+    };
+    let cost = |i: &GroupInfo| {
+        share(i.allocatable.cpu, largest.cpu) + share(i.allocatable.memory, largest.memory)
+    };
+    let mut best: Option<(&str, &GroupInfo, sched::NewNodes<'a>, f64)> = None;
+    for (name, i) in &info.sizes {
+        let nodes = sched::trial_new_nodes(model, pods, &i.template, &i.overhead, room, i.zones());
+        if nodes.count == 0 {
+            continue;
+        }
+        let total = f64::from(nodes.count) * cost(i);
+        let better = match &best {
+            None => true,
+            Some((_, bi, bn, bt)) => nodes
+                .placed
+                .len()
+                .cmp(&bn.placed.len())
+                .then(bt.total_cmp(&total))
+                .then(
+                    (bi.allocatable.cpu, bi.allocatable.memory)
+                        .cmp(&(i.allocatable.cpu, i.allocatable.memory)),
+                )
+                .is_gt(),
+        };
+        if better {
+            best = Some((name, i, nodes, total));
+        }
+    }
+    best.map(|(name, _, nodes, _)| (name.to_string(), nodes))
 }
 
 /// Free memory and CPU targets over managed nodes, counting provisioning capacity;
@@ -426,6 +503,7 @@ fn headroom(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             Action::ScaleUp {
                 group: g.name.clone(),
                 count,
+                size: None,
             },
             reasons,
         ));
@@ -457,7 +535,7 @@ fn largest_free_node(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         .collect();
     frees.extend(
         v.provisioning()
-            .filter_map(|m| v.group(&m.group.name))
+            .filter_map(|m| Some(v.group(&m.group.name)?.of_size(m.size())))
             .map(|i| i.usable()),
     );
     if frees
@@ -491,6 +569,7 @@ fn largest_free_node(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
         Action::ScaleUp {
             group: g.name.clone(),
             count: 1,
+            size: None,
         },
         vec![Reason::new(ReasonCode::NodeFreeMemoryBelowMinimum, want)],
     ))

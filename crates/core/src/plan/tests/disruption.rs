@@ -181,7 +181,8 @@ fn replacement_adds_nodes_only_to_a_group_that_can_host_the_pods() {
         d.action,
         Action::ScaleUp {
             group: "workers".into(),
-            count: 1
+            count: 1,
+            size: None
         },
         "{d:#?}"
     );

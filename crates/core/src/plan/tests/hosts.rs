@@ -69,7 +69,7 @@ fn pending(name: &str, cpu: u64, mem: u64) -> PodInfo {
 
 fn scale_up_of(d: &Decision) -> Option<(&str, u32)> {
     match &d.action {
-        Action::ScaleUp { group, count } => Some((group.as_str(), *count)),
+        Action::ScaleUp { group, count, .. } => Some((group.as_str(), *count)),
         _ => None,
     }
 }

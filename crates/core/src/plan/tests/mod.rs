@@ -61,6 +61,7 @@ fn mk_server(name: &str, created: SystemTime) -> Server {
         created,
         memory_bytes: Some(8 * GI),
         provider: "openstack".into(),
+        size: None,
         settings_hash: None,
         fault: None,
         warm: false,
@@ -167,7 +168,8 @@ fn empty_cluster_scales_up_to_meet_free_memory_target() {
         d.action,
         Action::ScaleUp {
             group: "workers".into(),
-            count: 1
+            count: 1,
+            size: None
         }
     );
     assert!(d.has_reason(ReasonCode::FreeMemoryBelowTarget), "{d:?}");
@@ -215,7 +217,8 @@ fn unschedulable_pods_get_enough_nodes_in_one_action() {
         d.action,
         Action::ScaleUp {
             group: "workers".into(),
-            count: 4
+            count: 4,
+            size: None
         },
         "{d:?}"
     );
@@ -383,7 +386,8 @@ fn old_node_triggers_scale_up_first_when_the_rest_cannot_hold_its_pods() {
         d.action,
         Action::ScaleUp {
             group: "workers".into(),
-            count: 1
+            count: 1,
+            size: None
         },
         "{d:?}"
     );
@@ -563,7 +567,8 @@ fn below_min_size_scales_up_even_with_enough_memory() {
         d.action,
         Action::ScaleUp {
             group: "workers".into(),
-            count: 1
+            count: 1,
+            size: None
         }
     );
     assert!(d.has_reason(ReasonCode::GroupBelowMinSize));
@@ -683,5 +688,6 @@ mod props;
 mod removal;
 mod replay;
 mod scale_up;
+mod sizes;
 mod unremovable;
 mod volumes;

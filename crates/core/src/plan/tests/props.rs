@@ -485,7 +485,7 @@ proptest! {
         }
 
         // Scale-ups within maxSize and limits.nodes; never into a frozen group.
-        if let Action::ScaleUp { group, count } = &d.action {
+        if let Action::ScaleUp { group, count, .. } = &d.action {
             prop_assert!(*count >= 1);
             prop_assert!(!(spec.frozen_batch && group == "batch"), "{d:#?}");
             let live = |g: Option<&str>| {

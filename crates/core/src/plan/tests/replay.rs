@@ -151,7 +151,7 @@ impl World {
     fn apply(&mut self, d: &Decision) {
         let now = self.now;
         match &d.action {
-            Action::ScaleUp { group, count } => {
+            Action::ScaleUp { group, count, .. } => {
                 self.scale_ups.push(now);
                 let after_scale_down = self.scale_downs.iter().any(|d| now - d <= 600);
                 if after_scale_down && !self.evicted.is_empty() {

@@ -56,6 +56,14 @@ pub struct Member<'a> {
 }
 
 impl Member<'_> {
+    /// Its size in a group of several sizes (see [`NodeGroupConfig::size_of_vm`]).
+    pub fn size(&self) -> Option<&str> {
+        self.group.size_of_vm(
+            self.server.size.as_deref(),
+            self.server.settings_hash.as_deref(),
+        )
+    }
+
     pub fn server_ref(&self) -> ServerRef {
         ServerRef {
             provider: self.server.provider.clone(),

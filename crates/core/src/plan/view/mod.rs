@@ -285,7 +285,7 @@ impl<'a> View<'a> {
         let mut cpu = 0i64;
         for m in self.provisioning() {
             if let Some(g) = self.group(&m.group.name) {
-                let u = g.usable();
+                let u = g.of_size(m.size()).usable();
                 mem += u.memory as i64;
                 cpu += u.cpu as i64;
             }

@@ -23,6 +23,8 @@ impl<'a> View<'a> {
             let Some(info) = self.groups.get(member.group.name.as_str()) else {
                 continue;
             };
+            // A VM of a size chosen among several brings that size.
+            let info = info.of_size(member.size());
             let mut slot = info.template.clone();
             slot.name = member.server.name.clone().into();
             slot.labels.to_mut().insert(
@@ -91,6 +93,9 @@ impl<'a> View<'a> {
         let mut r = Resources::default();
         for info in self.groups.values() {
             r.max_with(&info.allocatable);
+            for (_, size) in &info.sizes {
+                r.max_with(&size.allocatable);
+            }
         }
         if r.cpu == 0 || r.memory == 0 {
             for n in self.nodes {

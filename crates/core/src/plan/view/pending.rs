@@ -87,7 +87,18 @@ impl<'a> View<'a> {
                     hostable = true;
                     break;
                 }
-                match sched::why_not(pod, &info.template, &info.overhead) {
+                // A group of several sizes hosts what any of its sizes does.
+                let fits_a_size = info
+                    .sizes
+                    .iter()
+                    .any(|(_, i)| sched::why_not(pod, &i.template, &i.overhead).is_none());
+                let info = info
+                    .sizes
+                    .iter()
+                    .map(|(_, i)| i)
+                    .max_by_key(|i| (i.allocatable.cpu, i.allocatable.memory))
+                    .unwrap_or(info);
+                match sched::why_not(pod, &info.template, &info.overhead).filter(|_| !fits_a_size) {
                     None => {
                         hostable = true;
                         break;

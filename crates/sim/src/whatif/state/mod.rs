@@ -741,6 +741,7 @@ impl State {
             created: at(self.now),
             memory_bytes: memory,
             provider: provider.to_string(),
+            size: None,
             settings_hash: settings_hash.filter(|h| !h.is_empty()).map(str::to_string),
             fault: None,
             filling: false,

@@ -192,6 +192,7 @@ async fn an_evicted_job_starts_its_run_again_a_deployment_keeps_its_progress() {
             cluster: "c".into(),
             group: GROUP.into(),
             user_data: String::new(),
+            size: None,
             settings_hash: String::new(),
             zone: None,
         })

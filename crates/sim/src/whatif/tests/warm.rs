@@ -104,6 +104,7 @@ async fn faulty_cloud_forwards_the_warm_pool_calls() {
         cluster: "c".into(),
         group: "w".into(),
         user_data: String::new(),
+        size: None,
         settings_hash: config.node_groups[0].settings_hash.clone(),
         zone: None,
     };

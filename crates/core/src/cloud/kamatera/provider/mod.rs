@@ -13,11 +13,13 @@ use super::api::{
     ServerEntry, TagRow,
 };
 use super::credentials::KamateraCredentials;
+use super::settings::KamateraSize;
 use super::{
     cluster_tag, group_tag, hash_tag, is_time_tag_suffix, parse_hash_tag, parse_joined_tag,
     parse_started_tag, parse_time_tag, removing_tag, time_tag, warm_tag, KamateraSettings,
     UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
 };
+use crate::cloud::registry::Settings as _;
 use crate::cloud::{http, refused, CloudError, CloudProvider, CreateRequest};
 use crate::model::{GroupShape, Server, ServerStatus};
 
@@ -356,7 +358,8 @@ impl KamateraProvider {
         let memory_bytes = group
             .as_deref()
             .and_then(|g| self.groups.get(g))
-            .map(|g| g.ram.bytes());
+            .and_then(|g| g.size_named(None))
+            .map(|s| s.ram.bytes());
         Server {
             id: entry.id.clone(),
             name: entry.name.clone(),
@@ -370,6 +373,7 @@ impl KamateraProvider {
             created,
             memory_bytes,
             provider: PROVIDER.into(),
+            size: None,
             settings_hash: only_one(tags.iter().filter_map(|t| parse_hash_tag(prefix, t))),
             fault: None,
             warm,
@@ -398,6 +402,7 @@ impl KamateraProvider {
         password: String,
         created: SystemTime,
         warm: bool,
+        size: &KamateraSize,
     ) -> CreateServerBody {
         let mut tags = vec![
             cluster_tag(&settings.tag_prefix, &req.cluster),
@@ -418,8 +423,8 @@ impl KamateraProvider {
             ssh_key: settings.ssh_key.clone().unwrap_or_default(),
             datacenter: settings.datacenter.clone(),
             image: settings.image.clone(),
-            cpu: settings.cpu.clone(),
-            ram: settings.ram.0.to_string(),
+            cpu: size.cpu.clone(),
+            ram: size.ram.0.to_string(),
             disk: settings.disks.join(" "),
             dailybackup: yes_no(settings.daily_backup),
             managed: yes_no(settings.managed),
@@ -462,6 +467,14 @@ impl KamateraProvider {
     /// to join before it is parked (see `warm.rs`).
     async fn create(&self, req: &CreateRequest, warm: bool) -> Result<Server, CloudError> {
         let settings = self.settings(&req.group)?;
+        // The size the plan chose among the group's, else its first.
+        let size = settings.size_named(req.size.as_deref()).ok_or_else(|| {
+            other(format!(
+                "size {} is not one of group {}'s",
+                req.size.as_deref().unwrap_or_default(),
+                req.group
+            ))
+        })?;
         if !valid_server_name(&req.name) {
             return Err(other(format!(
                 "server name '{}' is not valid on Kamatera: expected at least 4 of a-z A-Z 0-9 ( ) _ -",
@@ -471,7 +484,7 @@ impl KamateraProvider {
         // Whole seconds: what the creation-time tag holds, so every process (this one
         // included, on its next listing) reads back exactly this time.
         let created = whole_seconds(SystemTime::now());
-        let body = self.create_body(req, settings, generate_password()?, created, warm);
+        let body = self.create_body(req, settings, generate_password()?, created, warm, &size);
         let value = serde_json::to_value(&body)
             .map_err(|e| other(format!("cannot encode the create request: {e}")))?;
         drop(body);
@@ -534,8 +547,9 @@ impl KamateraProvider {
             group: Some(req.group.clone()),
             status,
             created,
-            memory_bytes: Some(settings.ram.bytes()),
+            memory_bytes: Some(size.ram.bytes()),
             provider: PROVIDER.into(),
+            size: req.size.clone(),
             settings_hash: hash_tag(&settings.tag_prefix, &req.settings_hash)
                 .map(|_| req.settings_hash.clone()),
             fault: None,
@@ -590,6 +604,7 @@ impl CloudProvider for KamateraProvider {
                 created: SystemTime::UNIX_EPOCH,
                 memory_bytes: None,
                 provider: PROVIDER.into(),
+                size: None,
                 settings_hash: None,
                 fault: None,
                 warm: false,
@@ -650,20 +665,8 @@ impl CloudProvider for KamateraProvider {
 
     async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {
         let s = self.settings(group)?;
-        // `2B`: two CPUs of type B.
-        let cpus: Option<u64> = s
-            .cpu
-            .trim_end_matches(|c: char| c.is_ascii_alphabetic())
-            .parse()
-            .ok();
-        Ok(GroupShape {
-            cpu_milli: cpus.map(|c| c * 1000),
-            memory: Some(s.ram.bytes()),
-            instance_type: Some(format!("{}-{}", s.cpu, s.ram.0)),
-            zone: Some(s.datacenter.clone()),
-            region: None,
-            hosts: None,
-        })
+        // What the settings say is what a server gets: no call needed.
+        Ok(s.offline_shape())
     }
 
     /// Checks the API key, and each group's datacenter, image and CPU through the API.

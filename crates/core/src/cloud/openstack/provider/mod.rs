@@ -29,7 +29,7 @@ use crate::cloud::{
     check_owned, CloudError, CloudProvider, CreateRequest, CLUSTER_TAG, GROUP_TAG,
     SETTINGS_HASH_TAG,
 };
-use crate::model::{GroupShape, Server, ServerStatus};
+use crate::model::{GroupShape, Server, ServerStatus, SizeShape, SIZE_TAG};
 use poll::Look;
 
 /// Tunables of [`OpenStackProvider`]; the defaults suit real clouds.
@@ -206,7 +206,9 @@ impl OpenStackProvider {
                 tracing::error!(group = %group, error = %e, "OpenStack node group settings refer to something that cannot be used");
                 e
             };
-            self.flavor(&settings.flavor).await.map_err(named)?;
+            for f in settings.flavor.all() {
+                self.flavor(f).await.map_err(named)?;
+            }
             self.image_id(&settings.image).await.map_err(named)?;
             if let Some(net) = &settings.network {
                 self.network_id(net).await.map_err(named)?;
@@ -390,7 +392,18 @@ impl OpenStackProvider {
         warm: bool,
     ) -> Result<Server, CloudError> {
         let settings = self.settings(&req.group)?;
-        let flavor = self.flavor(&settings.flavor).await?;
+        // The flavor the plan chose among the group's, else its first.
+        let wanted = match &req.size {
+            Some(f) if settings.flavor.all().contains(f) => f.as_str(),
+            Some(f) => {
+                return Err(other(format!(
+                    "flavor {f} is not one of group {}'s ({})",
+                    req.group, settings.flavor
+                )))
+            }
+            None => settings.flavor.first(),
+        };
+        let flavor = self.flavor(wanted).await?;
         let image = self.image_id(&settings.image).await?;
         let networks = match &settings.network {
             Some(n) => json!([{ "uuid": self.network_id(n).await? }]),
@@ -413,6 +426,9 @@ impl OpenStackProvider {
         let mut metadata = json!({ CLUSTER_TAG: req.cluster, GROUP_TAG: req.group });
         if !req.settings_hash.is_empty() {
             metadata[SETTINGS_HASH_TAG] = json!(req.settings_hash);
+        }
+        if let Some(size) = &req.size {
+            metadata[SIZE_TAG] = json!(size);
         }
         if warm {
             metadata[warm::WARM_KEY] = json!(warm::WARM_FILLING);
@@ -475,6 +491,7 @@ impl OpenStackProvider {
             memory_bytes: Some(flavor.ram.saturating_mul(1024 * 1024)),
             provider: PROVIDER.into(),
             settings_hash: Some(req.settings_hash.clone()).filter(|h| !h.is_empty()),
+            size: req.size.clone(),
             fault: None,
             warm,
             filling: warm,
@@ -596,7 +613,20 @@ impl CloudProvider for OpenStackProvider {
 
     async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {
         let settings = self.settings(group)?;
-        let flavor = self.flavor(&settings.flavor).await?;
+        let mut sizes = Vec::new();
+        for name in settings.flavor.all() {
+            let flavor = self.flavor(name).await?;
+            sizes.push(SizeShape {
+                // As the config names it: what a scale-up asks for by name.
+                name: name.clone(),
+                cpu_milli: (flavor.vcpus > 0).then(|| u64::from(flavor.vcpus) * 1000),
+                memory: Some(flavor.ram.saturating_mul(1024 * 1024)),
+            });
+        }
+        let flavor = self.flavor(settings.flavor.first()).await?;
+        if sizes.len() < 2 {
+            sizes.clear();
+        }
         Ok(GroupShape {
             cpu_milli: (flavor.vcpus > 0).then(|| u64::from(flavor.vcpus) * 1000),
             memory: Some(flavor.ram.saturating_mul(1024 * 1024)),
@@ -604,6 +634,7 @@ impl CloudProvider for OpenStackProvider {
             zone: settings.availability_zone.clone(),
             region: self.creds.region.clone(),
             hosts: None,
+            sizes,
         })
     }
 

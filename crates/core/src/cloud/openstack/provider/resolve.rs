@@ -72,7 +72,7 @@ impl OpenStackProvider {
         };
         // One listing resolves every group's flavor, so groups with different flavors
         // cost one call per cycle, not one each.
-        for wanted in self.groups.values().map(|g| g.flavor.as_str()) {
+        for wanted in self.groups.values().flat_map(|g| g.flavor.all()) {
             if wanted != name {
                 if let Some(f) = find(wanted) {
                     self.remember(Kind::Flavor, wanted, Resolved::Flavor(f));

@@ -449,6 +449,7 @@ impl ProxmoxProvider {
             created,
             memory_bytes: memory_mib.map(|m| m * 1024 * 1024).or(template.maxmem),
             provider: PROVIDER.into(),
+            size: None,
             settings_hash: Some(req.settings_hash.clone()).filter(|h| !h.is_empty()),
             fault: None,
             warm,

@@ -213,7 +213,11 @@ pub(super) fn replace(
                     ),
                 };
                 return Some((
-                    Action::ScaleUp { group, count },
+                    Action::ScaleUp {
+                        group,
+                        count,
+                        size: None,
+                    },
                     vec![
                         why,
                         Reason::new(ReasonCode::ReplacementNeedsCapacity, detail),
