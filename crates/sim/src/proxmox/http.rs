@@ -652,6 +652,29 @@ async fn respond(
             &user,
             o.task_delay
         ))),
+        ("POST", "/nodes/{node}/qemu/{vmid}/status/reboot") => {
+            // Proxmox reboots only a running VM (a shutdown, then a start, in one task).
+            if !shared
+                .lock()
+                .vms
+                .get(&vmid)
+                .is_some_and(|v| v.status == "running")
+            {
+                return fail(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &format!("VM {vmid} not running"),
+                );
+            }
+            data(json!(new_task(
+                shared,
+                &node,
+                "qmreboot",
+                vmid,
+                vmid,
+                &user,
+                o.task_delay
+            )))
+        }
         ("POST", "/nodes/{node}/qemu/{vmid}/status/stop") => data(json!(new_task(
             shared,
             &node,

@@ -35,7 +35,8 @@
 //!
 //! `VmEvent::Stopped` fires when a running VM is stopped (`status/stop`) or shut down
 //! (`status/shutdown`): its kubelet stops posting, and its node goes Unknown after the
-//! node lifecycle controller's grace period.
+//! node lifecycle controller's grace period. A reboot (`status/reboot`, refused unless
+//! the VM runs, as Proxmox does) fires `Stopped`, then boots the VM again.
 //!
 //! Storages hold files per host (local) or once (shared): uploads (multipart, as the
 //! schema and the real server take them), the content listing and deletes (`storage`).

@@ -90,6 +90,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/nodes/{node}/qemu/{vmid}/status/start"),
     ("POST", "/nodes/{node}/qemu/{vmid}/status/shutdown"),
     ("POST", "/nodes/{node}/qemu/{vmid}/status/stop"),
+    ("POST", "/nodes/{node}/qemu/{vmid}/status/reboot"),
     ("DELETE", "/nodes/{node}/qemu/{vmid}"),
     ("POST", "/nodes/{node}/qemu/{vmid}/agent/ping"),
     ("POST", "/nodes/{node}/qemu/{vmid}/agent/file-write"),
