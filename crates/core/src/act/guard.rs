@@ -523,6 +523,7 @@ mod tests {
             warm: false,
             filling: false,
             joined: None,
+            restarted: None,
         }
     }
 

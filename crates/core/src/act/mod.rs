@@ -459,6 +459,50 @@ impl Actuator<'_> {
                 }
                 first.result()?;
             }
+            Action::RestartVanished { servers, at } => {
+                let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(*at);
+                // Each VM on its own, on a fresh look: a Node that is back since the plan
+                // (its kubelet did register) leaves its VM alone; the provider reads the
+                // VM back and refuses one not ours or not running.
+                let mut first = FirstFailure::default();
+                for s in servers {
+                    match self.cluster.node(&s.name).await {
+                        Ok(Some(_)) => {
+                            out.deferred.push(format!(
+                                "{}: its Node is back; VM {} not restarted",
+                                s.name, s.id
+                            ));
+                            continue;
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Server(s), e, &mut first) {
+                                break;
+                            }
+                            continue;
+                        }
+                    }
+                    let restarted = match self.clouds.for_group(&s.group) {
+                        Ok(p) => p
+                            .restart(&self.config.cluster_name, &s.id, at)
+                            .await
+                            .map_err(ActError::from),
+                        Err(e) => Err(ActError::from(e)),
+                    };
+                    match restarted {
+                        Ok(()) => out.done.push(format!(
+                            "restarted VM {} ({}) so its kubelet registers its Node again",
+                            s.name, s.id
+                        )),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Server(s), e, &mut first) {
+                                break;
+                            }
+                        }
+                    }
+                }
+                first.result()?;
+            }
             Action::MarkUnneeded { mark, clear, at } => {
                 let since = rfc3339(*at);
                 let mut first = FirstFailure::default();

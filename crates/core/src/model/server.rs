@@ -69,6 +69,11 @@ pub struct Server {
     /// is from an earlier life and does not count (see [`Server::ever_joined`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub joined: Option<SystemTime>,
+    /// When nodewright restarted the VM because its Node was gone
+    /// ([`RESTARTED_TAG`](crate::cloud::RESTARTED_TAG)), if it did: read back from the
+    /// cloud, so no process restarts it twice. Taken off once its node is Ready again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restarted: Option<SystemTime>,
 }
 
 impl Server {

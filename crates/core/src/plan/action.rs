@@ -103,6 +103,11 @@ pub enum Action {
     /// Record on each VM that its node was Ready (at `at`, Unix seconds), so no later
     /// process takes it for a VM that never joined (see [`crate::cloud::JOINED_TAG`]).
     MarkJoined { servers: Vec<ServerRef>, at: u64 },
+    /// Restart VMs whose node joined and whose Node is gone, so each VM's kubelet starts
+    /// and registers it again (a kubelet registers only when it starts; the disks stay).
+    /// Each VM records the restart (at `at`, Unix seconds) before it is restarted, and is
+    /// never restarted a second time for it (see [`crate::cloud::RESTARTED_TAG`]).
+    RestartVanished { servers: Vec<ServerRef>, at: u64 },
     /// Finish the joins a process gone left ([`crate::model::ServerStatus::JoinPending`]):
     /// run each VM's join script again, or, for those in `registered` (names) whose node
     /// registered, only record that the join is done.
@@ -139,6 +144,7 @@ impl Action {
             Action::DeleteNodesWithoutVm { .. } => "delete-node-without-vm",
             Action::MarkUnneeded { .. } => "mark-unneeded",
             Action::MarkJoined { .. } => "mark-joined",
+            Action::RestartVanished { .. } => "restart-vanished",
             Action::FinishJoin { .. } => "finish-join",
             Action::PullImages { .. } => "pull-images",
             Action::DeletePods { .. } => "delete-pods",
@@ -222,6 +228,7 @@ impl Action {
                 .collect(),
             Action::ParkWarm { servers }
             | Action::MarkJoined { servers, .. }
+            | Action::RestartVanished { servers, .. }
             | Action::FinishJoin { servers, .. } => {
                 servers.iter().map(|s| ObjectRef::node(&s.name)).collect()
             }
@@ -263,6 +270,7 @@ impl Action {
             Action::DeleteServers { servers, .. }
             | Action::ParkWarm { servers }
             | Action::MarkJoined { servers, .. }
+            | Action::RestartVanished { servers, .. }
             | Action::FinishJoin { servers, .. } => servers.iter().map(Target::Server).collect(),
             Action::DeletePods { pods } => pods.iter().map(Target::Pod).collect(),
         }
@@ -388,6 +396,14 @@ impl fmt::Display for Action {
             Action::MarkJoined { servers, .. } => {
                 let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
                 write!(f, "record that VMs {} joined", names.join(", "))
+            }
+            Action::RestartVanished { servers, .. } => {
+                let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+                write!(
+                    f,
+                    "restart VMs {} so their kubelet registers their lost Node again",
+                    names.join(", ")
+                )
             }
             Action::FinishJoin {
                 servers,

@@ -56,9 +56,13 @@ pub enum ReasonCode {
     VmDisowned,
     /// A person's copy of a VM of ours carries its marks: left alone, reported.
     VmCopied,
-    /// A VM that joined has no Node of ours now: waited on and reported, never removed
-    /// for it.
+    /// A VM that joined has no Node of ours now: restarted once (its kubelet registers
+    /// at its start), waited on and reported, never removed for it.
     NodeVanished,
+    /// A VM that joined lost its Node, was restarted once for it, and no Node came back
+    /// within `provisionTimeout`: reported (a Warning Event), never deleted nor restarted
+    /// again.
+    NodeLostAfterRestart,
     /// Every managed node is missing while VMs that joined exist: the cluster view looks
     /// wrong, so nothing is removed for not joining.
     ClusterViewSuspect,

@@ -297,8 +297,26 @@ impl CloudProvider for MemCloud {
         check_owned(self.kind.as_str(), &server, cluster)?;
         if let Some(vm) = s.vms.get_mut(id) {
             vm.server.joined = at;
+            if at.is_some() {
+                vm.server.restarted = None;
+            }
         }
         Ok(())
+    }
+
+    /// The mark lives on the VM, as a cloud tag does; its kubelet registers its node
+    /// when the VM is up again.
+    async fn restart(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: std::time::SystemTime,
+    ) -> Result<(), CloudError> {
+        let mut s = self.world.lock();
+        let server = s.vms.get(id).map(|v| v.server.clone());
+        let server = server.ok_or_else(|| self.other(format!("no VM {id}")))?;
+        check_owned(self.kind.as_str(), &server, cluster)?;
+        s.restart_vm(id, at).map_err(|m| self.other(m))
     }
 
     /// The mark lives on the VM, as a cloud tag does.

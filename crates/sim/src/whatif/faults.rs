@@ -595,6 +595,20 @@ impl CloudProvider for FaultyCloud {
         self.inner.mark_joined(cluster, id, at).await
     }
 
+    async fn restart(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: std::time::SystemTime,
+    ) -> Result<(), CloudError> {
+        self.plain("restart VM")?;
+        if self.injector.is_foreign_vm(id) {
+            self.injector
+                .violation(format!("restart of VM {id}, which is not this cluster's"));
+        }
+        self.inner.restart(cluster, id, at).await
+    }
+
     async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         self.plain("mark VM removing")?;
         if self.injector.is_foreign_vm(id) {

@@ -13,6 +13,8 @@
 //!   the copy (another VM id) from the VM nodewright made. Only VMs made before this mark
 //!   existed lack it (see [`Ownership::copy_of`]).
 //! - `nw-removing`: nodewright began removing it ([`crate::cloud::REMOVING_TAG`])
+//! - `nw-r-<unix seconds>`: when nodewright restarted it because its Node was gone
+//!   ([`crate::cloud::RESTARTED_TAG`])
 //! - `nw-joining`: started in a group that joins through the guest agent, its join script
 //!   not seen to run yet: written before the start, taken off once the script ran, so a
 //!   process that did not start it runs the script (see
@@ -29,6 +31,7 @@ pub const JOINED_PREFIX: &str = "nw-j-";
 pub const REMOVING_TAG: &str = "nw-removing";
 pub const VMID_PREFIX: &str = "nw-i-";
 pub const JOINING_TAG: &str = "nw-joining";
+pub const RESTARTED_PREFIX: &str = "nw-r-";
 /// Every tag prefix nodewright writes: a VM carrying any of them was configured by
 /// nodewright once (a half-made VM carries none, see `halfmade`).
 pub const ALL_PREFIXES: &[&str] = &[
@@ -41,6 +44,7 @@ pub const ALL_PREFIXES: &[&str] = &[
     WARM_TAG,
     REMOVING_TAG,
     JOINING_TAG,
+    RESTARTED_PREFIX,
 ];
 
 /// Whether `tags` hold any tag nodewright writes (of any cluster).
@@ -103,6 +107,8 @@ pub struct Ownership {
     pub removing: bool,
     /// Carries [`JOINING_TAG`].
     pub joining: bool,
+    /// The latest [`RESTARTED_PREFIX`] time.
+    pub restarted: Option<SystemTime>,
     /// The VM id it was made as ([`VMID_PREFIX`], or `vmid=` in the description); two
     /// different ones are `Some(0)`, which no VM has.
     pub vmid: Option<u32>,
@@ -152,11 +158,9 @@ pub fn ownership(tags: &str) -> Ownership {
         } else if let Some(v) = lower.strip_prefix(VMID_PREFIX) {
             ids.push(v.parse::<u32>().ok().map(|id| id.to_string()));
         } else if let Some(v) = lower.strip_prefix(JOINED_PREFIX) {
-            let at = v
-                .parse::<u64>()
-                .ok()
-                .and_then(|s| SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(s)));
-            o.joined = o.joined.max(at);
+            o.joined = o.joined.max(secs(v));
+        } else if let Some(v) = lower.strip_prefix(RESTARTED_PREFIX) {
+            o.restarted = o.restarted.max(secs(v));
         }
     }
     o.cluster = only_one(clusters);
@@ -169,6 +173,13 @@ pub fn ownership(tags: &str) -> Ownership {
         None => None,
     };
     o
+}
+
+/// Unix seconds as written in a tag, as a time.
+fn secs(v: &str) -> Option<SystemTime> {
+    v.parse::<u64>()
+        .ok()
+        .and_then(|s| SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(s)))
 }
 
 /// The value when all are the same readable one.
@@ -334,6 +345,20 @@ pub fn with_joined(tags: &str, at: Option<SystemTime>) -> String {
         .collect();
     if let Some(at) = at {
         out.push(format!("{JOINED_PREFIX}{}", crate::model::unix_secs(at)));
+    }
+    out.join(";")
+}
+
+/// `tags` with the restart mark [`RESTARTED_PREFIX`] at `at` (its only one), or none
+/// with `None`; every other tag is kept.
+pub fn with_restarted(tags: &str, at: Option<SystemTime>) -> String {
+    let mut out: Vec<String> = split(tags)
+        .into_iter()
+        .filter(|t| !t.to_ascii_lowercase().starts_with(RESTARTED_PREFIX))
+        .map(str::to_string)
+        .collect();
+    if let Some(at) = at {
+        out.push(format!("{RESTARTED_PREFIX}{}", crate::model::unix_secs(at)));
     }
     out.join(";")
 }

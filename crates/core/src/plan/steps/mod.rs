@@ -13,6 +13,7 @@ mod pools;
 mod provisioning;
 mod reasons;
 mod remove;
+mod restart;
 mod reuse;
 mod scale_up;
 
@@ -27,6 +28,7 @@ pub use provisioning::{
     MAX_NOT_JOINED_PER_ACTION,
 };
 pub use remove::remove_empty;
+pub use restart::restart_vanished;
 pub use scale_up::scale_up;
 
 use super::view::View;

@@ -53,7 +53,8 @@ pub fn finish_provisioning(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult
 /// or that have run for over twice `provisionTimeout`, exist (the view looks wrong,
 /// whatever the VMs' marks say). Before any is, the joined marks
 /// due are written (after an upgrade, VMs of an older release carry none). VMs that
-/// joined once and lost their Node ([`ServerState::Vanished`]) are only reported.
+/// joined once and lost their Node ([`ServerState::Vanished`]) are only reported here
+/// (their one restart is [`super::restart_vanished`]'s).
 pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     for m in v
         .members
@@ -298,20 +299,7 @@ fn report_vanished(v: &View<'_>, notes: &mut Vec<Reason>) -> bool {
         return true;
     }
     for m in vanished {
-        let what = match m.node {
-            None => "has no Node now",
-            Some(_) => "has a Node again that is not Ready and untainted yet",
-        };
-        notes.push(
-            Reason::new(
-                ReasonCode::NodeVanished,
-                format!(
-                    "VM {} of group {} joined as a node but {what}; it is waited on, never removed for it (a kubelet registers its Node again; if none comes back, look at the VM, or delete it yourself)",
-                    m.server.name, m.group.name
-                ),
-            )
-            .about([ObjectRef::node(&m.server.name)]),
-        );
+        notes.push(super::restart::vanished_note(v, m));
     }
     false
 }
@@ -336,7 +324,9 @@ fn names(members: &[&Member<'_>]) -> String {
 /// not cordoned: its kubelet registered it again and it was let in, or a person
 /// uncordoned it) is marked the same way, which takes its removing mark off: an old
 /// removing mark would otherwise have it deleted at once, uncapped, the moment its Node
-/// is lost again.
+/// is lost again. A VM restarted because its Node was gone whose node is back is marked
+/// the same way, which takes its restart mark off: a later loss of its Node is answered
+/// by a restart again.
 pub fn mark_joined(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     let due: Vec<&Member<'_>> = v
         .members
@@ -347,6 +337,7 @@ pub fn mark_joined(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
                 && m.node.is_some_and(|n| {
                     n.ready
                         && (!m.server.ever_joined()
+                            || m.server.restarted.is_some()
                             || (m.server.status == ServerStatus::Removing && !n.unschedulable))
                 })
         })
@@ -364,7 +355,12 @@ pub fn mark_joined(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
         .map(|m| {
             Reason::new(
                 ReasonCode::NodeReady,
-                if m.server.status == ServerStatus::Removing {
+                if m.server.restarted.is_some() && m.server.ever_joined() {
+                    format!(
+                        "node {} of group {} is back after its VM's restart; the restart mark is taken off",
+                        m.server.name, m.group.name
+                    )
+                } else if m.server.status == ServerStatus::Removing {
                     format!(
                         "node {} of group {} is in service again; its VM's removing mark is taken off",
                         m.server.name, m.group.name

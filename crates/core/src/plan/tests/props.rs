@@ -346,6 +346,7 @@ fn named(a: &Action, s: &Snapshot) -> (Vec<String>, Vec<String>) {
         | Action::DeletePods { .. } => (vec![], vec![]),
         Action::StartWarm { servers, .. }
         | Action::MarkJoined { servers, .. }
+        | Action::RestartVanished { servers, .. }
         | Action::FinishJoin { servers, .. } => {
             (vec![], servers.iter().map(|v| v.name.clone()).collect())
         }

@@ -15,8 +15,8 @@ use super::api::{
 use super::credentials::KamateraCredentials;
 use super::{
     cluster_tag, group_tag, hash_tag, is_time_tag_suffix, parse_hash_tag, parse_joined_tag,
-    parse_started_tag, parse_time_tag, removing_tag, time_tag, warm_tag, KamateraSettings,
-    UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
+    parse_restarted_tag, parse_started_tag, parse_time_tag, removing_tag, time_tag, warm_tag,
+    KamateraSettings, UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
 };
 use crate::cloud::{http, refused, CloudError, CloudProvider, CreateRequest};
 use crate::model::{GroupShape, Server, ServerStatus};
@@ -353,6 +353,10 @@ impl KamateraProvider {
             .iter()
             .filter_map(|t| parse_joined_tag(prefix, t))
             .max();
+        let restarted = tags
+            .iter()
+            .filter_map(|t| parse_restarted_tag(prefix, t))
+            .max();
         let memory_bytes = group
             .as_deref()
             .and_then(|g| self.groups.get(g))
@@ -375,6 +379,7 @@ impl KamateraProvider {
             warm,
             filling,
             joined,
+            restarted,
         }
     }
 
@@ -542,6 +547,7 @@ impl KamateraProvider {
             warm,
             filling: warm,
             joined: None,
+            restarted: None,
         })
     }
 }
@@ -595,6 +601,7 @@ impl CloudProvider for KamateraProvider {
                 warm: false,
                 filling: false,
                 joined: None,
+                restarted: None,
             },
         }))
     }
@@ -631,6 +638,10 @@ impl CloudProvider for KamateraProvider {
 
     async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         self.mark_server_removing(cluster, id).await
+    }
+
+    async fn restart(&self, cluster: &str, id: &str, at: SystemTime) -> Result<(), CloudError> {
+        self.restart_server(cluster, id, at).await
     }
 
     /// Terminates server `id` only when it is `cluster`'s by its name and its tags, both

@@ -6,7 +6,10 @@
 //! stamps `<prefix>_s<unix seconds>`, removes the park tag and powers it on; its kubelet
 //! registers the Node again.
 
-use super::super::{joined_tag, parse_joined_tag, removing_tag, started_tag, warm_tag};
+use super::super::{
+    joined_tag, parse_joined_tag, parse_restarted_tag, removing_tag, restarted_tag, started_tag,
+    warm_tag,
+};
 use super::*;
 
 impl KamateraProvider {
@@ -83,6 +86,40 @@ impl KamateraProvider {
             self.remove_tag(id, &removing).await?;
             tracing::info!(server = %entry.name, id, "Kamatera server let in again: its removing mark is taken off");
         }
+        // Its node is back: a restart for a lost Node is over.
+        if at.is_some() {
+            for old in tags
+                .iter()
+                .filter(|t| parse_restarted_tag(&prefix, t).is_some())
+            {
+                self.remove_tag(id, old).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Restarts a server whose Node is gone (see
+    /// [`crate::cloud::CloudProvider::restart`]): read back (refused unless `cluster`'s
+    /// and powered on), tagged `<prefix>_r<unix seconds>`, then rebooted (the command
+    /// awaited). A reboot that fails takes the mark off.
+    pub(super) async fn restart_server(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: SystemTime,
+    ) -> Result<(), CloudError> {
+        let (entry, _, prefix) = self.owned_now(cluster, id).await?;
+        if status_of(entry.power.as_deref()) != ServerStatus::Active {
+            let reason = "it is not powered on: powering it on is left to a person".to_string();
+            return Err(refused(PROVIDER, &entry.name, id, reason));
+        }
+        let mark = restarted_tag(&prefix, at);
+        self.add_tag(id, &mark).await?;
+        if let Err(e) = self.reboot(id).await {
+            let _ = self.remove_tag(id, &mark).await;
+            return Err(e);
+        }
+        tracing::info!(server = %entry.name, id, "Kamatera server rebooted: its Node was gone");
         Ok(())
     }
 

@@ -479,6 +479,7 @@ impl OpenStackProvider {
             warm,
             filling: warm,
             joined: None,
+            restarted: None,
         })
     }
 }
@@ -592,6 +593,10 @@ impl CloudProvider for OpenStackProvider {
 
     async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         self.mark_server_removing(cluster, id).await
+    }
+
+    async fn restart(&self, cluster: &str, id: &str, at: SystemTime) -> Result<(), CloudError> {
+        self.restart_server(cluster, id, at).await
     }
 
     async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {
