@@ -155,7 +155,7 @@ fn main() -> anyhow::Result<()> {
     let dir = tempfile::tempdir()?;
     std::fs::write(
         dir.path().join("t.sh.j2"),
-        "#!/bin/sh\nk3s agent{% for a in k3s_node_args %} {{ a }}{% endfor %}\n",
+        "#!/bin/sh\n{% for a in k3s_node_args %}{{ a }}\n{% endfor %}",
     )?;
     let yaml = format!(
         "clusterName: bench\nfreeMemoryTarget: 4 GiB\ntemplatesDir: {}\nnodeGroups:\n- name: workers\n  provider: openstack\n  maxSize: 80\n  openstack: {{flavor: m1.xlarge, image: i, network: n}}\n  userData: {{template: t.sh.j2}}\n",

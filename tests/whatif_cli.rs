@@ -16,7 +16,7 @@ const CSV: &str = "arrival_s,name,cpu_m,mem_mib,duration_s\n0,a,3000,1024,3600\n
 fn write_config(dir: &Path, file: &str, extra: &str) -> PathBuf {
     std::fs::write(
         dir.join("t.sh.j2"),
-        "#!/bin/sh\nk3s agent{% for a in k3s_node_args %} {{ a }}{% endfor %}\n",
+        "#!/bin/sh\n{% for a in k3s_node_args %}{{ a }}\n{% endfor %}",
     )
     .expect("template");
     let yaml = format!(

@@ -39,7 +39,7 @@ const MAX_BACK_TO_BACK: u32 = 100;
 pub fn scenario_config(templates_dir: &std::path::Path) -> Result<Config, String> {
     std::fs::write(
         templates_dir.join("t.sh.j2"),
-        "#!/bin/sh\nk3s agent{% for a in k3s_node_args %} {{ a }}{% endfor %}\n",
+        "#!/bin/sh\n{% for a in k3s_node_args %}{{ a }}\n{% endfor %}",
     )
     .map_err(|e| format!("writing the template: {e}"))?;
     let yaml = format!(

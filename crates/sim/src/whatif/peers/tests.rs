@@ -16,7 +16,7 @@ use crate::whatif::world::WorldOptions;
 fn config(dir: &Path, groups: &[(&str, &str, f64)]) -> Arc<Config> {
     std::fs::write(
         dir.join("t.sh.j2"),
-        "#!/bin/sh\nk3s agent{% for a in k3s_node_args %} {{ a }}{% endfor %}\n",
+        "#!/bin/sh\n{% for a in k3s_node_args %}{{ a }}\n{% endfor %}",
     )
     .expect("template");
     let mut yaml = format!(

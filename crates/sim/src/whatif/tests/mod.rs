@@ -26,7 +26,7 @@ const GROUP: &str = "w";
 fn write_config(dir: &Path, file: &str, extra: &str) -> PathBuf {
     std::fs::write(
         dir.join("t.sh.j2"),
-        "#!/bin/sh\nk3s agent{% for a in k3s_node_args %} {{ a }}{% endfor %}\n",
+        "#!/bin/sh\n{% for a in k3s_node_args %}{{ a }}\n{% endfor %}",
     )
     .expect("template");
     let yaml = format!(
