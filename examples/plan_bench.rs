@@ -294,6 +294,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
             warm: false,
             filling: false,
             joined: Some(created),
+            removing_since: None,
         });
         s.nodes.push(NodeInfo {
             name: name.clone(),

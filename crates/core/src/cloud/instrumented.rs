@@ -213,6 +213,7 @@ mod tests {
                 warm: true,
                 filling: false,
                 joined: None,
+                removing_since: None,
             })
         }
         async fn start_warm(

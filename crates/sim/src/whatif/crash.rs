@@ -216,6 +216,7 @@ pub(super) fn seed_foreign(world: &World) -> Foreign {
         warm: false,
         filling: false,
         joined: None,
+        removing_since: None,
     };
     let vms = [
         server("foreign-1", "other-w-1", Some("other"), "openstack"),

@@ -264,6 +264,14 @@ impl NovaServer {
             .and_then(|secs| {
                 SystemTime::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(secs))
             });
+        // Unix seconds; an unreadable value is a mark with no time.
+        let removing_since = self
+            .metadata
+            .get(REMOVING_TAG)
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .and_then(|secs| {
+                SystemTime::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(secs))
+            });
         let mark = self.metadata.get(WARM_KEY).map(String::as_str);
         Server {
             id: self.id.clone(),
@@ -292,6 +300,7 @@ impl NovaServer {
             warm: matches!(mark, Some(WARM_FILLING | WARM_PARKED)),
             filling: mark == Some(WARM_FILLING),
             joined,
+            removing_since,
         }
     }
 }

@@ -67,6 +67,7 @@ fn member(s: &mut Snapshot, name: &str, group: &str) {
         warm: false,
         filling: false,
         joined: Some(ago(3500)),
+        removing_since: None,
     });
     let mut labels = BTreeMap::new();
     labels.insert(LABEL_CLUSTER.to_string(), "dev".to_string());
@@ -105,6 +106,7 @@ fn booting(s: &mut Snapshot, name: &str) {
         warm: false,
         filling: false,
         joined: None,
+        removing_since: None,
     });
 }
 

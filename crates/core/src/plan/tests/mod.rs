@@ -66,6 +66,7 @@ fn mk_server(name: &str, created: SystemTime) -> Server {
         warm: false,
         filling: false,
         joined: None,
+        removing_since: None,
     }
 }
 

@@ -745,6 +745,7 @@ impl State {
             fault: None,
             filling: false,
             joined: None,
+            removing_since: None,
         })
     }
 

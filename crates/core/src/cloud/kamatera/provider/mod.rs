@@ -15,7 +15,7 @@ use super::api::{
 use super::credentials::KamateraCredentials;
 use super::{
     cluster_tag, group_tag, hash_tag, is_time_tag_suffix, parse_hash_tag, parse_joined_tag,
-    parse_started_tag, parse_time_tag, removing_tag, time_tag, warm_tag, KamateraSettings,
+    parse_removing_tag, parse_started_tag, parse_time_tag, time_tag, warm_tag, KamateraSettings,
     UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
 };
 use crate::cloud::{http, refused, CloudError, CloudProvider, CreateRequest};
@@ -353,6 +353,10 @@ impl KamateraProvider {
             .iter()
             .filter_map(|t| parse_joined_tag(prefix, t))
             .max();
+        let removing: Vec<Option<SystemTime>> = tags
+            .iter()
+            .filter_map(|t| parse_removing_tag(prefix, t))
+            .collect();
         let memory_bytes = group
             .as_deref()
             .and_then(|g| self.groups.get(g))
@@ -362,7 +366,7 @@ impl KamateraProvider {
             name: entry.name.clone(),
             cluster: Some(cluster.to_string()),
             group,
-            status: if tags.contains(&removing_tag(prefix)) {
+            status: if !removing.is_empty() {
                 ServerStatus::Removing
             } else {
                 status_of(entry.power.as_deref())
@@ -375,6 +379,7 @@ impl KamateraProvider {
             warm,
             filling,
             joined,
+            removing_since: removing.into_iter().flatten().max(),
         }
     }
 
@@ -542,6 +547,7 @@ impl KamateraProvider {
             warm,
             filling: warm,
             joined: None,
+            removing_since: None,
         })
     }
 }
@@ -595,6 +601,7 @@ impl CloudProvider for KamateraProvider {
                 warm: false,
                 filling: false,
                 joined: None,
+                removing_since: None,
             },
         }))
     }

@@ -6,7 +6,9 @@
 //! stamps `<prefix>_s<unix seconds>`, removes the park tag and powers it on; its kubelet
 //! registers the Node again.
 
-use super::super::{joined_tag, parse_joined_tag, removing_tag, started_tag, warm_tag};
+use super::super::{
+    joined_tag, parse_joined_tag, parse_removing_tag, removing_tag_at, started_tag, warm_tag,
+};
 use super::*;
 
 impl KamateraProvider {
@@ -78,26 +80,40 @@ impl KamateraProvider {
         tracing::info!(server = %entry.name, id, joined = at.is_some(), "Kamatera joined mark written");
         // A node let in again is no longer being removed (the joined mark is written
         // first, so a crash in between leaves it marked).
-        let removing = removing_tag(&prefix);
-        if at.is_some() && tags.contains(&removing) {
-            self.remove_tag(id, &removing).await?;
-            tracing::info!(server = %entry.name, id, "Kamatera server let in again: its removing mark is taken off");
+        if at.is_some() {
+            let removing: Vec<&String> = tags
+                .iter()
+                .filter(|t| parse_removing_tag(&prefix, t).is_some())
+                .collect();
+            for mark in &removing {
+                self.remove_tag(id, mark).await?;
+            }
+            if !removing.is_empty() {
+                tracing::info!(server = %entry.name, id, "Kamatera server let in again: its removing mark is taken off");
+            }
         }
         Ok(())
     }
 
-    /// Tags the server `<prefix>_rm` (see [`crate::cloud::CloudProvider::mark_removing`]);
-    /// one already tagged is left.
+    /// Tags the server `<prefix>_r<unix seconds now>` (see
+    /// [`crate::cloud::CloudProvider::mark_removing`]), then takes any earlier removing
+    /// mark off (the new one first, so a crash in between leaves it marked).
     pub(super) async fn mark_server_removing(
         &self,
         cluster: &str,
         id: &str,
     ) -> Result<(), CloudError> {
         let (entry, tags, prefix) = self.owned_now(cluster, id).await?;
-        let mark = removing_tag(&prefix);
+        let mark = removing_tag_at(&prefix, SystemTime::now());
         if !tags.contains(&mark) {
             self.add_tag(id, &mark).await?;
             tracing::info!(server = %entry.name, id, "Kamatera server marked as being removed");
+        }
+        for old in tags
+            .iter()
+            .filter(|t| **t != mark && parse_removing_tag(&prefix, t).is_some())
+        {
+            self.remove_tag(id, old).await?;
         }
         Ok(())
     }

@@ -479,6 +479,7 @@ impl OpenStackProvider {
             warm,
             filling: warm,
             joined: None,
+            removing_since: None,
         })
     }
 }

@@ -94,6 +94,7 @@ impl ProxmoxProvider {
             settings_hash: o.settings_hash,
             fault,
             joined: o.joined,
+            removing_since: o.removing_since,
         }
     }
 
@@ -219,6 +220,7 @@ impl ProxmoxProvider {
                         settings_hash: None,
                         fault: None,
                         joined: None,
+                        removing_since: None,
                     });
                 }
             }

@@ -454,6 +454,7 @@ impl ProxmoxProvider {
             warm,
             filling: false,
             joined: None,
+            removing_since: None,
         })
     }
 
