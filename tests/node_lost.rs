@@ -146,7 +146,7 @@ nodeGroups:
     }
 }
 
-/// Kamatera: `POST /service/server/reboot`, the mark a `nodewright_r<secs>` tag.
+/// Kamatera: `POST /service/server/reboot`, the mark a `nodewright_b<secs>` tag.
 mod kamatera {
     use super::*;
 

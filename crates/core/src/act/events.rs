@@ -277,6 +277,7 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
         | Action::FillWarmPool { .. }
         | Action::ParkWarm { .. }
         | Action::MarkJoined { .. }
+        | Action::RelabelHash { .. }
         | Action::FinishJoin { .. } => {}
     }
     out

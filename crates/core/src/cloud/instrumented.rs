@@ -226,6 +226,7 @@ mod tests {
                 filling: false,
                 joined: None,
                 restarted: None,
+                removing_since: None,
             })
         }
         async fn start_warm(

@@ -35,7 +35,9 @@ pub const JOINED_TAG: &str = "nodewright-joined";
 /// Cloud-side metadata key marking a VM nodewright has begun to remove (written before its
 /// Node is deleted, read back as [`ServerStatus::Removing`](crate::model::ServerStatus::Removing)): should the delete fail or
 /// the process die, this process or the next knows the VM is on its way out, never
-/// capacity on its way in, and deletes it again. Proxmox and Kamatera keep it as a tag.
+/// capacity on its way in, and deletes it again. Its value is when (Unix seconds): a mark
+/// older than `provisionTimeout` is a leftover, whose delete goes under the rate and the
+/// blind-view guard of VMs that never joined. Proxmox and Kamatera keep it as a tag.
 pub const REMOVING_TAG: &str = "nodewright-removing";
 /// Cloud-side metadata key recording when nodewright restarted a VM that had joined and
 /// whose Node was gone (Unix seconds): a kubelet registers its Node only when it starts,
@@ -320,7 +322,9 @@ pub trait CloudProvider: Send + Sync {
     }
     /// Marks VM `id` as being removed ([`REMOVING_TAG`], read back as
     /// [`ServerStatus::Removing`](crate::model::ServerStatus::Removing)) before nodewright deletes its Node and the VM: read
-    /// back first and refused unless it is `cluster`'s. A VM already marked is left as is.
+    /// back first and refused unless it is `cluster`'s. The mark records the time now
+    /// ([`Server::removing_since`]); an earlier mark is replaced, as the removal beginning
+    /// now is the one in flight.
     async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError>;
     /// Finishes the join of VM `id` ([`ServerStatus::JoinPending`](crate::model::ServerStatus::JoinPending)), read back first and
     /// refused unless it is `cluster`'s: with `render`, runs its join script again (in the

@@ -3,6 +3,7 @@
 //! planner, the actuator, Events, metrics and the loop's memory read these instead of
 //! taking the action apart each on its own.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
@@ -116,6 +117,10 @@ pub enum Action {
         #[serde(skip_serializing_if = "Vec::is_empty")]
         registered: Vec<String>,
     },
+    /// Relabel nodes whose settings-hash label an earlier release stamped for the
+    /// settings the group has now (a format-only change of the hash): each node (key)
+    /// gets the group's hash of today (value). A label patch, never a replacement.
+    RelabelHash { nodes: BTreeMap<String, String> },
     /// Pull images onto a node with a short-lived pod.
     PullImages { node: String, images: Vec<String> },
     /// Remove image puller pods that finished or got stuck.
@@ -146,6 +151,7 @@ impl Action {
             Action::MarkJoined { .. } => "mark-joined",
             Action::RestartVanished { .. } => "restart-vanished",
             Action::FinishJoin { .. } => "finish-join",
+            Action::RelabelHash { .. } => "relabel-hash",
             Action::PullImages { .. } => "pull-images",
             Action::DeletePods { .. } => "delete-pods",
         }
@@ -221,6 +227,7 @@ impl Action {
                 .chain(clear)
                 .map(|n| ObjectRef::node(n))
                 .collect(),
+            Action::RelabelHash { nodes } => nodes.keys().map(|n| ObjectRef::node(n)).collect(),
             Action::SoftTaint { add, remove } => add
                 .iter()
                 .chain(remove)
@@ -262,6 +269,7 @@ impl Action {
             Action::MarkUnneeded { mark, clear, .. } => {
                 mark.iter().chain(clear).map(|n| Target::Node(n)).collect()
             }
+            Action::RelabelHash { nodes } => nodes.keys().map(|n| Target::Node(n)).collect(),
             Action::SoftTaint { add, remove } => {
                 add.iter().chain(remove).map(|n| Target::Node(n)).collect()
             }
@@ -424,6 +432,14 @@ impl fmt::Display for Action {
                         registered.join(", ")
                     ),
                 }
+            }
+            Action::RelabelHash { nodes } => {
+                let names: Vec<&str> = nodes.keys().map(String::as_str).collect();
+                write!(
+                    f,
+                    "relabel node(s) {} with their group's settings hash of today",
+                    names.join(", ")
+                )
             }
             Action::PullImages { node, images } => {
                 write!(f, "pull {} on {node}", images.join(", "))

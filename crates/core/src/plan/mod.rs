@@ -190,6 +190,7 @@ pub const STEPS: &[(&str, Step)] = &[
     ("mark-unneeded", steps::mark_unneeded),
     ("soft-taint", steps::soft_taint),
     ("mark-joined", steps::mark_joined),
+    ("relabel-hash", steps::relabel_hash),
     ("fill-warm-pools", steps::fill_warm_pools),
     ("warm-images", steps::warm_images),
 ];

@@ -217,6 +217,7 @@ pub(super) fn seed_foreign(world: &World) -> Foreign {
         filling: false,
         joined: None,
         restarted: None,
+        removing_since: None,
     };
     let vms = [
         server("foreign-1", "other-w-1", Some("other"), "openstack"),

@@ -363,6 +363,15 @@ impl ClusterApi for FaultyCluster {
         self.inner.annotate(node, annotations).await
     }
 
+    async fn label(
+        &self,
+        node: &str,
+        labels: &BTreeMap<String, Option<String>>,
+    ) -> Result<(), ClusterError> {
+        self.node_write("label node", node)?;
+        self.inner.label(node, labels).await
+    }
+
     async fn remove_taint(&self, node: &str, key: &str) -> Result<(), ClusterError> {
         self.node_write("remove taint", node)?;
         self.inner.remove_taint(node, key).await

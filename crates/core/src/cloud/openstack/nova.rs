@@ -267,6 +267,8 @@ impl NovaServer {
         };
         let joined = secs_of(JOINED_TAG);
         let restarted = secs_of(crate::cloud::RESTARTED_TAG);
+        // Unix seconds; an unreadable value is a mark with no time.
+        let removing_since = secs_of(REMOVING_TAG);
         let mark = self.metadata.get(WARM_KEY).map(String::as_str);
         Server {
             id: self.id.clone(),
@@ -296,6 +298,7 @@ impl NovaServer {
             filling: mark == Some(WARM_FILLING),
             joined,
             restarted,
+            removing_since,
         }
     }
 }

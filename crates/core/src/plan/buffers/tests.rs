@@ -68,6 +68,7 @@ fn member(s: &mut Snapshot, name: &str, group: &str) {
         filling: false,
         joined: Some(ago(3500)),
         restarted: None,
+        removing_since: None,
     });
     let mut labels = BTreeMap::new();
     labels.insert(LABEL_CLUSTER.to_string(), "dev".to_string());
@@ -107,6 +108,7 @@ fn booting(s: &mut Snapshot, name: &str) {
         filling: false,
         joined: None,
         restarted: None,
+        removing_since: None,
     });
 }
 

@@ -54,7 +54,11 @@ pub fn finish_provisioning(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult
 /// whatever the VMs' marks say). Before any is, the joined marks
 /// due are written (after an upgrade, VMs of an older release carry none). VMs that
 /// joined once and lost their Node ([`ServerState::Vanished`]) are only reported here
-/// (their one restart is [`super::restart_vanished`]'s).
+/// (their one restart is [`super::restart_vanished`]'s). VMs
+/// whose removing mark is stale ([`Server::removal_is_stale`](crate::model::Server::removal_is_stale): older than `provisionTimeout`, or
+/// written by an older release with no time) and whose Node is gone go with the VMs
+/// that never joined, under the same rate and blind-view guard: a `kubectl delete node`
+/// or a blind moment years after a failed delete never destroys them at once.
 pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     for m in v
         .members
@@ -89,6 +93,7 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
                 ServerStatus::Error | ServerStatus::Incomplete
             )
         });
+    not_joined.extend(stale_removals(v));
     // A VM that never booted (the cloud still builds it) is no node whatever the view;
     // one that booted may be a node the view does not show. One that has run for twice
     // `provisionTimeout` outlived the time a VM that never joined is removed in: with no
@@ -192,6 +197,23 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             humantime::format_duration(Duration::from_secs(v.age(m.server.created).as_secs()));
         reasons.push(
             match m.server.status {
+                ServerStatus::Removing => Reason::new(
+                    ReasonCode::RemovalStale,
+                    format!(
+                        "VM {} of group {} was marked as being removed {} and has no Node; deleting it under the rate of VMs that never joined",
+                        m.server.name,
+                        m.group.name,
+                        match m.server.removing_since {
+                            Some(at) => format!(
+                                "{} ago",
+                                humantime::format_duration(Duration::from_secs(
+                                    v.age(at).as_secs()
+                                ))
+                            ),
+                            None => "by an older release (the mark has no time)".to_string(),
+                        }
+                    ),
+                ),
                 ServerStatus::Error => Reason::new(
                     ReasonCode::ServerError,
                     match &m.server.fault {
@@ -236,15 +258,17 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     Some((Action::DeleteServers { servers, nodes }, reasons))
 }
 
-/// VMs whose removal began (marked removing, their Node gone) and did not finish: their
-/// delete is made again. A failed delete is held back per VM (see
-/// [`crate::plan::backoff`]), and the VM is never capacity nor a failed create meanwhile.
+/// VMs whose removal began within `provisionTimeout` (marked removing, their Node gone)
+/// and did not finish: their delete is made again. A failed delete is held back per VM
+/// (see [`crate::plan::backoff`]), and the VM is never capacity nor a failed create
+/// meanwhile. Stale marks are left to [`clean_up_failed`].
 pub fn finish_removal(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     let removing: Vec<&Member<'_>> = v
         .members
         .iter()
         .filter(|m| m.state == ServerState::Removing)
         .filter(|m| !v.frozen.contains_key(m.group.name.as_str()))
+        .filter(|m| !m.server.removal_is_stale(v.config.provision_timeout, v.now))
         .collect();
     if removing.is_empty() {
         return None;
@@ -269,6 +293,16 @@ pub fn finish_removal(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
         },
         reasons,
     ))
+}
+
+/// VMs marked as being removed, with no Node, whose mark is older than
+/// `provisionTimeout` or has no time: no removal of this process is in flight for them.
+fn stale_removals<'v, 'a>(v: &'v View<'a>) -> impl Iterator<Item = &'v Member<'a>> {
+    v.members.iter().filter(|m| {
+        m.state == ServerState::Removing
+            && !v.frozen.contains_key(m.group.name.as_str())
+            && m.server.removal_is_stale(v.config.provision_timeout, v.now)
+    })
 }
 
 /// Notes for the VMs that joined once and have no Ready node of ours now; true when no

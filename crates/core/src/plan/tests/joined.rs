@@ -432,3 +432,44 @@ fn a_vm_marked_removing_whose_node_is_in_service_again_is_marked_joined() {
     let d = plan_it(&s, &c);
     assert!(!matches!(d.action, Action::MarkJoined { .. }), "{d:#?}");
 }
+
+/// Issue 29, item 6: a removal in flight (its mark within `provisionTimeout`) is finished
+/// at once; VMs whose mark is older, or carries no time (an older release's), go only at
+/// the rate of VMs that never joined, and none while no node of ours is in view.
+#[test]
+fn only_a_fresh_removing_mark_has_its_vm_deleted_at_once() {
+    let c = mk_config("scaleDown: {enabled: false}");
+    let removing = |name: &str, since: Option<u64>| {
+        let mut s = marked(name, 7200);
+        s.status = ServerStatus::Removing;
+        s.removing_since = since.map(ago);
+        s
+    };
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 7200);
+    s.servers.push(removing("dev-workers-fresh", Some(60)));
+    let d = plan_it(&s, &c);
+    assert_eq!(deleted(&d), ["dev-workers-fresh"], "{d:#?}");
+    assert!(d.has_reason(ReasonCode::RemovalUnfinished), "{d:#?}");
+
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 7200);
+    for (i, since) in [Some(3600), None, Some(7000)].into_iter().enumerate() {
+        s.servers
+            .push(removing(&format!("dev-workers-old{i}"), since));
+    }
+    let d = plan_it(&s, &c);
+    assert_eq!(deleted(&d).len(), MAX_NOT_JOINED_PER_ACTION, "{d:#?}");
+    assert!(d.has_reason(ReasonCode::RemovalStale), "{d:#?}");
+    assert!(!d.has_reason(ReasonCode::RemovalUnfinished), "{d:#?}");
+    assert!(d.removes_not_joined(), "counted in the rate: {d:#?}");
+    // Two removed in the last provisionTimeout: none more.
+    s.not_joined_removed = vec![ago(60), ago(30)];
+    let d = plan_it(&s, &c);
+    assert!(deleted(&d).is_empty(), "{d:#?}");
+    // No node of ours in view: a blind view, none goes.
+    s.not_joined_removed.clear();
+    s.nodes.clear();
+    let d = plan_it(&s, &c);
+    assert!(deleted(&d).is_empty(), "{d:#?}");
+}

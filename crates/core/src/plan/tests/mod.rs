@@ -67,6 +67,7 @@ fn mk_server(name: &str, created: SystemTime) -> Server {
         filling: false,
         joined: None,
         restarted: None,
+        removing_since: None,
     }
 }
 

@@ -746,6 +746,7 @@ impl State {
             filling: false,
             joined: None,
             restarted: None,
+            removing_since: None,
         })
     }
 

@@ -15,8 +15,8 @@ use super::api::{
 use super::credentials::KamateraCredentials;
 use super::{
     cluster_tag, group_tag, hash_tag, is_time_tag_suffix, parse_hash_tag, parse_joined_tag,
-    parse_restarted_tag, parse_started_tag, parse_time_tag, removing_tag, time_tag, warm_tag,
-    KamateraSettings, UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
+    parse_removing_tag, parse_restarted_tag, parse_started_tag, parse_time_tag, removing_tag,
+    time_tag, warm_tag, KamateraSettings, UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
 };
 use crate::cloud::{http, refused, CloudError, CloudProvider, CreateRequest};
 use crate::model::{GroupShape, Server, ServerStatus};
@@ -357,6 +357,10 @@ impl KamateraProvider {
             .iter()
             .filter_map(|t| parse_restarted_tag(prefix, t))
             .max();
+        let removing: Vec<Option<SystemTime>> = tags
+            .iter()
+            .filter_map(|t| parse_removing_tag(prefix, t))
+            .collect();
         let memory_bytes = group
             .as_deref()
             .and_then(|g| self.groups.get(g))
@@ -366,7 +370,7 @@ impl KamateraProvider {
             name: entry.name.clone(),
             cluster: Some(cluster.to_string()),
             group,
-            status: if tags.contains(&removing_tag(prefix)) {
+            status: if !removing.is_empty() {
                 ServerStatus::Removing
             } else {
                 status_of(entry.power.as_deref())
@@ -380,6 +384,7 @@ impl KamateraProvider {
             filling,
             joined,
             restarted,
+            removing_since: removing.into_iter().flatten().max(),
         }
     }
 
@@ -548,6 +553,7 @@ impl KamateraProvider {
             filling: warm,
             joined: None,
             restarted: None,
+            removing_since: None,
         })
     }
 }
@@ -602,6 +608,7 @@ impl CloudProvider for KamateraProvider {
                 filling: false,
                 joined: None,
                 restarted: None,
+                removing_since: None,
             },
         }))
     }

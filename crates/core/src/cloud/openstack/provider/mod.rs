@@ -480,6 +480,7 @@ impl OpenStackProvider {
             filling: warm,
             joined: None,
             restarted: None,
+            removing_since: None,
         })
     }
 }

@@ -186,17 +186,14 @@ impl OpenStackProvider {
 
     /// Marks the server as being removed (see
     /// [`crate::cloud::CloudProvider::mark_removing`]): metadata
-    /// [`crate::cloud::REMOVING_TAG`] = Unix seconds, after it is read back and found
-    /// `cluster`'s.
+    /// [`crate::cloud::REMOVING_TAG`] = Unix seconds now (an earlier mark's time
+    /// replaced), after it is read back and found `cluster`'s.
     pub(super) async fn mark_server_removing(
         &self,
         cluster: &str,
         id: &str,
     ) -> Result<(), CloudError> {
         let server = self.owned(cluster, id, false).await?;
-        if server.status == ServerStatus::Removing {
-            return Ok(());
-        }
         let secs = crate::model::unix_secs(SystemTime::now());
         self.set_metadata(id, json!({ crate::cloud::REMOVING_TAG: secs.to_string() }))
             .await?;

@@ -1,6 +1,6 @@
 //! The joined mark on Proxmox: the tag `nw-j-<unix seconds>`, written once a VM's node is
 //! Ready, so a later process knows the VM ran as a node (see [`crate::cloud::JOINED_TAG`]);
-//! the removing mark `nw-removing`, written before its removal (see
+//! and the removing mark `nw-removing-<unix seconds>`, written before its removal (see
 //! [`crate::cloud::REMOVING_TAG`]); and the restart of a VM whose Node is gone, with its
 //! mark `nw-r-<unix seconds>` (see [`crate::cloud::RESTARTED_TAG`]).
 
@@ -40,14 +40,13 @@ impl ProxmoxProvider {
 }
 
 impl ProxmoxProvider {
-    /// Reads VM `id` back (refused unless it is `cluster`'s) and adds the removing mark to
-    /// its tags; a VM already marked is left as it is.
+    /// Reads VM `id` back (refused unless it is `cluster`'s) and writes the removing mark
+    /// with the time now into its tags (an earlier mark replaced: the removal beginning
+    /// now is the one in flight).
     pub(super) async fn mark_vm_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         let vm = self.owned_vm(cluster, id, false).await?;
-        if ownership(vm.tags()).removing {
-            return Ok(());
-        }
-        self.set_tags(&vm, tags::with_removing(vm.tags())).await?;
+        self.set_tags(&vm, tags::with_removing(vm.tags(), SystemTime::now()))
+            .await?;
         tracing::info!(vmid = vm.vmid, host = %vm.node, "Proxmox VM marked as being removed");
         Ok(())
     }

@@ -95,6 +95,7 @@ impl ProxmoxProvider {
             fault,
             joined: o.joined,
             restarted: o.restarted,
+            removing_since: o.removing_since,
         }
     }
 
@@ -221,6 +222,7 @@ impl ProxmoxProvider {
                         fault: None,
                         joined: None,
                         restarted: None,
+                        removing_since: None,
                     });
                 }
             }

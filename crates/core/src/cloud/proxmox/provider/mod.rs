@@ -455,6 +455,7 @@ impl ProxmoxProvider {
             filling: false,
             joined: None,
             restarted: None,
+            removing_since: None,
         })
     }
 
