@@ -105,7 +105,11 @@ async fn marks_and_reads_back(
     );
     // Let in again: the removing mark goes, time and all.
     p.mark_joined(cluster, id, Some(after)).await.expect("mark");
-    let s = fresh().get_server(cluster, id).await.expect("get").expect("there");
+    let s = fresh()
+        .get_server(cluster, id)
+        .await
+        .expect("get")
+        .expect("there");
     assert_ne!(s.status, ServerStatus::Removing, "{s:?}");
     assert_eq!(s.removing_since, None, "{s:?}");
     p.mark_joined(cluster, id, None).await.expect("unmark");

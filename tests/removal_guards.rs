@@ -1003,7 +1003,11 @@ async fn item_6_a_vm_with_an_old_removing_mark_is_not_destroyed_at_once() {
             report.decision
         );
     }
-    assert_eq!(left(&env), 4, "VMs with an old removing mark deleted behind a blind view");
+    assert_eq!(
+        left(&env),
+        4,
+        "VMs with an old removing mark deleted behind a blind view"
+    );
 
     // Its kubelet registers the Node again: the view is whole, and the old VMs go at the
     // rate of VMs that never joined, two per provisionTimeout, never all at once.

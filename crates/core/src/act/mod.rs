@@ -15,8 +15,9 @@ use crate::cloud::{CloudError, CreateRequest};
 use crate::cluster::{ClusterApi, ClusterError, Eviction};
 use crate::config::{Config, NodeGroupConfig};
 use crate::model::{
-    GroupShape, PodRef, ServerRef, ANNOTATION_CORDONED, ANNOTATION_CORDONED_AT, ANNOTATION_DISRUPTION,
-    ANNOTATION_UNNEEDED_SINCE, DELETION_CANDIDATE_TAINT_KEY, STARTUP_TAINT_KEY,
+    GroupShape, PodRef, ServerRef, ANNOTATION_CORDONED, ANNOTATION_CORDONED_AT,
+    ANNOTATION_DISRUPTION, ANNOTATION_UNNEEDED_SINCE, DELETION_CANDIDATE_TAINT_KEY,
+    STARTUP_TAINT_KEY,
 };
 use crate::plan::sched::template::provider_labels;
 use crate::plan::{backoff, Action, Target};

@@ -137,7 +137,10 @@ impl ReasonCode {
     /// A VM deleted for this counts toward the rate of removals for not joining (see
     /// [`crate::plan::MAX_NOT_JOINED_PER_ACTION`]): its Node may only be out of sight.
     pub fn counts_toward_not_joined_rate(self) -> bool {
-        matches!(self, ReasonCode::ProvisionTimeout | ReasonCode::RemovalStale)
+        matches!(
+            self,
+            ReasonCode::ProvisionTimeout | ReasonCode::RemovalStale
+        )
     }
 }
 

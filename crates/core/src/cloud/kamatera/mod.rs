@@ -303,11 +303,21 @@ mod tests {
         assert!(tag.len() <= MAX_TAG_LEN);
         assert_eq!(
             parse_removing_tag("nodewright", &tag),
-            Some(Some(SystemTime::UNIX_EPOCH + Duration::from_secs(1_718_000_000)))
+            Some(Some(
+                SystemTime::UNIX_EPOCH + Duration::from_secs(1_718_000_000)
+            ))
         );
         // An older release's mark: removing, no time; other tags are no mark.
-        assert_eq!(parse_removing_tag("nodewright", "nodewright_rm"), Some(None));
-        for other in ["nodewright_r", "nodewright_rx1", "nodewright-r1", "nodewright_s1"] {
+        assert_eq!(
+            parse_removing_tag("nodewright", "nodewright_rm"),
+            Some(None)
+        );
+        for other in [
+            "nodewright_r",
+            "nodewright_rx1",
+            "nodewright-r1",
+            "nodewright_s1",
+        ] {
             assert_eq!(parse_removing_tag("nodewright", other), None, "{other}");
         }
         let tag = time_tag("nodewright", t);

@@ -461,13 +461,19 @@ mod tests {
         assert_eq!(o.removing_since, None);
         let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
         let timed = with_removing(&old, at);
-        assert_eq!(timed, "nw-c-prod;nw-g-workers;nw-t-42;nw-removing-1700000000");
+        assert_eq!(
+            timed,
+            "nw-c-prod;nw-g-workers;nw-t-42;nw-removing-1700000000"
+        );
         let o = ownership(&timed);
         assert!(o.removing);
         assert_eq!(o.removing_since, Some(at));
         // Marked again later: one mark, the later time.
         let again = with_removing(&timed, at + Duration::from_secs(60));
-        assert_eq!(again, "nw-c-prod;nw-g-workers;nw-t-42;nw-removing-1700000060");
+        assert_eq!(
+            again,
+            "nw-c-prod;nw-g-workers;nw-t-42;nw-removing-1700000060"
+        );
         assert_eq!(without_removing(&again), t);
         assert_eq!(without_removing(&old), t);
         assert!(any_ours("nw-removing-1700000060"));

@@ -267,10 +267,7 @@ pub fn finish_removal(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
         .iter()
         .filter(|m| m.state == ServerState::Removing)
         .filter(|m| !v.frozen.contains_key(m.group.name.as_str()))
-        .filter(|m| {
-            !m.server
-                .removal_is_stale(v.config.provision_timeout, v.now)
-        })
+        .filter(|m| !m.server.removal_is_stale(v.config.provision_timeout, v.now))
         .collect();
     if removing.is_empty() {
         return None;
@@ -303,8 +300,7 @@ fn stale_removals<'v, 'a>(v: &'v View<'a>) -> impl Iterator<Item = &'v Member<'a
     v.members.iter().filter(|m| {
         m.state == ServerState::Removing
             && !v.frozen.contains_key(m.group.name.as_str())
-            && m.server
-                .removal_is_stale(v.config.provision_timeout, v.now)
+            && m.server.removal_is_stale(v.config.provision_timeout, v.now)
     })
 }
 
