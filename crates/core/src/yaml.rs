@@ -87,8 +87,10 @@ pub(crate) fn explain_serde_message(raw: &str) -> String {
     if msg.contains("invalid duration") || msg.contains("time unit") {
         return format!("{msg}; expected a duration such as `30s`, `15m` or `72h`");
     }
+    // Sizes explain themselves ("`x` is not a size; expected ..."); say it only once.
     if (msg.contains("ByteSize") || msg.contains("byte size") || msg.contains("unit"))
         && !msg.contains("e.g.")
+        && !msg.contains("expected")
     {
         return format!("{msg}; expected a size such as `512 MiB` or `9 GiB`");
     }
