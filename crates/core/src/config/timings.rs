@@ -16,12 +16,16 @@ const SHORTEST_BOOT: Duration = Duration::from_secs(60);
 /// 30days 3h 50m 56s`, which counts in average months).
 fn show(d: Duration) -> String {
     let s = d.as_secs();
-    match () {
-        _ if d.subsec_nanos() != 0 || s == 0 => humantime::format_duration(d).to_string(),
-        _ if s % 86_400 == 0 => format!("{}d", s / 86_400),
-        _ if s % 3600 == 0 => format!("{}h", s / 3600),
-        _ if s % 60 == 0 => format!("{}m", s / 60),
-        _ => format!("{s}s"),
+    if d.subsec_nanos() != 0 || s == 0 {
+        humantime::format_duration(d).to_string()
+    } else if s % 86_400 == 0 {
+        format!("{}d", s / 86_400)
+    } else if s % 3600 == 0 {
+        format!("{}h", s / 3600)
+    } else if s % 60 == 0 {
+        format!("{}m", s / 60)
+    } else {
+        format!("{s}s")
     }
 }
 
