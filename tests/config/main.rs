@@ -3,6 +3,7 @@
 
 use nodewright_testkit as common;
 
+mod actionable;
 mod buffers;
 mod checks;
 mod disruption;

@@ -154,11 +154,14 @@ pub struct CreateRequest {
 pub enum CloudError {
     #[error("{provider}: authentication failed: {message}")]
     Auth { provider: String, message: String },
-    #[error("{provider}: {what} '{name}' not found")]
+    #[error("{provider}: {what} '{name}' not found{}", in_parentheses(.detail))]
     NotFound {
         provider: String,
         what: String,
+        /// Just the name looked for: the explanation goes in `detail`, not in its quotes.
         name: String,
+        /// Where it was looked for and what was there instead; may be empty.
+        detail: String,
     },
     #[error("{provider}: quota exceeded: {message}")]
     Quota { provider: String, message: String },
@@ -190,6 +193,15 @@ pub enum CloudError {
 
 /// Why `server`, as just read back, is not `cluster`'s to delete: `None` when its
 /// [`CLUSTER_TAG`] names `cluster`.
+/// ` (detail)`, or nothing for an empty one.
+fn in_parentheses(detail: &str) -> String {
+    if detail.is_empty() {
+        String::new()
+    } else {
+        format!(" ({detail})")
+    }
+}
+
 pub fn not_owned_by(server: &Server, cluster: &str) -> Option<String> {
     match server.cluster.as_deref() {
         Some(c) if c == cluster => None,

@@ -357,9 +357,8 @@ async fn respond(
     let vmid = vmid.unwrap_or(0);
 
     match (method.as_str(), m.template.as_str()) {
-        ("GET", "/version") => {
-            data(json!({ "version": "9.1.3", "release": "9.1", "repoid": "simulated" }))
-        }
+        ("GET", "/version") => data(reads::version(&o.version)),
+        ("GET", "/pools") => data(reads::pools(&o.pools, privs)),
         ("GET", "/nodes") => data(reads::nodes(shared, privs)),
         ("GET", "/nodes/{node}/qemu") => data(reads::qemu_list(shared, &node, privs)),
         ("GET", "/nodes/{node}/qemu/{vmid}") => data(reads::qemu_index()),

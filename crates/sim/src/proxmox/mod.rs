@@ -225,6 +225,10 @@ pub struct SimProxmoxOptions {
     /// as `root@pam` has. A call without the one it needs gets Proxmox's 403 (see
     /// [`perms`]).
     pub privileges: Option<std::collections::BTreeSet<String>>,
+    /// The pve-manager version `GET /version` answers (`9.1.3`; `8.4.1` for a PVE 8).
+    pub version: String,
+    /// Resource pools (`GET /pools` lists them to a caller holding `Pool.Audit`).
+    pub pools: Vec<String>,
 }
 
 /// The snippet the default simulator knows (see [`SimProxmoxOptions::snippets`]).
@@ -285,6 +289,8 @@ impl Default for SimProxmoxOptions {
             faults: Faults::default(),
             shared_files: None,
             privileges: None,
+            version: "9.1.3".into(),
+            pools: vec!["k8s".into()],
         }
     }
 }

@@ -70,6 +70,7 @@ pub struct Schema {
 pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/access/ticket"),
     ("GET", "/version"),
+    ("GET", "/pools"),
     ("GET", "/cluster/resources"),
     ("GET", "/cluster/ha/status/current"),
     ("GET", "/cluster/status"),

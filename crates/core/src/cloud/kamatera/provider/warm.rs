@@ -25,6 +25,7 @@ impl KamateraProvider {
                 provider: PROVIDER.into(),
                 what: "server".into(),
                 name: id.into(),
+                detail: String::new(),
             });
         };
         let tags = self.fresh_tags(id).await?;

@@ -118,6 +118,7 @@ fn not_found(kind: Kind, name: &str) -> CloudError {
         provider: PROVIDER.into(),
         what: kind.as_str().into(),
         name: name.into(),
+        detail: String::new(),
     }
 }
 

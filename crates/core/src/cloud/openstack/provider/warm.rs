@@ -30,6 +30,7 @@ impl OpenStackProvider {
                 provider: PROVIDER.into(),
                 what: "server".into(),
                 name: id.into(),
+                detail: String::new(),
             });
         };
         check_owned(PROVIDER, &server, cluster)?;
