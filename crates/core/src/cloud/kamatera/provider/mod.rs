@@ -15,8 +15,8 @@ use super::api::{
 use super::credentials::KamateraCredentials;
 use super::{
     cluster_tag, group_tag, hash_tag, is_time_tag_suffix, parse_hash_tag, parse_joined_tag,
-    parse_removing_tag, parse_restarted_tag, parse_started_tag, parse_time_tag, removing_tag,
-    time_tag, warm_tag, KamateraSettings, UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
+    parse_removing_tag, parse_restarted_tag, parse_started_tag, parse_time_tag, time_tag, warm_tag,
+    KamateraSettings, UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
 };
 use crate::cloud::{http, refused, CloudError, CloudProvider, CreateRequest};
 use crate::model::{GroupShape, Server, ServerStatus};

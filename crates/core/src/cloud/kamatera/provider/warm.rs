@@ -7,8 +7,8 @@
 //! registers the Node again.
 
 use super::super::{
-    joined_tag, parse_joined_tag, parse_removing_tag, parse_restarted_tag, removing_tag,
-    removing_tag_at, restarted_tag, started_tag, warm_tag,
+    joined_tag, parse_joined_tag, parse_removing_tag, parse_restarted_tag, removing_tag_at,
+    restarted_tag, started_tag, warm_tag,
 };
 use super::*;
 
