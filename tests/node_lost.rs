@@ -184,7 +184,7 @@ nodeGroups:
             env.kamatera
                 .servers()
                 .iter()
-                .any(|s| s.name == name && s.tags.iter().any(|t| t.starts_with("nodewright_r")))
+                .any(|s| s.name == name && s.tags.iter().any(|t| t.starts_with("nodewright_b")))
         },
         deletes: |env| {
             env.kamatera
