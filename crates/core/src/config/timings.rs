@@ -18,11 +18,11 @@ fn show(d: Duration) -> String {
     let s = d.as_secs();
     if d.subsec_nanos() != 0 || s == 0 {
         humantime::format_duration(d).to_string()
-    } else if s % 86_400 == 0 {
+    } else if s.is_multiple_of(86_400) {
         format!("{}d", s / 86_400)
-    } else if s % 3600 == 0 {
+    } else if s.is_multiple_of(3600) {
         format!("{}h", s / 3600)
-    } else if s % 60 == 0 {
+    } else if s.is_multiple_of(60) {
         format!("{}m", s / 60)
     } else {
         format!("{s}s")

@@ -653,12 +653,12 @@ async fn respond(
         ))),
         ("POST", "/nodes/{node}/qemu/{vmid}/status/reboot") => {
             // Proxmox reboots only a running VM (a shutdown, then a start, in one task).
-            if !shared
+            let running = shared
                 .lock()
                 .vms
                 .get(&vmid)
-                .is_some_and(|v| v.status == "running")
-            {
+                .is_some_and(|v| v.status == "running");
+            if !running {
                 return fail(
                     StatusCode::INTERNAL_SERVER_ERROR,
                     &format!("VM {vmid} not running"),
