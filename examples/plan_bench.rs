@@ -294,6 +294,8 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
             warm: false,
             filling: false,
             joined: Some(created),
+            restarted: None,
+            removing_since: None,
         });
         s.nodes.push(NodeInfo {
             name: name.clone(),

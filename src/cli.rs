@@ -603,6 +603,9 @@ async fn reconciler(config_path: &Path, dry_run: bool) -> Result<Reconciler, Cli
 async fn check(config_path: &Path, offline: bool) -> Result<(), CliError> {
     let config = Config::load(config_path)?;
     println!("config {}: ok", config_path.display());
+    for w in &config.warnings {
+        println!("warning: {w}");
+    }
     let mut failures = Vec::new();
     match crate::userdata::check_all(&config.templates_dir) {
         Ok(names) => println!(

@@ -812,7 +812,8 @@ async fn a_thousand_nodes_registering_while_pods_start_do_not_freeze_the_server(
         for i in 0..1000 {
             hook(nodewright::sim::VmEvent::Booted {
                 name: format!("vm-{i}"),
-                user_data: String::new(),
+                // A kubelet starts only where the user data starts one.
+                user_data: "#!/bin/sh\nk3s agent\n".into(),
                 memory_bytes: 4 * GIB,
                 cpus: 2,
             });

@@ -62,6 +62,84 @@ fn serve(dir: &Path) -> Killed {
     serving
 }
 
+/// What `simulate --serve` prints before it waits for Ctrl-C.
+fn serve_banner(dir: &Path) -> String {
+    use std::io::BufRead;
+    let mut child = nodewright()
+        .args(["simulate", "--serve", "--dir"])
+        .arg(dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start simulate --serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let _serving = Killed(child);
+    let mut banner = String::new();
+    for line in std::io::BufReader::new(stdout).lines() {
+        let line = line.expect("a line");
+        banner.push_str(&line);
+        banner.push('\n');
+        // The last line before it waits.
+        if line.trim() == "nodewright run" {
+            break;
+        }
+    }
+    banner
+}
+
+#[test]
+fn simulate_serve_prints_every_endpoint_and_what_it_holds() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let dir: PathBuf = tmp.path().join("sim");
+    let banner = serve_banner(&dir);
+    let file = |name: &str| std::fs::read_to_string(dir.join(name)).expect(name);
+    // Each endpoint's URL is the one its client file names.
+    let url_in = |text: &str, key: &str| -> String {
+        text.lines()
+            .find_map(|l| l.trim().strip_prefix(key))
+            .map(|v| v.trim().trim_matches('"').to_string())
+            .unwrap_or_else(|| panic!("no {key} in {text}"))
+    };
+    let pve_url = url_in(&file("proxmox.yaml"), "url:");
+    let kamatera_url = url_in(&file("kamatera.yaml"), "url:");
+    let keystone = url_in(&file("openstack.yaml"), "OS_AUTH_URL:");
+    let kube = url_in(&file("kubeconfig"), "server:");
+    for (what, want) in [
+        ("Kubernetes API", kube.as_str()),
+        ("OpenStack", keystone.as_str()),
+        ("Proxmox VE", pve_url.trim_end_matches('/')),
+        ("Kamatera", kamatera_url.as_str()),
+    ] {
+        let line = banner
+            .lines()
+            .find(|l| l.trim_start().starts_with(what))
+            .unwrap_or_else(|| panic!("no {what} line in\n{banner}"));
+        assert!(line.contains(want), "{what}: {line} lacks {want}");
+    }
+    // What each holds, as the simulators are started by default (columns aside).
+    let flat = banner.split_whitespace().collect::<Vec<_>>().join(" ");
+    for holding in [
+        "flavors m1.small (1 vCPU, 2048 MiB, 20 GB disk), m1.medium",
+        "images fedora-coreos, ubuntu-24.04",
+        "networks private",
+        "templates k3s-local (VM 9000 on pve1, disk on local-lvm, joins by cloud-init)",
+        "storages local (local, iso,vztmpl,backup,snippets), local-lvm (local, images,rootdir), ceph (shared, images,rootdir)",
+        "bridges vmbr0, vmbr1",
+        "pools k8s",
+        "datacenters EU, US-NY2, IL, AS",
+        "images ubuntu_server_24.04_64-bit",
+    ] {
+        assert!(flat.contains(holding), "no {holding:?} in\n{banner}");
+    }
+    for credentials in ["openstack.yaml", "proxmox.yaml", "kamatera.yaml"] {
+        let named = format!("credentials {}", dir.join(credentials).display());
+        assert!(
+            flat.contains(&named),
+            "{credentials} not named in\n{banner}"
+        );
+    }
+}
+
 #[test]
 fn simulate_serve_is_driven_by_kubectl_and_a_separate_nodewright() {
     let tmp = tempfile::tempdir().expect("tempdir");

@@ -464,3 +464,50 @@ async fn item_10_one_unpatchable_node_does_not_hold_back_the_startup_taint_remov
         assert_eq!(nodes, &vec![unpatchable.clone()]);
     }
 }
+
+/// Item 10: an eviction that failed held back the whole drain (its node was not named
+/// with the failure), so the drain of every other node waited behind one pod. Now the
+/// failed pod's node alone is held back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_10_a_failed_eviction_holds_back_the_drain_of_its_own_node_alone() {
+    use nodewright::model::PodRef;
+    use nodewright::sim::cluster::{SimNodeSpec, SimPodTemplate};
+    let (env, rec) = start(&FaultSpec::rate(0.0), Duration::from_secs(20)).await;
+    let (a, b) = ("drain-node-a", "drain-node-b");
+    for n in [a, b] {
+        env.cluster
+            .add_node(SimNodeSpec::new(n, 8 << 30))
+            .expect("node");
+        let mut t = SimPodTemplate::new("nginx", 1 << 20);
+        t.node_name = Some(n.to_string());
+        env.cluster
+            .add_pod("default", &format!("{n}-pod"), t)
+            .expect("pod");
+    }
+    env.faults.cluster.force(
+        FaultKind::ServerError,
+        &format!("POST /api/v1/namespaces/default/pods/{a}-pod/eviction"),
+        10_000,
+    );
+    let now = SystemTime::now();
+    let (snapshot, planned) = rec.plan(now).await.expect("plan");
+    let pod = |n: &str| PodRef {
+        namespace: "default".into(),
+        name: format!("{n}-pod"),
+    };
+    let drain = nodewright::plan::Decision {
+        action: Action::Drain {
+            nodes: vec![a.to_string(), b.to_string()],
+            pods: vec![pod(a), pod(b)],
+        },
+        ..planned
+    };
+    let result = rec.act(&snapshot, &drain, now).await;
+    assert!(result.is_err(), "the eviction on {a} fails");
+    let held = rec.memory.action_backoffs();
+    assert!(held.contains_key(&format!("drain node/{a}")), "{held:?}");
+    assert!(
+        !held.contains_key(&format!("drain node/{b}")),
+        "the drain of {b} is held back for a pod on {a}: {held:?}"
+    );
+}

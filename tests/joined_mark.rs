@@ -85,15 +85,35 @@ async fn marks_and_reads_back(
         Err(CloudError::Refused { .. }) => {}
         other => panic!("a removing mark for another cluster: {other:?}"),
     }
+    let before = secs(nodewright::model::unix_secs(SystemTime::now()));
     p.mark_removing(cluster, id).await.expect("mark removing");
     p.mark_removing(cluster, id)
         .await
         .expect("mark removing again");
+    let after = SystemTime::now();
     let listed = fresh().list_servers(cluster).await.expect("list");
     let s = listed.iter().find(|s| s.id == id).expect("listed");
     assert_eq!(s.status, ServerStatus::Removing, "{s:?}");
+    // Issue 29 item 6: the mark carries its time, read back by a fresh process.
+    assert!(
+        s.removing_since.is_some_and(|t| t >= before && t <= after),
+        "{s:?}"
+    );
     let now = fresh().get_server(cluster, id).await.expect("get");
-    assert_eq!(now.map(|s| s.status), Some(ServerStatus::Removing));
+    assert_eq!(
+        now.as_ref().map(|s| (s.status, s.removing_since)),
+        Some((ServerStatus::Removing, s.removing_since))
+    );
+    // Let in again: the removing mark goes, time and all.
+    p.mark_joined(cluster, id, Some(after)).await.expect("mark");
+    let s = fresh()
+        .get_server(cluster, id)
+        .await
+        .expect("get")
+        .expect("there");
+    assert_ne!(s.status, ServerStatus::Removing, "{s:?}");
+    assert_eq!(s.removing_since, None, "{s:?}");
+    p.mark_joined(cluster, id, None).await.expect("unmark");
 }
 
 #[tokio::test]

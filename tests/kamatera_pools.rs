@@ -88,11 +88,6 @@ async fn a_filling_server_is_never_capacity_and_never_started() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-// Known regression of this session's merge, to fix first next session: the node the test
-// cordons as empty right after its pods went is taken back by `reuse-cordoned` "for
-// pending pods" (before that change: no action at all in the window), so it is never
-// removed. The Proxmox variant (tests/proxmox_pools.rs) passes.
-#[ignore = "known regression: the reuse step takes the cordoned node back (see the comment)"]
 async fn scale_down_mode_stop_parks_the_server_of_a_removed_node() {
     pools::scale_down_mode_stop_parks_the_server_of_a_removed_node(&KAMATERA).await;
 }

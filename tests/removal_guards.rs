@@ -949,3 +949,93 @@ async fn item_3_vms_that_never_joined_go_at_most_two_per_provision_timeout_acros
     assert_eq!(count_left(&env), 1);
     assert!(env.cloud.servers().iter().any(|s| s.id == in_view));
 }
+
+/// Issue 29, item 6: a removing mark from a removal long ago (a delete that kept failing,
+/// a node that came back and was never let in again) had its VM deleted at once, with no
+/// cap, the moment its Node was gone: a `kubectl delete node`, or a blind moment. The mark
+/// carries its time; one older than `provisionTimeout` is no removal in flight, and its
+/// VM goes under the blind-view guard and the rate of VMs that never joined.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_6_a_vm_with_an_old_removing_mark_is_not_destroyed_at_once() {
+    use nodewright::cloud::{JOINED_TAG, REMOVING_TAG};
+    let config = CONFIG.replace(
+        "nodeGroups:",
+        "provisionTimeout: 10m\nscaleDown: {enabled: false}\nnodeGroups:",
+    );
+    let (env, rec) = setup(&config).await;
+    let now = SystemTime::now();
+    let hour_ago = nodewright::model::unix_secs(now - std::time::Duration::from_secs(3600));
+    // A node in service, and four VMs that joined once and were marked for removal an
+    // hour ago; their Nodes are gone and their deletes never went through.
+    let live = "e2e-workers-live";
+    managed_node(&env, live);
+    let old: Vec<String> = (0..4)
+        .map(|i| {
+            env.cloud.insert_server(
+                &format!("e2e-workers-old-{i}"),
+                BTreeMap::from([
+                    ("nodewright-cluster".to_string(), "e2e".to_string()),
+                    ("nodewright-group".to_string(), "workers".to_string()),
+                    (JOINED_TAG.to_string(), hour_ago.to_string()),
+                    (REMOVING_TAG.to_string(), hour_ago.to_string()),
+                ]),
+            )
+        })
+        .collect();
+    let left = |env: &SimEnv| {
+        let ids: Vec<String> = env.cloud.servers().into_iter().map(|s| s.id).collect();
+        old.iter().filter(|id| ids.contains(id)).count()
+    };
+    // The live node's VM gets its joined mark first.
+    rec.cycle(SystemTime::now()).await.expect("cycle");
+    // A person deletes the live node's Node: no node of ours is in view while VMs that
+    // joined run. A blind view: none of the old VMs goes.
+    nodes_api(&env)
+        .await
+        .delete(live, &DeleteParams::default())
+        .await
+        .expect("kubectl delete node");
+    for _ in 0..4 {
+        let report = rec.cycle(SystemTime::now()).await.expect("cycle");
+        assert!(
+            !matches!(report.decision.action, Action::DeleteServers { .. }),
+            "{:#?}",
+            report.decision
+        );
+    }
+    assert_eq!(
+        left(&env),
+        4,
+        "VMs with an old removing mark deleted behind a blind view"
+    );
+
+    // Its kubelet registers the Node again: the view is whole, and the old VMs go at the
+    // rate of VMs that never joined, two per provisionTimeout, never all at once.
+    env.cluster
+        .add_node(
+            SimNodeSpec::new(live, 8 * GI)
+                .label(LABEL_CLUSTER, "e2e")
+                .label(LABEL_GROUP, "workers"),
+        )
+        .expect("node registers again");
+    let mut stale = 0;
+    for _ in 0..6 {
+        let report = rec.cycle(SystemTime::now()).await.expect("cycle");
+        if let Action::DeleteServers { servers, .. } = &report.decision.action {
+            assert!(servers.len() <= 2, "{:#?}", report.decision);
+            stale += report
+                .decision
+                .reasons
+                .iter()
+                .filter(|r| r.code == ReasonCode::RemovalStale)
+                .count();
+        }
+    }
+    assert_eq!(stale, 2, "two deleted as stale removals");
+    assert_eq!(left(&env), 2, "two per provisionTimeout, the others wait");
+    assert!(
+        !rec.memory.backoffs().contains_key("workers"),
+        "the group is never backed off for it: {:?}",
+        rec.memory.backoffs()
+    );
+}

@@ -28,14 +28,10 @@ const BATCH: &str = r#"  - name: batch
     taints: [{key: dedicated, value: batch, effect: NoSchedule}]
 "#;
 
-/// Issue 29 item 2, "An upgrade replaces every Proxmox node": the hash the previous
-/// release stamped was rebuilt from today's types, whose `Debug` text changed, so every
-/// node it made looked drifted. A node it made for the demo's `batch` group (its
-/// `k3s-agent.join.sh.j2` still in the templates directory) is current for today's
-/// release: no cycle finds it drifted, and it keeps its VM.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_upgrade_replaces_every_proxmox_node() {
-    let env = e2e::env().await;
+/// The previous release's node of the demo's `batch` group, Ready and labelled with the
+/// hash that release stamped (its template in the templates directory): the names of
+/// the VMs.
+async fn made_by_the_previous_release(env: &e2e::Env) -> Vec<String> {
     let template = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("crates/core/src/config/hash/testdata/k3s-agent.join.sh.j2");
     std::fs::copy(
@@ -45,7 +41,7 @@ async fn an_upgrade_replaces_every_proxmox_node() {
     .expect("the previous release's template");
 
     // The previous release: its node labelled with the hash it computed.
-    let mut previous = e2e::reconciler(&env, BATCH).await;
+    let mut previous = e2e::reconciler(env, BATCH).await;
     let mut config = (*previous.config).clone();
     config.node_groups[0].settings_hash = PREVIOUS_RELEASE_HASH.into();
     previous.config = Arc::new(config);
@@ -63,6 +59,18 @@ async fn an_upgrade_replaces_every_proxmox_node() {
     e2e::drive(&previous, Duration::from_secs(30), joined).await;
     let vms: Vec<String> = env.pve.guests().iter().map(|g| g.name.clone()).collect();
     assert_eq!(vms.len(), 1, "{vms:?}");
+    vms
+}
+
+/// Issue 29 item 2, "An upgrade replaces every Proxmox node": the hash the previous
+/// release stamped was rebuilt from today's types, whose `Debug` text changed, so every
+/// node it made looked drifted. A node it made for the demo's `batch` group (its
+/// `k3s-agent.join.sh.j2` still in the templates directory) is current for today's
+/// release: no cycle finds it drifted, and it keeps its VM.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upgrade_replaces_every_proxmox_node() {
+    let env = e2e::env().await;
+    let vms = made_by_the_previous_release(&env).await;
 
     // Today's release, the same config.
     let today = e2e::reconciler(&env, BATCH).await;
@@ -88,4 +96,47 @@ async fn an_upgrade_replaces_every_proxmox_node() {
         after, vms,
         "the node made by the previous release keeps its VM"
     );
+}
+
+/// Issue 29 item 2, "a format-only change relabels, never replaces": a node labelled with
+/// a hash an earlier release stamped for today's settings is relabelled with today's hash
+/// (a label patch), keeps its VM, and is never cordoned nor drained.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn item_2_a_format_only_change_relabels_the_node_and_never_replaces_it() {
+    let env = e2e::env().await;
+    let vms = made_by_the_previous_release(&env).await;
+    let today = e2e::reconciler(&env, BATCH).await;
+    let current = today.config.node_groups[0].settings_hash.clone();
+    let name = vms[0].clone();
+    let label = |env: &e2e::Env| {
+        env.cluster
+            .node(&name)
+            .and_then(|n| n.metadata.labels)
+            .and_then(|l| l.get(LABEL_SETTINGS_HASH).cloned())
+    };
+    let mut relabelled = false;
+    for _ in 0..6 {
+        let report = today.cycle(SystemTime::now()).await.expect("cycle");
+        let d = &report.decision;
+        assert!(
+            !matches!(
+                d.action,
+                Action::Cordon { .. } | Action::Drain { .. } | Action::DeleteNodes { .. }
+            ),
+            "{d:#?}"
+        );
+        if let Action::RelabelHash { nodes } = &d.action {
+            assert_eq!(nodes.get(&name), Some(&current), "{d:#?}");
+            assert!(d.has_reason(ReasonCode::HashFormatChanged), "{d:#?}");
+            relabelled = true;
+        }
+        if label(&env).as_deref() == Some(current.as_str()) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(relabelled, "no relabel action");
+    assert_eq!(label(&env), Some(current), "the node carries today's hash");
+    let after: Vec<String> = env.pve.guests().iter().map(|g| g.name.clone()).collect();
+    assert_eq!(after, vms, "the node keeps its VM");
 }

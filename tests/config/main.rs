@@ -3,6 +3,7 @@
 
 use nodewright_testkit as common;
 
+mod actionable;
 mod buffers;
 mod checks;
 mod disruption;
@@ -269,8 +270,9 @@ const BAD: &[(&str, &str, &str, &str, &[&str])] = &[
     (
         "variable file missing",
         "    variables:",
-        "    variableFiles: {k3s_ca: /nonexistent/ca}\n    variables:",
-        "nodeGroups[0].userData.variableFiles.k3s_ca",
+        // A variable the template reads (one it never reads is refused as unread first).
+        "    variableFiles: {k3s_extra_config: /nonexistent/ca}\n    variables:",
+        "nodeGroups[0].userData.variableFiles.k3s_extra_config",
         &["/nonexistent/ca", "not a readable file"],
     ),
     (

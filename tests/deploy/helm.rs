@@ -232,3 +232,124 @@ fn helm_template_renders_typed_objects() {
         );
     }
 }
+
+/// `helm template` of the chart with `args`, as documents.
+fn helm_template(args: &[&str]) -> Vec<Value> {
+    assert!(
+        helm_available(),
+        "helm is not on PATH: `bash .ci/run` installs it"
+    );
+    let out = Command::new("helm")
+        .args(["template", "nodewright"])
+        .arg(chart_dir())
+        .args(["--namespace", "nodewright"])
+        .args(args)
+        .output()
+        .expect("helm template");
+    assert!(
+        out.status.success(),
+        "helm template: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    yaml_docs(&String::from_utf8_lossy(&out.stdout), "helm template")
+}
+
+#[test]
+fn helm_renders_no_empty_credentials_secret() {
+    let none = helm_template(&[]);
+    assert!(
+        !none.iter().any(|d| d["kind"] == "Secret"),
+        "a Secret without credentials: {none:?}"
+    );
+    let deployment = none
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("Deployment");
+    // The pods mount the Secret the user is to create, named in NOTES.txt.
+    let volumes = deployment["spec"]["template"]["spec"]["volumes"].to_string();
+    assert!(volumes.contains("nodewright-credentials"), "{volumes}");
+
+    let given = helm_template(&["--set", "credentials.proxmox=tokenId: x"]);
+    let secrets: Vec<&Value> = given.iter().filter(|d| d["kind"] == "Secret").collect();
+    assert_eq!(secrets.len(), 1, "{given:?}");
+    let keys: Vec<&String> = secrets[0]["stringData"]
+        .as_object()
+        .map(|m| m.keys().collect())
+        .unwrap_or_default();
+    assert_eq!(keys, ["proxmox.yaml"]);
+}
+
+/// `helm install` against the simulated API server (a live cluster: `lookup` answers),
+/// into `namespace`; the failure text, if it failed.
+fn helm_install(kubeconfig: &Path, namespace: &str) -> Option<String> {
+    // Bounded: whatever the install does past the check, the test does not hang on it.
+    let out = Command::new("timeout")
+        .args(["120", "helm", "install", "nodewright"])
+        .arg(chart_dir())
+        .args(["--namespace", namespace, "--kubeconfig"])
+        .arg(kubeconfig)
+        .output()
+        .expect("helm install");
+    (!out.status.success()).then(|| String::from_utf8_lossy(&out.stderr).into_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn helm_refuses_the_image_puller_in_a_namespace_without_restricted_pod_security() {
+    assert!(
+        helm_available(),
+        "helm is not on PATH: `bash .ci/run` installs it"
+    );
+    let cluster =
+        nodewright::sim::cluster::SimCluster::start(nodewright::sim::cluster::SimClusterOptions {
+            tls: true,
+            ..Default::default()
+        })
+        .await
+        .expect("simulated API server");
+    cluster
+        .add_namespace_labelled("plain", &[("team", "a")])
+        .expect("namespace");
+    cluster
+        .add_namespace_labelled(
+            "secured",
+            &[("pod-security.kubernetes.io/enforce", "restricted")],
+        )
+        .expect("namespace");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let kubeconfig = dir.path().join("kubeconfig");
+    cluster.write_kubeconfig(&kubeconfig).expect("kubeconfig");
+
+    let fresh = tokio::task::spawn_blocking({
+        let k = kubeconfig.clone();
+        move || helm_install(&k, "fresh")
+    })
+    .await
+    .expect("join");
+    assert!(
+        fresh.as_deref().is_some_and(|e| e.contains("namespace fresh does not exist yet (`helm install --create-namespace` would make it without the label pod-security.kubernetes.io/enforce=restricted") && e.contains("kubectl label namespace fresh pod-security.kubernetes.io/enforce=restricted")),
+        "{fresh:?}"
+    );
+    let plain = tokio::task::spawn_blocking({
+        let k = kubeconfig.clone();
+        move || helm_install(&k, "plain")
+    })
+    .await
+    .expect("join");
+    assert!(
+        plain.as_deref().is_some_and(|e| e.contains(
+            "namespace plain lacks the label pod-security.kubernetes.io/enforce=restricted"
+        )),
+        "{plain:?}"
+    );
+    // A namespace enforcing `restricted` passes (whatever else the simulated API server
+    // makes of the install).
+    let secured = tokio::task::spawn_blocking(move || helm_install(&kubeconfig, "secured"))
+        .await
+        .expect("join");
+    assert!(
+        !secured
+            .as_deref()
+            .is_some_and(|e| e.contains("pod-security.kubernetes.io/enforce=restricted")),
+        "{secured:?}"
+    );
+}

@@ -4,6 +4,7 @@
 use nodewright_testkit as common;
 
 mod auth;
+mod check;
 mod config;
 mod privileges;
 mod reconciler;

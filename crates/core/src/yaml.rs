@@ -74,11 +74,23 @@ pub(crate) fn explain_serde_message(raw: &str) -> String {
         let field = rest.split('`').next().unwrap_or(rest);
         return format!("required key `{field}` is missing");
     }
+    // A bare number where a duration goes: humantime_serde refuses the string "30".
+    if let Some(number) = msg
+        .strip_prefix("invalid value: string \"")
+        .and_then(|rest| rest.strip_suffix("\", expected a duration"))
+        .filter(|n| n.parse::<f64>().is_ok())
+    {
+        return format!(
+            "`{number}` has no unit; add a unit, e.g. `{number}s` (or `{number}m`, `{number}h`)"
+        );
+    }
     if msg.contains("invalid duration") || msg.contains("time unit") {
         return format!("{msg}; expected a duration such as `30s`, `15m` or `72h`");
     }
+    // Sizes explain themselves ("`x` is not a size; expected ..."); say it only once.
     if (msg.contains("ByteSize") || msg.contains("byte size") || msg.contains("unit"))
         && !msg.contains("e.g.")
+        && !msg.contains("expected")
     {
         return format!("{msg}; expected a size such as `512 MiB` or `9 GiB`");
     }

@@ -10,6 +10,7 @@
 pub(crate) use nodewright_core::{act, cloud, config, model, plan, run};
 
 pub mod cluster;
+pub mod endpoints;
 pub mod env;
 pub mod faults;
 pub mod kamatera;

@@ -317,13 +317,9 @@ fn describe(env: &SimEnv) -> String {
 
 async fn serve(env: &SimEnv, config_path: &std::path::Path) -> anyhow::Result<()> {
     println!(
-        "simulated cluster and OpenStack are running (no autoscaler inside); Ctrl-C stops them\n"
+        "simulated cluster, OpenStack, Proxmox VE and Kamatera are running (no autoscaler inside); Ctrl-C stops them\n"
     );
-    println!("  Kubernetes API  {}", env.cluster.url());
-    println!("  kubeconfig      {}", env.kubeconfig.display());
-    println!("  Keystone        {}", env.cloud.auth_url());
-    println!("  credentials     {}", env.credentials.display());
-    println!("  config          {}", config_path.display());
+    print!("{}", super::endpoints::describe(env, config_path));
     println!("\nto point kubectl and nodewright at them:\n");
     for (k, v) in env.env_vars(config_path) {
         println!("  export {k}={}", v.display());

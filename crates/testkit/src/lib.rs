@@ -6,6 +6,7 @@
 //! know (the `nodewright` binary's path) reaches it through [`nodewright_for!`].
 
 pub mod faulty;
+pub mod lost_node;
 pub mod pools;
 pub mod proxy;
 pub mod pve;

@@ -182,8 +182,17 @@ pub async fn scale_down_mode_stop_parks_the_server_of_a_removed_node(c: &PoolClo
     env.cluster
         .scale_replicaset("default", "web", 0)
         .expect("scale");
+    // The ReplicaSet controller deletes its pod a moment after the scale, bound or not:
+
+    // until it has, the pod still waits for a node and may call the node back.
+
     super::wait_for("pods gone", Duration::from_secs(10), || {
-        env.cluster.pods_on(&name).is_empty()
+        env.cluster.pods().iter().all(|p| {
+            !p.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("web-"))
+        })
     })
     .await;
     let nodes: Api<Node> = Api::all(env.cluster.kube_client().await.expect("client"));

@@ -245,6 +245,19 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
                 ));
             }
         }
+        Action::RestartVanished { servers, .. } => {
+            for s in servers {
+                out.push(ev(
+                    ObjectRef::node(&s.name),
+                    "VmRestarted",
+                    format!(
+                        "the Node of VM {} ({}) was gone; the VM was restarted once so its kubelet registers the Node again (a kubelet registers only when it starts)",
+                        s.name, s.id
+                    ),
+                    true,
+                ));
+            }
+        }
         Action::MarkUnneeded { .. } | Action::SoftTaint { .. } | Action::ForgetCordon { .. } => {}
         Action::DeleteServers { .. } => {
             for r in &decision.reasons {
@@ -264,6 +277,7 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
         | Action::FillWarmPool { .. }
         | Action::ParkWarm { .. }
         | Action::MarkJoined { .. }
+        | Action::RelabelHash { .. }
         | Action::FinishJoin { .. } => {}
     }
     out
@@ -298,6 +312,10 @@ fn status_events(decision: &Decision, status: &ObjectRef) -> Vec<EventSpec> {
         .notes
         .iter()
         .filter(|r| r.code == ReasonCode::UnknownGroupVms);
+    let lost = decision
+        .notes
+        .iter()
+        .filter(|r| r.code == ReasonCode::NodeLostAfterRestart);
     let joined = |rs: Vec<&Reason>| -> Option<String> {
         (!rs.is_empty()).then(|| {
             rs.iter()
@@ -315,6 +333,9 @@ fn status_events(decision: &Decision, status: &ObjectRef) -> Vec<EventSpec> {
     }
     if let Some(m) = joined(unknown_group.collect()) {
         out.push(ev(status.clone(), "UnknownGroupVms", m, true));
+    }
+    if let Some(m) = joined(lost.collect()) {
+        out.push(ev(status.clone(), "NodeLostAfterRestart", m, true));
     }
     out
 }
@@ -618,6 +639,10 @@ mod tests {
             Action::FinishJoin {
                 servers: vec![server("n1")],
                 registered: vec![],
+            },
+            Action::RestartVanished {
+                servers: vec![server("n1")],
+                at: 1,
             },
             Action::PullImages {
                 node: "n1".into(),

@@ -271,10 +271,12 @@ impl Actuator<'_> {
                 // follow (a crash, a failed call), this process or the next deletes it
                 // again, and never takes it for capacity on its way in, nor for a VM
                 // that failed to join.
-                if vm_now
-                    .as_ref()
-                    .is_some_and(|v| v.status != crate::model::ServerStatus::Removing)
-                {
+                // A mark left from a removal long ago is renewed: this one is in flight.
+                let fresh = self.config.provision_timeout;
+                if vm_now.as_ref().is_some_and(|v| {
+                    v.status != crate::model::ServerStatus::Removing
+                        || v.removal_is_stale(fresh, std::time::SystemTime::now())
+                }) {
                     provider.mark_removing(cluster_name, &server.id).await?;
                 }
                 self.cluster.delete_node(node).await?;
@@ -524,6 +526,8 @@ mod tests {
             warm: false,
             filling: false,
             joined: None,
+            restarted: None,
+            removing_since: None,
         }
     }
 

@@ -15,8 +15,9 @@ use crate::cloud::{CloudError, CreateRequest};
 use crate::cluster::{ClusterApi, ClusterError, Eviction};
 use crate::config::{Config, NodeGroupConfig};
 use crate::model::{
-    GroupShape, ServerRef, ANNOTATION_CORDONED, ANNOTATION_CORDONED_AT, ANNOTATION_DISRUPTION,
-    ANNOTATION_UNNEEDED_SINCE, DELETION_CANDIDATE_TAINT_KEY, STARTUP_TAINT_KEY,
+    GroupShape, PodRef, ServerRef, ANNOTATION_CORDONED, ANNOTATION_CORDONED_AT,
+    ANNOTATION_DISRUPTION, ANNOTATION_UNNEEDED_SINCE, DELETION_CANDIDATE_TAINT_KEY,
+    STARTUP_TAINT_KEY,
 };
 use crate::plan::sched::template::provider_labels;
 use crate::plan::{backoff, Action, Target};
@@ -478,6 +479,70 @@ impl Actuator<'_> {
                 }
                 first.result()?;
             }
+            Action::RestartVanished { servers, at } => {
+                let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(*at);
+                // Each VM on its own, on a fresh look: a Node that is back since the plan
+                // (its kubelet did register) leaves its VM alone; the provider reads the
+                // VM back and refuses one not ours or not running.
+                let mut first = FirstFailure::default();
+                for s in servers {
+                    match self.cluster.node(&s.name).await {
+                        Ok(Some(_)) => {
+                            out.deferred.push(format!(
+                                "{}: its Node is back; VM {} not restarted",
+                                s.name, s.id
+                            ));
+                            continue;
+                        }
+                        Ok(None) => {}
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Server(s), e, &mut first) {
+                                break;
+                            }
+                            continue;
+                        }
+                    }
+                    let restarted = match self.clouds.for_group(&s.group) {
+                        Ok(p) => p
+                            .restart(&self.config.cluster_name, &s.id, at)
+                            .await
+                            .map_err(ActError::from),
+                        Err(e) => Err(ActError::from(e)),
+                    };
+                    match restarted {
+                        Ok(()) => out.done.push(format!(
+                            "restarted VM {} ({}) so its kubelet registers its Node again",
+                            s.name, s.id
+                        )),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Server(s), e, &mut first) {
+                                break;
+                            }
+                        }
+                    }
+                }
+                first.result()?;
+            }
+            Action::RelabelHash { nodes } => {
+                let mut first = FirstFailure::default();
+                for (node, hash) in nodes {
+                    let set = BTreeMap::from([(
+                        crate::model::LABEL_SETTINGS_HASH.to_string(),
+                        Some(hash.clone()),
+                    )]);
+                    match self.cluster.label(node, &set).await {
+                        Ok(()) => out
+                            .done
+                            .push(format!("relabelled {node} with settings hash {hash}")),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Node(node), e, &mut first) {
+                                break;
+                            }
+                        }
+                    }
+                }
+                first.result()?;
+            }
             Action::MarkUnneeded { mark, clear, at } => {
                 let since = rfc3339(*at);
                 let mut first = FirstFailure::default();
@@ -508,15 +573,20 @@ impl Actuator<'_> {
                 }
                 first.result()?;
             }
-            Action::Drain { pods, .. } => {
-                // Each pod on its own: one eviction that fails leaves the others going.
-                // Its node is not in the action, so a failure holds back the whole drain.
+            Action::Drain { nodes, pods } => {
+                // Each pod on its own: one eviction that fails leaves the others going,
+                // and holds back the drain of its own node alone.
                 let mut first = FirstFailure::default();
                 for pod in pods {
                     let result = match self.cluster.evict(pod).await {
                         Ok(r) => r,
                         Err(e) => {
-                            if first.keep(e) {
+                            let node = self.node_of(nodes, pod).await;
+                            let go_on = match &node {
+                                Some(n) => self.failed_on(action, Target::Node(n), e, &mut first),
+                                None => first.keep(e),
+                            };
+                            if go_on {
                                 continue;
                             }
                             break;
@@ -570,14 +640,23 @@ impl Actuator<'_> {
                 each.result(&mut out)?;
             }
             Action::DeletePodsPastLimit { nodes, pods } => {
-                // Each pod on its own (its node is not in the action: a failure holds
-                // back the whole action).
+                // Each pod on its own; one that fails holds back its own node alone.
                 let mut each = Refusals::new(Vec::new());
                 for pod in pods {
                     let r = self
                         .delete_pods_past_limit(nodes, std::slice::from_ref(pod), &mut out)
                         .await;
-                    if !each.add(r, &mut out) {
+                    let node = match r {
+                        Err(_) => self.node_of(nodes, pod).await,
+                        Ok(()) => None,
+                    };
+                    let go_on = match node {
+                        Some(n) => {
+                            self.each_result(action, Target::Node(&n), r, &mut each, &mut out)
+                        }
+                        None => each.add(r, &mut out),
+                    };
+                    if !go_on {
                         break;
                     }
                 }
@@ -701,6 +780,22 @@ impl Actuator<'_> {
         tracing::warn!(object = %key, error = %e, "failed on this object; the action goes on with the others");
         self.failed.push(key);
         first.keep(e)
+    }
+
+    /// Which of `nodes` pod `pod` is on, as the API server lists it now (asked only
+    /// after an action failed on the pod, so that node alone is held back); `None` when
+    /// it cannot be told.
+    async fn node_of(&self, nodes: &[String], pod: &PodRef) -> Option<String> {
+        for n in nodes {
+            let on = self.cluster.pods_on_node(n).await.ok()?;
+            if on
+                .iter()
+                .any(|p| p.namespace == pod.namespace && p.name == pod.name)
+            {
+                return Some(n.clone());
+            }
+        }
+        None
     }
 
     /// Takes the result of a guarded step run for one object of `action`: its refusals

@@ -149,6 +149,18 @@ impl CloudProvider for Instrumented {
         r
     }
 
+    async fn restart(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: std::time::SystemTime,
+    ) -> Result<(), CloudError> {
+        let t = Instant::now();
+        let r = self.inner.restart(cluster, id, at).await;
+        self.record("restart", t, &r);
+        r
+    }
+
     async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         let t = Instant::now();
         let r = self.inner.mark_removing(cluster, id).await;
@@ -214,6 +226,8 @@ mod tests {
                 warm: true,
                 filling: false,
                 joined: None,
+                restarted: None,
+                removing_since: None,
             })
         }
         async fn start_warm(

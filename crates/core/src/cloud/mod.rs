@@ -35,8 +35,17 @@ pub const JOINED_TAG: &str = "nodewright-joined";
 /// Cloud-side metadata key marking a VM nodewright has begun to remove (written before its
 /// Node is deleted, read back as [`ServerStatus::Removing`](crate::model::ServerStatus::Removing)): should the delete fail or
 /// the process die, this process or the next knows the VM is on its way out, never
-/// capacity on its way in, and deletes it again. Proxmox and Kamatera keep it as a tag.
+/// capacity on its way in, and deletes it again. Its value is when (Unix seconds): a mark
+/// older than `provisionTimeout` is a leftover, whose delete goes under the rate and the
+/// blind-view guard of VMs that never joined. Proxmox and Kamatera keep it as a tag.
 pub const REMOVING_TAG: &str = "nodewright-removing";
+/// Cloud-side metadata key recording when nodewright restarted a VM that had joined and
+/// whose Node was gone (Unix seconds): a kubelet registers its Node only when it starts,
+/// so a restart is the one way to get the Node back with the VM's disks. Read back as
+/// [`Server::restarted`], so no process restarts a VM twice for it; taken off once its
+/// node is Ready again ([`CloudProvider::mark_joined`] with a time). Proxmox and Kamatera
+/// keep it as a tag.
+pub const RESTARTED_TAG: &str = "nodewright-restarted";
 
 /// The cluster's own identity: the UID of its `kube-system` namespace, made with the
 /// cluster, stable for its life and unique to it, so two clusters given the same
@@ -148,11 +157,14 @@ pub struct CreateRequest {
 pub enum CloudError {
     #[error("{provider}: authentication failed: {message}")]
     Auth { provider: String, message: String },
-    #[error("{provider}: {what} '{name}' not found")]
+    #[error("{provider}: {what} '{name}' not found{}", in_parentheses(.detail))]
     NotFound {
         provider: String,
         what: String,
+        /// Just the name looked for: the explanation goes in `detail`, not in its quotes.
         name: String,
+        /// Where it was looked for and what was there instead; may be empty.
+        detail: String,
     },
     #[error("{provider}: quota exceeded: {message}")]
     Quota { provider: String, message: String },
@@ -184,6 +196,15 @@ pub enum CloudError {
 
 /// Why `server`, as just read back, is not `cluster`'s to delete: `None` when its
 /// [`CLUSTER_TAG`] names `cluster`.
+/// ` (detail)`, or nothing for an empty one.
+fn in_parentheses(detail: &str) -> String {
+    if detail.is_empty() {
+        String::new()
+    } else {
+        format!(" ({detail})")
+    }
+}
+
 pub fn not_owned_by(server: &Server, cluster: &str) -> Option<String> {
     match server.cluster.as_deref() {
         Some(c) if c == cluster => None,
@@ -294,16 +315,31 @@ pub trait CloudProvider: Send + Sync {
     /// ever): read back first and refused unless it is `cluster`'s. Repeating it only
     /// moves the time; a provider keeps one mark per VM. With a time it also takes the
     /// removing mark off ([`REMOVING_TAG`]): a node let in again is no longer being
-    /// removed, and a later loss of its Node must not delete it as if it were.
+    /// removed, and a later loss of its Node must not delete it as if it were; and the
+    /// restart mark ([`RESTARTED_TAG`]): its Node came back, so a later loss may be
+    /// answered by a restart again.
     async fn mark_joined(
         &self,
         cluster: &str,
         id: &str,
         at: Option<SystemTime>,
     ) -> Result<(), CloudError>;
+    /// Restarts VM `id`, whose node joined and whose Node is gone, so its kubelet starts
+    /// and registers the Node again (the disks stay): read back first and refused unless
+    /// it is `cluster`'s and running; the restart mark ([`RESTARTED_TAG`], at `at`) is
+    /// written before the restart call, so a process that dies in between never restarts
+    /// it a second time. Returns once the cloud took the restart (not once it booted).
+    async fn restart(&self, _cluster: &str, id: &str, _at: SystemTime) -> Result<(), CloudError> {
+        Err(CloudError::Other {
+            provider: self.name().to_string(),
+            message: format!("VM {id}: this provider cannot restart a VM"),
+        })
+    }
     /// Marks VM `id` as being removed ([`REMOVING_TAG`], read back as
     /// [`ServerStatus::Removing`](crate::model::ServerStatus::Removing)) before nodewright deletes its Node and the VM: read
-    /// back first and refused unless it is `cluster`'s. A VM already marked is left as is.
+    /// back first and refused unless it is `cluster`'s. The mark records the time now
+    /// ([`Server::removing_since`]); an earlier mark is replaced, as the removal beginning
+    /// now is the one in flight.
     async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError>;
     /// Finishes the join of VM `id` ([`ServerStatus::JoinPending`](crate::model::ServerStatus::JoinPending)), read back first and
     /// refused unless it is `cluster`'s: with `render`, runs its join script again (in the

@@ -391,6 +391,21 @@ impl ClusterApi for KubeCluster {
         Ok(())
     }
 
+    async fn label(
+        &self,
+        node: &str,
+        labels: &BTreeMap<String, Option<String>>,
+    ) -> Result<(), ClusterError> {
+        let api: Api<Node> = Api::all(self.client.clone());
+        let patch = json!({"metadata": {"labels": labels}});
+        let patched = api
+            .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(api_err(format!("label node {node}")))?;
+        self.node_written(&patched);
+        Ok(())
+    }
+
     async fn remove_taint(&self, node: &str, key: &str) -> Result<(), ClusterError> {
         self.edit_taints(node, &format!("remove taint {key} from node {node}"), |t| {
             t.retain(|t| t.key != key)

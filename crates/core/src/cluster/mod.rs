@@ -101,6 +101,12 @@ pub trait ClusterApi: Send + Sync {
         node: &str,
         annotations: &BTreeMap<String, Option<String>>,
     ) -> Result<(), ClusterError>;
+    /// Sets (`Some`) or removes (`None`) node labels.
+    async fn label(
+        &self,
+        node: &str,
+        labels: &BTreeMap<String, Option<String>>,
+    ) -> Result<(), ClusterError>;
     async fn remove_taint(&self, node: &str, key: &str) -> Result<(), ClusterError>;
     /// Adds `taint` to the node unless a taint of its key and effect is there already.
     async fn add_taint(&self, node: &str, taint: &crate::model::Taint) -> Result<(), ClusterError>;

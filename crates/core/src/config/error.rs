@@ -80,7 +80,7 @@ impl ConfigError {
         }
     }
 
-    pub(super) fn from_yaml(e: PathError, _text: &str) -> ConfigError {
+    pub(super) fn from_yaml(e: PathError, text: &str) -> ConfigError {
         let message = strip_location(&e.message);
         // serde reports a repeated key at its parent; point at the key itself.
         let (path, message) = match message
@@ -97,11 +97,18 @@ impl ConfigError {
             ),
             None => (e.path, explain_serde_message(&e.message)),
         };
+        // serde places an error raised while reading a value (a size, a quantity, a
+        // repeated key) at the start of the enclosing mapping; the key is at or after it.
+        // A syntax error is where serde says, past the last key read.
+        let line = match (super::locate::key_line(text, &path), e.line) {
+            (Some(key), Some(serde)) => Some(key.max(serde)),
+            (key, serde) => key.or(serde),
+        };
         ConfigError::Invalid {
             file: None,
             problems: vec![ConfigProblem {
                 path,
-                line: e.line,
+                line,
                 message,
             }],
         }

@@ -7,13 +7,16 @@ mod disruption;
 pub(crate) mod error;
 pub mod hash;
 pub mod labels;
+mod locate;
 mod names;
 mod pools;
 pub mod reload;
 mod schedule;
 mod scheduling;
 mod sizes;
+mod timings;
 mod validate;
+mod variables;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -121,6 +124,11 @@ pub struct Config {
     #[serde(default)]
     pub scale_up_backoff: BackoffConfig,
     pub node_groups: Vec<NodeGroupConfig>,
+    /// What loads but is likely a mistake (timings that make nodewright work badly, a
+    /// variable the template never reads);
+    /// `check` prints them, `run` logs them when the config comes into force.
+    #[serde(skip)]
+    pub warnings: Vec<ConfigProblem>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Serialize)]
@@ -499,6 +507,13 @@ impl Config {
         Config::parse(&text, base).map_err(|e| e.in_file(path))
     }
 
+    /// Logs [`Config::warnings`], for a config coming into force.
+    pub fn log_warnings(&self) {
+        for w in &self.warnings {
+            tracing::warn!("config: {w}");
+        }
+    }
+
     /// Parses and validates YAML text; `base_dir` anchors a relative `templatesDir`.
     pub fn parse(text: &str, base_dir: &Path) -> Result<Config, ConfigError> {
         let mut config: Config =
@@ -513,7 +528,19 @@ impl Config {
                 }
             }
         }
-        let problems = validate::validate(&config);
+        let mut problems = validate::validate(&config);
+        config.warnings = timings::timing_warnings(&config);
+        config.warnings.extend(
+            variables::unused_variables(&config)
+                .into_iter()
+                .filter(|u| !u.likely_typo)
+                .map(|u| u.problem),
+        );
+        for p in problems.iter_mut().chain(&mut config.warnings) {
+            if p.line.is_none() {
+                p.line = locate::key_line(text, &p.path);
+            }
+        }
         if problems.is_empty() {
             let dir = config.templates_dir.clone();
             for g in &mut config.node_groups {

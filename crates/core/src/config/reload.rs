@@ -86,6 +86,7 @@ impl ConfigWatch {
         match Config::load(&self.path) {
             Ok(c) => {
                 tracing::info!(path = %self.path.display(), "config changed; new config in force");
+                c.log_warnings();
                 Reload::New(Box::new(c))
             }
             Err(e) => {

@@ -15,6 +15,13 @@ pub(super) fn validate(c: &Config) -> Vec<ConfigProblem> {
     let mut p = Vec::new();
     check_dns_label(&mut p, "clusterName", &c.cluster_name);
     validate_disruption(&mut p, c);
+    super::timings::validate_timings(&mut p, c);
+    p.extend(
+        super::variables::unused_variables(c)
+            .into_iter()
+            .filter(|u| u.likely_typo)
+            .map(|u| u.problem),
+    );
     check_min_duration(
         &mut p,
         "scanInterval",

@@ -73,6 +73,18 @@ pub struct Server {
     /// is from an earlier life and does not count (see [`Server::ever_joined`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub joined: Option<SystemTime>,
+    /// When nodewright restarted the VM because its Node was gone
+    /// ([`RESTARTED_TAG`](crate::cloud::RESTARTED_TAG)), if it did: read back from the
+    /// cloud, so no process restarts it twice. Taken off once its node is Ready again.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restarted: Option<SystemTime>,
+    /// When nodewright marked it as being removed ([`ServerStatus::Removing`]), as its
+    /// removing mark records it; `None` when the mark carries no time (written by an
+    /// older release) or there is no mark. A mark older than `provisionTimeout`, or
+    /// without a time, is not a removal in progress: its delete goes under the rate and
+    /// the blind-view guard of VMs that never joined (see [`Server::removal_is_stale`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removing_since: Option<SystemTime>,
 }
 
 impl Server {
@@ -82,6 +94,19 @@ impl Server {
             // Whole seconds on both sides: the marks keep no more.
             unix_secs(j) >= unix_secs(self.created)
         })
+    }
+}
+
+impl Server {
+    /// Marked as being removed, and that removal did not begin within `fresh` of `now`
+    /// (or its mark says nothing of when it began): not the removal nodewright has in
+    /// flight, but a leftover of one long ago (a delete that kept failing, a node that
+    /// came back and was never let in again).
+    pub fn removal_is_stale(&self, fresh: std::time::Duration, now: SystemTime) -> bool {
+        self.status == ServerStatus::Removing
+            && self
+                .removing_since
+                .is_none_or(|at| now.duration_since(at).unwrap_or_default() > fresh)
     }
 }
 

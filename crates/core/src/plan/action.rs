@@ -3,6 +3,7 @@
 //! planner, the actuator, Events, metrics and the loop's memory read these instead of
 //! taking the action apart each on its own.
 
+use std::collections::BTreeMap;
 use std::fmt;
 
 use serde::Serialize;
@@ -108,6 +109,11 @@ pub enum Action {
     /// Record on each VM that its node was Ready (at `at`, Unix seconds), so no later
     /// process takes it for a VM that never joined (see [`crate::cloud::JOINED_TAG`]).
     MarkJoined { servers: Vec<ServerRef>, at: u64 },
+    /// Restart VMs whose node joined and whose Node is gone, so each VM's kubelet starts
+    /// and registers it again (a kubelet registers only when it starts; the disks stay).
+    /// Each VM records the restart (at `at`, Unix seconds) before it is restarted, and is
+    /// never restarted a second time for it (see [`crate::cloud::RESTARTED_TAG`]).
+    RestartVanished { servers: Vec<ServerRef>, at: u64 },
     /// Finish the joins a process gone left ([`crate::model::ServerStatus::JoinPending`]):
     /// run each VM's join script again, or, for those in `registered` (names) whose node
     /// registered, only record that the join is done.
@@ -116,6 +122,10 @@ pub enum Action {
         #[serde(skip_serializing_if = "Vec::is_empty")]
         registered: Vec<String>,
     },
+    /// Relabel nodes whose settings-hash label an earlier release stamped for the
+    /// settings the group has now (a format-only change of the hash): each node (key)
+    /// gets the group's hash of today (value). A label patch, never a replacement.
+    RelabelHash { nodes: BTreeMap<String, String> },
     /// Pull images onto a node with a short-lived pod.
     PullImages { node: String, images: Vec<String> },
     /// Remove image puller pods that finished or got stuck.
@@ -144,7 +154,9 @@ impl Action {
             Action::DeleteNodesWithoutVm { .. } => "delete-node-without-vm",
             Action::MarkUnneeded { .. } => "mark-unneeded",
             Action::MarkJoined { .. } => "mark-joined",
+            Action::RestartVanished { .. } => "restart-vanished",
             Action::FinishJoin { .. } => "finish-join",
+            Action::RelabelHash { .. } => "relabel-hash",
             Action::PullImages { .. } => "pull-images",
             Action::DeletePods { .. } => "delete-pods",
         }
@@ -220,6 +232,7 @@ impl Action {
                 .chain(clear)
                 .map(|n| ObjectRef::node(n))
                 .collect(),
+            Action::RelabelHash { nodes } => nodes.keys().map(|n| ObjectRef::node(n)).collect(),
             Action::SoftTaint { add, remove } => add
                 .iter()
                 .chain(remove)
@@ -227,6 +240,7 @@ impl Action {
                 .collect(),
             Action::ParkWarm { servers }
             | Action::MarkJoined { servers, .. }
+            | Action::RestartVanished { servers, .. }
             | Action::FinishJoin { servers, .. } => {
                 servers.iter().map(|s| ObjectRef::node(&s.name)).collect()
             }
@@ -260,6 +274,7 @@ impl Action {
             Action::MarkUnneeded { mark, clear, .. } => {
                 mark.iter().chain(clear).map(|n| Target::Node(n)).collect()
             }
+            Action::RelabelHash { nodes } => nodes.keys().map(|n| Target::Node(n)).collect(),
             Action::SoftTaint { add, remove } => {
                 add.iter().chain(remove).map(|n| Target::Node(n)).collect()
             }
@@ -268,6 +283,7 @@ impl Action {
             Action::DeleteServers { servers, .. }
             | Action::ParkWarm { servers }
             | Action::MarkJoined { servers, .. }
+            | Action::RestartVanished { servers, .. }
             | Action::FinishJoin { servers, .. } => servers.iter().map(Target::Server).collect(),
             Action::DeletePods { pods } => pods.iter().map(Target::Pod).collect(),
         }
@@ -403,6 +419,14 @@ impl fmt::Display for Action {
                 let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
                 write!(f, "record that VMs {} joined", names.join(", "))
             }
+            Action::RestartVanished { servers, .. } => {
+                let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+                write!(
+                    f,
+                    "restart VMs {} so their kubelet registers their lost Node again",
+                    names.join(", ")
+                )
+            }
             Action::FinishJoin {
                 servers,
                 registered,
@@ -422,6 +446,14 @@ impl fmt::Display for Action {
                         registered.join(", ")
                     ),
                 }
+            }
+            Action::RelabelHash { nodes } => {
+                let names: Vec<&str> = nodes.keys().map(String::as_str).collect();
+                write!(
+                    f,
+                    "relabel node(s) {} with their group's settings hash of today",
+                    names.join(", ")
+                )
             }
             Action::PullImages { node, images } => {
                 write!(f, "pull {} on {node}", images.join(", "))

@@ -56,9 +56,13 @@ pub enum ReasonCode {
     VmDisowned,
     /// A person's copy of a VM of ours carries its marks: left alone, reported.
     VmCopied,
-    /// A VM that joined has no Node of ours now: waited on and reported, never removed
-    /// for it.
+    /// A VM that joined has no Node of ours now: restarted once (its kubelet registers
+    /// at its start), waited on and reported, never removed for it.
     NodeVanished,
+    /// A VM that joined lost its Node, was restarted once for it, and no Node came back
+    /// within `provisionTimeout`: reported (a Warning Event), never deleted nor restarted
+    /// again.
+    NodeLostAfterRestart,
     /// Every managed node is missing while VMs that joined exist: the cluster view looks
     /// wrong, so nothing is removed for not joining.
     ClusterViewSuspect,
@@ -78,11 +82,18 @@ pub enum ReasonCode {
     /// A VM whose removal began (its removing mark is on) and did not finish: deleted
     /// again, never counted as a failed create.
     RemovalUnfinished,
+    /// A VM whose removing mark is older than `provisionTimeout` (or carries no time) and
+    /// that has no Node: a leftover of a removal long ago, not one in flight. Deleted
+    /// under the rate and blind-view guard of VMs that never joined, never at once.
+    RemovalStale,
     /// A warm VM with a Node of ours is stopped and its Node deleted.
     WarmPoolPark,
     /// A VM was started and the process that started it stopped before its join script
     /// ran: the script is run again (or, its node registered, the join recorded done).
     JoinUnfinished,
+    /// A node's settings-hash label is one an earlier release stamped for the settings its
+    /// group has now: relabelled with today's hash, never replaced for it.
+    HashFormatChanged,
     /// An action that failed on its objects is held back for a while; the next step's
     /// action runs meanwhile.
     ActionBackedOff,
@@ -123,7 +134,16 @@ impl ReasonCode {
     pub fn is_routine_removal(self) -> bool {
         matches!(
             self,
-            ReasonCode::WarmVmStale | ReasonCode::RemovalUnfinished
+            ReasonCode::WarmVmStale | ReasonCode::RemovalUnfinished | ReasonCode::RemovalStale
+        )
+    }
+
+    /// A VM deleted for this counts toward the rate of removals for not joining (see
+    /// [`crate::plan::MAX_NOT_JOINED_PER_ACTION`]): its Node may only be out of sight.
+    pub fn counts_toward_not_joined_rate(self) -> bool {
+        matches!(
+            self,
+            ReasonCode::ProvisionTimeout | ReasonCode::RemovalStale
         )
     }
 }
@@ -194,7 +214,7 @@ impl Decision {
             && self
                 .reasons
                 .iter()
-                .any(|r| r.code == ReasonCode::ProvisionTimeout)
+                .any(|r| r.code.counts_toward_not_joined_rate())
     }
 
     pub fn has_reason(&self, code: ReasonCode) -> bool {

@@ -177,6 +177,7 @@ pub const STEPS: &[(&str, Step)] = &[
     ("clean-up-failed", steps::clean_up_failed),
     ("finish-joins", steps::finish_joins),
     ("finish-removal", steps::finish_removal),
+    ("restart-vanished", steps::restart_vanished),
     ("delete-nodes-without-vm", steps::delete_nodes_without_vm),
     ("park-warm", steps::park_warm),
     ("drop-stale-warm", steps::drop_stale_warm),
@@ -189,6 +190,7 @@ pub const STEPS: &[(&str, Step)] = &[
     ("mark-unneeded", steps::mark_unneeded),
     ("soft-taint", steps::soft_taint),
     ("mark-joined", steps::mark_joined),
+    ("relabel-hash", steps::relabel_hash),
     ("fill-warm-pools", steps::fill_warm_pools),
     ("warm-images", steps::warm_images),
 ];

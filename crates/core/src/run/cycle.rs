@@ -281,7 +281,7 @@ impl Reconciler {
         let count = decision
             .reasons
             .iter()
-            .filter(|r| r.code == plan::ReasonCode::ProvisionTimeout)
+            .filter(|r| r.code.counts_toward_not_joined_rate())
             .count();
         let mut times = snapshot.not_joined_removed.clone();
         times.extend(std::iter::repeat_n(now, count));

@@ -191,6 +191,7 @@ fn clouds_for(config: &Config, metrics: &Arc<Metrics>, dry_run: bool) -> anyhow:
 /// Runs until `stop` is set.
 pub async fn run(opts: RunOptions, mut stop: watch::Receiver<bool>) -> anyhow::Result<()> {
     let config = Config::load(&opts.config_path)?;
+    config.log_warnings();
     let metrics = Arc::new(Metrics::new());
     let health = Health::new(opts.stuck_after);
     if let Some(addr) = opts.metrics_addr {

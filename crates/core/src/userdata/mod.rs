@@ -41,6 +41,7 @@
 //! - `context`: what a template sees of the new node ([`RenderContext`]).
 //! - `error`: [`UserDataError`] and the reading of minijinja's errors.
 //! - [`shell`]: the `shell_quote` filter; [`butane`]: Butane to Ignition.
+//! - `variables`: the variables a template reads ([`template_variables`]).
 //!
 //! This file renders: the template environment, `render`, `check_all`, and the checks
 //! of the rendered output.
@@ -50,6 +51,7 @@ mod context;
 mod error;
 mod settings;
 pub mod shell;
+mod variables;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -59,6 +61,7 @@ use error::{map_error, missing_variables, UNKNOWN_VARIABLE};
 pub use context::{startup_taint, RenderContext, BUILTIN_VARIABLES};
 pub use error::UserDataError;
 pub use settings::{infer_format, UserDataConfig, UserDataFormat};
+pub use variables::template_variables;
 
 /// The templates shipped in the repository's `templates/` (and the chart's ConfigMap),
 /// named when a group's template is missing.

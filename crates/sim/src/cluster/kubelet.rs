@@ -1,6 +1,12 @@
 //! The kubelets (and the pod garbage collector): registers nodes for booted VMs, flips
 //! them Ready, runs bound pods (pulling their images onto the node), completes
 //! run-to-completion pods, and reacts to VMs going away.
+//!
+//! A kubelet registers its Node once, when it starts (the VM boots, reboots, or its
+//! service restarts), and never again while it runs: a Node deleted under a running VM
+//! stays gone until the VM's kubelet starts again, as a real kubelet does (upstream
+//! kubernetes issues 71398, 115761, 116485: it keeps failing to post the status of a
+//! Node that is gone).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -48,23 +54,6 @@ pub struct KubeletState {
     next_ip: u32,
     /// VMs whose kubelet refused to start, with its error: they never register.
     refused: BTreeMap<String, String>,
-    /// Kubelets of running VMs, by node name: what each registers its Node with, so a
-    /// Node deleted under a running VM is registered again, as a real kubelet does.
-    running: HashMap<String, RunningKubelet>,
-}
-
-/// A kubelet on a running VM.
-#[derive(Debug, Clone)]
-struct RunningKubelet {
-    user_data: String,
-    memory: u64,
-    cpus: u32,
-    /// Its Node was registered once: a Node missing since is registered again.
-    registered: bool,
-    /// When it registers its Node again (the Node was seen missing).
-    register_at: Option<Instant>,
-    /// When the Node it registered again turns Ready.
-    ready_at: Option<Instant>,
 }
 
 impl KubeletState {
@@ -91,17 +80,6 @@ pub fn on_vm_event(inner: &Arc<Inner>, event: VmEvent) {
                 let mut k = lock(&inner.kubelet);
                 k.dead.remove(&name);
                 k.silent_since.remove(&name);
-                k.running.insert(
-                    name.clone(),
-                    RunningKubelet {
-                        user_data: user_data.clone(),
-                        memory: memory_bytes,
-                        cpus,
-                        registered: false,
-                        register_at: None,
-                        ready_at: None,
-                    },
-                );
             }
             let weak = Arc::downgrade(inner);
             let register_delay = inner.opts.node_register_delay;
@@ -113,15 +91,13 @@ pub fn on_vm_event(inner: &Arc<Inner>, event: VmEvent) {
                 }
                 if refuses_to_start(&inner, &name, &user_data) {
                     // A kubelet that never starts registers nothing, now or later.
-                    lock(&inner.kubelet).running.remove(&name);
                     return;
                 }
+                // Its one registration: a Node deleted from now on stays gone until
+                // this VM's kubelet starts again.
                 if let Err(e) = register(&inner, &name, &user_data, memory_bytes, cpus) {
                     tracing::warn!(node = %name, error = %e, "simulated kubelet could not register");
                     return;
-                }
-                if let Some(k) = lock(&inner.kubelet).running.get_mut(&name) {
-                    k.registered = true;
                 }
                 let ready_delay = inner.opts.node_ready_delay;
                 drop(inner);
@@ -139,7 +115,6 @@ pub fn on_vm_event(inner: &Arc<Inner>, event: VmEvent) {
             {
                 let mut k = lock(&inner.kubelet);
                 k.dead.insert(name.clone());
-                k.running.remove(&name);
                 k.silent_since.insert(name.clone(), since);
             }
             let weak = Arc::downgrade(inner);
@@ -197,10 +172,14 @@ fn mark_unknown(txn: &mut Txn<'_>, name: &str) {
     }
 }
 
-/// A real kubelet validates its flags before anything else and exits on a bad one
-/// (systemd restarts it, to fail again): the node never registers. Records why.
+/// A VM whose user data starts no kubelet never registers (the same rule for every
+/// simulated cloud); a real kubelet validates its flags before anything else and exits
+/// on a bad one (systemd restarts it, to fail again): the node never registers either.
+/// Records why.
 fn refuses_to_start(inner: &Inner, name: &str, user_data: &str) -> bool {
-    let Some(why) = userdata::flag_error(&userdata::scan(user_data)) else {
+    let Some(why) = userdata::start_error(user_data)
+        .or_else(|| userdata::flag_error(&userdata::scan(user_data)))
+    else {
         return false;
     };
     tracing::warn!(node = %name, error = %why, "simulated kubelet refuses to start");
@@ -488,7 +467,6 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) -> Option<Instant> {
     let now = Instant::now();
     let mut next: Option<Instant> = None;
     let mut due = |at: Instant| next = Some(next.map_or(at, |n: Instant| n.min(at)));
-    reregister(inner, &mut k, &mut txn, now, &mut due);
     let mut live = HashSet::new();
     let todo: Vec<(String, String)> = k.todo.iter().cloned().collect();
     for (ns, name) in todo {
@@ -614,77 +592,6 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) -> Option<Instant> {
     k.started.retain(|uid, _| live.contains(uid));
     k.stopping.retain(|uid, _| live.contains(uid));
     next
-}
-
-/// Kubelets of running VMs whose Node is gone (`kubectl delete node`) register it again
-/// [`super::SimClusterOptions::node_reregister_delay`] after it went, as a real kubelet
-/// does on its next node-status update (every 10 s by default): with its configured
-/// labels and taints (the startup taint among them), NotReady, then Ready
-/// `node_ready_delay` later.
-fn reregister(
-    inner: &Inner,
-    k: &mut KubeletState,
-    txn: &mut Txn<'_>,
-    now: Instant,
-    due: &mut impl FnMut(Instant),
-) {
-    let names: Vec<String> = k.running.keys().cloned().collect();
-    for name in names {
-        if k.dead.contains(&name) {
-            continue;
-        }
-        let exists = txn.get_stored(&NODES, "", &name).is_some();
-        let Some(kl) = k.running.get_mut(&name) else {
-            continue;
-        };
-        if let Some(at) = kl.ready_at {
-            if !exists {
-                kl.ready_at = None;
-            } else if now >= at {
-                kl.ready_at = None;
-                let _ = set_ready(txn, &name, true);
-                continue;
-            } else {
-                due(at);
-                continue;
-            }
-        }
-        if !kl.registered || exists {
-            kl.register_at = None;
-            continue;
-        }
-        let at = *kl
-            .register_at
-            .get_or_insert(now + inner.opts.node_reregister_delay);
-        if now < at {
-            due(at);
-            continue;
-        }
-        let kl = kl.clone();
-        let address = k.next_address("10.77");
-        match register_in(
-            inner,
-            txn,
-            &name,
-            &kl.user_data,
-            kl.memory,
-            kl.cpus,
-            address,
-        ) {
-            Ok(()) => {
-                tracing::info!(node = %name, "simulated kubelet registered its deleted Node again");
-                let ready_at = now + inner.opts.node_ready_delay;
-                if let Some(kl) = k.running.get_mut(&name) {
-                    kl.register_at = None;
-                    kl.ready_at = Some(ready_at);
-                }
-                due(ready_at);
-            }
-            Err(e) => {
-                tracing::warn!(node = %name, error = %e, "simulated kubelet could not register its Node again");
-            }
-        }
-    }
 }
 
 /// A run-to-completion pod (restartPolicy `OnFailure` or `Never`).

@@ -101,9 +101,6 @@ pub struct SimClusterOptions {
     /// kube-controller-manager's `--node-monitor-grace-period` (50 s since Kubernetes
     /// 1.32, 40 s before).
     pub node_monitor_grace_period: Duration,
-    /// From a running VM's Node being deleted to its kubelet registering it again (a
-    /// real kubelet does on its next node-status update, every 10 s by default).
-    pub node_reregister_delay: Duration,
     /// From a pod being bound to a Ready node to it Running (image pull + start).
     pub pod_start_delay: Duration,
     /// From a running pod's deletion to its containers having stopped, unless its grace
@@ -147,7 +144,6 @@ impl Default for SimClusterOptions {
             node_register_delay: Duration::ZERO,
             node_ready_delay: Duration::from_millis(200),
             node_monitor_grace_period: Duration::from_secs(50),
-            node_reregister_delay: Duration::from_secs(10),
             pod_start_delay: Duration::from_millis(100),
             pod_stop_delay: Duration::from_secs(2),
             memory_reserve: 256 << 20,

@@ -226,6 +226,36 @@ pub fn flag_error(reg: &Registration) -> Option<String> {
     ))
 }
 
+/// Commands that start a kubelet which registers with the cluster, as a join's user
+/// data runs them (a k3s agent, kubeadm join, an RKE2 agent, a kubelet itself).
+const KUBELET_STARTS: &[&str] = &[
+    "k3s agent",
+    "k3s-agent",
+    "agent --",
+    "K3S_URL",
+    "kubeadm join",
+    "rke2-agent",
+    "rke2 agent",
+    "kubelet ",
+    "kubelet.service",
+];
+
+/// Why a VM booted with `user_data` starts no kubelet, so registers no Node: user data
+/// that is empty or runs nothing that joins (no k3s agent, `kubeadm join`, RKE2 agent or
+/// kubelet in it, raw or inside Ignition or cloud-config files) leaves a bare VM, as on
+/// a real cloud. The rule of every simulated cloud.
+pub fn start_error(user_data: &str) -> Option<String> {
+    if user_data.trim().is_empty() {
+        return Some("no user data: nothing in the guest starts a kubelet".into());
+    }
+    let joins = texts(user_data)
+        .iter()
+        .any(|t| KUBELET_STARTS.iter().any(|k| t.contains(k)));
+    (!joins).then(|| {
+        "the user data starts no kubelet (no k3s agent, kubeadm join, RKE2 agent or kubelet in it): the VM never joins".into()
+    })
+}
+
 pub fn scan(user_data: &str) -> Registration {
     let mut reg = Registration::default();
     for text in texts(user_data) {
@@ -344,6 +374,19 @@ mod tests {
         let bad = scan("#!/bin/sh\nk3s agent --node-label=node-role.kubernetes.io/worker=true\n");
         let why = flag_error(&bad).unwrap_or_default();
         assert!(why.contains("[node-role.kubernetes.io/worker]"), "{why}");
+    }
+
+    #[test]
+    fn only_user_data_that_starts_a_kubelet_joins() {
+        assert!(start_error("").is_some());
+        assert!(start_error("#!/bin/sh\ntrue\n").is_some());
+        assert!(start_error("#cloud-config\nhostname: x\n").is_some());
+        assert_eq!(start_error("#!/bin/sh\nk3s agent --node-name=a\n"), None);
+        let b64 = base64::engine::general_purpose::STANDARD.encode("kubeadm join 10.0.0.1:6443\n");
+        let ud = format!(
+            "#cloud-config\nwrite_files:\n  - path: /j.sh\n    encoding: b64\n    content: {b64}\n"
+        );
+        assert_eq!(start_error(&ud), None);
     }
 
     #[test]

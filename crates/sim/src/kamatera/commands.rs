@@ -172,6 +172,8 @@ fn finish(shared: &Shared, id: u64, fails: Option<String>) {
         };
         let pos = st.servers.iter().position(|s| s.id == cmd.server_id);
         let mut event = None;
+        // A reboot's kubelet stops before it starts again.
+        let mut restarted = None;
         let mut log = format!("{} {}: done", cmd.kind, cmd.server_name);
         if let Some(reason) = fails {
             if cmd.kind.starts_with("create") {
@@ -237,8 +239,26 @@ fn finish(shared: &Shared, id: u64, fails: Option<String>) {
                 });
             }
             ("reboot", Some(p)) => {
-                st.servers[p].power = "on".into();
-                st.servers[p].reboots += 1;
+                let s = &mut st.servers[p];
+                s.power = "on".into();
+                s.reboots += 1;
+                // The guest goes down and comes back: its kubelet stops, then starts
+                // and registers (once, at its start), if the first boot installed it.
+                if s.booted {
+                    restarted = Some(VmEvent::Stopped {
+                        name: s.name.clone(),
+                    });
+                    event = Some(VmEvent::Booted {
+                        name: s.name.clone(),
+                        user_data: if s.script.is_empty() {
+                            s.userdata.clone()
+                        } else {
+                            s.script.clone()
+                        },
+                        memory_bytes: s.ram_mb.saturating_mul(1024 * 1024),
+                        cpus: cpu_count(&s.cpu).unwrap_or(1),
+                    });
+                }
             }
             _ => {}
         }
@@ -247,9 +267,9 @@ fn finish(shared: &Shared, id: u64, fails: Option<String>) {
             c.log = log;
             c.completed = Some(SystemTime::now());
         }
-        event
+        [restarted, event]
     };
-    if let Some(e) = event {
+    for e in event.into_iter().flatten() {
         shared.fire(e);
     }
 }

@@ -20,7 +20,8 @@
 //! When a create command completes the VM "boots" ([`VmEvent::Booted`] with the init
 //! script as user data); when a terminate completes it is gone ([`VmEvent::Deleted`]).
 //! A power-off stops its kubelet ([`VmEvent::Stopped`]); a power-on of a server that
-//! booted before starts it again ([`VmEvent::Booted`]: the Node registers anew).
+//! booted before starts it again ([`VmEvent::Booted`]: the Node registers anew), and so
+//! does a reboot (`Stopped`, then `Booted`).
 //! Like the real API, no answer carries a creation time (`GET /service/servers` has `id`,
 //! `name`, `datacenter`, `power`; `/service/server/info` adds the configuration and prices):
 //! [`SimServer::created`] is for test inspection only. Tags are stored as sent (space-joined

@@ -357,9 +357,8 @@ async fn respond(
     let vmid = vmid.unwrap_or(0);
 
     match (method.as_str(), m.template.as_str()) {
-        ("GET", "/version") => {
-            data(json!({ "version": "9.1.3", "release": "9.1", "repoid": "simulated" }))
-        }
+        ("GET", "/version") => data(reads::version(&o.version)),
+        ("GET", "/pools") => data(reads::pools(&o.pools, privs)),
         ("GET", "/nodes") => data(reads::nodes(shared, privs)),
         ("GET", "/nodes/{node}/qemu") => data(reads::qemu_list(shared, &node, privs)),
         ("GET", "/nodes/{node}/qemu/{vmid}") => data(reads::qemu_index()),
@@ -652,6 +651,29 @@ async fn respond(
             &user,
             o.task_delay
         ))),
+        ("POST", "/nodes/{node}/qemu/{vmid}/status/reboot") => {
+            // Proxmox reboots only a running VM (a shutdown, then a start, in one task).
+            let running = shared
+                .lock()
+                .vms
+                .get(&vmid)
+                .is_some_and(|v| v.status == "running");
+            if !running {
+                return fail(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    &format!("VM {vmid} not running"),
+                );
+            }
+            data(json!(new_task(
+                shared,
+                &node,
+                "qmreboot",
+                vmid,
+                vmid,
+                &user,
+                o.task_delay
+            )))
+        }
         ("POST", "/nodes/{node}/qemu/{vmid}/status/stop") => data(json!(new_task(
             shared,
             &node,

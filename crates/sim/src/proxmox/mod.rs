@@ -35,7 +35,8 @@
 //!
 //! `VmEvent::Stopped` fires when a running VM is stopped (`status/stop`) or shut down
 //! (`status/shutdown`): its kubelet stops posting, and its node goes Unknown after the
-//! node lifecycle controller's grace period.
+//! node lifecycle controller's grace period. A reboot (`status/reboot`, refused unless
+//! the VM runs, as Proxmox does) fires `Stopped`, then boots the VM again.
 //!
 //! Storages hold files per host (local) or once (shared): uploads (multipart, as the
 //! schema and the real server take them), the content listing and deletes (`storage`).
@@ -224,6 +225,10 @@ pub struct SimProxmoxOptions {
     /// as `root@pam` has. A call without the one it needs gets Proxmox's 403 (see
     /// [`perms`]).
     pub privileges: Option<std::collections::BTreeSet<String>>,
+    /// The pve-manager version `GET /version` answers (`9.1.3`; `8.4.1` for a PVE 8).
+    pub version: String,
+    /// Resource pools (`GET /pools` lists them to a caller holding `Pool.Audit`).
+    pub pools: Vec<String>,
 }
 
 /// The snippet the default simulator knows (see [`SimProxmoxOptions::snippets`]).
@@ -284,6 +289,8 @@ impl Default for SimProxmoxOptions {
             faults: Faults::default(),
             shared_files: None,
             privileges: None,
+            version: "9.1.3".into(),
+            pools: vec!["k8s".into()],
         }
     }
 }

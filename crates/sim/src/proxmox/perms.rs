@@ -91,6 +91,11 @@ pub const CHECKS: &[(&str, &str, &str)] = &[
     ),
     (
         "POST",
+        "/nodes/{node}/qemu/{vmid}/status/reboot",
+        r#"["perm","/vms/{vmid}",["VM.PowerMgmt"]]"#,
+    ),
+    (
+        "POST",
         "/nodes/{node}/qemu/{vmid}/clone",
         r#"["and",["perm","/vms/{vmid}",["VM.Clone"]],["or",["perm","/vms/{newid}",["VM.Allocate"]],["perm","/pool/{pool}",["VM.Allocate"],"require_param","pool"]]]"#,
     ),

@@ -120,3 +120,19 @@ pub(super) fn qemu_index() -> Value {
             .collect::<Vec<_>>(),
     )
 }
+
+/// `GET /version`: the pve-manager version, its `x.y` release and the short git revision
+/// it was built from (hex, as the schema's pattern says).
+pub(super) fn version(version: &str) -> Value {
+    let release: Vec<&str> = version.split('.').take(2).collect();
+    json!({ "version": version, "release": release.join("."), "repoid": "5a5b1c2d" })
+}
+
+/// `GET /pools`: the pools the caller holds `Pool.Audit` on (the simulated privileges are
+/// granted on `/`, so all of them or none).
+pub(super) fn pools(pools: &[String], privs: Privs) -> Value {
+    if !privs.has("Pool.Audit") {
+        return json!([]);
+    }
+    pools.iter().map(|p| json!({ "poolid": p })).collect()
+}

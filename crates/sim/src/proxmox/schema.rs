@@ -70,6 +70,7 @@ pub struct Schema {
 pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/access/ticket"),
     ("GET", "/version"),
+    ("GET", "/pools"),
     ("GET", "/cluster/resources"),
     ("GET", "/cluster/ha/status/current"),
     ("GET", "/cluster/status"),
@@ -90,6 +91,7 @@ pub const ROUTES: &[(&str, &str)] = &[
     ("POST", "/nodes/{node}/qemu/{vmid}/status/start"),
     ("POST", "/nodes/{node}/qemu/{vmid}/status/shutdown"),
     ("POST", "/nodes/{node}/qemu/{vmid}/status/stop"),
+    ("POST", "/nodes/{node}/qemu/{vmid}/status/reboot"),
     ("DELETE", "/nodes/{node}/qemu/{vmid}"),
     ("POST", "/nodes/{node}/qemu/{vmid}/agent/ping"),
     ("POST", "/nodes/{node}/qemu/{vmid}/agent/file-write"),

@@ -111,6 +111,7 @@ fn first_line(kind: &str, target: u32) -> String {
         "qmstart" => format!("starting VM {target}"),
         "qmstop" => format!("stopping VM {target}"),
         "qmshutdown" => format!("shutting down VM {target}"),
+        "qmreboot" => format!("rebooting VM {target}"),
         "qmdestroy" => format!("destroying VM {target}"),
         _ => format!("update VM {target}"),
     }
@@ -306,6 +307,21 @@ fn finish_task(
                     vm.booted = false;
                     // Its kubelet registers again when it next boots.
                     vm.joined = false;
+                }
+                "OK".into()
+            }
+            ("qmreboot", None) => {
+                if let Some(vm) = st.vms.get_mut(&vmid) {
+                    // The guest shuts down (its kubelet with it) and boots again: a
+                    // kubelet it installed starts and registers, once, at that start.
+                    if vm.status == "running" {
+                        events.push(VmEvent::Stopped {
+                            name: vm.name.clone(),
+                        });
+                        vm.booted = false;
+                        vm.joined = false;
+                        boot = Some(vmid);
+                    }
                 }
                 "OK".into()
             }

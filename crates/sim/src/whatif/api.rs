@@ -125,6 +125,25 @@ impl ClusterApi for MemCluster {
         })
     }
 
+    async fn label(
+        &self,
+        node: &str,
+        labels: &BTreeMap<String, Option<String>>,
+    ) -> Result<(), ClusterError> {
+        edit_node(&self.world, node, |n| {
+            for (k, v) in labels {
+                match v {
+                    Some(v) => {
+                        n.labels.insert(k.clone(), v.clone());
+                    }
+                    None => {
+                        n.labels.remove(k);
+                    }
+                }
+            }
+        })
+    }
+
     async fn remove_taint(&self, node: &str, key: &str) -> Result<(), ClusterError> {
         edit_node(&self.world, node, |n| n.taints.retain(|t| t.key != key))
     }
@@ -297,8 +316,31 @@ impl CloudProvider for MemCloud {
         check_owned(self.kind.as_str(), &server, cluster)?;
         if let Some(vm) = s.vms.get_mut(id) {
             vm.server.joined = at;
+            if at.is_some() {
+                vm.server.restarted = None;
+            }
+            // Let in again: no longer being removed, as each cloud's mark write does.
+            if at.is_some() && vm.server.status == ServerStatus::Removing {
+                vm.server.status = ServerStatus::Active;
+                vm.server.removing_since = None;
+            }
         }
         Ok(())
+    }
+
+    /// The mark lives on the VM, as a cloud tag does; its kubelet registers its node
+    /// when the VM is up again.
+    async fn restart(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: std::time::SystemTime,
+    ) -> Result<(), CloudError> {
+        let mut s = self.world.lock();
+        let server = s.vms.get(id).map(|v| v.server.clone());
+        let server = server.ok_or_else(|| self.other(format!("no VM {id}")))?;
+        check_owned(self.kind.as_str(), &server, cluster)?;
+        s.restart_vm(id, at).map_err(|m| self.other(m))
     }
 
     /// The mark lives on the VM, as a cloud tag does.
@@ -307,8 +349,10 @@ impl CloudProvider for MemCloud {
         let server = s.vms.get(id).map(|v| v.server.clone());
         let server = server.ok_or_else(|| self.other(format!("no VM {id}")))?;
         check_owned(self.kind.as_str(), &server, cluster)?;
+        let now = super::spec::at(s.now);
         if let Some(vm) = s.vms.get_mut(id) {
             vm.server.status = ServerStatus::Removing;
+            vm.server.removing_since = Some(now);
         }
         Ok(())
     }

@@ -217,6 +217,8 @@ pub(super) fn seed_foreign(world: &World) -> Foreign {
         warm: false,
         filling: false,
         joined: None,
+        restarted: None,
+        removing_since: None,
     };
     let vms = [
         server("foreign-1", "other-w-1", Some("other"), "openstack"),

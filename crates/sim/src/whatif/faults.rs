@@ -363,6 +363,15 @@ impl ClusterApi for FaultyCluster {
         self.inner.annotate(node, annotations).await
     }
 
+    async fn label(
+        &self,
+        node: &str,
+        labels: &BTreeMap<String, Option<String>>,
+    ) -> Result<(), ClusterError> {
+        self.node_write("label node", node)?;
+        self.inner.label(node, labels).await
+    }
+
     async fn remove_taint(&self, node: &str, key: &str) -> Result<(), ClusterError> {
         self.node_write("remove taint", node)?;
         self.inner.remove_taint(node, key).await
@@ -593,6 +602,20 @@ impl CloudProvider for FaultyCloud {
                 .violation(format!("mark of VM {id}, which is not this cluster's"));
         }
         self.inner.mark_joined(cluster, id, at).await
+    }
+
+    async fn restart(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: std::time::SystemTime,
+    ) -> Result<(), CloudError> {
+        self.plain("restart VM")?;
+        if self.injector.is_foreign_vm(id) {
+            self.injector
+                .violation(format!("restart of VM {id}, which is not this cluster's"));
+        }
+        self.inner.restart(cluster, id, at).await
     }
 
     async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {

@@ -17,3 +17,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "nodewright.credentialsSecret" -}}
 {{- .Values.credentials.existingSecret | default (printf "%s-credentials" .Release.Name) -}}
 {{- end }}
+
+{{/* Whether the chart creates the credentials Secret: no existingSecret, and at least one
+     provider's credentials given (an empty Secret would only hide the missing one). */}}
+{{- define "nodewright.createsSecret" -}}
+{{- if and (not .Values.credentials.existingSecret) (or .Values.credentials.openstack .Values.credentials.proxmox .Values.credentials.kamatera) -}}
+true
+{{- end -}}
+{{- end -}}

@@ -71,11 +71,12 @@ fn numbers(list: &[Value]) -> Vec<u64> {
         .collect()
 }
 
-fn not_found(what: &str, name: String) -> CloudError {
+fn not_found(what: &str, name: impl Into<String>, detail: String) -> CloudError {
     CloudError::NotFound {
         provider: PROVIDER.into(),
         what: what.into(),
-        name,
+        name: name.into(),
+        detail,
     }
 }
 
@@ -112,11 +113,8 @@ impl KamateraProvider {
             if !ids.contains(&s.datacenter.as_str()) {
                 return Err(not_found(
                     "datacenter",
-                    format!(
-                        "{} (group {group}; offered: {})",
-                        s.datacenter,
-                        ids.join(", ")
-                    ),
+                    &s.datacenter,
+                    format!("group {group}; offered: {}", ids.join(", ")),
                 ));
             }
             let mut sizes = Vec::new();
@@ -166,8 +164,9 @@ impl KamateraProvider {
             let offered: Vec<&str> = caps.cpu_types.iter().map(|t| t.id.as_str()).collect();
             return Err(not_found(
                 "CPU type",
+                kind,
                 format!(
-                    "{kind} (group {group}, cpu {}; datacenter {dc} offers {})",
+                    "group {group}, cpu {}; datacenter {dc} offers {}",
                     s.cpu,
                     offered.join(", ")
                 ),
@@ -177,20 +176,16 @@ impl KamateraProvider {
         if !count.is_some_and(|c| cores.is_empty() || cores.contains(&c)) {
             return Err(not_found(
                 "CPU count",
-                format!(
-                    "{} (group {group}; type {kind} comes with {:?} CPUs in {dc})",
-                    s.cpu, cores
-                ),
+                &s.cpu,
+                format!("group {group}; type {kind} comes with {cores:?} CPUs in {dc}"),
             ));
         }
         let ram = numbers(&t.ram_mb);
         if !ram.is_empty() && !ram.contains(&s.ram.0) {
             return Err(not_found(
                 "RAM size",
-                format!(
-                    "{} MB (group {group}; type {kind} comes with {:?} MB in {dc})",
-                    s.ram.0, ram
-                ),
+                format!("{} MB", s.ram.0),
+                format!("group {group}; type {kind} comes with {ram:?} MB in {dc}"),
             ));
         }
         Ok(())
@@ -208,7 +203,10 @@ impl KamateraProvider {
             if image_dc != dc {
                 return Err(not_found(
                     "image",
-                    format!("{image} (group {group}: an image id of datacenter {image_dc}, the group is in {dc})"),
+                    image,
+                    format!(
+                        "group {group}: an image id of datacenter {image_dc}, the group is in {dc}"
+                    ),
                 ));
             }
             if !seen.images.contains_key(dc) {
@@ -243,7 +241,8 @@ impl KamateraProvider {
         } else {
             Err(not_found(
                 "image",
-                format!("{image} (group {group}, datacenter {dc})"),
+                image,
+                format!("group {group}, datacenter {dc}"),
             ))
         }
     }

@@ -129,6 +129,24 @@ impl KamateraProvider {
         .await
     }
 
+    /// Reboots a powered-on server and waits for the command.
+    pub async fn reboot(&self, id: &str) -> Result<(), CloudError> {
+        let ids: CommandIds = self
+            .post(
+                "POST /service/server/reboot",
+                "/service/server/reboot",
+                &json!({ "id": id }),
+            )
+            .await?;
+        self.wait_all(
+            &format!("reboot {id}"),
+            &ids,
+            self.options.command_timeout,
+            None,
+        )
+        .await
+    }
+
     /// Powers a server off (`force` skips the graceful shutdown) and waits for the command.
     pub async fn power_off(&self, id: &str, force: bool) -> Result<(), CloudError> {
         let ids: CommandIds = self

@@ -79,9 +79,29 @@ pub fn warm_tag(prefix: &str, filling: bool) -> String {
     format!("{prefix}_{}", if filling { "wfill" } else { "wpark" })
 }
 
-/// `<prefix>_rm`: nodewright began removing the server ([`crate::cloud::REMOVING_TAG`]).
+/// `<prefix>_rm`: nodewright began removing the server ([`crate::cloud::REMOVING_TAG`]),
+/// as older releases marked it, with no time; read, never written now.
 pub fn removing_tag(prefix: &str) -> String {
     format!("{prefix}_rm")
+}
+
+/// `<prefix>_r<unix seconds>`: when nodewright began removing the server
+/// ([`crate::cloud::REMOVING_TAG`]); as long as the start tag, so it fits wherever that does.
+pub fn removing_tag_at(prefix: &str, at: SystemTime) -> String {
+    format!("{prefix}_r{}", crate::model::unix_secs(at))
+}
+
+/// A removing mark of `prefix`: `Some(Some(time))` for [`removing_tag_at`]'s, `Some(None)`
+/// for an older release's [`removing_tag`], `None` for any other tag.
+pub fn parse_removing_tag(prefix: &str, tag: &str) -> Option<Option<SystemTime>> {
+    let rest = tag.strip_prefix(prefix)?.strip_prefix("_r")?;
+    if rest == "m" {
+        return Some(None);
+    }
+    if rest.is_empty() || !rest.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(rest.parse().ok()?)))
 }
 
 /// `<prefix>_s<unix seconds>`: when a server was last started out of the warm pool; its
@@ -112,6 +132,21 @@ pub fn joined_tag(prefix: &str, at: SystemTime) -> String {
 /// The time in a tag written by [`joined_tag`] with `prefix`.
 pub fn parse_joined_tag(prefix: &str, tag: &str) -> Option<SystemTime> {
     let digits = tag.strip_prefix(prefix)?.strip_prefix("_j")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(digits.parse().ok()?))
+}
+
+/// `<prefix>_b<unix seconds>`: when nodewright restarted the server because its Node was
+/// gone (see [`crate::cloud::RESTARTED_TAG`]); as long as the start tag.
+pub fn restarted_tag(prefix: &str, at: SystemTime) -> String {
+    format!("{prefix}_b{}", crate::model::unix_secs(at))
+}
+
+/// The time in a tag written by [`restarted_tag`] with `prefix`.
+pub fn parse_restarted_tag(prefix: &str, tag: &str) -> Option<SystemTime> {
+    let digits = tag.strip_prefix(prefix)?.strip_prefix("_b")?;
     if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
@@ -278,6 +313,33 @@ mod tests {
     #[test]
     fn time_tags() {
         let t = SystemTime::UNIX_EPOCH + Duration::from_millis(1_718_000_000_900);
+        let tag = removing_tag_at("nodewright", t);
+        assert_eq!(tag, "nodewright_r1718000000");
+        assert!(tag.len() <= MAX_TAG_LEN);
+        // The restart mark is another tag: neither is ever read as the other.
+        let restarted = restarted_tag("nodewright", t);
+        assert_eq!(restarted, "nodewright_b1718000000");
+        assert_eq!(parse_removing_tag("nodewright", &restarted), None);
+        assert_eq!(parse_restarted_tag("nodewright", &tag), None);
+        assert_eq!(
+            parse_removing_tag("nodewright", &tag),
+            Some(Some(
+                SystemTime::UNIX_EPOCH + Duration::from_secs(1_718_000_000)
+            ))
+        );
+        // An older release's mark: removing, no time; other tags are no mark.
+        assert_eq!(
+            parse_removing_tag("nodewright", "nodewright_rm"),
+            Some(None)
+        );
+        for other in [
+            "nodewright_r",
+            "nodewright_rx1",
+            "nodewright-r1",
+            "nodewright_s1",
+        ] {
+            assert_eq!(parse_removing_tag("nodewright", other), None, "{other}");
+        }
         let tag = time_tag("nodewright", t);
         assert_eq!(tag, "nodewright-t1718000000");
         assert!(tag.len() <= MAX_TAG_LEN);

@@ -257,13 +257,18 @@ impl NovaServer {
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(|secs| SystemTime::UNIX_EPOCH + std::time::Duration::from_secs(secs));
         let created = started.map_or(created, |s| s.max(created));
-        let joined = self
-            .metadata
-            .get(JOINED_TAG)
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .and_then(|secs| {
-                SystemTime::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(secs))
-            });
+        let secs_of = |key: &str| {
+            self.metadata
+                .get(key)
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .and_then(|secs| {
+                    SystemTime::UNIX_EPOCH.checked_add(std::time::Duration::from_secs(secs))
+                })
+        };
+        let joined = secs_of(JOINED_TAG);
+        let restarted = secs_of(crate::cloud::RESTARTED_TAG);
+        // Unix seconds; an unreadable value is a mark with no time.
+        let removing_since = secs_of(REMOVING_TAG);
         let mark = self.metadata.get(WARM_KEY).map(String::as_str);
         Server {
             id: self.id.clone(),
@@ -297,6 +302,8 @@ impl NovaServer {
             warm: matches!(mark, Some(WARM_FILLING | WARM_PARKED)),
             filling: mark == Some(WARM_FILLING),
             joined,
+            restarted,
+            removing_since,
         }
     }
 }

@@ -221,6 +221,7 @@ pub fn template_copies<'a>(
         provider: PROVIDER.into(),
         what: "template".into(),
         name: t.to_string(),
+        detail: String::new(),
     };
     let found: Vec<&VmResource> = match t {
         TemplateRef::Id(id) => {

@@ -12,7 +12,11 @@
 //!   into a clone, so a person's copy of a node VM carries every other mark; the id tells
 //!   the copy (another VM id) from the VM nodewright made. Only VMs made before this mark
 //!   existed lack it (see [`Ownership::copy_of`]).
-//! - `nw-removing`: nodewright began removing it ([`crate::cloud::REMOVING_TAG`])
+//! - `nw-removing-<unix seconds>`: when nodewright began removing it
+//!   ([`crate::cloud::REMOVING_TAG`]); older releases wrote `nw-removing`, read as a mark
+//!   with no time (see [`crate::model::Server::removing_since`])
+//! - `nw-r-<unix seconds>`: when nodewright restarted it because its Node was gone
+//!   ([`crate::cloud::RESTARTED_TAG`])
 //! - `nw-joining`: started in a group that joins through the guest agent, its join script
 //!   not seen to run yet: written before the start, taken off once the script ran, so a
 //!   process that did not start it runs the script (see
@@ -27,8 +31,11 @@ pub const HASH_PREFIX: &str = "nw-h-";
 pub const WARM_TAG: &str = "nw-warm";
 pub const JOINED_PREFIX: &str = "nw-j-";
 pub const REMOVING_TAG: &str = "nw-removing";
+/// The removing mark with its time: `nw-removing-<unix seconds>`.
+pub const REMOVING_TIMED_PREFIX: &str = "nw-removing-";
 pub const VMID_PREFIX: &str = "nw-i-";
 pub const JOINING_TAG: &str = "nw-joining";
+pub const RESTARTED_PREFIX: &str = "nw-r-";
 /// Every tag prefix nodewright writes: a VM carrying any of them was configured by
 /// nodewright once (a half-made VM carries none, see `halfmade`).
 pub const ALL_PREFIXES: &[&str] = &[
@@ -41,6 +48,7 @@ pub const ALL_PREFIXES: &[&str] = &[
     WARM_TAG,
     REMOVING_TAG,
     JOINING_TAG,
+    RESTARTED_PREFIX,
 ];
 
 /// Whether `tags` hold any tag nodewright writes (of any cluster).
@@ -99,10 +107,14 @@ pub struct Ownership {
     pub warm: bool,
     /// The latest [`JOINED_PREFIX`] time.
     pub joined: Option<SystemTime>,
-    /// Carries [`REMOVING_TAG`].
+    /// Carries [`REMOVING_TAG`], with or without a time.
     pub removing: bool,
+    /// The latest time a removing mark carries (`nw-removing-<unix seconds>`).
+    pub removing_since: Option<SystemTime>,
     /// Carries [`JOINING_TAG`].
     pub joining: bool,
+    /// The latest [`RESTARTED_PREFIX`] time.
+    pub restarted: Option<SystemTime>,
     /// The VM id it was made as ([`VMID_PREFIX`], or `vmid=` in the description); two
     /// different ones are `Some(0)`, which no VM has.
     pub vmid: Option<u32>,
@@ -136,6 +148,13 @@ pub fn ownership(tags: &str) -> Ownership {
             o.warm = true;
         } else if lower == REMOVING_TAG {
             o.removing = true;
+        } else if let Some(v) = lower.strip_prefix(REMOVING_TIMED_PREFIX) {
+            o.removing = true;
+            let at = v
+                .parse::<u64>()
+                .ok()
+                .and_then(|s| SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(s)));
+            o.removing_since = o.removing_since.max(at);
         } else if lower == JOINING_TAG {
             o.joining = true;
         } else if let Some(v) = lower.strip_prefix(CLUSTER_PREFIX) {
@@ -152,11 +171,9 @@ pub fn ownership(tags: &str) -> Ownership {
         } else if let Some(v) = lower.strip_prefix(VMID_PREFIX) {
             ids.push(v.parse::<u32>().ok().map(|id| id.to_string()));
         } else if let Some(v) = lower.strip_prefix(JOINED_PREFIX) {
-            let at = v
-                .parse::<u64>()
-                .ok()
-                .and_then(|s| SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(s)));
-            o.joined = o.joined.max(at);
+            o.joined = o.joined.max(secs(v));
+        } else if let Some(v) = lower.strip_prefix(RESTARTED_PREFIX) {
+            o.restarted = o.restarted.max(secs(v));
         }
     }
     o.cluster = only_one(clusters);
@@ -169,6 +186,13 @@ pub fn ownership(tags: &str) -> Ownership {
         None => None,
     };
     o
+}
+
+/// Unix seconds as written in a tag, as a time.
+fn secs(v: &str) -> Option<SystemTime> {
+    v.parse::<u64>()
+        .ok()
+        .and_then(|s| SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(s)))
 }
 
 /// The value when all are the same readable one.
@@ -338,23 +362,48 @@ pub fn with_joined(tags: &str, at: Option<SystemTime>) -> String {
     out.join(";")
 }
 
-/// `tags` with [`REMOVING_TAG`] added (once).
-pub fn with_removing(tags: &str) -> String {
-    let mut out: Vec<&str> = split(tags)
+/// `tags` with the restart mark [`RESTARTED_PREFIX`] at `at` (its only one), or none
+/// with `None`; every other tag is kept.
+pub fn with_restarted(tags: &str, at: Option<SystemTime>) -> String {
+    let mut out: Vec<String> = split(tags)
         .into_iter()
-        .filter(|t| !t.eq_ignore_ascii_case(REMOVING_TAG))
+        .filter(|t| !t.to_ascii_lowercase().starts_with(RESTARTED_PREFIX))
+        .map(str::to_string)
         .collect();
-    out.push(REMOVING_TAG);
+    if let Some(at) = at {
+        out.push(format!("{RESTARTED_PREFIX}{}", crate::model::unix_secs(at)));
+    }
     out.join(";")
 }
 
-/// `tags` without [`REMOVING_TAG`]; every other tag is kept.
+/// `tags` with the removing mark at `at` (`nw-removing-<unix seconds>`, once; any
+/// earlier removing mark, timed or not, replaced).
+pub fn with_removing(tags: &str, at: SystemTime) -> String {
+    let mut out: Vec<String> = split(tags)
+        .into_iter()
+        .filter(|t| !is_removing(t))
+        .map(str::to_string)
+        .collect();
+    out.push(format!(
+        "{REMOVING_TIMED_PREFIX}{}",
+        crate::model::unix_secs(at)
+    ));
+    out.join(";")
+}
+
+/// `tags` without any removing mark; every other tag is kept.
 pub fn without_removing(tags: &str) -> String {
     split(tags)
         .into_iter()
-        .filter(|t| !t.eq_ignore_ascii_case(REMOVING_TAG))
+        .filter(|t| !is_removing(t))
         .collect::<Vec<_>>()
         .join(";")
+}
+
+/// A removing mark: [`REMOVING_TAG`] as older releases wrote it, or with a time.
+fn is_removing(tag: &str) -> bool {
+    let lower = tag.to_ascii_lowercase();
+    lower == REMOVING_TAG || lower.starts_with(REMOVING_TIMED_PREFIX)
 }
 
 /// `tags` with [`JOINING_TAG`] set (once) or taken off; every other tag is kept.
@@ -426,6 +475,35 @@ mod tests {
         assert_eq!(o.cluster.as_deref(), Some("prod"));
         // Garbage after the prefix is no mark.
         assert_eq!(ownership("nw-c-prod;nw-j-soon").joined, None);
+    }
+
+    #[test]
+    fn the_removing_mark_carries_its_time_and_an_older_releases_mark_reads_as_one_without() {
+        let t = "nw-c-prod;nw-g-workers;nw-t-42";
+        let old = format!("{t};nw-removing");
+        let o = ownership(&old);
+        assert!(o.removing);
+        assert_eq!(o.removing_since, None);
+        let at = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let timed = with_removing(&old, at);
+        assert_eq!(
+            timed,
+            "nw-c-prod;nw-g-workers;nw-t-42;nw-removing-1700000000"
+        );
+        let o = ownership(&timed);
+        assert!(o.removing);
+        assert_eq!(o.removing_since, Some(at));
+        // Marked again later: one mark, the later time.
+        let again = with_removing(&timed, at + Duration::from_secs(60));
+        assert_eq!(
+            again,
+            "nw-c-prod;nw-g-workers;nw-t-42;nw-removing-1700000060"
+        );
+        assert_eq!(without_removing(&again), t);
+        assert_eq!(without_removing(&old), t);
+        assert!(any_ours("nw-removing-1700000060"));
+        let pattern = regex::Regex::new(r"^[a-z0-9_][a-z0-9_\-+.]*$").expect("regex");
+        assert!(split(&again).iter().all(|tag| pattern.is_match(tag)));
     }
 
     #[test]

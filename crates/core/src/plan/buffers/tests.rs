@@ -68,6 +68,8 @@ fn member(s: &mut Snapshot, name: &str, group: &str) {
         warm: false,
         filling: false,
         joined: Some(ago(3500)),
+        restarted: None,
+        removing_since: None,
     });
     let mut labels = BTreeMap::new();
     labels.insert(LABEL_CLUSTER.to_string(), "dev".to_string());
@@ -107,6 +109,8 @@ fn booting(s: &mut Snapshot, name: &str) {
         warm: false,
         filling: false,
         joined: None,
+        restarted: None,
+        removing_since: None,
     });
 }
 

@@ -12,7 +12,9 @@ mod orphans;
 mod pools;
 mod provisioning;
 mod reasons;
+mod relabel;
 mod remove;
+mod restart;
 mod reuse;
 mod scale_up;
 
@@ -26,7 +28,9 @@ pub use provisioning::{
     clean_up_failed, finish_joins, finish_provisioning, finish_removal, mark_joined,
     MAX_NOT_JOINED_PER_ACTION,
 };
+pub use relabel::relabel_hash;
 pub use remove::remove_empty;
+pub use restart::restart_vanished;
 pub use scale_up::scale_up;
 
 use super::view::View;

@@ -53,7 +53,12 @@ pub fn finish_provisioning(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult
 /// or that have run for over twice `provisionTimeout`, exist (the view looks wrong,
 /// whatever the VMs' marks say). Before any is, the joined marks
 /// due are written (after an upgrade, VMs of an older release carry none). VMs that
-/// joined once and lost their Node ([`ServerState::Vanished`]) are only reported.
+/// joined once and lost their Node ([`ServerState::Vanished`]) are only reported here
+/// (their one restart is [`super::restart_vanished`]'s). VMs
+/// whose removing mark is stale ([`Server::removal_is_stale`](crate::model::Server::removal_is_stale): older than `provisionTimeout`, or
+/// written by an older release with no time) and whose Node is gone go with the VMs
+/// that never joined, under the same rate and blind-view guard: a `kubectl delete node`
+/// or a blind moment years after a failed delete never destroys them at once.
 pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     for m in v
         .members
@@ -88,6 +93,7 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
                 ServerStatus::Error | ServerStatus::Incomplete
             )
         });
+    not_joined.extend(stale_removals(v));
     // A VM that never booted (the cloud still builds it) is no node whatever the view;
     // one that booted may be a node the view does not show. One that has run for twice
     // `provisionTimeout` outlived the time a VM that never joined is removed in: with no
@@ -191,6 +197,23 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
             humantime::format_duration(Duration::from_secs(v.age(m.server.created).as_secs()));
         reasons.push(
             match m.server.status {
+                ServerStatus::Removing => Reason::new(
+                    ReasonCode::RemovalStale,
+                    format!(
+                        "VM {} of group {} was marked as being removed {} and has no Node; deleting it under the rate of VMs that never joined",
+                        m.server.name,
+                        m.group.name,
+                        match m.server.removing_since {
+                            Some(at) => format!(
+                                "{} ago",
+                                humantime::format_duration(Duration::from_secs(
+                                    v.age(at).as_secs()
+                                ))
+                            ),
+                            None => "by an older release (the mark has no time)".to_string(),
+                        }
+                    ),
+                ),
                 ServerStatus::Error => Reason::new(
                     ReasonCode::ServerError,
                     match &m.server.fault {
@@ -235,15 +258,17 @@ pub fn clean_up_failed(v: &View<'_>, notes: &mut Vec<Reason>) -> StepResult {
     Some((Action::DeleteServers { servers, nodes }, reasons))
 }
 
-/// VMs whose removal began (marked removing, their Node gone) and did not finish: their
-/// delete is made again. A failed delete is held back per VM (see
-/// [`crate::plan::backoff`]), and the VM is never capacity nor a failed create meanwhile.
+/// VMs whose removal began within `provisionTimeout` (marked removing, their Node gone)
+/// and did not finish: their delete is made again. A failed delete is held back per VM
+/// (see [`crate::plan::backoff`]), and the VM is never capacity nor a failed create
+/// meanwhile. Stale marks are left to [`clean_up_failed`].
 pub fn finish_removal(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     let removing: Vec<&Member<'_>> = v
         .members
         .iter()
         .filter(|m| m.state == ServerState::Removing)
         .filter(|m| !v.frozen.contains_key(m.group.name.as_str()))
+        .filter(|m| !m.server.removal_is_stale(v.config.provision_timeout, v.now))
         .collect();
     if removing.is_empty() {
         return None;
@@ -268,6 +293,16 @@ pub fn finish_removal(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
         },
         reasons,
     ))
+}
+
+/// VMs marked as being removed, with no Node, whose mark is older than
+/// `provisionTimeout` or has no time: no removal of this process is in flight for them.
+fn stale_removals<'v, 'a>(v: &'v View<'a>) -> impl Iterator<Item = &'v Member<'a>> {
+    v.members.iter().filter(|m| {
+        m.state == ServerState::Removing
+            && !v.frozen.contains_key(m.group.name.as_str())
+            && m.server.removal_is_stale(v.config.provision_timeout, v.now)
+    })
 }
 
 /// Notes for the VMs that joined once and have no Ready node of ours now; true when no
@@ -298,20 +333,7 @@ fn report_vanished(v: &View<'_>, notes: &mut Vec<Reason>) -> bool {
         return true;
     }
     for m in vanished {
-        let what = match m.node {
-            None => "has no Node now",
-            Some(_) => "has a Node again that is not Ready and untainted yet",
-        };
-        notes.push(
-            Reason::new(
-                ReasonCode::NodeVanished,
-                format!(
-                    "VM {} of group {} joined as a node but {what}; it is waited on, never removed for it (a kubelet registers its Node again; if none comes back, look at the VM, or delete it yourself)",
-                    m.server.name, m.group.name
-                ),
-            )
-            .about([ObjectRef::node(&m.server.name)]),
-        );
+        notes.push(super::restart::vanished_note(v, m));
     }
     false
 }
@@ -336,7 +358,9 @@ fn names(members: &[&Member<'_>]) -> String {
 /// not cordoned: its kubelet registered it again and it was let in, or a person
 /// uncordoned it) is marked the same way, which takes its removing mark off: an old
 /// removing mark would otherwise have it deleted at once, uncapped, the moment its Node
-/// is lost again.
+/// is lost again. A VM restarted because its Node was gone whose node is back is marked
+/// the same way, which takes its restart mark off: a later loss of its Node is answered
+/// by a restart again.
 pub fn mark_joined(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
     let due: Vec<&Member<'_>> = v
         .members
@@ -347,6 +371,7 @@ pub fn mark_joined(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
                 && m.node.is_some_and(|n| {
                     n.ready
                         && (!m.server.ever_joined()
+                            || m.server.restarted.is_some()
                             || (m.server.status == ServerStatus::Removing && !n.unschedulable))
                 })
         })
@@ -364,7 +389,12 @@ pub fn mark_joined(v: &View<'_>, _notes: &mut Vec<Reason>) -> StepResult {
         .map(|m| {
             Reason::new(
                 ReasonCode::NodeReady,
-                if m.server.status == ServerStatus::Removing {
+                if m.server.restarted.is_some() && m.server.ever_joined() {
+                    format!(
+                        "node {} of group {} is back after its VM's restart; the restart mark is taken off",
+                        m.server.name, m.group.name
+                    )
+                } else if m.server.status == ServerStatus::Removing {
                     format!(
                         "node {} of group {} is in service again; its VM's removing mark is taken off",
                         m.server.name, m.group.name

@@ -72,6 +72,94 @@ fn a_vm_whose_node_vanished_is_waited_on_and_reported_not_deleted() {
     assert_eq!(v.capacity_nodes().count(), 1);
 }
 
+fn restarted(d: &Decision) -> Vec<String> {
+    match &d.action {
+        Action::RestartVanished { servers, .. } => servers.iter().map(|s| s.name.clone()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// A kubelet registers its Node only when it starts: a VM that joined and whose Node is
+/// gone is restarted once (the restart recorded on it), waited on for
+/// `provisionTimeout` (10m here), then reported, never deleted nor restarted again.
+#[test]
+fn a_vm_whose_node_is_gone_is_restarted_once_then_reported() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 7200);
+    s.servers.push(marked("dev-workers-gone", 7200));
+    let d = plan_it(&s, &c);
+    assert_eq!(restarted(&d), ["dev-workers-gone"], "{d:#?}");
+    let Action::RestartVanished { at, .. } = d.action else {
+        unreachable!()
+    };
+    assert_eq!(at, crate::model::unix_secs(now()));
+    // Restarted 5 minutes ago: waited on, not restarted again.
+    s.servers[1].restarted = Some(ago(300));
+    let d = plan_it(&s, &c);
+    assert!(restarted(&d).is_empty() && deleted(&d).is_empty(), "{d:#?}");
+    assert!(
+        d.notes.iter().any(|n| n.code == ReasonCode::NodeVanished
+            && n.message.contains("dev-workers-gone")
+            && n.message.contains("was restarted 5m ago")),
+        "{d:#?}"
+    );
+    // Restarted past provisionTimeout and still no Node: reported, left alone.
+    s.servers[1].restarted = Some(ago(601));
+    let d = plan_it(&s, &c);
+    assert!(restarted(&d).is_empty() && deleted(&d).is_empty(), "{d:#?}");
+    let lost = d
+        .notes
+        .iter()
+        .find(|n| n.code == ReasonCode::NodeLostAfterRestart)
+        .unwrap_or_else(|| panic!("reported: {d:#?}"));
+    assert!(lost.message.contains("dev-workers-gone"), "{lost}");
+    assert!(
+        lost.message.contains("never deleted nor restarted again"),
+        "{lost}"
+    );
+}
+
+/// The Node back after the restart: the restart mark is taken off with the joined mark,
+/// so a later loss of the Node is answered by a restart again.
+#[test]
+fn a_node_back_after_its_restart_has_the_restart_mark_taken_off() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 7200);
+    s.servers[0].joined = Some(ago(7000));
+    s.servers[0].restarted = Some(ago(120));
+    let v = view::View::new(&s, &c, now());
+    let due = crate::plan::steps::mark_joined(&v, &mut Vec::new());
+    assert!(
+        matches!(&due, Some((Action::MarkJoined { servers, .. }, _)) if servers[0].name == "dev-workers-a"),
+        "{:#?}",
+        due.map(|(a, _)| a)
+    );
+    // Without the restart mark, nothing is due: its joined mark is there.
+    s.servers[0].restarted = None;
+    let v = view::View::new(&s, &c, now());
+    assert!(crate::plan::steps::mark_joined(&v, &mut Vec::new()).is_none());
+}
+
+/// No restart while the cluster lists no node of ours at all (the view looks wrong), nor
+/// of a VM that does not run (a person stopped it: starting it is theirs).
+#[test]
+fn no_restart_behind_a_blind_view_or_of_a_stopped_vm() {
+    let c = mk_config("");
+    let mut s = Snapshot::default();
+    s.servers.push(marked("dev-workers-a", 7200));
+    s.servers.push(marked("dev-workers-b", 7200));
+    let d = plan_it(&s, &c);
+    assert!(restarted(&d).is_empty() && deleted(&d).is_empty(), "{d:#?}");
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 7200);
+    s.servers.push(marked("dev-workers-off", 7200));
+    s.servers[1].status = ServerStatus::Stopped;
+    let d = plan_it(&s, &c);
+    assert!(restarted(&d).is_empty() && deleted(&d).is_empty(), "{d:#?}");
+}
+
 /// Regression: `kubectl delete node` on a running node had its VM destroyed a second
 /// later; its kubelet registers the Node again (startup taint, NotReady at first), and
 /// the VM, joined once, is waited for and let in again.
@@ -343,4 +431,45 @@ fn a_vm_marked_removing_whose_node_is_in_service_again_is_marked_joined() {
     s.nodes[0].unschedulable = true;
     let d = plan_it(&s, &c);
     assert!(!matches!(d.action, Action::MarkJoined { .. }), "{d:#?}");
+}
+
+/// Issue 29, item 6: a removal in flight (its mark within `provisionTimeout`) is finished
+/// at once; VMs whose mark is older, or carries no time (an older release's), go only at
+/// the rate of VMs that never joined, and none while no node of ours is in view.
+#[test]
+fn only_a_fresh_removing_mark_has_its_vm_deleted_at_once() {
+    let c = mk_config("scaleDown: {enabled: false}");
+    let removing = |name: &str, since: Option<u64>| {
+        let mut s = marked(name, 7200);
+        s.status = ServerStatus::Removing;
+        s.removing_since = since.map(ago);
+        s
+    };
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 7200);
+    s.servers.push(removing("dev-workers-fresh", Some(60)));
+    let d = plan_it(&s, &c);
+    assert_eq!(deleted(&d), ["dev-workers-fresh"], "{d:#?}");
+    assert!(d.has_reason(ReasonCode::RemovalUnfinished), "{d:#?}");
+
+    let mut s = Snapshot::default();
+    mk_member(&mut s, "dev-workers-a", 7200);
+    for (i, since) in [Some(3600), None, Some(7000)].into_iter().enumerate() {
+        s.servers
+            .push(removing(&format!("dev-workers-old{i}"), since));
+    }
+    let d = plan_it(&s, &c);
+    assert_eq!(deleted(&d).len(), MAX_NOT_JOINED_PER_ACTION, "{d:#?}");
+    assert!(d.has_reason(ReasonCode::RemovalStale), "{d:#?}");
+    assert!(!d.has_reason(ReasonCode::RemovalUnfinished), "{d:#?}");
+    assert!(d.removes_not_joined(), "counted in the rate: {d:#?}");
+    // Two removed in the last provisionTimeout: none more.
+    s.not_joined_removed = vec![ago(60), ago(30)];
+    let d = plan_it(&s, &c);
+    assert!(deleted(&d).is_empty(), "{d:#?}");
+    // No node of ours in view: a blind view, none goes.
+    s.not_joined_removed.clear();
+    s.nodes.clear();
+    let d = plan_it(&s, &c);
+    assert!(deleted(&d).is_empty(), "{d:#?}");
 }

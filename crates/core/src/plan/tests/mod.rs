@@ -67,6 +67,8 @@ fn mk_server(name: &str, created: SystemTime) -> Server {
         warm: false,
         filling: false,
         joined: None,
+        restarted: None,
+        removing_since: None,
     }
 }
 

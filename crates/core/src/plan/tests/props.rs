@@ -346,6 +346,7 @@ fn named(a: &Action, s: &Snapshot) -> (Vec<String>, Vec<String>) {
         | Action::DeletePods { .. } => (vec![], vec![]),
         Action::StartWarm { servers, .. }
         | Action::MarkJoined { servers, .. }
+        | Action::RestartVanished { servers, .. }
         | Action::FinishJoin { servers, .. } => {
             (vec![], servers.iter().map(|v| v.name.clone()).collect())
         }
@@ -376,6 +377,7 @@ fn named(a: &Action, s: &Snapshot) -> (Vec<String>, Vec<String>) {
             (mark.iter().chain(clear).cloned().collect(), vec![])
         }
         Action::PullImages { node, .. } => (vec![node.clone()], vec![]),
+        Action::RelabelHash { nodes } => (nodes.keys().cloned().collect(), vec![]),
         // Nodes labelled ours whose VM is gone: checked on their own below.
         Action::DeleteNodesWithoutVm { .. } => (vec![], vec![]),
         Action::DeletePodsPastLimit { nodes, pods } => {

@@ -37,9 +37,9 @@ pub enum ServerState {
     Disowned,
     /// It joined once (the cloud carries its joined mark, [`Server::ever_joined`]) but
     /// has no Ready, untainted Node of ours now: deleted with `kubectl delete node` (its
-    /// kubelet registers it again), or out of sight of an API server that lists no nodes.
-    /// Never removed for not joining; waited on and reported. Counts against `maxSize` and
-    /// toward `minSize`, never as capacity.
+    /// kubelet registers only when it starts, so the VM is restarted once), or out of
+    /// sight of an API server that lists no nodes. Never removed for not joining; waited
+    /// on and reported. Counts against `maxSize` and toward `minSize`, never as capacity.
     Vanished,
 }
 

@@ -746,6 +746,8 @@ impl State {
             fault: None,
             filling: false,
             joined: None,
+            restarted: None,
+            removing_since: None,
         })
     }
 

@@ -58,6 +58,25 @@ impl State {
         Ok(())
     }
 
+    /// Restarts running VM `id` (its Node was lost), recording the restart at `mark`: it
+    /// is up again, its kubelet registering the node, in a third of its group's boot
+    /// delay, as a warm start.
+    pub fn restart_vm(&mut self, id: &str, mark: std::time::SystemTime) -> Result<(), String> {
+        let now = self.now;
+        let Some(vm) = self.vms.get_mut(id) else {
+            return Err(format!("no VM {id}"));
+        };
+        if vm.server.status != ServerStatus::Active {
+            return Err(format!("VM {id} is not running"));
+        }
+        vm.server.status = ServerStatus::Building;
+        vm.server.restarted = Some(mark);
+        let group = vm.server.group.clone().unwrap_or_default();
+        let boot = self.groups.get(&group).map_or(0, |g| g.boot_delay);
+        self.push(now + boot / 3, Event::Boot(id.to_string()));
+        Ok(())
+    }
+
     /// Stops VM `id` into its group's pool (its node was deleted just before).
     pub fn park_vm(&mut self, id: &str) {
         let now = self.now;

@@ -16,8 +16,8 @@ use super::credentials::KamateraCredentials;
 use super::settings::KamateraSize;
 use super::{
     cluster_tag, group_tag, hash_tag, is_time_tag_suffix, parse_hash_tag, parse_joined_tag,
-    parse_started_tag, parse_time_tag, removing_tag, time_tag, warm_tag, KamateraSettings,
-    UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
+    parse_removing_tag, parse_restarted_tag, parse_started_tag, parse_time_tag, time_tag, warm_tag,
+    KamateraSettings, UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
 };
 use crate::cloud::registry::Settings as _;
 use crate::cloud::{http, refused, CloudError, CloudProvider, CreateRequest};
@@ -355,6 +355,14 @@ impl KamateraProvider {
             .iter()
             .filter_map(|t| parse_joined_tag(prefix, t))
             .max();
+        let restarted = tags
+            .iter()
+            .filter_map(|t| parse_restarted_tag(prefix, t))
+            .max();
+        let removing: Vec<Option<SystemTime>> = tags
+            .iter()
+            .filter_map(|t| parse_removing_tag(prefix, t))
+            .collect();
         let memory_bytes = group
             .as_deref()
             .and_then(|g| self.groups.get(g))
@@ -365,7 +373,7 @@ impl KamateraProvider {
             name: entry.name.clone(),
             cluster: Some(cluster.to_string()),
             group,
-            status: if tags.contains(&removing_tag(prefix)) {
+            status: if !removing.is_empty() {
                 ServerStatus::Removing
             } else {
                 status_of(entry.power.as_deref())
@@ -379,6 +387,8 @@ impl KamateraProvider {
             warm,
             filling,
             joined,
+            restarted,
+            removing_since: removing.into_iter().flatten().max(),
         }
     }
 
@@ -556,6 +566,8 @@ impl KamateraProvider {
             warm,
             filling: warm,
             joined: None,
+            restarted: None,
+            removing_since: None,
         })
     }
 }
@@ -610,6 +622,8 @@ impl CloudProvider for KamateraProvider {
                 warm: false,
                 filling: false,
                 joined: None,
+                restarted: None,
+                removing_since: None,
             },
         }))
     }
@@ -646,6 +660,10 @@ impl CloudProvider for KamateraProvider {
 
     async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         self.mark_server_removing(cluster, id).await
+    }
+
+    async fn restart(&self, cluster: &str, id: &str, at: SystemTime) -> Result<(), CloudError> {
+        self.restart_server(cluster, id, at).await
     }
 
     /// Terminates server `id` only when it is `cluster`'s by its name and its tags, both

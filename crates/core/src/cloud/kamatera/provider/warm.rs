@@ -6,7 +6,10 @@
 //! stamps `<prefix>_s<unix seconds>`, removes the park tag and powers it on; its kubelet
 //! registers the Node again.
 
-use super::super::{joined_tag, parse_joined_tag, removing_tag, started_tag, warm_tag};
+use super::super::{
+    joined_tag, parse_joined_tag, parse_removing_tag, parse_restarted_tag, removing_tag_at,
+    restarted_tag, started_tag, warm_tag,
+};
 use super::*;
 
 impl KamateraProvider {
@@ -22,6 +25,7 @@ impl KamateraProvider {
                 provider: PROVIDER.into(),
                 what: "server".into(),
                 name: id.into(),
+                detail: String::new(),
             });
         };
         let tags = self.fresh_tags(id).await?;
@@ -78,26 +82,74 @@ impl KamateraProvider {
         tracing::info!(server = %entry.name, id, joined = at.is_some(), "Kamatera joined mark written");
         // A node let in again is no longer being removed (the joined mark is written
         // first, so a crash in between leaves it marked).
-        let removing = removing_tag(&prefix);
-        if at.is_some() && tags.contains(&removing) {
-            self.remove_tag(id, &removing).await?;
-            tracing::info!(server = %entry.name, id, "Kamatera server let in again: its removing mark is taken off");
+        if at.is_some() {
+            let removing: Vec<&String> = tags
+                .iter()
+                .filter(|t| parse_removing_tag(&prefix, t).is_some())
+                .collect();
+            for mark in &removing {
+                self.remove_tag(id, mark).await?;
+            }
+            if !removing.is_empty() {
+                tracing::info!(server = %entry.name, id, "Kamatera server let in again: its removing mark is taken off");
+            }
+        }
+        // Its node is back: a restart for a lost Node is over.
+        if at.is_some() {
+            for old in tags
+                .iter()
+                .filter(|t| parse_restarted_tag(&prefix, t).is_some())
+            {
+                self.remove_tag(id, old).await?;
+            }
         }
         Ok(())
     }
 
-    /// Tags the server `<prefix>_rm` (see [`crate::cloud::CloudProvider::mark_removing`]);
-    /// one already tagged is left.
+    /// Restarts a server whose Node is gone (see
+    /// [`crate::cloud::CloudProvider::restart`]): read back (refused unless `cluster`'s
+    /// and powered on), tagged `<prefix>_b<unix seconds>`, then rebooted (the command
+    /// awaited). A reboot that fails takes the mark off.
+    pub(super) async fn restart_server(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: SystemTime,
+    ) -> Result<(), CloudError> {
+        let (entry, _, prefix) = self.owned_now(cluster, id).await?;
+        if status_of(entry.power.as_deref()) != ServerStatus::Active {
+            let reason = "it is not powered on: powering it on is left to a person".to_string();
+            return Err(refused(PROVIDER, &entry.name, id, reason));
+        }
+        let mark = restarted_tag(&prefix, at);
+        self.add_tag(id, &mark).await?;
+        if let Err(e) = self.reboot(id).await {
+            let _ = self.remove_tag(id, &mark).await;
+            return Err(e);
+        }
+        tracing::info!(server = %entry.name, id, "Kamatera server rebooted: its Node was gone");
+        Ok(())
+    }
+
+    /// Tags the server `<prefix>_b<unix seconds now>` (see
+    /// [`crate::cloud::CloudProvider::mark_removing`]), then takes any earlier removing
+    /// mark off (the new one first, so a crash in between leaves it marked).
     pub(super) async fn mark_server_removing(
         &self,
         cluster: &str,
         id: &str,
     ) -> Result<(), CloudError> {
         let (entry, tags, prefix) = self.owned_now(cluster, id).await?;
-        let mark = removing_tag(&prefix);
+        let mark = removing_tag_at(&prefix, SystemTime::now());
         if !tags.contains(&mark) {
             self.add_tag(id, &mark).await?;
             tracing::info!(server = %entry.name, id, "Kamatera server marked as being removed");
+        }
+        for old in tags
+            .iter()
+            .filter(|t| **t != mark && parse_removing_tag(&prefix, t).is_some())
+        {
+            self.remove_tag(id, old).await?;
         }
         Ok(())
     }

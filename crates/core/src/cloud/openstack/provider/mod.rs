@@ -118,6 +118,7 @@ fn not_found(kind: Kind, name: &str) -> CloudError {
         provider: PROVIDER.into(),
         what: kind.as_str().into(),
         name: name.into(),
+        detail: String::new(),
     }
 }
 
@@ -496,6 +497,8 @@ impl OpenStackProvider {
             warm,
             filling: warm,
             joined: None,
+            restarted: None,
+            removing_since: None,
         })
     }
 }
@@ -609,6 +612,10 @@ impl CloudProvider for OpenStackProvider {
 
     async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         self.mark_server_removing(cluster, id).await
+    }
+
+    async fn restart(&self, cluster: &str, id: &str, at: SystemTime) -> Result<(), CloudError> {
+        self.restart_server(cluster, id, at).await
     }
 
     async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {

@@ -30,6 +30,7 @@ impl OpenStackProvider {
                 provider: PROVIDER.into(),
                 what: "server".into(),
                 name: id.into(),
+                detail: String::new(),
             });
         };
         check_owned(PROVIDER, &server, cluster)?;
@@ -131,22 +132,69 @@ impl OpenStackProvider {
             self.delete_metadata(id, crate::cloud::REMOVING_TAG).await?;
             tracing::info!(server = %server.name, id, "OpenStack server let in again: its removing mark is taken off");
         }
+        if server.restarted.is_some() {
+            self.delete_metadata(id, crate::cloud::RESTARTED_TAG)
+                .await?;
+            tracing::info!(server = %server.name, id, "OpenStack server's node is back: its restart mark is taken off");
+        }
+        Ok(())
+    }
+
+    /// Restarts a server whose Node is gone (see
+    /// [`crate::cloud::CloudProvider::restart`]): read back (refused unless `cluster`'s
+    /// and ACTIVE), marked [`crate::cloud::RESTARTED_TAG`] = Unix seconds, then a soft
+    /// reboot (`{"reboot": {"type": "SOFT"}}`: the guest restarts, and Nova makes it
+    /// hard if the guest does not answer). A reboot Nova refuses takes the mark off.
+    pub(super) async fn restart_server(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: SystemTime,
+    ) -> Result<(), CloudError> {
+        let server = self.owned(cluster, id, false).await?;
+        if server.status != ServerStatus::Active {
+            let reason = format!(
+                "it is {:?}, not ACTIVE: starting it is left to a person",
+                server.status
+            );
+            return Err(refused(PROVIDER, &server.name, id, reason));
+        }
+        let secs = crate::model::unix_secs(at);
+        self.set_metadata(id, json!({ crate::cloud::RESTARTED_TAG: secs.to_string() }))
+            .await?;
+        let call = "POST /servers/{id}/action (reboot)";
+        let body = json!({ "reboot": { "type": "SOFT" } });
+        let sent = self
+            .send(call, |s| {
+                Ok(self.nova(
+                    self.http
+                        .post(format!("{}/servers/{}/action", s.compute, seg(id)))
+                        .json(&body),
+                ))
+            })
+            .await;
+        let rebooted = match sent {
+            Ok(resp) => ensure_success(call, resp).await.map(|_| ()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = rebooted {
+            let _ = self.delete_metadata(id, crate::cloud::RESTARTED_TAG).await;
+            return Err(e);
+        }
+        tracing::info!(server = %server.name, id, "OpenStack server rebooted: its Node was gone");
         Ok(())
     }
 
     /// Marks the server as being removed (see
     /// [`crate::cloud::CloudProvider::mark_removing`]): metadata
-    /// [`crate::cloud::REMOVING_TAG`] = Unix seconds, after it is read back and found
-    /// `cluster`'s.
+    /// [`crate::cloud::REMOVING_TAG`] = Unix seconds now (an earlier mark's time
+    /// replaced), after it is read back and found `cluster`'s.
     pub(super) async fn mark_server_removing(
         &self,
         cluster: &str,
         id: &str,
     ) -> Result<(), CloudError> {
         let server = self.owned(cluster, id, false).await?;
-        if server.status == ServerStatus::Removing {
-            return Ok(());
-        }
         let secs = crate::model::unix_secs(SystemTime::now());
         self.set_metadata(id, json!({ crate::cloud::REMOVING_TAG: secs.to_string() }))
             .await?;

@@ -1,7 +1,8 @@
 //! The joined mark on Proxmox: the tag `nw-j-<unix seconds>`, written once a VM's node is
 //! Ready, so a later process knows the VM ran as a node (see [`crate::cloud::JOINED_TAG`]);
-//! and the removing mark `nw-removing`, written before its removal (see
-//! [`crate::cloud::REMOVING_TAG`]).
+//! and the removing mark `nw-removing-<unix seconds>`, written before its removal (see
+//! [`crate::cloud::REMOVING_TAG`]); and the restart of a VM whose Node is gone, with its
+//! mark `nw-r-<unix seconds>` (see [`crate::cloud::RESTARTED_TAG`]).
 
 use std::time::SystemTime;
 
@@ -11,9 +12,9 @@ use crate::cloud::CloudError;
 
 impl ProxmoxProvider {
     /// Reads VM `id` back (refused unless it is `cluster`'s) and writes its tags with the
-    /// joined mark at `at` (none with `None`), and with a time, without the removing mark
-    /// (a node let in again is no longer being removed), in one write; a VM already so is
-    /// left as it is.
+    /// joined mark at `at` (none with `None`), and with a time, without the removing and
+    /// restart marks (a node let in again is no longer being removed, nor lost), in one
+    /// write; a VM already so is left as it is.
     pub(super) async fn mark_vm_joined(
         &self,
         cluster: &str,
@@ -23,10 +24,13 @@ impl ProxmoxProvider {
         let vm = self.owned_vm(cluster, id, false).await?;
         let mut value = tags::with_joined(vm.tags(), at);
         if at.is_some() {
-            value = tags::without_removing(&value);
+            value = tags::with_restarted(&tags::without_removing(&value), None);
         }
         let (before, after) = (ownership(vm.tags()), ownership(&value));
-        if before.joined == after.joined && before.removing == after.removing {
+        if before.joined == after.joined
+            && before.removing == after.removing
+            && before.restarted == after.restarted
+        {
             return Ok(());
         }
         self.set_tags(&vm, value).await?;
@@ -36,15 +40,51 @@ impl ProxmoxProvider {
 }
 
 impl ProxmoxProvider {
-    /// Reads VM `id` back (refused unless it is `cluster`'s) and adds the removing mark to
-    /// its tags; a VM already marked is left as it is.
+    /// Reads VM `id` back (refused unless it is `cluster`'s) and writes the removing mark
+    /// with the time now into its tags (an earlier mark replaced: the removal beginning
+    /// now is the one in flight).
     pub(super) async fn mark_vm_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         let vm = self.owned_vm(cluster, id, false).await?;
-        if ownership(vm.tags()).removing {
-            return Ok(());
-        }
-        self.set_tags(&vm, tags::with_removing(vm.tags())).await?;
+        self.set_tags(&vm, tags::with_removing(vm.tags(), SystemTime::now()))
+            .await?;
         tracing::info!(vmid = vm.vmid, host = %vm.node, "Proxmox VM marked as being removed");
+        Ok(())
+    }
+}
+
+impl ProxmoxProvider {
+    /// Reads VM `id` back (refused unless it is `cluster`'s and running), writes the
+    /// restart mark at `at` into its tags, then asks Proxmox to reboot it
+    /// (`status/reboot`: a shutdown, then a start, so its kubelet starts and registers);
+    /// the task is not waited on (a guest may take long to shut down). A reboot Proxmox
+    /// refuses takes the mark off again, so a later cycle may try once more.
+    pub(super) async fn restart_vm(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: SystemTime,
+    ) -> Result<(), CloudError> {
+        let vm = self.owned_vm(cluster, id, false).await?;
+        if vm.status != "running" {
+            let name = vm.name.clone().unwrap_or_else(|| format!("VM {}", vm.vmid));
+            let reason = format!(
+                "it is {}, not running: starting it is left to a person",
+                vm.status
+            );
+            return Err(crate::cloud::refused(super::PROVIDER, &name, id, reason));
+        }
+        let marked = tags::with_restarted(vm.tags(), Some(at));
+        self.set_tags(&vm, marked.clone()).await?;
+        let call = format!("{}/status/reboot", super::vm_path(&vm.node, vm.vmid));
+        if let Err(e) = self.inner.api.post(&call, &[]).await {
+            let mut unmarked = vm.clone();
+            unmarked.tags = Some(marked);
+            let _ = self
+                .set_tags(&unmarked, tags::with_restarted(unmarked.tags(), None))
+                .await;
+            return Err(e);
+        }
+        tracing::info!(vmid = vm.vmid, host = %vm.node, "Proxmox VM rebooted: its Node was gone");
         Ok(())
     }
 }

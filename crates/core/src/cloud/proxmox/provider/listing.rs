@@ -95,6 +95,8 @@ impl ProxmoxProvider {
             settings_hash: o.settings_hash,
             fault,
             joined: o.joined,
+            restarted: o.restarted,
+            removing_since: o.removing_since,
         }
     }
 
@@ -221,6 +223,8 @@ impl ProxmoxProvider {
                         settings_hash: None,
                         fault: None,
                         joined: None,
+                        restarted: None,
+                        removing_since: None,
                     });
                 }
             }

@@ -455,6 +455,8 @@ impl ProxmoxProvider {
             warm,
             filling: false,
             joined: None,
+            restarted: None,
+            removing_since: None,
         })
     }
 
@@ -638,6 +640,10 @@ impl CloudProvider for ProxmoxProvider {
 
     async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         self.mark_vm_removing(cluster, id).await
+    }
+
+    async fn restart(&self, cluster: &str, id: &str, at: SystemTime) -> Result<(), CloudError> {
+        self.restart_vm(cluster, id, at).await
     }
 
     async fn finish_join(

@@ -26,6 +26,7 @@ impl ProxmoxProvider {
                 provider: PROVIDER.into(),
                 what: "VM".into(),
                 name: id.into(),
+                detail: String::new(),
             });
         };
         let name = vm.name.clone().unwrap_or_else(|| format!("VM {vmid}"));
