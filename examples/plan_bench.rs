@@ -295,6 +295,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
             filling: false,
             joined: Some(created),
             restarted: None,
+            fenced: None,
             removing_since: None,
         });
         s.nodes.push(NodeInfo {

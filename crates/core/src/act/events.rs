@@ -258,6 +258,19 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
                 ));
             }
         }
+        Action::StopUnreachable { servers, .. } => {
+            for s in servers {
+                out.push(ev(
+                    ObjectRef::node(&s.name),
+                    "VmStopped",
+                    format!(
+                        "NotReady past health.unhealthyAfter holding data only it can reach; its VM {} ({}) was stopped (unreachableWithLocalData: stop) and is kept, never deleted: start it once the host is back, or let the data go yourself",
+                        s.name, s.id
+                    ),
+                    true,
+                ));
+            }
+        }
         Action::MarkUnneeded { .. } | Action::SoftTaint { .. } | Action::ForgetCordon { .. } => {}
         Action::DeleteServers { .. } => {
             for r in &decision.reasons {
@@ -641,6 +654,10 @@ mod tests {
                 registered: vec![],
             },
             Action::RestartVanished {
+                servers: vec![server("n1")],
+                at: 1,
+            },
+            Action::StopUnreachable {
                 servers: vec![server("n1")],
                 at: 1,
             },

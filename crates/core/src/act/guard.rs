@@ -527,6 +527,7 @@ mod tests {
             filling: false,
             joined: None,
             restarted: None,
+            fenced: None,
             removing_since: None,
         }
     }

@@ -523,6 +523,48 @@ impl Actuator<'_> {
                 }
                 first.result()?;
             }
+            Action::StopUnreachable { servers, at } => {
+                let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(*at);
+                // Each VM on its own, on a fresh look: a node Ready again since the plan
+                // (back from maintenance) keeps its VM running; the provider reads the VM
+                // back and refuses one not ours or not running.
+                let mut first = FirstFailure::default();
+                for s in servers {
+                    match self.cluster.node(&s.name).await {
+                        Ok(Some(n)) if n.ready => {
+                            out.deferred
+                                .push(format!("{}: Ready again; VM {} not stopped", s.name, s.id));
+                            continue;
+                        }
+                        Ok(_) => {}
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Server(s), e, &mut first) {
+                                break;
+                            }
+                            continue;
+                        }
+                    }
+                    let stopped = match self.clouds.for_group(&s.group) {
+                        Ok(p) => p
+                            .fence(&self.config.cluster_name, &s.id, at)
+                            .await
+                            .map_err(ActError::from),
+                        Err(e) => Err(ActError::from(e)),
+                    };
+                    match stopped {
+                        Ok(()) => out.done.push(format!(
+                            "stopped VM {} ({}): its node is NotReady holding data only it can reach; kept for a person",
+                            s.name, s.id
+                        )),
+                        Err(e) => {
+                            if !self.failed_on(action, Target::Server(s), e, &mut first) {
+                                break;
+                            }
+                        }
+                    }
+                }
+                first.result()?;
+            }
             Action::RelabelHash { nodes } => {
                 let mut first = FirstFailure::default();
                 for (node, hash) in nodes {

@@ -161,6 +161,18 @@ impl CloudProvider for Instrumented {
         r
     }
 
+    async fn fence(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: std::time::SystemTime,
+    ) -> Result<(), CloudError> {
+        let t = Instant::now();
+        let r = self.inner.fence(cluster, id, at).await;
+        self.record("fence", t, &r);
+        r
+    }
+
     async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         let t = Instant::now();
         let r = self.inner.mark_removing(cluster, id).await;
@@ -227,6 +239,7 @@ mod tests {
                 filling: false,
                 joined: None,
                 restarted: None,
+                fenced: None,
                 removing_since: None,
             })
         }

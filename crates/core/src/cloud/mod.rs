@@ -46,6 +46,12 @@ pub const REMOVING_TAG: &str = "nodewright-removing";
 /// node is Ready again ([`CloudProvider::mark_joined`] with a time). Proxmox and Kamatera
 /// keep it as a tag.
 pub const RESTARTED_TAG: &str = "nodewright-restarted";
+/// Cloud-side metadata key recording when nodewright stopped a VM whose node was NotReady
+/// past `health.unhealthyAfter` holding data only it can reach (Unix seconds), for a group
+/// with `unreachableWithLocalData: stop`. Read back as [`Server::fenced`]: a VM is stopped
+/// once per NotReady spell, and one a person started again is left running. Proxmox and
+/// Kamatera keep it as a tag.
+pub const FENCED_TAG: &str = "nodewright-fenced";
 
 /// The cluster's own identity: the UID of its `kube-system` namespace, made with the
 /// cluster, stable for its life and unique to it, so two clusters given the same
@@ -333,6 +339,18 @@ pub trait CloudProvider: Send + Sync {
         Err(CloudError::Other {
             provider: self.name().to_string(),
             message: format!("VM {id}: this provider cannot restart a VM"),
+        })
+    }
+    /// Stops VM `id`, whose node is NotReady past `health.unhealthyAfter` and holds data
+    /// only it can reach, so it cannot go on writing out of sight: read back first and
+    /// refused unless it is `cluster`'s and running; the fence mark ([`FENCED_TAG`], at
+    /// `at`) is written before the stop call (taken off again if the call fails), so no
+    /// process stops it twice in one NotReady spell. A hard stop: the guest does not
+    /// answer. Never deletes anything.
+    async fn fence(&self, _cluster: &str, id: &str, _at: SystemTime) -> Result<(), CloudError> {
+        Err(CloudError::Other {
+            provider: self.name().to_string(),
+            message: format!("VM {id}: this provider cannot stop a VM"),
         })
     }
     /// Marks VM `id` as being removed ([`REMOVING_TAG`], read back as

@@ -34,7 +34,7 @@ pub use disruption::{
     Budget, BudgetNodes, DisruptionConfig, DisruptionReason, DrainConfig, HealthConfig,
 };
 pub use error::{ConfigError, ConfigProblem};
-pub use pools::{ScaleDownMode, WarmPoolConfig};
+pub use pools::{ScaleDownMode, UnreachableData, WarmPoolConfig};
 pub use schedule::{Cron, Schedule, Zone};
 pub use scheduling::{ExpanderConfig, ExpanderKind, LimitsConfig, ReservedConfig, ResourceMap};
 
@@ -289,6 +289,12 @@ pub struct NodeGroupConfig {
     /// keeps data on one either way).
     #[serde(default)]
     pub allow_local_volume_loss: bool,
+    /// What happens to the VM of a node NotReady for `health.unhealthyAfter` whose
+    /// node-local volumes no other node can reach: it is never deleted nor replaced for
+    /// it; `stop` also stops it (once per NotReady spell) so it cannot go on writing
+    /// out of sight, `keep` (the default) leaves it as it is.
+    #[serde(default)]
+    pub unreachable_with_local_data: UnreachableData,
     /// Hash of what a node of this group is made from (see [`hash`]); computed when the
     /// config is read.
     #[serde(skip)]

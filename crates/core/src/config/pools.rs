@@ -26,6 +26,19 @@ pub enum ScaleDownMode {
     Stop,
 }
 
+/// `unreachableWithLocalData` of a group: what happens to the VM of a node that is
+/// NotReady past `health.unhealthyAfter` and holds data on volumes only it can reach.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub enum UnreachableData {
+    /// Left as it is, for a person.
+    #[default]
+    Keep,
+    /// Stopped once per NotReady spell (a hard stop: the guest does not answer), the time
+    /// recorded on the VM; never started again nor deleted by nodewright.
+    Stop,
+}
+
 pub(super) fn validate_pool(p: &mut Vec<ConfigProblem>, at: &str, g: &NodeGroupConfig) {
     let Some(pool) = &g.warm_pool else { return };
     if pool.size > 0 && !g.provider.row().warm_pools {

@@ -78,6 +78,13 @@ pub struct Server {
     /// cloud, so no process restarts it twice. Taken off once its node is Ready again.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub restarted: Option<SystemTime>,
+    /// When nodewright stopped the VM because its node was NotReady past
+    /// `health.unhealthyAfter` holding data only it can reach, with the group's
+    /// `unreachableWithLocalData: stop` ([`FENCED_TAG`](crate::cloud::FENCED_TAG)): read
+    /// back from the cloud, so it is stopped once per NotReady spell, never again after a
+    /// person started it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fenced: Option<SystemTime>,
     /// When nodewright marked it as being removed ([`ServerStatus::Removing`]), as its
     /// removing mark records it; `None` when the mark carries no time (written by an
     /// older release) or there is no mark. A mark older than `provisionTimeout`, or

@@ -114,6 +114,12 @@ pub enum Action {
     /// Each VM records the restart (at `at`, Unix seconds) before it is restarted, and is
     /// never restarted a second time for it (see [`crate::cloud::RESTARTED_TAG`]).
     RestartVanished { servers: Vec<ServerRef>, at: u64 },
+    /// Stop VMs whose node is NotReady past `health.unhealthyAfter` holding data only it
+    /// can reach, in groups with `unreachableWithLocalData: stop`, so they cannot go on
+    /// writing out of sight. Each VM records the stop (at `at`, Unix seconds) before it is
+    /// stopped, once per NotReady spell (see [`crate::cloud::FENCED_TAG`]); nothing is
+    /// deleted, the Node stays.
+    StopUnreachable { servers: Vec<ServerRef>, at: u64 },
     /// Finish the joins a process gone left ([`crate::model::ServerStatus::JoinPending`]):
     /// run each VM's join script again, or, for those in `registered` (names) whose node
     /// registered, only record that the join is done.
@@ -155,6 +161,7 @@ impl Action {
             Action::MarkUnneeded { .. } => "mark-unneeded",
             Action::MarkJoined { .. } => "mark-joined",
             Action::RestartVanished { .. } => "restart-vanished",
+            Action::StopUnreachable { .. } => "stop-unreachable",
             Action::FinishJoin { .. } => "finish-join",
             Action::RelabelHash { .. } => "relabel-hash",
             Action::PullImages { .. } => "pull-images",
@@ -241,6 +248,7 @@ impl Action {
             Action::ParkWarm { servers }
             | Action::MarkJoined { servers, .. }
             | Action::RestartVanished { servers, .. }
+            | Action::StopUnreachable { servers, .. }
             | Action::FinishJoin { servers, .. } => {
                 servers.iter().map(|s| ObjectRef::node(&s.name)).collect()
             }
@@ -284,6 +292,7 @@ impl Action {
             | Action::ParkWarm { servers }
             | Action::MarkJoined { servers, .. }
             | Action::RestartVanished { servers, .. }
+            | Action::StopUnreachable { servers, .. }
             | Action::FinishJoin { servers, .. } => servers.iter().map(Target::Server).collect(),
             Action::DeletePods { pods } => pods.iter().map(Target::Pod).collect(),
         }
@@ -424,6 +433,14 @@ impl fmt::Display for Action {
                 write!(
                     f,
                     "restart VMs {} so their kubelet registers their lost Node again",
+                    names.join(", ")
+                )
+            }
+            Action::StopUnreachable { servers, .. } => {
+                let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+                write!(
+                    f,
+                    "stop VMs {}: NotReady, holding data only they can reach",
                     names.join(", ")
                 )
             }

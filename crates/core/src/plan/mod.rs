@@ -178,6 +178,7 @@ pub const STEPS: &[(&str, Step)] = &[
     ("finish-joins", steps::finish_joins),
     ("finish-removal", steps::finish_removal),
     ("restart-vanished", steps::restart_vanished),
+    ("stop-unreachable", steps::stop_unreachable),
     ("delete-nodes-without-vm", steps::delete_nodes_without_vm),
     ("park-warm", steps::park_warm),
     ("drop-stale-warm", steps::drop_stale_warm),

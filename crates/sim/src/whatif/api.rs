@@ -344,6 +344,20 @@ impl CloudProvider for MemCloud {
     }
 
     /// The mark lives on the VM, as a cloud tag does.
+    async fn fence(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: std::time::SystemTime,
+    ) -> Result<(), CloudError> {
+        let mut s = self.world.lock();
+        let server = s.vms.get(id).map(|v| v.server.clone());
+        let server = server.ok_or_else(|| self.other(format!("no VM {id}")))?;
+        check_owned(self.kind.as_str(), &server, cluster)?;
+        s.fence_vm(id, at).map_err(|m| self.other(m))
+    }
+
+    /// The mark lives on the VM, as a cloud tag does.
     async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         let mut s = self.world.lock();
         let server = s.vms.get(id).map(|v| v.server.clone());

@@ -218,6 +218,7 @@ pub(super) fn seed_foreign(world: &World) -> Foreign {
         filling: false,
         joined: None,
         restarted: None,
+        fenced: None,
         removing_since: None,
     };
     let vms = [

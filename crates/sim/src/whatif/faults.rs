@@ -618,6 +618,20 @@ impl CloudProvider for FaultyCloud {
         self.inner.restart(cluster, id, at).await
     }
 
+    async fn fence(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: std::time::SystemTime,
+    ) -> Result<(), CloudError> {
+        self.plain("stop VM")?;
+        if self.injector.is_foreign_vm(id) {
+            self.injector
+                .violation(format!("stop of VM {id}, which is not this cluster's"));
+        }
+        self.inner.fence(cluster, id, at).await
+    }
+
     async fn mark_removing(&self, cluster: &str, id: &str) -> Result<(), CloudError> {
         self.plain("mark VM removing")?;
         if self.injector.is_foreign_vm(id) {

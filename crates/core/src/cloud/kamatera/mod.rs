@@ -153,6 +153,22 @@ pub fn parse_restarted_tag(prefix: &str, tag: &str) -> Option<SystemTime> {
     SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(digits.parse().ok()?))
 }
 
+/// `<prefix>_f<unix seconds>`: when nodewright stopped the server because its node was
+/// NotReady holding data only it can reach (see [`crate::cloud::FENCED_TAG`]); as long as
+/// the start tag.
+pub fn fenced_tag(prefix: &str, at: SystemTime) -> String {
+    format!("{prefix}_f{}", crate::model::unix_secs(at))
+}
+
+/// The time in a tag written by [`fenced_tag`] with `prefix`.
+pub fn parse_fenced_tag(prefix: &str, tag: &str) -> Option<SystemTime> {
+    let digits = tag.strip_prefix(prefix)?.strip_prefix("_f")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(digits.parse().ok()?))
+}
+
 /// `t` followed by decimal digits only: the part of a time tag after `<prefix>-`. A cluster
 /// or group named like this would be mistaken for a creation time.
 pub fn is_time_tag_suffix(rest: &str) -> bool {

@@ -267,6 +267,7 @@ impl NovaServer {
         };
         let joined = secs_of(JOINED_TAG);
         let restarted = secs_of(crate::cloud::RESTARTED_TAG);
+        let fenced = secs_of(crate::cloud::FENCED_TAG);
         // Unix seconds; an unreadable value is a mark with no time.
         let removing_since = secs_of(REMOVING_TAG);
         let mark = self.metadata.get(WARM_KEY).map(String::as_str);
@@ -303,6 +304,7 @@ impl NovaServer {
             filling: mark == Some(WARM_FILLING),
             joined,
             restarted,
+            fenced,
             removing_since,
         }
     }

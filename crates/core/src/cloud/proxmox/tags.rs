@@ -17,6 +17,8 @@
 //!   with no time (see [`crate::model::Server::removing_since`])
 //! - `nw-r-<unix seconds>`: when nodewright restarted it because its Node was gone
 //!   ([`crate::cloud::RESTARTED_TAG`])
+//! - `nw-f-<unix seconds>`: when nodewright stopped it because its node was NotReady
+//!   holding data only it can reach ([`crate::cloud::FENCED_TAG`])
 //! - `nw-joining`: started in a group that joins through the guest agent, its join script
 //!   not seen to run yet: written before the start, taken off once the script ran, so a
 //!   process that did not start it runs the script (see
@@ -36,6 +38,7 @@ pub const REMOVING_TIMED_PREFIX: &str = "nw-removing-";
 pub const VMID_PREFIX: &str = "nw-i-";
 pub const JOINING_TAG: &str = "nw-joining";
 pub const RESTARTED_PREFIX: &str = "nw-r-";
+pub const FENCED_PREFIX: &str = "nw-f-";
 /// Every tag prefix nodewright writes: a VM carrying any of them was configured by
 /// nodewright once (a half-made VM carries none, see `halfmade`).
 pub const ALL_PREFIXES: &[&str] = &[
@@ -49,6 +52,7 @@ pub const ALL_PREFIXES: &[&str] = &[
     REMOVING_TAG,
     JOINING_TAG,
     RESTARTED_PREFIX,
+    FENCED_PREFIX,
 ];
 
 /// Whether `tags` hold any tag nodewright writes (of any cluster).
@@ -115,6 +119,8 @@ pub struct Ownership {
     pub joining: bool,
     /// The latest [`RESTARTED_PREFIX`] time.
     pub restarted: Option<SystemTime>,
+    /// The latest [`FENCED_PREFIX`] time.
+    pub fenced: Option<SystemTime>,
     /// The VM id it was made as ([`VMID_PREFIX`], or `vmid=` in the description); two
     /// different ones are `Some(0)`, which no VM has.
     pub vmid: Option<u32>,
@@ -174,6 +180,8 @@ pub fn ownership(tags: &str) -> Ownership {
             o.joined = o.joined.max(secs(v));
         } else if let Some(v) = lower.strip_prefix(RESTARTED_PREFIX) {
             o.restarted = o.restarted.max(secs(v));
+        } else if let Some(v) = lower.strip_prefix(FENCED_PREFIX) {
+            o.fenced = o.fenced.max(secs(v));
         }
     }
     o.cluster = only_one(clusters);
@@ -365,13 +373,24 @@ pub fn with_joined(tags: &str, at: Option<SystemTime>) -> String {
 /// `tags` with the restart mark [`RESTARTED_PREFIX`] at `at` (its only one), or none
 /// with `None`; every other tag is kept.
 pub fn with_restarted(tags: &str, at: Option<SystemTime>) -> String {
+    with_timed(tags, RESTARTED_PREFIX, at)
+}
+
+/// `tags` with the fence mark [`FENCED_PREFIX`] at `at` (its only one), or none with
+/// `None`; every other tag is kept.
+pub fn with_fenced(tags: &str, at: Option<SystemTime>) -> String {
+    with_timed(tags, FENCED_PREFIX, at)
+}
+
+/// `tags` with one `<prefix><unix seconds>` mark at `at`, or none with `None`.
+fn with_timed(tags: &str, prefix: &str, at: Option<SystemTime>) -> String {
     let mut out: Vec<String> = split(tags)
         .into_iter()
-        .filter(|t| !t.to_ascii_lowercase().starts_with(RESTARTED_PREFIX))
+        .filter(|t| !t.to_ascii_lowercase().starts_with(prefix))
         .map(str::to_string)
         .collect();
     if let Some(at) = at {
-        out.push(format!("{RESTARTED_PREFIX}{}", crate::model::unix_secs(at)));
+        out.push(format!("{prefix}{}", crate::model::unix_secs(at)));
     }
     out.join(";")
 }

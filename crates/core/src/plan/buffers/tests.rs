@@ -69,6 +69,7 @@ fn member(s: &mut Snapshot, name: &str, group: &str) {
         filling: false,
         joined: Some(ago(3500)),
         restarted: None,
+        fenced: None,
         removing_since: None,
     });
     let mut labels = BTreeMap::new();
@@ -110,6 +111,7 @@ fn booting(s: &mut Snapshot, name: &str) {
         filling: false,
         joined: None,
         restarted: None,
+        fenced: None,
         removing_since: None,
     });
 }

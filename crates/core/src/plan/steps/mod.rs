@@ -6,6 +6,7 @@ mod deadlines;
 mod disrupt;
 mod drain;
 mod expander;
+mod fence;
 mod give_back;
 mod images;
 mod orphans;
@@ -20,6 +21,7 @@ mod scale_up;
 
 pub use disrupt::{disrupt, mark_unneeded, soft_taint, unremovable};
 pub use drain::{drain, forget_stale_cordons};
+pub use fence::stop_unreachable;
 pub use give_back::give_back_needed;
 pub use images::warm_images;
 pub use orphans::{delete_nodes_without_vm, note_unknown_groups, unknown_group_vms};

@@ -275,3 +275,60 @@ fn a_not_ready_node_cordoned_as_unhealthy_keeps_its_local_data_pod_and_its_vm() 
         );
     }
 }
+
+fn stopped(d: &Decision) -> Vec<String> {
+    match &d.action {
+        Action::StopUnreachable { servers, .. } => servers.iter().map(|s| s.name.clone()).collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[test]
+fn item_5_a_group_with_unreachable_with_local_data_stop_stops_the_vm_once_per_not_ready_spell() {
+    let c = config("", "  unreachableWithLocalData: stop");
+    for with_pod in [false, true] {
+        let d = plan_it(&broken_holder(&c, with_pod), &c);
+        assert_eq!(stopped(&d), vec![B.to_string()], "pod {with_pod}: {d:#?}");
+        let Action::StopUnreachable { at, .. } = d.action else {
+            unreachable!()
+        };
+        assert_eq!(at, crate::model::unix_secs(now()));
+    }
+    // Stopped in this spell (its NotReady began an hour ago): not again, whether it is
+    // still stopped or a person started it since.
+    for status in [ServerStatus::Stopped, ServerStatus::Active] {
+        let mut s = broken_holder(&c, true);
+        s.servers[1].fenced = Some(ago(1800));
+        s.servers[1].status = status;
+        let d = plan_it(&s, &c);
+        assert!(stopped(&d).is_empty(), "{status:?}: {d:#?}");
+        assert!(cordoned(&d).is_empty(), "{d:#?}");
+        assert!(
+            !matches!(
+                d.action,
+                Action::DeleteNodes { .. } | Action::DeleteServers { .. }
+            ),
+            "{d:#?}"
+        );
+    }
+    // Stopped in an earlier spell, running again, NotReady again: stopped again.
+    let mut s = broken_holder(&c, true);
+    s.servers[1].fenced = Some(ago(7200));
+    assert_eq!(stopped(&plan_it(&s, &c)), vec![B.to_string()]);
+    // Not yet past unhealthyAfter, or Ready: left running.
+    let mut s = broken_holder(&c, true);
+    s.nodes[1].ready_changed = Some(ago(60));
+    assert!(stopped(&plan_it(&s, &c)).is_empty());
+    let mut s = broken_holder(&c, true);
+    s.nodes[1].ready = true;
+    assert!(stopped(&plan_it(&s, &c)).is_empty());
+    // No data only it can reach: replaced as any broken node, never stopped.
+    let mut s = broken_holder(&c, false);
+    s.volumes = Default::default();
+    let d = plan_it(&s, &c);
+    assert!(stopped(&d).is_empty(), "{d:#?}");
+    assert_eq!(cordoned(&d), vec![B.to_string()], "{d:#?}");
+    // The default keeps the VM running.
+    let c = config("", "");
+    assert!(stopped(&plan_it(&broken_holder(&c, true), &c)).is_empty());
+}

@@ -68,6 +68,7 @@ fn mk_server(name: &str, created: SystemTime) -> Server {
         filling: false,
         joined: None,
         restarted: None,
+        fenced: None,
         removing_since: None,
     }
 }

@@ -347,6 +347,7 @@ fn named(a: &Action, s: &Snapshot) -> (Vec<String>, Vec<String>) {
         Action::StartWarm { servers, .. }
         | Action::MarkJoined { servers, .. }
         | Action::RestartVanished { servers, .. }
+        | Action::StopUnreachable { servers, .. }
         | Action::FinishJoin { servers, .. } => {
             (vec![], servers.iter().map(|v| v.name.clone()).collect())
         }

@@ -747,6 +747,7 @@ impl State {
             filling: false,
             joined: None,
             restarted: None,
+            fenced: None,
             removing_since: None,
         })
     }

@@ -77,6 +77,20 @@ impl State {
         Ok(())
     }
 
+    /// Stops running VM `id`, its fence mark at `mark`: its node, NotReady already,
+    /// stays as it is; the VM stays in the cloud (stopped, as a person will find it).
+    pub fn fence_vm(&mut self, id: &str, mark: std::time::SystemTime) -> Result<(), String> {
+        let Some(vm) = self.vms.get_mut(id) else {
+            return Err(format!("no VM {id}"));
+        };
+        if vm.server.status != ServerStatus::Active {
+            return Err(format!("VM {id} is not running"));
+        }
+        vm.server.status = ServerStatus::Stopped;
+        vm.server.fenced = Some(mark);
+        Ok(())
+    }
+
     /// Stops VM `id` into its group's pool (its node was deleted just before).
     pub fn park_vm(&mut self, id: &str) {
         let now = self.now;

@@ -15,9 +15,9 @@ use super::api::{
 use super::credentials::KamateraCredentials;
 use super::settings::KamateraSize;
 use super::{
-    cluster_tag, group_tag, hash_tag, is_time_tag_suffix, parse_hash_tag, parse_joined_tag,
-    parse_removing_tag, parse_restarted_tag, parse_started_tag, parse_time_tag, time_tag, warm_tag,
-    KamateraSettings, UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
+    cluster_tag, group_tag, hash_tag, is_time_tag_suffix, parse_fenced_tag, parse_hash_tag,
+    parse_joined_tag, parse_removing_tag, parse_restarted_tag, parse_started_tag, parse_time_tag,
+    time_tag, warm_tag, KamateraSettings, UserDataField, DEFAULT_TAG_PREFIX, PROVIDER,
 };
 use crate::cloud::registry::Settings as _;
 use crate::cloud::{http, refused, CloudError, CloudProvider, CreateRequest};
@@ -359,6 +359,10 @@ impl KamateraProvider {
             .iter()
             .filter_map(|t| parse_restarted_tag(prefix, t))
             .max();
+        let fenced = tags
+            .iter()
+            .filter_map(|t| parse_fenced_tag(prefix, t))
+            .max();
         let removing: Vec<Option<SystemTime>> = tags
             .iter()
             .filter_map(|t| parse_removing_tag(prefix, t))
@@ -388,6 +392,7 @@ impl KamateraProvider {
             filling,
             joined,
             restarted,
+            fenced,
             removing_since: removing.into_iter().flatten().max(),
         }
     }
@@ -567,6 +572,7 @@ impl KamateraProvider {
             filling: warm,
             joined: None,
             restarted: None,
+            fenced: None,
             removing_since: None,
         })
     }
@@ -623,6 +629,7 @@ impl CloudProvider for KamateraProvider {
                 filling: false,
                 joined: None,
                 restarted: None,
+                fenced: None,
                 removing_since: None,
             },
         }))
@@ -664,6 +671,10 @@ impl CloudProvider for KamateraProvider {
 
     async fn restart(&self, cluster: &str, id: &str, at: SystemTime) -> Result<(), CloudError> {
         self.restart_server(cluster, id, at).await
+    }
+
+    async fn fence(&self, cluster: &str, id: &str, at: SystemTime) -> Result<(), CloudError> {
+        self.fence_server(cluster, id, at).await
     }
 
     /// Terminates server `id` only when it is `cluster`'s by its name and its tags, both

@@ -7,8 +7,8 @@
 //! registers the Node again.
 
 use super::super::{
-    joined_tag, parse_joined_tag, parse_removing_tag, parse_restarted_tag, removing_tag_at,
-    restarted_tag, started_tag, warm_tag,
+    fenced_tag, joined_tag, parse_joined_tag, parse_removing_tag, parse_restarted_tag,
+    removing_tag_at, restarted_tag, started_tag, warm_tag,
 };
 use super::*;
 
@@ -128,6 +128,31 @@ impl KamateraProvider {
             return Err(e);
         }
         tracing::info!(server = %entry.name, id, "Kamatera server rebooted: its Node was gone");
+        Ok(())
+    }
+
+    /// Stops a server whose node is NotReady holding data only it can reach (see
+    /// [`crate::cloud::CloudProvider::fence`]): read back (refused unless `cluster`'s and
+    /// powered on), tagged `<prefix>_f<unix seconds>`, then powered off by force (its
+    /// guest does not answer); a power-off the service refuses takes the tag off again.
+    pub(super) async fn fence_server(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: SystemTime,
+    ) -> Result<(), CloudError> {
+        let (entry, _, prefix) = self.owned_now(cluster, id).await?;
+        if status_of(entry.power.as_deref()) != ServerStatus::Active {
+            let reason = "it is not powered on: powering it on is left to a person".to_string();
+            return Err(refused(PROVIDER, &entry.name, id, reason));
+        }
+        let mark = fenced_tag(&prefix, at);
+        self.add_tag(id, &mark).await?;
+        if let Err(e) = self.power_off(id, true).await {
+            let _ = self.remove_tag(id, &mark).await;
+            return Err(e);
+        }
+        tracing::info!(server = %entry.name, id, "Kamatera server powered off: its node is NotReady holding data only it can reach");
         Ok(())
     }
 

@@ -498,6 +498,7 @@ impl OpenStackProvider {
             filling: warm,
             joined: None,
             restarted: None,
+            fenced: None,
             removing_since: None,
         })
     }
@@ -616,6 +617,10 @@ impl CloudProvider for OpenStackProvider {
 
     async fn restart(&self, cluster: &str, id: &str, at: SystemTime) -> Result<(), CloudError> {
         self.restart_server(cluster, id, at).await
+    }
+
+    async fn fence(&self, cluster: &str, id: &str, at: SystemTime) -> Result<(), CloudError> {
+        self.fence_server(cluster, id, at).await
     }
 
     async fn group_shape(&self, group: &str) -> Result<GroupShape, CloudError> {

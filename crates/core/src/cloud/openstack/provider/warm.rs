@@ -151,6 +151,39 @@ impl OpenStackProvider {
         id: &str,
         at: SystemTime,
     ) -> Result<(), CloudError> {
+        let body = json!({ "reboot": { "type": "SOFT" } });
+        self.mark_then(cluster, id, at, crate::cloud::RESTARTED_TAG, "reboot", body)
+            .await
+    }
+
+    /// Stops a server whose node is NotReady holding data only it can reach (see
+    /// [`crate::cloud::CloudProvider::fence`]): read back (refused unless `cluster`'s and
+    /// ACTIVE), marked [`crate::cloud::FENCED_TAG`] = Unix seconds, then `os-stop` (Nova
+    /// powers it off, hard once the guest does not answer). A stop Nova refuses takes the
+    /// mark off.
+    pub(super) async fn fence_server(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: SystemTime,
+    ) -> Result<(), CloudError> {
+        let body = json!({ "os-stop": null });
+        self.mark_then(cluster, id, at, crate::cloud::FENCED_TAG, "os-stop", body)
+            .await
+    }
+
+    /// The server action `body` (named `what`) on ACTIVE server `id` of `cluster`, with
+    /// metadata `key` = Unix seconds of `at` written first and deleted again when Nova
+    /// refuses the action.
+    async fn mark_then(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: SystemTime,
+        key: &str,
+        what: &str,
+        body: serde_json::Value,
+    ) -> Result<(), CloudError> {
         let server = self.owned(cluster, id, false).await?;
         if server.status != ServerStatus::Active {
             let reason = format!(
@@ -160,12 +193,11 @@ impl OpenStackProvider {
             return Err(refused(PROVIDER, &server.name, id, reason));
         }
         let secs = crate::model::unix_secs(at);
-        self.set_metadata(id, json!({ crate::cloud::RESTARTED_TAG: secs.to_string() }))
+        self.set_metadata(id, json!({ key: secs.to_string() }))
             .await?;
-        let call = "POST /servers/{id}/action (reboot)";
-        let body = json!({ "reboot": { "type": "SOFT" } });
+        let call = format!("POST /servers/{{id}}/action ({what})");
         let sent = self
-            .send(call, |s| {
+            .send(&call, |s| {
                 Ok(self.nova(
                     self.http
                         .post(format!("{}/servers/{}/action", s.compute, seg(id)))
@@ -173,15 +205,15 @@ impl OpenStackProvider {
                 ))
             })
             .await;
-        let rebooted = match sent {
-            Ok(resp) => ensure_success(call, resp).await.map(|_| ()),
+        let done = match sent {
+            Ok(resp) => ensure_success(&call, resp).await.map(|_| ()),
             Err(e) => Err(e),
         };
-        if let Err(e) = rebooted {
-            let _ = self.delete_metadata(id, crate::cloud::RESTARTED_TAG).await;
+        if let Err(e) = done {
+            let _ = self.delete_metadata(id, key).await;
             return Err(e);
         }
-        tracing::info!(server = %server.name, id, "OpenStack server rebooted: its Node was gone");
+        tracing::info!(server = %server.name, id, what, "OpenStack server action taken");
         Ok(())
     }
 

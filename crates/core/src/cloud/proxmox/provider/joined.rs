@@ -2,7 +2,9 @@
 //! Ready, so a later process knows the VM ran as a node (see [`crate::cloud::JOINED_TAG`]);
 //! and the removing mark `nw-removing-<unix seconds>`, written before its removal (see
 //! [`crate::cloud::REMOVING_TAG`]); and the restart of a VM whose Node is gone, with its
-//! mark `nw-r-<unix seconds>` (see [`crate::cloud::RESTARTED_TAG`]).
+//! mark `nw-r-<unix seconds>` (see [`crate::cloud::RESTARTED_TAG`]); and the stop of a
+//! VM whose node is NotReady holding data only it can reach, with its mark
+//! `nw-f-<unix seconds>` (see [`crate::cloud::FENCED_TAG`]).
 
 use std::time::SystemTime;
 
@@ -64,6 +66,33 @@ impl ProxmoxProvider {
         id: &str,
         at: SystemTime,
     ) -> Result<(), CloudError> {
+        self.mark_then(cluster, id, at, tags::with_restarted, "reboot")
+            .await
+    }
+
+    /// Reads VM `id` back (refused unless it is `cluster`'s and running), writes the fence
+    /// mark at `at` into its tags, then stops it hard (`status/stop`: its guest does not
+    /// answer a shutdown). A stop Proxmox refuses takes the mark off again.
+    pub(super) async fn fence_vm(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: SystemTime,
+    ) -> Result<(), CloudError> {
+        self.mark_then(cluster, id, at, tags::with_fenced, "stop")
+            .await
+    }
+
+    /// The power call `status/<call>` on running VM `id` of `cluster`, its mark (written by
+    /// `mark`) recorded first and taken off again when the call fails.
+    async fn mark_then(
+        &self,
+        cluster: &str,
+        id: &str,
+        at: SystemTime,
+        mark: fn(&str, Option<SystemTime>) -> String,
+        call: &str,
+    ) -> Result<(), CloudError> {
         let vm = self.owned_vm(cluster, id, false).await?;
         if vm.status != "running" {
             let name = vm.name.clone().unwrap_or_else(|| format!("VM {}", vm.vmid));
@@ -73,18 +102,16 @@ impl ProxmoxProvider {
             );
             return Err(crate::cloud::refused(super::PROVIDER, &name, id, reason));
         }
-        let marked = tags::with_restarted(vm.tags(), Some(at));
+        let marked = mark(vm.tags(), Some(at));
         self.set_tags(&vm, marked.clone()).await?;
-        let call = format!("{}/status/reboot", super::vm_path(&vm.node, vm.vmid));
-        if let Err(e) = self.inner.api.post(&call, &[]).await {
+        let path = format!("{}/status/{call}", super::vm_path(&vm.node, vm.vmid));
+        if let Err(e) = self.inner.api.post(&path, &[]).await {
             let mut unmarked = vm.clone();
             unmarked.tags = Some(marked);
-            let _ = self
-                .set_tags(&unmarked, tags::with_restarted(unmarked.tags(), None))
-                .await;
+            let _ = self.set_tags(&unmarked, mark(unmarked.tags(), None)).await;
             return Err(e);
         }
-        tracing::info!(vmid = vm.vmid, host = %vm.node, "Proxmox VM rebooted: its Node was gone");
+        tracing::info!(vmid = vm.vmid, host = %vm.node, call, "Proxmox VM power call made");
         Ok(())
     }
 }

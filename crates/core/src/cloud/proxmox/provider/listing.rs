@@ -96,6 +96,7 @@ impl ProxmoxProvider {
             fault,
             joined: o.joined,
             restarted: o.restarted,
+            fenced: o.fenced,
             removing_since: o.removing_since,
         }
     }
@@ -224,6 +225,7 @@ impl ProxmoxProvider {
                         fault: None,
                         joined: None,
                         restarted: None,
+                        fenced: None,
                         removing_since: None,
                     });
                 }

@@ -456,6 +456,7 @@ impl ProxmoxProvider {
             filling: false,
             joined: None,
             restarted: None,
+            fenced: None,
             removing_since: None,
         })
     }
@@ -644,6 +645,10 @@ impl CloudProvider for ProxmoxProvider {
 
     async fn restart(&self, cluster: &str, id: &str, at: SystemTime) -> Result<(), CloudError> {
         self.restart_vm(cluster, id, at).await
+    }
+
+    async fn fence(&self, cluster: &str, id: &str, at: SystemTime) -> Result<(), CloudError> {
+        self.fence_vm(cluster, id, at).await
     }
 
     async fn finish_join(

@@ -31,7 +31,7 @@ pub(super) fn replace(
     // A broken node holding data no other node can reach keeps its VM: the node may be
     // back after maintenance or a host reboot, and its data with it. It is reported for
     // a person, never replaced for being NotReady.
-    candidates.retain(|(_, n, why)| {
+    candidates.retain(|(m, n, why)| {
         if n.ready || reason != DisruptionReason::Unhealthy {
             return true;
         }
@@ -39,11 +39,17 @@ pub(super) fn replace(
             return true;
         };
         notes.push(why.clone());
+        let vm = if m.group.unreachable_with_local_data == crate::config::UnreachableData::Stop
+        {
+            "its VM is stopped (unreachableWithLocalData: stop) and kept"
+        } else {
+            "its VM is kept"
+        };
         notes.push(
             Reason::new(
                 ReasonCode::DrainBlocked,
                 format!(
-                    "{} is not replaced though NotReady: {data}; its VM is kept for a person to bring back (or delete the claim, or let the data go by annotation or allowLocalVolumeLoss)",
+                    "{} is not replaced though NotReady: {data}; {vm} for a person to bring back (or delete the claim, or let the data go by annotation or allowLocalVolumeLoss)",
                     n.name
                 ),
             )
