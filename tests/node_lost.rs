@@ -71,11 +71,34 @@ nodeGroups:
                 })
                 .count()
         },
+        stops: |env| {
+            env.proxmox
+                .calls()
+                .iter()
+                .filter(|c| {
+                    c.endpoint.as_deref() == Some("/nodes/{node}/qemu/{vmid}/status/stop")
+                        && c.status == 200
+                })
+                .count()
+        },
+        fence_mark: |env, name| {
+            tags_of(env, name)
+                .split(';')
+                .any(|t| t.starts_with("nw-f-"))
+        },
     };
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_joined_vm_whose_node_is_gone_is_restarted_once_then_reported_never_deleted() {
         lost_node::a_joined_vm_whose_node_is_gone_is_restarted_once_then_reported_never_deleted(
+            &CLOUD,
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn item_5_a_not_ready_node_holding_local_data_has_its_vm_stopped_once_never_deleted() {
+        lost_node::item_5_a_not_ready_node_holding_local_data_has_its_vm_stopped_once_never_deleted(
             &CLOUD,
         )
         .await;
@@ -135,11 +158,33 @@ nodeGroups:
                 })
                 .count()
         },
+        // No warm pool here, and the Node stays: the one server action is the stop.
+        stops: |env| {
+            env.cloud
+                .calls()
+                .iter()
+                .filter(|c| c.method == "POST" && c.path.ends_with("/action"))
+                .count()
+        },
+        fence_mark: |env, name| {
+            env.cloud
+                .servers()
+                .iter()
+                .any(|s| s.name == name && s.metadata.contains_key("nodewright-fenced"))
+        },
     };
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_joined_vm_whose_node_is_gone_is_restarted_once_then_reported_never_deleted() {
         lost_node::a_joined_vm_whose_node_is_gone_is_restarted_once_then_reported_never_deleted(
+            &CLOUD,
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn item_5_a_not_ready_node_holding_local_data_has_its_vm_stopped_once_never_deleted() {
+        lost_node::item_5_a_not_ready_node_holding_local_data_has_its_vm_stopped_once_never_deleted(
             &CLOUD,
         )
         .await;
@@ -193,11 +238,32 @@ nodeGroups:
                 .filter(|c| c.path == "/service/server/terminate")
                 .count()
         },
+        stops: |env| {
+            env.kamatera
+                .calls()
+                .iter()
+                .filter(|c| c.method == "POST" && c.path == "/service/server/poweroff")
+                .count()
+        },
+        fence_mark: |env, name| {
+            env.kamatera
+                .servers()
+                .iter()
+                .any(|s| s.name == name && s.tags.iter().any(|t| t.starts_with("nodewright_f")))
+        },
     };
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_joined_vm_whose_node_is_gone_is_restarted_once_then_reported_never_deleted() {
         lost_node::a_joined_vm_whose_node_is_gone_is_restarted_once_then_reported_never_deleted(
+            &CLOUD,
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn item_5_a_not_ready_node_holding_local_data_has_its_vm_stopped_once_never_deleted() {
+        lost_node::item_5_a_not_ready_node_holding_local_data_has_its_vm_stopped_once_never_deleted(
             &CLOUD,
         )
         .await;

@@ -9,9 +9,10 @@ use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 use nodewright_core::plan::{Action, ReasonCode};
 use nodewright_core::run::Reconciler;
+use nodewright_sim::cluster::SimPodTemplate;
 use nodewright_sim::env::SimEnv;
 
-use super::{env_with_config, has_startup_taint, ready};
+use super::{app_pods, env_with_config, has_startup_taint, phase, ready};
 
 /// The `provisionTimeout` of [`LostNodeCloud::config`]: how long a restarted VM is waited
 /// on for its Node.
@@ -31,6 +32,11 @@ pub struct LostNodeCloud {
     pub restart_mark: fn(&SimEnv, &str) -> bool,
     /// Delete calls the cloud took so far.
     pub deletes: fn(&SimEnv) -> usize,
+    /// Stop (power-off) calls the cloud took so far.
+    pub stops: fn(&SimEnv) -> usize,
+    /// Whether VM `name` carries nodewright's fence mark (stopped for its unreachable
+    /// node's data).
+    pub fence_mark: fn(&SimEnv, &str) -> bool,
 }
 
 /// Cycles (plan and act) until `done`, at most 30 s; every decision acted on.
@@ -171,4 +177,88 @@ pub async fn a_joined_vm_whose_node_is_gone_is_restarted_once_then_reported_neve
     assert_eq!((c.restarts)(&env), 2, "restarted once per loss");
     assert_eq!((c.deletes)(&env), 0, "a delete was sent");
     assert!(env.cluster.node(&name).is_none());
+}
+
+/// Issue 29, item 5, the part a user asks for: with `unreachableWithLocalData: stop`, a
+/// node NotReady past `health.unhealthyAfter` whose pod keeps data on a `local-path`
+/// volume has its VM stopped, once, the stop recorded on the VM; the VM, its Node, the
+/// pod and the volume all stay, through an hour of later cycles.
+pub async fn item_5_a_not_ready_node_holding_local_data_has_its_vm_stopped_once_never_deleted(
+    c: &LostNodeCloud,
+) {
+    let config = c.config.replace(
+        "    minSize: 2\n",
+        "    minSize: 2\n    unreachableWithLocalData: stop\n",
+    );
+    assert_ne!(config, c.config, "the group's minSize line moved");
+    let (env, rec) = env_with_config(&config).await;
+    cycle_until(&rec, "two nodes in service", || {
+        (c.vms)(&env)
+            .iter()
+            .filter(|(_, n)| in_service(&env, n))
+            .count()
+            == 2
+    })
+    .await;
+    settle(&rec).await;
+    env.cluster
+        .add_claim("default", "db-data", None, "1Gi")
+        .expect("claim");
+    env.cluster
+        .add_replicaset(
+            "default",
+            "db",
+            1,
+            SimPodTemplate::new("postgres:16", 1 << 30).claim("data", "db-data"),
+        )
+        .expect("db");
+    super::wait_for("db running", Duration::from_secs(20), || {
+        app_pods(&env, "db").iter().any(|p| phase(p) == "Running")
+    })
+    .await;
+    let pod = app_pods(&env, "db").remove(0);
+    let node = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.node_name.clone())
+        .expect("db is bound");
+    env.cluster
+        .set_node_ready(&node, false)
+        .expect("the node stops reporting");
+    let (stops, deletes) = ((c.stops)(&env), (c.deletes)(&env));
+    // Six cycles, 20 minutes apart: past health.unhealthyAfter (15m) from the first.
+    let start = SystemTime::now();
+    let mut stopped_by = Vec::new();
+    for i in 1..=6u32 {
+        let report = rec
+            .cycle(start + Duration::from_secs(1200) * i)
+            .await
+            .expect("cycle");
+        if let Action::StopUnreachable { servers, .. } = &report.decision.action {
+            stopped_by.extend(servers.iter().map(|s| s.name.clone()));
+        }
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    assert_eq!(
+        stopped_by,
+        vec![node.clone()],
+        "stopped once, this VM alone"
+    );
+    assert_eq!((c.stops)(&env) - stops, 1, "one stop call");
+    assert!(
+        (c.fence_mark)(&env, &node),
+        "the stop is recorded on the VM"
+    );
+    assert_eq!((c.deletes)(&env), deletes, "nothing deleted");
+    assert!(
+        (c.vms)(&env).iter().any(|(_, n)| *n == node),
+        "the VM stays"
+    );
+    assert!(env.cluster.node(&node).is_some(), "the Node stays");
+    assert!(
+        app_pods(&env, "db")
+            .iter()
+            .any(|p| p.metadata.name == pod.metadata.name),
+        "the pod stays"
+    );
 }
