@@ -67,7 +67,7 @@ fn agent_execs(pve: &SimProxmox) -> usize {
 /// guest-agent join waits for its agent keeps that provider, and the join with it: the
 /// script runs once, and no cycle takes the VM for one whose join was left to finish.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_config_reload_forgets_the_providers_in_flight_state() {
+async fn item_8_a_config_reload_keeps_the_providers_in_flight_state() {
     // The guest agent answers 2 s after the start: the join is in flight at the reload.
     let env = e2e::env_with(SimProxmoxOptions {
         boot_delay: Duration::from_secs(2),
@@ -147,7 +147,7 @@ async fn a_config_reload_forgets_the_providers_in_flight_state() {
 /// (`scanInterval`) keeps the backoff, so the next cycle does not try again. A reload that
 /// changes the group's own settings (its template) lets it try at once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_config_reload_forgets_the_loops_memory() {
+async fn item_8_a_config_reload_keeps_the_loops_memory() {
     let env = e2e::env().await;
     let mut rec = e2e::reconciler(&env, &e2e::group("bad", 1, "{template: agent-shared}")).await;
     let long_backoff = |from: &str, to: &str| {
