@@ -88,7 +88,7 @@ fn render_ok(dir: &Path, template: &str, vars: serde_json::Value) -> RenderedUse
 
 /// [`ctx`] with the join credentials nodewright mints for `userData.bootstrapToken`.
 fn minted_ctx() -> RenderContext {
-    ctx().with_join(Some(userdata::JoinCredentials {
+    ctx().with_join(Some(nodewright::model::JoinCredentials {
         token: "k7x2pq.0123456789abcdef".into(),
         api_server_endpoint: "10.0.0.10:6443".into(),
         ca_cert_hash: "sha256:00ff".into(),

@@ -93,8 +93,8 @@ pub fn render_user_data_for(
 
 /// Stand-ins for the join credentials of a group that mints them, for a render outside a
 /// create (`nodewright render`, `check`): each VM gets its own at its create.
-fn minted_later() -> userdata::JoinCredentials {
-    userdata::JoinCredentials {
+fn minted_later() -> crate::model::JoinCredentials {
+    crate::model::JoinCredentials {
         token: "xxxxxx.xxxxxxxxxxxxxxxx".into(),
         api_server_endpoint: "minted-at-create.invalid:6443".into(),
         ca_cert_hash: "sha256:from-kube-public-cluster-info".into(),
@@ -109,7 +109,7 @@ fn render_sized(
     node_name: &str,
     shape: Option<&GroupShape>,
     size: Option<&str>,
-    join: Option<&userdata::JoinCredentials>,
+    join: Option<&crate::model::JoinCredentials>,
 ) -> Result<userdata::RenderedUserData, ActError> {
     let taints = group.taints.iter().map(|t| t.to_flag()).collect();
     let mut labels = provider_labels(shape);
@@ -143,7 +143,7 @@ fn request_for(
     name: &str,
     zone: Option<String>,
     size: Option<&str>,
-    join: Option<&userdata::JoinCredentials>,
+    join: Option<&crate::model::JoinCredentials>,
 ) -> Result<CreateRequest, ActError> {
     let placed = shapes.get(&g.name).map(|s| {
         let sized = size.map_or_else(|| s.clone(), |n| s.of_size(n));
@@ -172,7 +172,7 @@ fn renderer<'r>(
     shapes: &'r BTreeMap<String, GroupShape>,
     g: &'r NodeGroupConfig,
     name: &'r str,
-    join: Option<&'r userdata::JoinCredentials>,
+    join: Option<&'r crate::model::JoinCredentials>,
 ) -> impl Fn(Option<&str>) -> Result<CreateRequest, String> + Send + Sync + 'r {
     move |zone| {
         request_for(
@@ -800,7 +800,7 @@ impl Actuator<'_> {
         name: &str,
         zone: Option<String>,
         size: Option<&str>,
-        join: Option<&userdata::JoinCredentials>,
+        join: Option<&crate::model::JoinCredentials>,
     ) -> Result<CreateRequest, ActError> {
         request_for(self.config, self.group_shapes, g, name, zone, size, join)
     }
@@ -812,7 +812,7 @@ impl Actuator<'_> {
         &self,
         g: &NodeGroupConfig,
         name: &str,
-    ) -> Result<Option<userdata::JoinCredentials>, ActError> {
+    ) -> Result<Option<crate::model::JoinCredentials>, ActError> {
         if !g.user_data.bootstrap_token {
             return Ok(None);
         }

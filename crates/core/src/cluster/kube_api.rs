@@ -480,7 +480,7 @@ impl ClusterApi for KubeCluster {
         cluster: &str,
         node: &str,
         expires: SystemTime,
-    ) -> Result<crate::userdata::JoinCredentials, ClusterError> {
+    ) -> Result<crate::model::JoinCredentials, ClusterError> {
         use super::bootstrap;
         use k8s_openapi::api::core::v1::{ConfigMap, Secret};
         let info: Api<ConfigMap> = Api::namespaced(self.client.clone(), "kube-public");
@@ -555,7 +555,7 @@ impl ClusterApi for KubeCluster {
             }
             Err(e) => return Err(api_err(call)(e)),
         }
-        Ok(crate::userdata::JoinCredentials {
+        Ok(crate::model::JoinCredentials {
             token: format!("{id}.{secret}"),
             api_server_endpoint: endpoint,
             ca_cert_hash: ca_hash,

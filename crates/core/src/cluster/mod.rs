@@ -126,7 +126,7 @@ pub trait ClusterApi: Send + Sync {
         cluster: &str,
         node: &str,
         expires: std::time::SystemTime,
-    ) -> Result<crate::userdata::JoinCredentials, ClusterError> {
+    ) -> Result<crate::model::JoinCredentials, ClusterError> {
         let _ = (cluster, expires);
         Err(ClusterError::Bootstrap(format!(
             "node {node}: this cluster client mints no bootstrap tokens"

@@ -8,6 +8,7 @@
 pub mod bytes;
 pub mod codes;
 pub mod hosts;
+pub mod join;
 pub mod labels;
 pub mod objects;
 pub mod quantity;
@@ -21,6 +22,7 @@ pub mod volumes;
 pub use bytes::Bytes;
 pub use codes::{Bucket, KeptReason};
 pub use hosts::{GroupHosts, Host, HostState, Overcommit, VmSize};
+pub use join::JoinCredentials;
 pub use labels::*;
 pub use objects::{normalize_image, NodeInfo, PdbInfo, PodInfo, PodPhase, Taint, Toleration};
 pub use quantity::{parse_quantity, quantity_value, Quantity};

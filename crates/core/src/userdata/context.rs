@@ -20,28 +20,7 @@ pub struct RenderContext {
     pub startup_taint: String,
     /// The kubeadm join credentials nodewright minted for this node
     /// (`userData.bootstrapToken`), if any.
-    pub join: Option<JoinCredentials>,
-}
-
-/// What a kubeadm node joins with when nodewright mints its bootstrap token: the token
-/// (`<id>.<secret>`, good for `provisionTimeout`), the API server's `host:port` and the
-/// SHA-256 of the cluster CA's public key, as `kube-public/cluster-info` publishes them.
-#[derive(Clone, PartialEq, Eq)]
-pub struct JoinCredentials {
-    pub token: String,
-    pub api_server_endpoint: String,
-    pub ca_cert_hash: String,
-}
-
-/// The token is a credential: never printed.
-impl std::fmt::Debug for JoinCredentials {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("JoinCredentials")
-            .field("token", &"<redacted>")
-            .field("api_server_endpoint", &self.api_server_endpoint)
-            .field("ca_cert_hash", &self.ca_cert_hash)
-            .finish()
-    }
+    pub join: Option<crate::model::JoinCredentials>,
 }
 
 /// The names a template gets from nodewright; `variables` may not reuse them.
@@ -91,7 +70,7 @@ impl RenderContext {
     }
 
     /// This context with the kubeadm join credentials minted for the node.
-    pub fn with_join(mut self, join: Option<JoinCredentials>) -> Self {
+    pub fn with_join(mut self, join: Option<crate::model::JoinCredentials>) -> Self {
         self.join = join;
         self
     }
