@@ -97,8 +97,17 @@ fn pem_certificate(pem: &[u8]) -> Option<Vec<u8>> {
     base64::engine::general_purpose::STANDARD.decode(b64).ok()
 }
 
-/// One DER element at the start of `der`: (tag, content, whole element, rest).
-fn element(der: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
+/// One DER element read off the front of a buffer.
+struct Element<'a> {
+    tag: u8,
+    content: &'a [u8],
+    /// Tag, length and content: the element as encoded.
+    whole: &'a [u8],
+    rest: &'a [u8],
+}
+
+/// The DER element at the start of `der`.
+fn element(der: &[u8]) -> Option<Element<'_>> {
     let (&tag, rest) = der.split_first()?;
     let (&first, rest) = rest.split_first()?;
     let (len, rest) = if first < 0x80 {
@@ -117,32 +126,30 @@ fn element(der: &[u8]) -> Option<(u8, &[u8], &[u8], &[u8])> {
         return None;
     }
     let header = der.len() - rest.len();
-    Some((tag, &rest[..len], &der[..header + len], &rest[len..]))
+    Some(Element {
+        tag,
+        content: &rest[..len],
+        whole: &der[..header + len],
+        rest: &rest[len..],
+    })
 }
 
 /// The `subjectPublicKeyInfo` element of an X.509 certificate (RFC 5280, 4.1): what
 /// kubeadm's `--discovery-token-ca-cert-hash` is the SHA-256 of.
 fn subject_public_key_info(cert: &[u8]) -> Option<&[u8]> {
     const SEQUENCE: u8 = 0x30;
-    let (tag, certificate, _, _) = element(cert)?;
-    if tag != SEQUENCE {
-        return None;
-    }
-    let (tag, tbs, _, _) = element(certificate)?;
-    if tag != SEQUENCE {
-        return None;
-    }
-    let mut rest = tbs;
+    let certificate = element(cert).filter(|e| e.tag == SEQUENCE)?;
+    let tbs = element(certificate.content).filter(|e| e.tag == SEQUENCE)?;
+    let mut rest = tbs.content;
     // [0] version is optional; then serial, signature, issuer, validity, subject.
-    let (tag, _, _, after) = element(rest)?;
-    if tag == 0xa0 {
-        rest = after;
+    let first = element(rest)?;
+    if first.tag == 0xa0 {
+        rest = first.rest;
     }
     for _ in 0..5 {
-        rest = element(rest)?.3;
+        rest = element(rest)?.rest;
     }
-    let (tag, _, spki, _) = element(rest)?;
-    (tag == SEQUENCE).then_some(spki)
+    element(rest).filter(|e| e.tag == SEQUENCE).map(|e| e.whole)
 }
 
 #[cfg(test)]

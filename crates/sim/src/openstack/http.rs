@@ -1,7 +1,6 @@
 //! Request logging, microversion negotiation and the error shapes every handler shares.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};

@@ -1,7 +1,6 @@
 //! Keystone v3: token issue by password or application credential.
 
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use axum::body::Bytes;
 use axum::extract::State;

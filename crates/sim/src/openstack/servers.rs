@@ -2,7 +2,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::SystemTime;
 
 use axum::body::Bytes;
 use axum::extract::{Path as UrlPath, Query, State};
