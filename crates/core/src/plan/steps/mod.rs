@@ -23,7 +23,7 @@ pub use disrupt::{disrupt, mark_unneeded, soft_taint, unremovable};
 pub use drain::{drain, forget_stale_cordons};
 pub use fence::stop_unreachable;
 pub use give_back::give_back_needed;
-pub use images::{warm_images, UNPULLABLE_RETRY};
+pub use images::warm_images;
 pub use orphans::{delete_nodes_without_vm, note_unknown_groups, unknown_group_vms};
 pub use pools::{drop_stale_warm, fill_warm_pools, from_warm_pool, park_warm};
 pub use provisioning::{
