@@ -53,7 +53,12 @@ fn workers(env: &SimEnv) -> Vec<Node> {
     env.cluster
         .nodes()
         .into_iter()
-        .filter(|n| n.metadata.name.as_deref().is_some_and(|m| m.starts_with("img-")))
+        .filter(|n| {
+            n.metadata
+                .name
+                .as_deref()
+                .is_some_and(|m| m.starts_with("img-"))
+        })
         .collect()
 }
 
@@ -74,7 +79,11 @@ fn pullers(env: &SimEnv) -> Vec<(String, String, Vec<String>)> {
         })
         .map(|p: Pod| {
             let spec = p.spec.unwrap_or_default();
-            let images = spec.containers.into_iter().filter_map(|c| c.image).collect();
+            let images = spec
+                .containers
+                .into_iter()
+                .filter_map(|c| c.image)
+                .collect();
             (
                 p.metadata.uid.unwrap_or_default(),
                 spec.node_name.unwrap_or_default(),
@@ -97,7 +106,10 @@ async fn drive(
             .iter()
             .map(|n| (name(n), env.cluster.node_images(&name(n))))
             .collect();
-        format!("nodes and their images: {nodes:?}\npullers: {:?}", pullers(env))
+        format!(
+            "nodes and their images: {nodes:?}\npullers: {:?}",
+            pullers(env)
+        )
     })
     .await;
 }
@@ -177,7 +189,10 @@ async fn a_private_image_is_warmed_with_the_pull_secret_of_its_pods() {
 async fn an_unpullable_image_makes_no_puller_loop_and_other_images_and_nodes_are_warmed() {
     let (env, rec) = setup(3, SimTimings::default()).await;
     env.cluster.missing_image("registry.example/ghost:404");
-    for (rs, image) in [("ghost", "registry.example/ghost:404"), ("web", "nginx:1.25")] {
+    for (rs, image) in [
+        ("ghost", "registry.example/ghost:404"),
+        ("web", "nginx:1.25"),
+    ] {
         env.cluster
             .add_replicaset("default", rs, 1, SimPodTemplate::new(image, GI))
             .expect("replicaset");
@@ -248,7 +263,8 @@ async fn a_node_with_60_images_gets_no_puller_for_images_it_has() {
     // lists the largest 50.
     let containers: Vec<serde_json::Value> = (0..60)
         .map(|i| {
-            let mut c = json!({"name": format!("c{i}"), "image": format!("registry.example/tool-{i}:1")});
+            let mut c =
+                json!({"name": format!("c{i}"), "image": format!("registry.example/tool-{i}:1")});
             if i == 0 {
                 c["resources"] = json!({"requests": {"memory": GI.to_string()}});
             }
@@ -265,7 +281,10 @@ async fn a_node_with_60_images_gets_no_puller_for_images_it_has() {
         .expect("replicaset");
     let running = |env: &SimEnv| {
         env.cluster.pods().iter().any(|p| {
-            p.metadata.name.as_deref().is_some_and(|n| n.starts_with("many-"))
+            p.metadata
+                .name
+                .as_deref()
+                .is_some_and(|n| n.starts_with("many-"))
                 && common::phase(p) == "Running"
         })
     };
