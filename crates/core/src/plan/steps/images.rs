@@ -59,7 +59,7 @@ fn given_up(v: &View<'_>) -> BTreeMap<String, (u64, String)> {
             if now.saturating_sub(at) >= UNPULLABLE_RETRY.as_secs() {
                 continue;
             }
-            if out.get(&image).map_or(true, |(t, _)| *t < at) {
+            if out.get(&image).is_none_or(|(t, _)| *t < at) {
                 out.insert(image, (at, node.name.clone()));
             }
         }
