@@ -707,4 +707,58 @@ mod tests {
         .expect("a claim");
         assert!(!claim_info(&plain).expect("converted").disposable);
     }
+
+    /// The kubelet's words for a pull that failed, in init and regular containers
+    /// alike; a container waiting for another reason is no pull failure.
+    #[test]
+    fn pull_errors_and_pull_secrets_are_read_from_the_pod() {
+        let p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "apps"},
+            "spec": {"imagePullSecrets": [{"name": "regcred"}],
+                "initContainers": [{"name": "i", "image": "init:1"}],
+                "containers": [{"name": "a", "image": "ghost:404"}, {"name": "b", "image": "ok:1"}]},
+            "status": {"phase": "Pending",
+                "initContainerStatuses": [{"name": "i", "image": "init:1", "imageID": "",
+                    "ready": false, "restartCount": 0,
+                    "state": {"waiting": {"reason": "ErrImagePull"}}}],
+                "containerStatuses": [
+                    {"name": "a", "image": "ghost:404", "imageID": "", "ready": false,
+                     "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff"}}},
+                    {"name": "b", "image": "ok:1", "imageID": "", "ready": false,
+                     "restartCount": 0, "state": {"waiting": {"reason": "PodInitializing"}}}]}
+        }))
+        .expect("pod");
+        let info = pod_info(&p).expect("converts");
+        assert_eq!(info.image_pull_secrets, ["regcred"]);
+        assert_eq!(
+            info.pull_failures,
+            [
+                ("init:1".to_string(), "ErrImagePull".to_string()),
+                ("ghost:404".to_string(), "ImagePullBackOff".to_string())
+            ]
+        );
+    }
+
+    /// The listing's entries are counted (not the names: an entry has a tag and a
+    /// digest name) and each name keeps its entry's size.
+    #[test]
+    fn the_image_listing_counts_entries_and_keeps_sizes() {
+        let n: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1"},
+            "status": {"images": [
+                {"names": ["docker.io/library/nginx@sha256:ab", "docker.io/library/nginx:1.25"],
+                 "sizeBytes": 70000000},
+                {"names": ["redis:7"], "sizeBytes": 40000000}]}
+        }))
+        .expect("node");
+        let info = node_info(&n).expect("converts");
+        assert_eq!(info.image_listing.entries, 2);
+        assert_eq!(
+            info.image_listing.sizes.get("docker.io/library/nginx:1.25"),
+            Some(&70000000)
+        );
+        assert_eq!(info.image_listing.smallest(), Some(40000000));
+        assert!(info.images.contains("docker.io/library/redis:7"));
+        assert!(!info.image_listing.is_full());
+    }
 }
