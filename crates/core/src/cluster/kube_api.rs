@@ -648,4 +648,40 @@ mod tests {
         // It parses as a Pod.
         let _: Pod = serde_json::from_value(pod).expect("a Pod");
     }
+
+    /// The puller pulls with the Secrets its pods name, and tolerates nodewright's
+    /// startup taint (every taint), so a new node is warmed as soon as it registers.
+    #[test]
+    fn the_image_puller_names_the_pull_secrets_and_tolerates_the_startup_taint() {
+        let pod = puller_pod(
+            "c",
+            "n1",
+            &["registry.example/app:1".into()],
+            &["regcred".into()],
+        );
+        let pod: Pod = serde_json::from_value(pod).expect("a Pod");
+        let spec = pod.spec.expect("spec");
+        let secrets: Vec<String> = spec
+            .image_pull_secrets
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(secrets, ["regcred"]);
+        let startup = crate::model::Taint {
+            key: crate::model::STARTUP_TAINT_KEY.into(),
+            value: Some("true".into()),
+            effect: "NoSchedule".into(),
+        };
+        let tolerates = spec.tolerations.unwrap_or_default().iter().any(|t| {
+            crate::model::Toleration {
+                key: t.key.clone(),
+                operator: t.operator.clone(),
+                value: t.value.clone(),
+                effect: t.effect.clone(),
+            }
+            .tolerates(&startup)
+        });
+        assert!(tolerates);
+    }
 }
