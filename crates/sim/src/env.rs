@@ -37,6 +37,10 @@ pub const SHIPPED_TEMPLATES: &[(&str, &str)] = &[
         "kubeadm-join.sh.j2",
         include_str!("../../../templates/kubeadm-join.sh.j2"),
     ),
+    (
+        "kubeadm-join.cloud-init.yaml.j2",
+        include_str!("../../../templates/kubeadm-join.cloud-init.yaml.j2"),
+    ),
 ];
 
 /// Timings for the simulated pieces.
@@ -322,6 +326,15 @@ impl SimEnv {
         std::fs::write(&path, text)?;
         let config = Config::load(&path)?;
         Ok((path, config))
+    }
+
+    /// Moves the clocks of the simulated API server and OpenStack `by` ahead of the wall
+    /// clock, for a test that lives a day in a minute: a loop cycling at `now + by` then
+    /// agrees with them on VM ages and token expirations. Proxmox and Kamatera keep the
+    /// wall clock.
+    pub fn advance_clock(&self, by: Duration) {
+        self.cluster.advance_clock(by);
+        self.cloud.advance_clock(by);
     }
 
     /// A reconciler talking to this environment over HTTP, built the way `run` builds it

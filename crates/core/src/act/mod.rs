@@ -87,7 +87,18 @@ pub fn render_user_data_for(
     node_name: &str,
     shape: Option<&GroupShape>,
 ) -> Result<userdata::RenderedUserData, ActError> {
-    render_sized(config, group, node_name, shape, None)
+    let preview = group.user_data.bootstrap_token.then(minted_later);
+    render_sized(config, group, node_name, shape, None, preview.as_ref())
+}
+
+/// Stand-ins for the join credentials of a group that mints them, for a render outside a
+/// create (`nodewright render`, `check`): each VM gets its own at its create.
+fn minted_later() -> userdata::JoinCredentials {
+    userdata::JoinCredentials {
+        token: "xxxxxx.xxxxxxxxxxxxxxxx".into(),
+        api_server_endpoint: "minted-at-create.invalid:6443".into(),
+        ca_cert_hash: "sha256:from-kube-public-cluster-info".into(),
+    }
 }
 
 /// [`render_user_data_for`] a VM of `size` (in a group of several sizes): `shape` is
@@ -98,6 +109,7 @@ fn render_sized(
     node_name: &str,
     shape: Option<&GroupShape>,
     size: Option<&str>,
+    join: Option<&userdata::JoinCredentials>,
 ) -> Result<userdata::RenderedUserData, ActError> {
     let taints = group.taints.iter().map(|t| t.to_flag()).collect();
     let mut labels = provider_labels(shape);
@@ -112,7 +124,8 @@ fn render_sized(
         node_name,
         &labels,
         taints,
-    );
+    )
+    .with_join(join.cloned());
     userdata::render(&config.templates_dir, &group.user_data, &ctx).map_err(|source| {
         ActError::UserData {
             group: group.name.clone(),
@@ -130,6 +143,7 @@ fn request_for(
     name: &str,
     zone: Option<String>,
     size: Option<&str>,
+    join: Option<&userdata::JoinCredentials>,
 ) -> Result<CreateRequest, ActError> {
     let placed = shapes.get(&g.name).map(|s| {
         let sized = size.map_or_else(|| s.clone(), |n| s.of_size(n));
@@ -138,7 +152,7 @@ fn request_for(
             ..sized
         }
     });
-    let rendered = render_sized(config, g, name, placed.as_ref(), size)?;
+    let rendered = render_sized(config, g, name, placed.as_ref(), size, join)?;
     Ok(CreateRequest {
         name: name.to_string(),
         cluster: config.cluster_name.clone(),
@@ -158,10 +172,19 @@ fn renderer<'r>(
     shapes: &'r BTreeMap<String, GroupShape>,
     g: &'r NodeGroupConfig,
     name: &'r str,
+    join: Option<&'r userdata::JoinCredentials>,
 ) -> impl Fn(Option<&str>) -> Result<CreateRequest, String> + Send + Sync + 'r {
     move |zone| {
-        request_for(config, shapes, g, name, zone.map(str::to_string), None)
-            .map_err(|e| e.to_string())
+        request_for(
+            config,
+            shapes,
+            g,
+            name,
+            zone.map(str::to_string),
+            None,
+            join,
+        )
+        .map_err(|e| e.to_string())
     }
 }
 
@@ -219,6 +242,9 @@ pub struct Actuator<'a> {
     /// action over several objects applies to each on its own, and only these are held
     /// back. Empty after a failure not tied to one object (then all of them are).
     pub failed: Vec<String>,
+    /// The loop's clock at the decision (virtual in a replay): minted join tokens are
+    /// good for `provisionTimeout` from it.
+    pub now: std::time::SystemTime,
 }
 
 /// The first failure of an action over several objects, which goes on past it.
@@ -264,7 +290,11 @@ impl Actuator<'_> {
                 let mut first = FirstFailure::default();
                 for node in nodes {
                     match self.cluster.remove_taint(node, STARTUP_TAINT_KEY).await {
-                        Ok(()) => out.done.push(format!("removed startup taint from {node}")),
+                        Ok(()) => {
+                            // Joined: its bootstrap token has done its work.
+                            self.drop_join_tokens(std::slice::from_ref(node)).await;
+                            out.done.push(format!("removed startup taint from {node}"))
+                        }
                         Err(e) => {
                             if !self.failed_on(action, Target::Node(node), e, &mut first) {
                                 break;
@@ -285,6 +315,8 @@ impl Actuator<'_> {
                         break;
                     }
                 }
+                let names: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
+                self.drop_join_tokens(&names).await;
                 each.result(&mut out)?;
             }
             Action::ScaleUp { group, count, size } => {
@@ -315,7 +347,17 @@ impl Actuator<'_> {
                 for s in servers {
                     // Rendered by the provider's call for the zone the VM is in (on
                     // Proxmox its host), as a create there would have been.
-                    let render = renderer(self.config, self.group_shapes, g, &s.name);
+                    let join = match self.join_credentials(g, &s.name).await {
+                        Ok(j) => j,
+                        Err(e) => {
+                            if !first.keep(e) {
+                                break;
+                            }
+                            continue;
+                        }
+                    };
+                    let render =
+                        renderer(self.config, self.group_shapes, g, &s.name, join.as_ref());
                     match provider
                         .start_warm(&self.config.cluster_name, &s.id, &render)
                         .await
@@ -779,8 +821,53 @@ impl Actuator<'_> {
         name: &str,
         zone: Option<String>,
         size: Option<&str>,
+        join: Option<&userdata::JoinCredentials>,
     ) -> Result<CreateRequest, ActError> {
-        request_for(self.config, self.group_shapes, g, name, zone, size)
+        request_for(self.config, self.group_shapes, g, name, zone, size, join)
+    }
+
+    /// The kubeadm join credentials of VM `name` of `g`, minted now, good for
+    /// `provisionTimeout` (`userData.bootstrapToken`); `None` for other groups. A dry run
+    /// writes nothing: the template gets stand-ins.
+    async fn join_credentials(
+        &self,
+        g: &NodeGroupConfig,
+        name: &str,
+    ) -> Result<Option<userdata::JoinCredentials>, ActError> {
+        if !g.user_data.bootstrap_token {
+            return Ok(None);
+        }
+        if self.dry_run {
+            return Ok(Some(minted_later()));
+        }
+        let expires = self.now + self.config.provision_timeout;
+        let creds = self
+            .cluster
+            .mint_bootstrap_token(&self.config.cluster_name, name, expires)
+            .await?;
+        Ok(Some(creds))
+    }
+
+    /// Deletes the bootstrap tokens of `names` in groups that mint them: their node
+    /// joined, or their VM is gone. A failure is logged; the token expires anyway.
+    async fn drop_join_tokens(&self, names: &[String]) {
+        let minting = self
+            .config
+            .node_groups
+            .iter()
+            .any(|g| g.user_data.bootstrap_token);
+        if !minting || self.dry_run {
+            return;
+        }
+        for name in names {
+            if let Err(e) = self
+                .cluster
+                .delete_bootstrap_token(&self.config.cluster_name, name)
+                .await
+            {
+                tracing::warn!(node = name, error = %e, "bootstrap token not deleted; it expires at provisionTimeout");
+            }
+        }
     }
 
     /// Runs the join scripts a process gone left unrun, or records the joins of those
@@ -801,7 +888,12 @@ impl Actuator<'_> {
                 let g = config
                     .group(&s.group)
                     .ok_or_else(|| ActError::NoProvider(format!("group {}", s.group)))?;
-                let render = renderer(config, shapes, g, &s.name);
+                let join = if done {
+                    None
+                } else {
+                    self.join_credentials(g, &s.name).await?
+                };
+                let render = renderer(config, shapes, g, &s.name, join.as_ref());
                 let render: Option<&crate::cloud::RenderJoin<'_>> =
                     if done { None } else { Some(&render) };
                 provider
@@ -900,7 +992,8 @@ impl Actuator<'_> {
         for k in 0..count as usize {
             let name = new_node_name(&self.config.cluster_name, &g.name, &self.taken_names);
             self.taken_names.insert(name.clone());
-            let req = self.request(g, &name, zones.get(k).cloned(), size)?;
+            let join = self.join_credentials(g, &name).await?;
+            let req = self.request(g, &name, zones.get(k).cloned(), size, join.as_ref())?;
             let server = if warm {
                 provider.create_warm(&req).await?
             } else {

@@ -226,6 +226,7 @@ impl Reconciler {
             group_shapes: &snapshot.group_shapes,
             dry_run: self.dry_run,
             failed: Vec::new(),
+            now,
         };
         if !self.dry_run {
             self.count_creates(&decision.action);

@@ -18,6 +18,30 @@ pub struct RenderContext {
     pub taints: Vec<String>,
     /// `nodewright.io/startup=true:NoSchedule`.
     pub startup_taint: String,
+    /// The kubeadm join credentials nodewright minted for this node
+    /// (`userData.bootstrapToken`), if any.
+    pub join: Option<JoinCredentials>,
+}
+
+/// What a kubeadm node joins with when nodewright mints its bootstrap token: the token
+/// (`<id>.<secret>`, good for `provisionTimeout`), the API server's `host:port` and the
+/// SHA-256 of the cluster CA's public key, as `kube-public/cluster-info` publishes them.
+#[derive(Clone, PartialEq, Eq)]
+pub struct JoinCredentials {
+    pub token: String,
+    pub api_server_endpoint: String,
+    pub ca_cert_hash: String,
+}
+
+/// The token is a credential: never printed.
+impl std::fmt::Debug for JoinCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JoinCredentials")
+            .field("token", &"<redacted>")
+            .field("api_server_endpoint", &self.api_server_endpoint)
+            .field("ca_cert_hash", &self.ca_cert_hash)
+            .finish()
+    }
 }
 
 /// The names a template gets from nodewright; `variables` may not reuse them.
@@ -30,6 +54,9 @@ pub const BUILTIN_VARIABLES: &[&str] = &[
     "startup_taint",
     "all_taints",
     "k3s_node_args",
+    "bootstrap_token",
+    "api_server_endpoint",
+    "ca_cert_hash",
 ];
 
 /// The startup taint every new node registers with, `key=true:NoSchedule`.
@@ -59,7 +86,14 @@ impl RenderContext {
             labels,
             taints: group_taints,
             startup_taint: startup_taint(),
+            join: None,
         }
+    }
+
+    /// This context with the kubeadm join credentials minted for the node.
+    pub fn with_join(mut self, join: Option<JoinCredentials>) -> Self {
+        self.join = join;
+        self
     }
 
     /// Group taints followed by the startup taint.
@@ -88,7 +122,7 @@ impl RenderContext {
     pub(super) fn builtins(&self) -> BTreeMap<&'static str, serde_json::Value> {
         use serde_json::Value;
         let strings = |v: Vec<String>| Value::Array(v.into_iter().map(Value::String).collect());
-        BTreeMap::from([
+        let mut out = BTreeMap::from([
             ("cluster_name", Value::String(self.cluster_name.clone())),
             ("group", Value::String(self.group.clone())),
             ("node_name", Value::String(self.node_name.clone())),
@@ -105,6 +139,15 @@ impl RenderContext {
             ("startup_taint", Value::String(self.startup_taint.clone())),
             ("all_taints", strings(self.all_taints())),
             ("k3s_node_args", strings(self.k3s_node_args())),
-        ])
+        ]);
+        if let Some(j) = &self.join {
+            out.insert("bootstrap_token", Value::String(j.token.clone()));
+            out.insert(
+                "api_server_endpoint",
+                Value::String(j.api_server_endpoint.clone()),
+            );
+            out.insert("ca_cert_hash", Value::String(j.ca_cert_hash.clone()));
+        }
+        out
     }
 }
