@@ -320,6 +320,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
                 r
             },
             images: BTreeSet::from([nodewright::model::normalize_image("nginx:1.25")]),
+            image_listing: Default::default(),
             deleting: false,
             ready_changed: None,
         });

@@ -4,6 +4,7 @@
 use nodewright_testkit as common;
 
 mod graceful;
+mod images;
 mod lifecycle;
 mod objects;
 mod scheduler;

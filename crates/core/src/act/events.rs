@@ -279,12 +279,22 @@ fn all_events(decision: &Decision, result: Result<&Outcome, &str>) -> Vec<EventS
                 }
             }
         }
-        Action::PullImages { node, images } => out.push(ev(
+        Action::PullImages { node, images, .. } => out.push(ev(
             ObjectRef::node(node),
             "PullingImages",
             format!("warming image cache: {}", images.join(", ")),
             false,
         )),
+        Action::GiveUpPulls { node, .. } => {
+            for r in &decision.reasons {
+                out.push(ev(
+                    ObjectRef::node(node),
+                    "ImageUnpullable",
+                    r.message.clone(),
+                    true,
+                ));
+            }
+        }
         Action::None
         | Action::DeletePods { .. }
         | Action::FillWarmPool { .. }
@@ -664,6 +674,12 @@ mod tests {
             Action::PullImages {
                 node: "n1".into(),
                 images: vec!["img".into()],
+                pull_secrets: Vec::new(),
+            },
+            Action::GiveUpPulls {
+                node: "n1".into(),
+                unpullable: std::collections::BTreeMap::from([("img".into(), 1)]),
+                pods: vec![pod_ref("puller")],
             },
             Action::DeletePods {
                 pods: vec![pod_ref("puller")],

@@ -625,6 +625,7 @@ mod tests {
             taints: Vec::new(),
             allocatable: Default::default(),
             images: Default::default(),
+            image_listing: Default::default(),
             deleting: false,
             ready_changed: None,
         };

@@ -16,8 +16,8 @@ use crate::cluster::{ClusterApi, ClusterError, Eviction};
 use crate::config::{Config, NodeGroupConfig};
 use crate::model::{
     GroupShape, PodRef, ServerRef, ANNOTATION_CORDONED, ANNOTATION_CORDONED_AT,
-    ANNOTATION_DISRUPTION, ANNOTATION_UNNEEDED_SINCE, DELETION_CANDIDATE_TAINT_KEY,
-    STARTUP_TAINT_KEY,
+    ANNOTATION_DISRUPTION, ANNOTATION_UNNEEDED_SINCE, ANNOTATION_UNPULLABLE_IMAGES,
+    DELETION_CANDIDATE_TAINT_KEY, STARTUP_TAINT_KEY,
 };
 use crate::plan::sched::template::provider_labels;
 use crate::plan::{backoff, Action, Target};
@@ -765,16 +765,37 @@ impl Actuator<'_> {
                 self.finish_joins(action, servers, registered, &mut out)
                     .await?
             }
-            Action::PullImages { node, images } => {
+            Action::PullImages {
+                node,
+                images,
+                pull_secrets,
+            } => {
                 let ns = &self.config.image_puller.namespace;
                 let pod = self
                     .cluster
-                    .create_image_puller(&self.config.cluster_name, ns, node, images)
+                    .create_image_puller(&self.config.cluster_name, ns, node, images, pull_secrets)
                     .await?;
                 out.done.push(format!(
                     "started {ns}/{pod} to pull {} on {node}",
                     images.join(", ")
                 ));
+            }
+            Action::GiveUpPulls {
+                node,
+                unpullable,
+                pods,
+            } => {
+                // The record first: a puller deleted without it would be made again.
+                let record = serde_json::to_string(unpullable).unwrap_or_default();
+                let set =
+                    BTreeMap::from([(ANNOTATION_UNPULLABLE_IMAGES.to_string(), Some(record))]);
+                self.cluster.annotate(node, &set).await?;
+                let names: Vec<&str> = unpullable.keys().map(String::as_str).collect();
+                out.done.push(format!(
+                    "recorded on {node} the images no puller tries for now: {}",
+                    names.join(", ")
+                ));
+                self.delete_pullers(pods, &mut out).await?;
             }
             Action::DeletePods { pods } => {
                 let mut each = Refusals::new(Vec::new());

@@ -242,15 +242,21 @@ pub fn node_info(n: &Node) -> Option<NodeInfo> {
         })
         .unwrap_or_default();
     let allocatable = resources(status.and_then(|s| s.allocatable.as_ref()));
-    let images = status
-        .and_then(|s| s.images.as_ref())
-        .map(|imgs| {
-            imgs.iter()
-                .flat_map(|i| i.names.iter().flatten())
-                .map(|n| normalize_image(n))
-                .collect()
-        })
-        .unwrap_or_default();
+    let listed = status.and_then(|s| s.images.as_deref()).unwrap_or_default();
+    let mut image_listing = crate::model::ImageListing {
+        entries: listed.len(),
+        ..Default::default()
+    };
+    for entry in listed {
+        let size = entry
+            .size_bytes
+            .and_then(|b| u64::try_from(b).ok())
+            .unwrap_or(0);
+        for n in entry.names.iter().flatten() {
+            image_listing.sizes.insert(normalize_image(n), size);
+        }
+    }
+    let images = image_listing.sizes.keys().cloned().collect();
     Some(NodeInfo {
         name,
         labels: labels(&n.metadata.labels),
@@ -266,6 +272,7 @@ pub fn node_info(n: &Node) -> Option<NodeInfo> {
         taints,
         allocatable,
         images,
+        image_listing,
         deleting: n.metadata.deletion_timestamp.is_some(),
         ready_changed,
     })
@@ -310,6 +317,16 @@ pub fn pod_info(p: &Pod) -> Option<PodInfo> {
                 .collect()
         })
         .unwrap_or_default();
+    let image_pull_secrets = spec
+        .and_then(|s| s.image_pull_secrets.as_ref())
+        .map(|refs| {
+            refs.iter()
+                .map(|r| r.name.clone())
+                .filter(|n| !n.is_empty())
+                .collect()
+        })
+        .unwrap_or_default();
+    let pull_failures = pull_failures(p);
     let tolerations = spec
         .and_then(|s| s.tolerations.as_ref())
         .map(|ts| {
@@ -433,6 +450,8 @@ pub fn pod_info(p: &Pod) -> Option<PodInfo> {
         controller_name: controller.map(|o| o.name.clone()),
         mirror,
         images,
+        image_pull_secrets,
+        pull_failures,
         node_selector: spec
             .and_then(|s| s.node_selector.clone())
             .unwrap_or_default(),
@@ -454,6 +473,33 @@ pub fn pod_info(p: &Pod) -> Option<PodInfo> {
             .unwrap_or(UNIX_EPOCH),
         namespace,
     })
+}
+
+/// Why a container waits when its image cannot be pulled, as the kubelet words it.
+const PULL_ERRORS: &[&str] = &[
+    "ErrImagePull",
+    "ImagePullBackOff",
+    "InvalidImageName",
+    "ErrImageNeverPull",
+];
+
+/// The images of `p`'s containers (init ones too) that wait with a pull error, with it.
+fn pull_failures(p: &Pod) -> Vec<(String, String)> {
+    let Some(status) = p.status.as_ref() else {
+        return Vec::new();
+    };
+    status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .chain(status.container_statuses.iter().flatten())
+        .filter_map(|c| {
+            let reason = c.state.as_ref()?.waiting.as_ref()?.reason.as_deref()?;
+            PULL_ERRORS
+                .contains(&reason)
+                .then(|| (c.image.clone(), reason.to_string()))
+        })
+        .collect()
 }
 
 pub fn pv_info(pv: &PersistentVolume) -> Option<PvInfo> {
@@ -660,5 +706,59 @@ mod tests {
         }))
         .expect("a claim");
         assert!(!claim_info(&plain).expect("converted").disposable);
+    }
+
+    /// The kubelet's words for a pull that failed, in init and regular containers
+    /// alike; a container waiting for another reason is no pull failure.
+    #[test]
+    fn pull_errors_and_pull_secrets_are_read_from_the_pod() {
+        let p: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "apps"},
+            "spec": {"imagePullSecrets": [{"name": "regcred"}],
+                "initContainers": [{"name": "i", "image": "init:1"}],
+                "containers": [{"name": "a", "image": "ghost:404"}, {"name": "b", "image": "ok:1"}]},
+            "status": {"phase": "Pending",
+                "initContainerStatuses": [{"name": "i", "image": "init:1", "imageID": "",
+                    "ready": false, "restartCount": 0,
+                    "state": {"waiting": {"reason": "ErrImagePull"}}}],
+                "containerStatuses": [
+                    {"name": "a", "image": "ghost:404", "imageID": "", "ready": false,
+                     "restartCount": 0, "state": {"waiting": {"reason": "ImagePullBackOff"}}},
+                    {"name": "b", "image": "ok:1", "imageID": "", "ready": false,
+                     "restartCount": 0, "state": {"waiting": {"reason": "PodInitializing"}}}]}
+        }))
+        .expect("pod");
+        let info = pod_info(&p).expect("converts");
+        assert_eq!(info.image_pull_secrets, ["regcred"]);
+        assert_eq!(
+            info.pull_failures,
+            [
+                ("init:1".to_string(), "ErrImagePull".to_string()),
+                ("ghost:404".to_string(), "ImagePullBackOff".to_string())
+            ]
+        );
+    }
+
+    /// The listing's entries are counted (not the names: an entry has a tag and a
+    /// digest name) and each name keeps its entry's size.
+    #[test]
+    fn the_image_listing_counts_entries_and_keeps_sizes() {
+        let n: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "n1"},
+            "status": {"images": [
+                {"names": ["docker.io/library/nginx@sha256:ab", "docker.io/library/nginx:1.25"],
+                 "sizeBytes": 70000000},
+                {"names": ["redis:7"], "sizeBytes": 40000000}]}
+        }))
+        .expect("node");
+        let info = node_info(&n).expect("converts");
+        assert_eq!(info.image_listing.entries, 2);
+        assert_eq!(
+            info.image_listing.sizes.get("docker.io/library/nginx:1.25"),
+            Some(&70000000)
+        );
+        assert_eq!(info.image_listing.smallest(), Some(40000000));
+        assert!(info.images.contains("docker.io/library/redis:7"));
+        assert!(!info.image_listing.is_full());
     }
 }

@@ -600,14 +600,14 @@ impl ClusterApi for KubeCluster {
         namespace: &str,
         node: &str,
         images: &[String],
+        pull_secrets: &[String],
     ) -> Result<String, ClusterError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        let pod: Pod = serde_json::from_value(puller_pod(cluster, node, images)).map_err(|e| {
-            ClusterError::Api {
+        let pod: Pod = serde_json::from_value(puller_pod(cluster, node, images, pull_secrets))
+            .map_err(|e| ClusterError::Api {
                 call: "build image puller pod".into(),
                 source: Box::new(kube::Error::SerdeError(e)),
-            }
-        })?;
+            })?;
         let created = api
             .create(&PostParams::default(), &pod)
             .await
@@ -644,11 +644,18 @@ impl ClusterApi for KubeCluster {
 /// still starts, and an image is pulled before its user matters.
 const PULLER_UID: i64 = 65534;
 
-/// A pod pinned to `node` with one container per image. Each container exits at once
+/// A pod pinned to `node` with one container per image, pulling with the Secrets named
+/// `pull_secrets` (of its own namespace). Each container exits at once
 /// (or fails to start when the image has no shell); either way the image is now cached.
 /// Labelled with [`LABEL_IMAGE_PULLER`] and `cluster` under [`LABEL_CLUSTER`]: the
 /// clean-up deletes only pods that carry both.
-fn puller_pod(cluster: &str, node: &str, images: &[String]) -> serde_json::Value {
+fn puller_pod(
+    cluster: &str,
+    node: &str,
+    images: &[String],
+    pull_secrets: &[String],
+) -> serde_json::Value {
+    let pull_secrets: Vec<_> = pull_secrets.iter().map(|n| json!({"name": n})).collect();
     let containers: Vec<_> = images
         .iter()
         .enumerate()
@@ -695,7 +702,10 @@ fn puller_pod(cluster: &str, node: &str, images: &[String]) -> serde_json::Value
                 "runAsGroup": PULLER_UID,
                 "seccompProfile": {"type": "RuntimeDefault"}
             },
+            // Every taint, nodewright's startup taint too: a new node is warmed as soon
+            // as it registers, before pods may land there.
             "tolerations": [{"operator": "Exists"}],
+            "imagePullSecrets": pull_secrets,
             "containers": containers
         }
     })
@@ -709,7 +719,7 @@ mod tests {
     /// Security Standard: the pod must meet it, and get no API token.
     #[test]
     fn the_image_puller_pod_meets_the_restricted_pod_security_standard() {
-        let pod = puller_pod("c", "n1", &["nginx:1.25".into(), "redis:7".into()]);
+        let pod = puller_pod("c", "n1", &["nginx:1.25".into(), "redis:7".into()], &[]);
         let spec = &pod["spec"];
         assert_eq!(spec["automountServiceAccountToken"], false);
         assert_eq!(spec["enableServiceLinks"], false);
@@ -736,5 +746,41 @@ mod tests {
         }
         // It parses as a Pod.
         let _: Pod = serde_json::from_value(pod).expect("a Pod");
+    }
+
+    /// The puller pulls with the Secrets its pods name, and tolerates nodewright's
+    /// startup taint (every taint), so a new node is warmed as soon as it registers.
+    #[test]
+    fn the_image_puller_names_the_pull_secrets_and_tolerates_the_startup_taint() {
+        let pod = puller_pod(
+            "c",
+            "n1",
+            &["registry.example/app:1".into()],
+            &["regcred".into()],
+        );
+        let pod: Pod = serde_json::from_value(pod).expect("a Pod");
+        let spec = pod.spec.expect("spec");
+        let secrets: Vec<String> = spec
+            .image_pull_secrets
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert_eq!(secrets, ["regcred"]);
+        let startup = crate::model::Taint {
+            key: crate::model::STARTUP_TAINT_KEY.into(),
+            value: Some("true".into()),
+            effect: "NoSchedule".into(),
+        };
+        let tolerates = spec.tolerations.unwrap_or_default().iter().any(|t| {
+            crate::model::Toleration {
+                key: t.key.clone(),
+                operator: t.operator.clone(),
+                value: t.value.clone(),
+                effect: t.effect.clone(),
+            }
+            .tolerates(&startup)
+        });
+        assert!(tolerates);
     }
 }

@@ -152,7 +152,8 @@ pub trait ClusterApi: Send + Sync {
             .filter(|p| p.node_name.as_deref() == Some(node))
             .collect())
     }
-    /// Starts a pod on `node` whose only job is to make the runtime pull `images`,
+    /// Starts a pod on `node` whose only job is to make the runtime pull `images` (with
+    /// the Secrets named `pull_secrets` of `namespace` as its `imagePullSecrets`),
     /// labelled as an image puller of `cluster` (so that only `cluster`'s nodewright
     /// ever deletes it).
     async fn create_image_puller(
@@ -161,6 +162,7 @@ pub trait ClusterApi: Send + Sync {
         namespace: &str,
         node: &str,
         images: &[String],
+        pull_secrets: &[String],
     ) -> Result<String, ClusterError>;
     /// Deleting a pod that is already gone is success.
     async fn delete_pod(&self, pod: &PodRef) -> Result<(), ClusterError>;

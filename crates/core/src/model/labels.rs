@@ -39,6 +39,10 @@ pub const KARPENTER_DO_NOT_DISRUPT: &str = "karpenter.sh/do-not-disrupt";
 pub const LABEL_SETTINGS_HASH: &str = "nodewright.io/settings-hash";
 /// Label on the short-lived pods that pull images onto a node.
 pub const LABEL_IMAGE_PULLER: &str = "nodewright.io/image-puller";
+/// Node annotation: the images an image puller on this node could not pull, as a JSON
+/// object of normalized image to when it gave up (Unix seconds). No puller tries them
+/// again on any node until long after (see `plan::steps::images`).
+pub const ANNOTATION_UNPULLABLE_IMAGES: &str = "nodewright.io/unpullable-images";
 
 /// Unix seconds as RFC 3339 (UTC), the form the annotations keep.
 pub fn rfc3339(secs: u64) -> String {

@@ -24,7 +24,10 @@ pub use codes::{Bucket, KeptReason};
 pub use hosts::{GroupHosts, Host, HostState, Overcommit, VmSize};
 pub use join::JoinCredentials;
 pub use labels::*;
-pub use objects::{normalize_image, NodeInfo, PdbInfo, PodInfo, PodPhase, Taint, Toleration};
+pub use objects::{
+    normalize_image, ImageListing, NodeInfo, PdbInfo, PodInfo, PodPhase, Taint, Toleration,
+    KUBELET_LISTED_IMAGES,
+};
 pub use quantity::{parse_quantity, quantity_value, Quantity};
 pub use refs::{ObjectRef, PodRef, ServerRef};
 pub use resources::{ceil_units, fmt_cpu, pod_requests, ContainerRequests, Resources};

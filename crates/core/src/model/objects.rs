@@ -80,9 +80,39 @@ pub struct NodeInfo {
     pub allocatable: Resources,
     /// Every name the node reports for its cached images, normalized.
     pub images: BTreeSet<String>,
+    /// The sizes and count of the entries of `status.images`, which the kubelet cuts
+    /// to its largest [`KUBELET_LISTED_IMAGES`] by default.
+    pub image_listing: ImageListing,
     pub deleting: bool,
     /// When the Ready condition last changed (its `lastTransitionTime`), if known.
     pub ready_changed: Option<SystemTime>,
+}
+
+/// What a node's `status.images` says beyond the names: the kubelet lists its images
+/// largest first and only the first `--node-status-max-images` (50 by default), so a
+/// node with more images does not name them all.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ImageListing {
+    /// Each normalized name with the size (bytes) of its entry.
+    pub sizes: BTreeMap<String, u64>,
+    /// How many entries the listing has.
+    pub entries: usize,
+}
+
+/// The kubelet's default `--node-status-max-images`.
+pub const KUBELET_LISTED_IMAGES: usize = 50;
+
+impl ImageListing {
+    /// The listing holds as many entries as the kubelet reports by default: the node
+    /// may have more images than it names.
+    pub fn is_full(&self) -> bool {
+        self.entries >= KUBELET_LISTED_IMAGES
+    }
+
+    /// The size of the smallest entry listed (None when there is none).
+    pub fn smallest(&self) -> Option<u64> {
+        self.sizes.values().min().copied()
+    }
 }
 
 impl NodeInfo {
@@ -120,6 +150,11 @@ pub struct PodInfo {
     pub controller_name: Option<String>,
     pub mirror: bool,
     pub images: Vec<String>,
+    /// The names of its `imagePullSecrets` (Secrets of its namespace).
+    pub image_pull_secrets: Vec<String>,
+    /// The images its containers wait for with a pull error (`ErrImagePull`,
+    /// `ImagePullBackOff`, ...), with that reason, as the kubelet reports them.
+    pub pull_failures: Vec<(String, String)>,
     pub node_selector: BTreeMap<String, String>,
     /// Required node affinity terms (any one must match); `None` when there are none.
     pub node_affinity: Option<Vec<NodeSelectorTerm>>,
@@ -187,6 +222,8 @@ impl PodInfo {
             controller_name: None,
             mirror: false,
             images: Vec::new(),
+            image_pull_secrets: Vec::new(),
+            pull_failures: Vec::new(),
             node_selector: BTreeMap::new(),
             node_affinity: None,
             pod_affinity: Vec::new(),

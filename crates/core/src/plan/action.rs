@@ -132,8 +132,22 @@ pub enum Action {
     /// settings the group has now (a format-only change of the hash): each node (key)
     /// gets the group's hash of today (value). A label patch, never a replacement.
     RelabelHash { nodes: BTreeMap<String, String> },
-    /// Pull images onto a node with a short-lived pod.
-    PullImages { node: String, images: Vec<String> },
+    /// Pull images onto a node with a short-lived pod, which names `pull_secrets` (the
+    /// `imagePullSecrets` of the pods that use them) as its own.
+    PullImages {
+        node: String,
+        images: Vec<String>,
+        pull_secrets: Vec<String>,
+    },
+    /// Give up pulling images a puller on `node` could not pull: record them on the node
+    /// (`unpullable`: each image with when it was given up, Unix seconds; the whole
+    /// annotation, see [`crate::model::ANNOTATION_UNPULLABLE_IMAGES`]), then delete the
+    /// puller `pods`.
+    GiveUpPulls {
+        node: String,
+        unpullable: BTreeMap<String, u64>,
+        pods: Vec<PodRef>,
+    },
     /// Remove image puller pods that finished or got stuck.
     DeletePods { pods: Vec<PodRef> },
 }
@@ -165,6 +179,7 @@ impl Action {
             Action::FinishJoin { .. } => "finish-join",
             Action::RelabelHash { .. } => "relabel-hash",
             Action::PullImages { .. } => "pull-images",
+            Action::GiveUpPulls { .. } => "give-up-pulls",
             Action::DeletePods { .. } => "delete-pods",
         }
     }
@@ -219,7 +234,9 @@ impl Action {
     /// is named like the VM). Empty for actions on a whole group and for pod deletes.
     pub fn objects(&self) -> Vec<ObjectRef> {
         match self {
-            Action::PullImages { node, .. } => vec![ObjectRef::node(node)],
+            Action::PullImages { node, .. } | Action::GiveUpPulls { node, .. } => {
+                vec![ObjectRef::node(node)]
+            }
             Action::DeleteNodes { nodes } => {
                 nodes.iter().map(|t| ObjectRef::node(&t.node)).collect()
             }
@@ -287,7 +304,9 @@ impl Action {
                 add.iter().chain(remove).map(|n| Target::Node(n)).collect()
             }
             Action::DeleteNodes { nodes: ts } => ts.iter().map(|t| Target::Node(&t.node)).collect(),
-            Action::PullImages { node, .. } => vec![Target::Node(node)],
+            Action::PullImages { node, .. } | Action::GiveUpPulls { node, .. } => {
+                vec![Target::Node(node)]
+            }
             Action::DeleteServers { servers, .. }
             | Action::ParkWarm { servers }
             | Action::MarkJoined { servers, .. }
@@ -472,8 +491,16 @@ impl fmt::Display for Action {
                     names.join(", ")
                 )
             }
-            Action::PullImages { node, images } => {
+            Action::PullImages { node, images, .. } => {
                 write!(f, "pull {} on {node}", images.join(", "))
+            }
+            Action::GiveUpPulls { node, pods, .. } => {
+                let names: Vec<String> = pods.iter().map(|p| p.to_string()).collect();
+                write!(
+                    f,
+                    "record the images {node} could not pull, delete image puller pods {}",
+                    names.join(", ")
+                )
             }
             Action::DeletePods { pods } => {
                 let names: Vec<String> = pods.iter().map(|p| p.to_string()).collect();

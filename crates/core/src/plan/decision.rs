@@ -72,6 +72,9 @@ pub enum ReasonCode {
     VolumesAttached,
     ImageMissing,
     PullerFinished,
+    /// An image puller could not pull images (`ErrImagePull`, `ImagePullBackOff`): they
+    /// are recorded on the node and not tried again on any node for a long while.
+    ImageUnpullable,
     CapacitySufficient,
     /// A scale-up starts warm VMs instead of creating.
     WarmPoolStart,

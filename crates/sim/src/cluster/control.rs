@@ -51,13 +51,15 @@ impl SimCluster {
     /// Adds a node whose kubelet is simulated as healthy (control plane, unmanaged
     /// workers). Its Ready condition follows `spec.ready`; see [`Self::set_node_ready`].
     pub fn add_node(&self, spec: SimNodeSpec) -> Result<Node, ApiError> {
+        let mut images = self.inner.opts.base_images.clone();
+        images.extend(spec.images.iter().cloned());
         let address = {
             let mut k = kubelet::lock(&self.inner.kubelet);
             k.revive(&spec.name);
+            k.node_images
+                .insert(spec.name.clone(), images.iter().cloned().collect());
             k.next_address("10.77")
         };
-        let mut images = self.inner.opts.base_images.clone();
-        images.extend(spec.images.iter().cloned());
         let node = objects::node_object(NodeBuild {
             name: &spec.name,
             labels: spec.labels.clone(),

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 use super::graceful;
 use super::meta::{self, set_condition};
 use super::objects::{self, NodeBuild};
+use super::registry::{self, Registries, MAX_PULL_BACKOFF, PULL_BACKOFF};
 use super::resources::{NODES, PODS};
 use super::store::{Change, ChangeKind, Txn};
 use super::sysevents;
@@ -54,6 +55,13 @@ pub struct KubeletState {
     next_ip: u32,
     /// VMs whose kubelet refused to start, with its error: they never register.
     refused: BTreeMap<String, String>,
+    /// What the registries hold and whom they let pull.
+    pub registries: Registries,
+    /// Every image each node holds; `status.images` lists only the largest 50.
+    pub node_images: HashMap<String, BTreeSet<String>>,
+    /// Pods whose last pull failed by uid: how many times in a row, and when the next
+    /// try is due.
+    pull_backoff: HashMap<String, (u32, Instant)>,
 }
 
 impl KubeletState {
@@ -195,7 +203,14 @@ fn register(
     memory: u64,
     cpus: u32,
 ) -> Result<(), super::ApiError> {
-    let address = lock(&inner.kubelet).next_address("10.77");
+    let address = {
+        let mut k = lock(&inner.kubelet);
+        // A new VM's disk holds the base images; a kubelet restarting keeps what it has.
+        k.node_images
+            .entry(name.to_string())
+            .or_insert_with(|| inner.opts.base_images.iter().cloned().collect());
+        k.next_address("10.77")
+    };
     let mut txn = inner.store.lock();
     register_in(inner, &mut txn, name, user_data, memory, cpus, address)
 }
@@ -308,17 +323,65 @@ fn mark_not_ready(pod: &mut Value) {
     }
 }
 
-fn images_of(pod: &Value) -> Vec<String> {
-    ["initContainers", "containers"]
-        .iter()
-        .flat_map(|f| {
-            meta::path(pod, &["spec", f])
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default()
-        })
-        .filter_map(|c| c.get("image").and_then(Value::as_str).map(str::to_string))
+/// The image names a node's `status.images` lists.
+fn listed_names(node: &Value) -> BTreeSet<String> {
+    meta::path(node, &["status", "images"])
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.get("names").and_then(Value::as_array))
+        .flatten()
+        .filter_map(Value::as_str)
+        .map(str::to_string)
         .collect()
+}
+
+/// A pod whose images could not all be pulled stays Pending: the containers of those
+/// images wait with `ErrImagePull` on the try that failed and `ImagePullBackOff` on
+/// the later ones (the kubelet shows the back-off between tries), the others run;
+/// each failed try posts a `Failed` Warning Event.
+fn fail_pull(txn: &mut Txn<'_>, pod: &Value, node: &str, failed: &registry::Failed, tries: u32) {
+    let reason = if tries == 1 {
+        "ErrImagePull"
+    } else {
+        "ImagePullBackOff"
+    };
+    let (ns, name) = (meta::namespace(pod), meta::name(pod));
+    let updated = txn.modify(&PODS, ns, name, |p| {
+        let now = meta::now_rfc3339();
+        let mut cs = container_statuses(p, json!({"running": {"startedAt": now}}), false);
+        for c in &mut cs {
+            let cname = c.get("name").and_then(Value::as_str).unwrap_or_default();
+            if let Some((_, image, why)) = failed.iter().find(|(n, _, _)| n == cname) {
+                let message = if tries == 1 {
+                    why.clone()
+                } else {
+                    format!("Back-off pulling image \"{image}\": {why}")
+                };
+                c["state"] = json!({"waiting": {"reason": reason, "message": message}});
+                c["started"] = json!(false);
+                c["imageID"] = json!("");
+                if let Some(o) = c.as_object_mut() {
+                    o.remove("containerID");
+                }
+            }
+        }
+        p["status"]["containerStatuses"] = json!(cs);
+        set_condition(p, "Ready", "False", "ContainersNotReady", "");
+        set_condition(p, "ContainersReady", "False", "ContainersNotReady", "");
+    });
+    if let Ok(Some(p)) = updated {
+        for (_, image, why) in failed {
+            sysevents::post(
+                txn,
+                &p,
+                "Warning",
+                "Failed",
+                &format!("Failed to pull image \"{image}\": {why}"),
+                &sysevents::kubelet(node),
+            );
+        }
+    }
 }
 
 fn container_statuses(pod: &Value, state: Value, ready: bool) -> Vec<Value> {
@@ -529,6 +592,37 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) -> Option<Instant> {
                     due(first + inner.opts.pod_start_delay);
                     continue;
                 }
+                if let Some((_, next)) = k.pull_backoff.get(uid) {
+                    if now < *next {
+                        due(*next);
+                        continue;
+                    }
+                }
+                let have = k
+                    .node_images
+                    .entry(node_name.to_string())
+                    .or_insert_with(|| listed_names(&node))
+                    .clone();
+                let (pulled, failed) = k.registries.pull(&txn, &have, &pod);
+                if !pulled.is_empty() {
+                    let all = k.node_images.entry(node_name.to_string()).or_default();
+                    all.extend(pulled);
+                    let listing = registry::listing(all.iter());
+                    let _ = txn.modify(&NODES, "", node_name, |n| {
+                        meta::obj_mut(n, "status").insert("images".into(), Value::Array(listing));
+                    });
+                }
+                if !failed.is_empty() {
+                    let tries = k.pull_backoff.get(uid).map_or(0, |(t, _)| *t) + 1;
+                    let wait = PULL_BACKOFF
+                        .saturating_mul(1 << (tries - 1).min(10))
+                        .min(MAX_PULL_BACKOFF);
+                    k.pull_backoff.insert(uid.to_string(), (tries, now + wait));
+                    due(now + wait);
+                    fail_pull(&mut txn, &pod, node_name, &failed, tries);
+                    continue;
+                }
+                k.pull_backoff.remove(uid);
                 let host_ip = meta::path(&node, &["status", "addresses"])
                     .and_then(Value::as_array)
                     .and_then(|a| a.first())
@@ -557,23 +651,6 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) -> Option<Instant> {
                 if let Some(d) = run_for(&pod).filter(|_| restarts_never(&pod)) {
                     due(now + d);
                 }
-                let images = images_of(&pod);
-                let _ = txn.modify(&NODES, "", node_name, |n| {
-                    let status = meta::obj_mut(n, "status");
-                    let list = status.entry("images").or_insert_with(|| json!([]));
-                    if let Value::Array(list) = list {
-                        for image in &images {
-                            let known = list.iter().any(|e| {
-                                e.get("names")
-                                    .and_then(Value::as_array)
-                                    .is_some_and(|ns| ns.iter().any(|x| x == image))
-                            });
-                            if !known {
-                                list.push(objects::image_entry(image));
-                            }
-                        }
-                    }
-                });
             }
             "Running" if restarts_never(&pod) => {
                 live.insert(uid.to_string());
@@ -592,6 +669,7 @@ pub fn pass(inner: &Inner, changes: Option<&[Arc<Change>]>) -> Option<Instant> {
     k.seen.retain(|uid, _| live.contains(uid));
     k.started.retain(|uid, _| live.contains(uid));
     k.stopping.retain(|uid, _| live.contains(uid));
+    k.pull_backoff.retain(|uid, _| live.contains(uid));
     next
 }
 

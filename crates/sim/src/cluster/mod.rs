@@ -42,6 +42,7 @@ mod patch;
 mod podsecurity;
 mod query;
 pub mod rbac;
+pub mod registry;
 mod render;
 mod request;
 mod resources;

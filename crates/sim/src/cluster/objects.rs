@@ -21,7 +21,7 @@ pub struct SimNodeSpec {
     pub unschedulable: bool,
     /// Ready condition True (and its kubelet runs pods) or False.
     pub ready: bool,
-    /// Images already present on the node (`status.images`).
+    /// Images already present on the node (`status.images` lists the largest 50).
     pub images: Vec<String>,
     /// creationTimestamp; now when None.
     pub created: Option<Timestamp>,
@@ -314,7 +314,7 @@ pub fn node_object(b: NodeBuild<'_>) -> Value {
                 "kubeletVersion": b.kubelet_version, "kubeProxyVersion": b.kubelet_version,
                 "operatingSystem": "linux", "architecture": "amd64",
             },
-            "images": b.images.iter().map(|i| image_entry(i)).collect::<Vec<_>>(),
+            "images": super::registry::listing(b.images),
         },
     });
     if !b.taints.is_empty() {

@@ -183,6 +183,7 @@ impl ClusterApi for MemCluster {
         namespace: &str,
         node: &str,
         images: &[String],
+        _pull_secrets: &[String],
     ) -> Result<String, ClusterError> {
         Ok(self
             .world

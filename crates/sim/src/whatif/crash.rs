@@ -181,6 +181,7 @@ pub(super) fn seed_foreign(world: &World) -> Foreign {
             taints: Vec::new(),
             allocatable,
             images: BTreeSet::new(),
+            image_listing: Default::default(),
             deleting: false,
             ready_changed: Some(at(0)),
         }

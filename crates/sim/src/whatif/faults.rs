@@ -432,6 +432,7 @@ impl ClusterApi for FaultyCluster {
         namespace: &str,
         node: &str,
         images: &[String],
+        pull_secrets: &[String],
     ) -> Result<String, ClusterError> {
         self.plain("create image puller")?;
         if self.injector.is_foreign_node(node) {
@@ -440,7 +441,7 @@ impl ClusterApi for FaultyCluster {
             ));
         }
         self.inner
-            .create_image_puller(cluster, namespace, node, images)
+            .create_image_puller(cluster, namespace, node, images, pull_secrets)
             .await
     }
 

@@ -88,6 +88,7 @@ fn member(s: &mut Snapshot, name: &str, group: &str) {
         taints: vec![],
         allocatable,
         images: BTreeSet::new(),
+        image_listing: Default::default(),
         deleting: false,
         ready_changed: None,
     });

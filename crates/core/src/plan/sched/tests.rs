@@ -29,6 +29,7 @@ fn mk_node(name: &str, zone: &str, cpu: u64, mem_gi: u64) -> NodeInfo {
         taints: vec![],
         allocatable,
         images: Default::default(),
+        image_listing: Default::default(),
         deleting: false,
         ready_changed: None,
     }

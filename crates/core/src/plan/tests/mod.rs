@@ -87,6 +87,7 @@ fn mk_node(name: &str, created: SystemTime) -> NodeInfo {
         taints: vec![],
         allocatable: mk_alloc(4000, 8 * GI),
         images: BTreeSet::new(),
+        image_listing: Default::default(),
         deleting: false,
         ready_changed: None,
     }
@@ -450,7 +451,8 @@ fn missing_images_are_pulled_but_ignored_prefixes_are_not() {
         d.action,
         Action::PullImages {
             node: "dev-workers-b".into(),
-            images: vec!["docker.io/library/redis:7".into()]
+            images: vec!["docker.io/library/redis:7".into()],
+            pull_secrets: Vec::new(),
         },
         "{d:?}"
     );
@@ -685,6 +687,7 @@ mod faults;
 mod hard_limit;
 mod hosts;
 mod idle_volumes;
+mod images;
 mod joined;
 mod pools;
 mod props;

@@ -377,7 +377,9 @@ fn named(a: &Action, s: &Snapshot) -> (Vec<String>, Vec<String>) {
         Action::MarkUnneeded { mark, clear, .. } => {
             (mark.iter().chain(clear).cloned().collect(), vec![])
         }
-        Action::PullImages { node, .. } => (vec![node.clone()], vec![]),
+        Action::PullImages { node, .. } | Action::GiveUpPulls { node, .. } => {
+            (vec![node.clone()], vec![])
+        }
         Action::RelabelHash { nodes } => (nodes.keys().cloned().collect(), vec![]),
         // Nodes labelled ours whose VM is gone: checked on their own below.
         Action::DeleteNodesWithoutVm { .. } => (vec![], vec![]),

@@ -68,6 +68,7 @@ fn node(name: &str, zone: &str) -> NodeInfo {
         taints: Vec::new(),
         allocatable,
         images: Default::default(),
+        image_listing: Default::default(),
         deleting: false,
         ready_changed: None,
     }

@@ -16,6 +16,7 @@ fn node(name: &str, taints: Vec<Taint>) -> NodeInfo {
         taints,
         allocatable: Resources::cpu_mem(4000, 8 * GI),
         images: BTreeSet::new(),
+        image_listing: Default::default(),
         deleting: false,
         ready_changed: None,
     }

@@ -280,6 +280,7 @@ impl State {
             taints: spec.taints.clone(),
             allocatable: spec.allocatable.clone(),
             images: BTreeSet::new(),
+            image_listing: Default::default(),
             deleting: false,
             ready_changed: Some(at(t)),
         };
