@@ -76,6 +76,17 @@ pub fn render_user_data(
     render_user_data_for(config, group, node_name, None)
 }
 
+/// [`render_user_data`] for a cluster whose API server reports `server_version` (its
+/// `gitVersion`): the templates get `server_version` and `kube_version`.
+pub fn render_user_data_at(
+    config: &Config,
+    group: &NodeGroupConfig,
+    node_name: &str,
+    server_version: Option<&str>,
+) -> Result<userdata::RenderedUserData, ActError> {
+    render_sized(config, group, node_name, None, None, server_version)
+}
+
 /// Renders the user data for a node of `group` whose provider describes it as
 /// `shape`: its labels carry the instance type, zone and region the shape knows
 /// (kubelet accepts these in `--node-labels`), so the node gets the labels the planner
@@ -87,18 +98,28 @@ pub fn render_user_data_for(
     node_name: &str,
     shape: Option<&GroupShape>,
 ) -> Result<userdata::RenderedUserData, ActError> {
-    render_sized(config, group, node_name, shape, None)
+    render_sized(config, group, node_name, shape, None, None)
 }
 
 /// [`render_user_data_for`] a VM of `size` (in a group of several sizes): `shape` is
-/// that size's, and the node is labelled with the size's settings hash.
+/// that size's, and the node is labelled with the size's settings hash. With the API
+/// server's version known, a group that pins a newer one is refused: no node is made
+/// newer than its control plane.
 fn render_sized(
     config: &Config,
     group: &NodeGroupConfig,
     node_name: &str,
     shape: Option<&GroupShape>,
     size: Option<&str>,
+    server_version: Option<&str>,
 ) -> Result<userdata::RenderedUserData, ActError> {
+    let user_data_error = |source| ActError::UserData {
+        group: group.name.clone(),
+        source,
+    };
+    if let Some(skew) = newer_than_server(group, server_version) {
+        return Err(user_data_error(skew));
+    }
     let taints = group.taints.iter().map(|t| t.to_flag()).collect();
     let mut labels = provider_labels(shape);
     labels.extend(group.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -112,13 +133,26 @@ fn render_sized(
         node_name,
         &labels,
         taints,
-    );
-    userdata::render(&config.templates_dir, &group.user_data, &ctx).map_err(|source| {
-        ActError::UserData {
-            group: group.name.clone(),
-            source,
-        }
-    })
+    )
+    .with_server_version(server_version);
+    userdata::render(&config.templates_dir, &group.user_data, &ctx).map_err(user_data_error)
+}
+
+/// The group's pinned version when it is newer than the API server's (both readable).
+pub fn newer_than_server(
+    group: &NodeGroupConfig,
+    server_version: Option<&str>,
+) -> Option<UserDataError> {
+    let server = crate::model::KubeVersion::parse(server_version?)?;
+    let (variable, pinned) = group.pinned_version()?;
+    let pin = crate::model::KubeVersion::parse(pinned)?;
+    server
+        .older_than(&pin)
+        .then(|| UserDataError::NewerThanServer {
+            variable: variable.to_string(),
+            pinned: pinned.to_string(),
+            server: server.to_string(),
+        })
 }
 
 /// What a VM of group `g` named `name` is made (or started, or joined) with; `zone`: the
@@ -126,6 +160,7 @@ fn render_sized(
 fn request_for(
     config: &Config,
     shapes: &BTreeMap<String, GroupShape>,
+    server_version: Option<&str>,
     g: &NodeGroupConfig,
     name: &str,
     zone: Option<String>,
@@ -138,7 +173,7 @@ fn request_for(
             ..sized
         }
     });
-    let rendered = render_sized(config, g, name, placed.as_ref(), size)?;
+    let rendered = render_sized(config, g, name, placed.as_ref(), size, server_version)?;
     Ok(CreateRequest {
         name: name.to_string(),
         cluster: config.cluster_name.clone(),
@@ -156,12 +191,21 @@ fn request_for(
 fn renderer<'r>(
     config: &'r Config,
     shapes: &'r BTreeMap<String, GroupShape>,
+    server_version: Option<&'r str>,
     g: &'r NodeGroupConfig,
     name: &'r str,
 ) -> impl Fn(Option<&str>) -> Result<CreateRequest, String> + Send + Sync + 'r {
     move |zone| {
-        request_for(config, shapes, g, name, zone.map(str::to_string), None)
-            .map_err(|e| e.to_string())
+        request_for(
+            config,
+            shapes,
+            server_version,
+            g,
+            name,
+            zone.map(str::to_string),
+            None,
+        )
+        .map_err(|e| e.to_string())
     }
 }
 
@@ -214,6 +258,8 @@ pub struct Actuator<'a> {
     pub taken_names: BTreeSet<String>,
     /// What each group's provider knows of a new VM (instance type, zone, region).
     pub group_shapes: &'a BTreeMap<String, GroupShape>,
+    /// The API server's `gitVersion` as the cycle read it, for the templates.
+    pub server_version: Option<&'a str>,
     pub dry_run: bool,
     /// The objects the action failed on, by their backoff key ([`backoff::key`]): an
     /// action over several objects applies to each on its own, and only these are held
@@ -315,7 +361,13 @@ impl Actuator<'_> {
                 for s in servers {
                     // Rendered by the provider's call for the zone the VM is in (on
                     // Proxmox its host), as a create there would have been.
-                    let render = renderer(self.config, self.group_shapes, g, &s.name);
+                    let render = renderer(
+                        self.config,
+                        self.group_shapes,
+                        self.server_version,
+                        g,
+                        &s.name,
+                    );
                     match provider
                         .start_warm(&self.config.cluster_name, &s.id, &render)
                         .await
@@ -759,7 +811,15 @@ impl Actuator<'_> {
         zone: Option<String>,
         size: Option<&str>,
     ) -> Result<CreateRequest, ActError> {
-        request_for(self.config, self.group_shapes, g, name, zone, size)
+        request_for(
+            self.config,
+            self.group_shapes,
+            self.server_version,
+            g,
+            name,
+            zone,
+            size,
+        )
     }
 
     /// Runs the join scripts a process gone left unrun, or records the joins of those
@@ -771,7 +831,7 @@ impl Actuator<'_> {
         registered: &[String],
         out: &mut Outcome,
     ) -> Result<(), ActError> {
-        let (config, shapes) = (self.config, self.group_shapes);
+        let (config, shapes, version) = (self.config, self.group_shapes, self.server_version);
         let mut first = FirstFailure::default();
         for s in servers {
             let done = registered.contains(&s.name);
@@ -780,7 +840,7 @@ impl Actuator<'_> {
                 let g = config
                     .group(&s.group)
                     .ok_or_else(|| ActError::NoProvider(format!("group {}", s.group)))?;
-                let render = renderer(config, shapes, g, &s.name);
+                let render = renderer(config, shapes, version, g, &s.name);
                 let render: Option<&crate::cloud::RenderJoin<'_>> =
                     if done { None } else { Some(&render) };
                 provider

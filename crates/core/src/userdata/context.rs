@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::{LABEL_CLUSTER, LABEL_GROUP, STARTUP_TAINT_KEY};
+use crate::model::{KubeVersion, LABEL_CLUSTER, LABEL_GROUP, STARTUP_TAINT_KEY};
 
 /// What nodewright knows about the node being created.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +18,9 @@ pub struct RenderContext {
     pub taints: Vec<String>,
     /// `nodewright.io/startup=true:NoSchedule`.
     pub startup_taint: String,
+    /// The API server's `gitVersion` (`v1.31.4+k3s1`), when known: the version a new
+    /// node installs unless the group pins one.
+    pub server_version: Option<KubeVersion>,
 }
 
 /// The names a template gets from nodewright; `variables` may not reuse them.
@@ -30,6 +33,8 @@ pub const BUILTIN_VARIABLES: &[&str] = &[
     "startup_taint",
     "all_taints",
     "k3s_node_args",
+    "server_version",
+    "kube_version",
 ];
 
 /// The startup taint every new node registers with, `key=true:NoSchedule`.
@@ -59,7 +64,15 @@ impl RenderContext {
             labels,
             taints: group_taints,
             startup_taint: startup_taint(),
+            server_version: None,
         }
+    }
+
+    /// The context with the API server's version (its `/version` `gitVersion`); an
+    /// unparsable one is left out, as an unknown one is.
+    pub fn with_server_version(mut self, git_version: Option<&str>) -> Self {
+        self.server_version = git_version.and_then(KubeVersion::parse);
+        self
     }
 
     /// Group taints followed by the startup taint.
@@ -88,7 +101,7 @@ impl RenderContext {
     pub(super) fn builtins(&self) -> BTreeMap<&'static str, serde_json::Value> {
         use serde_json::Value;
         let strings = |v: Vec<String>| Value::Array(v.into_iter().map(Value::String).collect());
-        BTreeMap::from([
+        let mut out = BTreeMap::from([
             ("cluster_name", Value::String(self.cluster_name.clone())),
             ("group", Value::String(self.group.clone())),
             ("node_name", Value::String(self.node_name.clone())),
@@ -105,6 +118,12 @@ impl RenderContext {
             ("startup_taint", Value::String(self.startup_taint.clone())),
             ("all_taints", strings(self.all_taints())),
             ("k3s_node_args", strings(self.k3s_node_args())),
-        ])
+        ]);
+        // Left undefined when unknown (templates guard with `is defined`).
+        if let Some(v) = &self.server_version {
+            out.insert("server_version", Value::String(v.to_string()));
+            out.insert("kube_version", Value::String(v.release()));
+        }
+        out
     }
 }

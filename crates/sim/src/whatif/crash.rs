@@ -183,6 +183,7 @@ pub(super) fn seed_foreign(world: &World) -> Foreign {
             images: BTreeSet::new(),
             deleting: false,
             ready_changed: Some(at(0)),
+            kubelet_version: None,
         }
     };
     let nodes = [

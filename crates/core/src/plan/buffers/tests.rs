@@ -90,6 +90,7 @@ fn member(s: &mut Snapshot, name: &str, group: &str) {
         images: BTreeSet::new(),
         deleting: false,
         ready_changed: None,
+        kubelet_version: None,
     });
 }
 

@@ -31,6 +31,7 @@ fn mk_node(name: &str, zone: &str, cpu: u64, mem_gi: u64) -> NodeInfo {
         images: Default::default(),
         deleting: false,
         ready_changed: None,
+        kubelet_version: None,
     }
 }
 

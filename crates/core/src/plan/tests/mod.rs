@@ -89,6 +89,7 @@ fn mk_node(name: &str, created: SystemTime) -> NodeInfo {
         images: BTreeSet::new(),
         deleting: false,
         ready_changed: None,
+        kubelet_version: None,
     }
 }
 
@@ -693,4 +694,5 @@ mod replay;
 mod scale_up;
 mod sizes;
 mod unremovable;
+mod version_drift;
 mod volumes;

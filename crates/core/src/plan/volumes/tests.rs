@@ -70,6 +70,7 @@ fn node(name: &str, zone: &str) -> NodeInfo {
         images: Default::default(),
         deleting: false,
         ready_changed: None,
+        kubelet_version: None,
     }
 }
 

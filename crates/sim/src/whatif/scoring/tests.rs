@@ -18,6 +18,7 @@ fn node(name: &str, taints: Vec<Taint>) -> NodeInfo {
         images: BTreeSet::new(),
         deleting: false,
         ready_changed: None,
+        kubelet_version: None,
     }
 }
 

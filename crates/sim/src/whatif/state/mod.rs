@@ -282,6 +282,7 @@ impl State {
             images: BTreeSet::new(),
             deleting: false,
             ready_changed: Some(at(t)),
+            kubelet_version: None,
         };
         self.nodes.insert(name.clone(), NodeRec { info });
         let f = self.options.node_failures;
