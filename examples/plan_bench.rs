@@ -271,6 +271,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
                 zone: Some(format!("zone-{z}")),
                 region: Some("bench".into()),
                 hosts: None,
+                sizes: Vec::new(),
             },
         );
     }
@@ -290,6 +291,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
             memory_bytes: Some(64 * GI),
             provider: "openstack".into(),
             settings_hash: None,
+            size: None,
             fault: None,
             warm: false,
             filling: false,

@@ -74,6 +74,7 @@ fn render(
         format: None,
         variables: vars(extra),
         variable_files: BTreeMap::new(),
+        bootstrap_token: false,
     };
     userdata::render(&shipped_dir(), &config, &ctx(node_name)).map_err(|e| e.to_string())
 }

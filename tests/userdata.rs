@@ -71,12 +71,28 @@ fn config(template: &str, vars: serde_json::Value) -> UserDataConfig {
         format: None,
         variables: serde_json::from_value(vars).unwrap_or_else(|e| panic!("vars: {e}")),
         variable_files: Default::default(),
+        bootstrap_token: false,
     }
 }
 
 fn render_ok(dir: &Path, template: &str, vars: serde_json::Value) -> RenderedUserData {
-    userdata::render(dir, &config(template, vars), &ctx())
+    // The cloud-init kubeadm template joins only with a token nodewright minted.
+    let ctx = if template.starts_with("kubeadm-join.cloud-init") {
+        minted_ctx()
+    } else {
+        ctx()
+    };
+    userdata::render(dir, &config(template, vars), &ctx)
         .unwrap_or_else(|e| panic!("rendering {template} failed: {e}"))
+}
+
+/// [`ctx`] with the join credentials nodewright mints for `userData.bootstrapToken`.
+fn minted_ctx() -> RenderContext {
+    ctx().with_join(Some(userdata::JoinCredentials {
+        token: "k7x2pq.0123456789abcdef".into(),
+        api_server_endpoint: "10.0.0.10:6443".into(),
+        ca_cert_hash: "sha256:00ff".into(),
+    }))
 }
 
 fn render_err(template: &str, vars: serde_json::Value) -> UserDataError {
@@ -490,4 +506,62 @@ fn kubeadm_template_installs_the_api_servers_release_by_default() {
     vars["kubernetes_version"] = json!("v1.31.9");
     let text = render_at("kubeadm-join.sh.j2", vars, Some("v1.32.1"));
     assert!(text.contains("KUBERNETES_VERSION=v1.31.9\n"), "{text}");
+    // The cloud-init one (minted token), the same way.
+    let ctx = minted_ctx().with_server_version(Some("v1.32.1+k3s1"));
+    let out = userdata::render(
+        &shipped_dir(),
+        &config("kubeadm-join.cloud-init.yaml.j2", json!({})),
+        &ctx,
+    )
+    .unwrap_or_else(|e| panic!("rendering failed: {e}"));
+    validate(
+        "kubeadm-join.cloud-init.yaml.j2 (server v1.32.1+k3s1)",
+        &out,
+    );
+    assert!(
+        out.content.contains("KUBERNETES_VERSION=v1.32.1\n"),
+        "{}",
+        out.content
+    );
+}
+
+#[test]
+fn kubeadm_templates_with_a_minted_token_write_a_root_only_join_configuration() {
+    for template in ["kubeadm-join.sh.j2", "kubeadm-join.cloud-init.yaml.j2"] {
+        for (api, vars) in [
+            ("v1beta4", json!({})),
+            ("v1beta3", json!({"kubeadm_api_version": "v1beta3"})),
+        ] {
+            let out = userdata::render(&shipped_dir(), &config(template, vars), &minted_ctx())
+                .unwrap_or_else(|e| panic!("{template}: {e}"));
+            validate(&format!("{template} ({api})"), &out);
+            let text = &out.content;
+            for needle in [
+                format!("apiVersion: kubeadm.k8s.io/{api}"),
+                "kind: JoinConfiguration".to_string(),
+                "token: \"k7x2pq.0123456789abcdef\"".to_string(),
+                "apiServerEndpoint: \"10.0.0.10:6443\"".to_string(),
+                "- \"sha256:00ff\"".to_string(),
+                "name: \"prod-gpu-workers-7f3k2\"".to_string(),
+                "kubeadm join --config /etc/kubernetes/nodewright-join.yaml".to_string(),
+                STARTUP_TAINT.to_string(),
+                "nodewright.io/group=gpu-workers".to_string(),
+            ] {
+                assert!(
+                    text.contains(&needle),
+                    "{template} {api}: no {needle}\n{text}"
+                );
+            }
+            assert!(
+                !text.contains("--token"),
+                "{template}: token on a command line"
+            );
+            assert!(
+                text.contains("0600") || text.contains("umask 077"),
+                "{template}: the file is root-only"
+            );
+            let v4 = text.contains("- name: register-with-taints");
+            assert_eq!(v4, api == "v1beta4", "{template} {api}\n{text}");
+        }
+    }
 }

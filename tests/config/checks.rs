@@ -223,7 +223,7 @@ fn an_empty_or_missing_template_fails_offline_check_naming_the_shipped_ones() {
             &[
                 "`k3s-agent.cloudinit.yaml.j2` not found",
                 "did you mean `k3s-agent.cloud-init.yaml.j2`?",
-                "k3s-agent.butane.yaml.j2, k3s-agent.cloud-init.yaml.j2, k3s-agent.join.sh.j2, kubeadm-join.sh.j2",
+                "k3s-agent.butane.yaml.j2, k3s-agent.cloud-init.yaml.j2, k3s-agent.join.sh.j2, kubeadm-join.cloud-init.yaml.j2, kubeadm-join.sh.j2",
             ],
         ),
     ];

@@ -353,3 +353,24 @@ async fn helm_refuses_the_image_puller_in_a_namespace_without_restricted_pod_sec
         "{secured:?}"
     );
 }
+
+/// Issue 30: the RBAC for kubeadm bootstrap tokens comes only with a group that mints
+/// them, and grants what the Kustomize component does: create and delete Secrets in
+/// kube-system (never get or list them), get `kube-public/cluster-info` alone.
+#[test]
+fn helm_grants_bootstrap_token_rbac_only_for_a_group_that_mints_and_as_kustomize_does() {
+    let mints = |docs: &[Value]| {
+        rbac_essence(docs)
+            .into_iter()
+            .filter(|(id, _)| id.contains("/kube-system/") || id.contains("/kube-public/"))
+            .collect::<BTreeMap<_, _>>()
+    };
+    assert!(mints(&helm_template(&[])).is_empty());
+    let groups = r#"config.nodeGroups=[{"name":"w","userData":{"template":"kubeadm-join.cloud-init.yaml.j2","bootstrapToken":true}}]"#;
+    let chart = mints(&helm_template(&["--set-json", groups]));
+    let path = base_dir().join("../components/kubeadm-bootstrap-tokens/rbac.yaml");
+    let component = rbac_essence(&yaml_docs(&read(&path), "component rbac.yaml"));
+    assert_eq!(chart, component);
+    let secrets = &chart["Role/kube-system/nodewright-bootstrap-tokens"]["rules"][0];
+    assert_eq!(secrets["verbs"], serde_json::json!(["create", "delete"]));
+}

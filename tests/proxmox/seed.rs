@@ -39,6 +39,7 @@ fn rendered_cloud_config() -> String {
         }))
         .expect("vars"),
         variable_files: Default::default(),
+        bootstrap_token: false,
     };
     let ctx = RenderContext::new(
         "prod",

@@ -199,6 +199,7 @@ fn template_target(text: &str, name: &str, dir: &Path) {
         format: None,
         variables: BTreeMap::from([("k3s_url".to_string(), serde_json::json!("https://x"))]),
         variable_files: BTreeMap::new(),
+        bootstrap_token: false,
     };
     let ctx = RenderContext::new(
         "c",

@@ -37,6 +37,10 @@ pub const SHIPPED_TEMPLATES: &[(&str, &str)] = &[
         "kubeadm-join.sh.j2",
         include_str!("../../../templates/kubeadm-join.sh.j2"),
     ),
+    (
+        "kubeadm-join.cloud-init.yaml.j2",
+        include_str!("../../../templates/kubeadm-join.cloud-init.yaml.j2"),
+    ),
 ];
 
 /// Timings for the simulated pieces.

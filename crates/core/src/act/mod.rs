@@ -76,17 +76,6 @@ pub fn render_user_data(
     render_user_data_for(config, group, node_name, None)
 }
 
-/// [`render_user_data`] for a cluster whose API server reports `server_version` (its
-/// `gitVersion`): the templates get `server_version` and `kube_version`.
-pub fn render_user_data_at(
-    config: &Config,
-    group: &NodeGroupConfig,
-    node_name: &str,
-    server_version: Option<&str>,
-) -> Result<userdata::RenderedUserData, ActError> {
-    render_sized(config, group, node_name, None, None, server_version)
-}
-
 /// Renders the user data for a node of `group` whose provider describes it as
 /// `shape`: its labels carry the instance type, zone and region the shape knows
 /// (kubelet accepts these in `--node-labels`), so the node gets the labels the planner
@@ -98,19 +87,39 @@ pub fn render_user_data_for(
     node_name: &str,
     shape: Option<&GroupShape>,
 ) -> Result<userdata::RenderedUserData, ActError> {
-    render_sized(config, group, node_name, shape, None, None)
+    let preview = group.user_data.bootstrap_token.then(minted_later);
+    render_sized(
+        config,
+        group,
+        node_name,
+        shape,
+        None,
+        preview.as_ref(),
+        None,
+    )
+}
+
+/// Stand-ins for the join credentials of a group that mints them, for a render outside a
+/// create (`nodewright render`, `check`): each VM gets its own at its create.
+fn minted_later() -> userdata::JoinCredentials {
+    userdata::JoinCredentials {
+        token: "xxxxxx.xxxxxxxxxxxxxxxx".into(),
+        api_server_endpoint: "minted-at-create.invalid:6443".into(),
+        ca_cert_hash: "sha256:from-kube-public-cluster-info".into(),
+    }
 }
 
 /// [`render_user_data_for`] a VM of `size` (in a group of several sizes): `shape` is
 /// that size's, and the node is labelled with the size's settings hash. With the API
-/// server's version known, a group that pins a newer one is refused: no node is made
-/// newer than its control plane.
+/// server's version known (its `gitVersion`), a group that pins a newer one is refused:
+/// no node is made newer than its control plane.
 fn render_sized(
     config: &Config,
     group: &NodeGroupConfig,
     node_name: &str,
     shape: Option<&GroupShape>,
     size: Option<&str>,
+    join: Option<&userdata::JoinCredentials>,
     server_version: Option<&str>,
 ) -> Result<userdata::RenderedUserData, ActError> {
     let user_data_error = |source| ActError::UserData {
@@ -134,6 +143,7 @@ fn render_sized(
         &labels,
         taints,
     )
+    .with_join(join.cloned())
     .with_server_version(server_version);
     userdata::render(&config.templates_dir, &group.user_data, &ctx).map_err(user_data_error)
 }
@@ -155,25 +165,41 @@ pub fn newer_than_server(
         })
 }
 
+/// What the cycle observed that a render needs: each group's shape, the API server's
+/// version.
+#[derive(Clone, Copy)]
+struct Observed<'a> {
+    shapes: &'a BTreeMap<String, GroupShape>,
+    server_version: Option<&'a str>,
+}
+
 /// What a VM of group `g` named `name` is made (or started, or joined) with; `zone`: the
 /// hypervisor host it is (to be) on, if the group has hosts.
 fn request_for(
     config: &Config,
-    shapes: &BTreeMap<String, GroupShape>,
-    server_version: Option<&str>,
+    seen: Observed<'_>,
     g: &NodeGroupConfig,
     name: &str,
     zone: Option<String>,
     size: Option<&str>,
+    join: Option<&userdata::JoinCredentials>,
 ) -> Result<CreateRequest, ActError> {
-    let placed = shapes.get(&g.name).map(|s| {
+    let placed = seen.shapes.get(&g.name).map(|s| {
         let sized = size.map_or_else(|| s.clone(), |n| s.of_size(n));
         GroupShape {
             zone: zone.clone().or(s.zone.clone()),
             ..sized
         }
     });
-    let rendered = render_sized(config, g, name, placed.as_ref(), size, server_version)?;
+    let rendered = render_sized(
+        config,
+        g,
+        name,
+        placed.as_ref(),
+        size,
+        join,
+        seen.server_version,
+    )?;
     Ok(CreateRequest {
         name: name.to_string(),
         cluster: config.cluster_name.clone(),
@@ -190,22 +216,14 @@ fn request_for(
 /// the VM is (a warm start, a join finished again).
 fn renderer<'r>(
     config: &'r Config,
-    shapes: &'r BTreeMap<String, GroupShape>,
-    server_version: Option<&'r str>,
+    seen: Observed<'r>,
     g: &'r NodeGroupConfig,
     name: &'r str,
+    join: Option<&'r userdata::JoinCredentials>,
 ) -> impl Fn(Option<&str>) -> Result<CreateRequest, String> + Send + Sync + 'r {
     move |zone| {
-        request_for(
-            config,
-            shapes,
-            server_version,
-            g,
-            name,
-            zone.map(str::to_string),
-            None,
-        )
-        .map_err(|e| e.to_string())
+        request_for(config, seen, g, name, zone.map(str::to_string), None, join)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -265,6 +283,20 @@ pub struct Actuator<'a> {
     /// action over several objects applies to each on its own, and only these are held
     /// back. Empty after a failure not tied to one object (then all of them are).
     pub failed: Vec<String>,
+    /// The loop's clock at the decision (virtual in a replay): minted join tokens are
+    /// good for `provisionTimeout` from it.
+    pub now: std::time::SystemTime,
+}
+
+impl<'a> Actuator<'a> {
+    /// What a render needs of what the cycle observed (as long-lived as the cycle's view,
+    /// not this borrow of the actuator).
+    fn observed(&self) -> Observed<'a> {
+        Observed {
+            shapes: self.group_shapes,
+            server_version: self.server_version,
+        }
+    }
 }
 
 /// The first failure of an action over several objects, which goes on past it.
@@ -310,7 +342,11 @@ impl Actuator<'_> {
                 let mut first = FirstFailure::default();
                 for node in nodes {
                     match self.cluster.remove_taint(node, STARTUP_TAINT_KEY).await {
-                        Ok(()) => out.done.push(format!("removed startup taint from {node}")),
+                        Ok(()) => {
+                            // Joined: its bootstrap token has done its work.
+                            self.drop_join_tokens([node.as_str()]).await;
+                            out.done.push(format!("removed startup taint from {node}"))
+                        }
                         Err(e) => {
                             if !self.failed_on(action, Target::Node(node), e, &mut first) {
                                 break;
@@ -331,6 +367,10 @@ impl Actuator<'_> {
                         break;
                     }
                 }
+                // Collected first: a closure's iterator held across the await makes
+                // the future not `Send` for every lifetime (`tokio::spawn` refuses it).
+                let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
+                self.drop_join_tokens(names).await;
                 each.result(&mut out)?;
             }
             Action::ScaleUp { group, count, size } => {
@@ -361,13 +401,16 @@ impl Actuator<'_> {
                 for s in servers {
                     // Rendered by the provider's call for the zone the VM is in (on
                     // Proxmox its host), as a create there would have been.
-                    let render = renderer(
-                        self.config,
-                        self.group_shapes,
-                        self.server_version,
-                        g,
-                        &s.name,
-                    );
+                    let join = match self.join_credentials(g, &s.name).await {
+                        Ok(j) => j,
+                        Err(e) => {
+                            if !first.keep(e) {
+                                break;
+                            }
+                            continue;
+                        }
+                    };
+                    let render = renderer(self.config, self.observed(), g, &s.name, join.as_ref());
                     match provider
                         .start_warm(&self.config.cluster_name, &s.id, &render)
                         .await
@@ -810,16 +853,53 @@ impl Actuator<'_> {
         name: &str,
         zone: Option<String>,
         size: Option<&str>,
+        join: Option<&userdata::JoinCredentials>,
     ) -> Result<CreateRequest, ActError> {
-        request_for(
-            self.config,
-            self.group_shapes,
-            self.server_version,
-            g,
-            name,
-            zone,
-            size,
-        )
+        request_for(self.config, self.observed(), g, name, zone, size, join)
+    }
+
+    /// The kubeadm join credentials of VM `name` of `g`, minted now, good for
+    /// `provisionTimeout` (`userData.bootstrapToken`); `None` for other groups. A dry run
+    /// writes nothing: the template gets stand-ins.
+    async fn join_credentials(
+        &self,
+        g: &NodeGroupConfig,
+        name: &str,
+    ) -> Result<Option<userdata::JoinCredentials>, ActError> {
+        if !g.user_data.bootstrap_token {
+            return Ok(None);
+        }
+        if self.dry_run {
+            return Ok(Some(minted_later()));
+        }
+        let expires = self.now + self.config.provision_timeout;
+        let creds = self
+            .cluster
+            .mint_bootstrap_token(&self.config.cluster_name, name, expires)
+            .await?;
+        Ok(Some(creds))
+    }
+
+    /// Deletes the bootstrap tokens of `names` in groups that mint them: their node
+    /// joined, or their VM is gone. A failure is logged; the token expires anyway.
+    async fn drop_join_tokens(&self, names: impl IntoIterator<Item = &str>) {
+        let minting = self
+            .config
+            .node_groups
+            .iter()
+            .any(|g| g.user_data.bootstrap_token);
+        if !minting || self.dry_run {
+            return;
+        }
+        for name in names {
+            if let Err(e) = self
+                .cluster
+                .delete_bootstrap_token(&self.config.cluster_name, name)
+                .await
+            {
+                tracing::warn!(node = name, error = %e, "bootstrap token not deleted; it expires at provisionTimeout");
+            }
+        }
     }
 
     /// Runs the join scripts a process gone left unrun, or records the joins of those
@@ -831,7 +911,7 @@ impl Actuator<'_> {
         registered: &[String],
         out: &mut Outcome,
     ) -> Result<(), ActError> {
-        let (config, shapes, version) = (self.config, self.group_shapes, self.server_version);
+        let (config, seen) = (self.config, self.observed());
         let mut first = FirstFailure::default();
         for s in servers {
             let done = registered.contains(&s.name);
@@ -840,7 +920,12 @@ impl Actuator<'_> {
                 let g = config
                     .group(&s.group)
                     .ok_or_else(|| ActError::NoProvider(format!("group {}", s.group)))?;
-                let render = renderer(config, shapes, version, g, &s.name);
+                let join = if done {
+                    None
+                } else {
+                    self.join_credentials(g, &s.name).await?
+                };
+                let render = renderer(config, seen, g, &s.name, join.as_ref());
                 let render: Option<&crate::cloud::RenderJoin<'_>> =
                     if done { None } else { Some(&render) };
                 provider
@@ -939,7 +1024,8 @@ impl Actuator<'_> {
         for k in 0..count as usize {
             let name = new_node_name(&self.config.cluster_name, &g.name, &self.taken_names);
             self.taken_names.insert(name.clone());
-            let req = self.request(g, &name, zones.get(k).cloned(), size)?;
+            let join = self.join_credentials(g, &name).await?;
+            let req = self.request(g, &name, zones.get(k).cloned(), size, join.as_ref())?;
             let server = if warm {
                 provider.create_warm(&req).await?
             } else {

@@ -485,6 +485,105 @@ impl ClusterApi for KubeCluster {
         Ok(())
     }
 
+    async fn mint_bootstrap_token(
+        &self,
+        cluster: &str,
+        node: &str,
+        expires: SystemTime,
+    ) -> Result<crate::userdata::JoinCredentials, ClusterError> {
+        use super::bootstrap;
+        use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+        let info: Api<ConfigMap> = Api::namespaced(self.client.clone(), "kube-public");
+        let found = info
+            .get_opt("cluster-info")
+            .await
+            .map_err(api_err("get configmap kube-public/cluster-info"))?;
+        let why = |m: String| {
+            ClusterError::Bootstrap(format!(
+                "userData.bootstrapToken: kube-public/cluster-info {m}; it is what kubeadm publishes (`kubeadm init phase bootstrap-token`): is this a kubeadm cluster? For k3s, use its node token instead"
+            ))
+        };
+        let kubeconfig = found
+            .as_ref()
+            .and_then(|c| c.data.as_ref())
+            .and_then(|d| d.get("kubeconfig"))
+            .ok_or_else(|| why("does not exist or has no `kubeconfig` key".into()))?;
+        let (endpoint, ca_hash) = bootstrap::discovery(kubeconfig).map_err(why)?;
+        let id = bootstrap::token_id(cluster, node);
+        let secret = bootstrap::token_secret().map_err(ClusterError::Bootstrap)?;
+        let name = bootstrap::secret_name(&id);
+        let expiration = k8s_openapi::jiff::Timestamp::try_from(expires)
+            .map_err(|e| ClusterError::Bootstrap(format!("token expiration: {e}")))?
+            .strftime("%Y-%m-%dT%H:%M:%SZ")
+            .to_string();
+        let data = [
+            ("token-id", id.as_str()),
+            ("token-secret", secret.as_str()),
+            ("expiration", expiration.as_str()),
+            ("usage-bootstrap-authentication", "true"),
+            ("usage-bootstrap-signing", "true"),
+            ("auth-extra-groups", bootstrap::NODE_TOKEN_GROUPS),
+            (
+                "description",
+                &format!("nodewright: the join of node {node}"),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, v)| {
+            (
+                k.to_string(),
+                k8s_openapi::ByteString(v.as_bytes().to_vec()),
+            )
+        })
+        .collect();
+        let object = Secret {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some("kube-system".into()),
+                labels: Some(BTreeMap::from([(
+                    crate::model::LABEL_CLUSTER.to_string(),
+                    cluster.to_string(),
+                )])),
+                ..Default::default()
+            },
+            type_: Some("bootstrap.kubernetes.io/token".into()),
+            data: Some(data),
+            ..Default::default()
+        };
+        let secrets: Api<Secret> = Api::namespaced(self.client.clone(), "kube-system");
+        let call = format!("create secret kube-system/{name}");
+        match secrets.create(&PostParams::default(), &object).await {
+            Ok(_) => {}
+            // A token of this VM from an earlier render (a join run again, a warm VM
+            // started): replaced, so the one in the new user data is the one that works.
+            Err(e) if status_code(&e) == Some(409) => {
+                self.delete_bootstrap_token(cluster, node).await?;
+                secrets
+                    .create(&PostParams::default(), &object)
+                    .await
+                    .map_err(api_err(call))?;
+            }
+            Err(e) => return Err(api_err(call)(e)),
+        }
+        Ok(crate::userdata::JoinCredentials {
+            token: format!("{id}.{secret}"),
+            api_server_endpoint: endpoint,
+            ca_cert_hash: ca_hash,
+        })
+    }
+
+    async fn delete_bootstrap_token(&self, cluster: &str, node: &str) -> Result<(), ClusterError> {
+        use super::bootstrap;
+        let name = bootstrap::secret_name(&bootstrap::token_id(cluster, node));
+        let secrets: Api<k8s_openapi::api::core::v1::Secret> =
+            Api::namespaced(self.client.clone(), "kube-system");
+        match secrets.delete(&name, &DeleteParams::default()).await {
+            Ok(_) => Ok(()),
+            Err(e) if status_code(&e) == Some(404) => Ok(()),
+            Err(e) => Err(api_err(format!("delete secret kube-system/{name}"))(e)),
+        }
+    }
+
     async fn node(&self, node: &str) -> Result<Option<NodeInfo>, ClusterError> {
         let api: Api<Node> = Api::all(self.client.clone());
         let found = api

@@ -2,6 +2,7 @@
 //! few writes the actions need, behind [`ClusterApi`] so the loop can be driven by any
 //! implementation.
 
+pub mod bootstrap;
 mod cache;
 pub mod convert;
 pub mod deadline;
@@ -39,6 +40,10 @@ pub enum ClusterError {
     /// cordoned the node meanwhile): nothing was written; the next cycle reads it again.
     #[error("{0}")]
     Changed(String),
+    /// A kubeadm bootstrap token could not be minted (no `kube-public/cluster-info`, an
+    /// unreadable CA): the reason, naming what to fix.
+    #[error("{0}")]
+    Bootstrap(String),
     /// The watch cache has not completed its first list: deciding on part of the cluster
     /// could remove nodes that are needed.
     #[error("the {resource} cache is not synced after {}{}", humantime::format_duration(*.waited), .last_error.as_ref().map(|e| format!(" (last watch error: {e})")).unwrap_or_default())]
@@ -113,6 +118,25 @@ pub trait ClusterApi: Send + Sync {
     async fn evict(&self, pod: &PodRef) -> Result<Eviction, ClusterError>;
     /// Deleting a node that is already gone is success.
     async fn delete_node(&self, node: &str) -> Result<(), ClusterError>;
+    /// Mints the kubeadm bootstrap token of VM `node` of `cluster` (see [`bootstrap`]),
+    /// good until `expires`, replacing any earlier one of that VM; with the endpoint and CA
+    /// hash of `kube-public/cluster-info`.
+    async fn mint_bootstrap_token(
+        &self,
+        cluster: &str,
+        node: &str,
+        expires: std::time::SystemTime,
+    ) -> Result<crate::userdata::JoinCredentials, ClusterError> {
+        let _ = (cluster, expires);
+        Err(ClusterError::Bootstrap(format!(
+            "node {node}: this cluster client mints no bootstrap tokens"
+        )))
+    }
+    /// Deletes the bootstrap token of VM `node` of `cluster`; one already gone is success.
+    async fn delete_bootstrap_token(&self, cluster: &str, node: &str) -> Result<(), ClusterError> {
+        let _ = (cluster, node);
+        Ok(())
+    }
     /// `node` as the API server has it now (labels, annotations, cordon); `None` when
     /// there is no such node. The actuator checks it just before a destructive call.
     async fn node(&self, node: &str) -> Result<Option<NodeInfo>, ClusterError>;

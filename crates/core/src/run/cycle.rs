@@ -232,6 +232,7 @@ impl Reconciler {
             server_version: snapshot.server_version.as_deref(),
             dry_run: self.dry_run,
             failed: Vec::new(),
+            now,
         };
         if !self.dry_run {
             self.count_creates(&decision.action);

@@ -21,6 +21,30 @@ pub struct RenderContext {
     /// The API server's `gitVersion` (`v1.31.4+k3s1`), when known: the version a new
     /// node installs unless the group pins one.
     pub server_version: Option<KubeVersion>,
+    /// The kubeadm join credentials nodewright minted for this node
+    /// (`userData.bootstrapToken`), if any.
+    pub join: Option<JoinCredentials>,
+}
+
+/// What a kubeadm node joins with when nodewright mints its bootstrap token: the token
+/// (`<id>.<secret>`, good for `provisionTimeout`), the API server's `host:port` and the
+/// SHA-256 of the cluster CA's public key, as `kube-public/cluster-info` publishes them.
+#[derive(Clone, PartialEq, Eq)]
+pub struct JoinCredentials {
+    pub token: String,
+    pub api_server_endpoint: String,
+    pub ca_cert_hash: String,
+}
+
+/// The token is a credential: never printed.
+impl std::fmt::Debug for JoinCredentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JoinCredentials")
+            .field("token", &"<redacted>")
+            .field("api_server_endpoint", &self.api_server_endpoint)
+            .field("ca_cert_hash", &self.ca_cert_hash)
+            .finish()
+    }
 }
 
 /// The names a template gets from nodewright; `variables` may not reuse them.
@@ -35,6 +59,9 @@ pub const BUILTIN_VARIABLES: &[&str] = &[
     "k3s_node_args",
     "server_version",
     "kube_version",
+    "bootstrap_token",
+    "api_server_endpoint",
+    "ca_cert_hash",
 ];
 
 /// The startup taint every new node registers with, `key=true:NoSchedule`.
@@ -65,6 +92,7 @@ impl RenderContext {
             taints: group_taints,
             startup_taint: startup_taint(),
             server_version: None,
+            join: None,
         }
     }
 
@@ -72,6 +100,12 @@ impl RenderContext {
     /// unparsable one is left out, as an unknown one is.
     pub fn with_server_version(mut self, git_version: Option<&str>) -> Self {
         self.server_version = git_version.and_then(KubeVersion::parse);
+        self
+    }
+
+    /// This context with the kubeadm join credentials minted for the node.
+    pub fn with_join(mut self, join: Option<JoinCredentials>) -> Self {
+        self.join = join;
         self
     }
 
@@ -123,6 +157,14 @@ impl RenderContext {
         if let Some(v) = &self.server_version {
             out.insert("server_version", Value::String(v.to_string()));
             out.insert("kube_version", Value::String(v.release()));
+        }
+        if let Some(j) = &self.join {
+            out.insert("bootstrap_token", Value::String(j.token.clone()));
+            out.insert(
+                "api_server_endpoint",
+                Value::String(j.api_server_endpoint.clone()),
+            );
+            out.insert("ca_cert_hash", Value::String(j.ca_cert_hash.clone()));
         }
         out
     }

@@ -60,7 +60,7 @@ use std::path::Path;
 
 use error::{map_error, missing_variables, UNKNOWN_VARIABLE};
 
-pub use context::{startup_taint, RenderContext, BUILTIN_VARIABLES};
+pub use context::{startup_taint, JoinCredentials, RenderContext, BUILTIN_VARIABLES};
 pub use error::UserDataError;
 pub use settings::{infer_format, UserDataConfig, UserDataFormat};
 pub use variables::{reads_server_version, template_variables};

@@ -24,6 +24,12 @@ pub struct UserDataConfig {
     /// as join tokens can come from a mounted Secret instead of the config.
     #[serde(default)]
     pub variable_files: BTreeMap<String, PathBuf>,
+    /// kubeadm clusters: nodewright mints a bootstrap token for each VM it makes, good for
+    /// `provisionTimeout`, and gives the template `bootstrap_token`, `api_server_endpoint`
+    /// and `ca_cert_hash` (from `kube-public/cluster-info`); the token is deleted once the
+    /// node joined or its VM is gone. No token pasted into the config expires under it.
+    #[serde(default)]
+    pub bootstrap_token: bool,
 }
 
 impl UserDataConfig {

@@ -32,6 +32,7 @@ fn cfg(template: &str, vars: serde_json::Value) -> UserDataConfig {
         format: None,
         variables: serde_json::from_value(vars).unwrap_or_default(),
         variable_files: Default::default(),
+        bootstrap_token: false,
     }
 }
 

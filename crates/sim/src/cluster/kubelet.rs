@@ -179,6 +179,7 @@ fn mark_unknown(txn: &mut Txn<'_>, name: &str) {
 fn refuses_to_start(inner: &Inner, name: &str, user_data: &str) -> bool {
     let Some(why) = userdata::start_error(user_data)
         .or_else(|| userdata::flag_error(&userdata::scan(user_data)))
+        .or_else(|| super::bootstrap::join_error(&inner.store.lock(), user_data, inner.now()))
     else {
         return false;
     };

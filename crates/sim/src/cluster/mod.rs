@@ -22,6 +22,7 @@
 
 mod admission;
 mod authn;
+mod bootstrap;
 mod bulk;
 mod control;
 mod controllers;
@@ -179,9 +180,19 @@ pub(crate) struct Inner {
     runtime: tokio::runtime::Handle,
     /// The control plane's `gitVersion` now: `opts.server_version` until an upgrade.
     server_version: Mutex<String>,
+    /// How far the server's clock is ahead of the wall clock ([`SimCluster::advance_clock`]).
+    clock_ahead: Mutex<std::time::Duration>,
 }
 
 impl Inner {
+    /// The server's clock: the wall clock, moved ahead by [`SimCluster::advance_clock`].
+    fn now(&self) -> k8s_openapi::jiff::Timestamp {
+        let ahead = *self.clock_ahead.lock().unwrap_or_else(|p| p.into_inner());
+        let at = std::time::SystemTime::now() + ahead;
+        k8s_openapi::jiff::Timestamp::try_from(at)
+            .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now())
+    }
+
     fn record(&self, call: ApiCall) {
         let mut calls = self.calls.lock().unwrap_or_else(|p| p.into_inner());
         while calls.len() >= self.opts.calls_kept.max(1) {
@@ -253,6 +264,7 @@ impl SimCluster {
             shutdown: stop_rx,
             addr,
             runtime: tokio::runtime::Handle::current(),
+            clock_ahead: Mutex::new(std::time::Duration::ZERO),
         });
         {
             let mut txn = inner.store.lock();
@@ -265,6 +277,15 @@ impl SimCluster {
             }
             for (res, obj) in rbac::bootstrap_objects() {
                 txn.create(res, obj).map_err(std::io::Error::other)?;
+            }
+            // kubeadm's cluster-info, with the address and CA clients verify it by.
+            if let Some(t) = &inner.tls {
+                let url = format!("https://{addr}");
+                txn.create(
+                    &resources::CONFIGMAPS,
+                    bootstrap::cluster_info(&url, &t.ca_pem),
+                )
+                .map_err(std::io::Error::other)?;
             }
             // k3s's default StorageClass, as a fresh k3s cluster has it.
             let class = resources::normalize::normalize_class(storage::local_path_class())
@@ -313,6 +334,17 @@ impl SimCluster {
             inner,
             stop: Arc::new(StopOnDrop(stop_tx)),
         })
+    }
+
+    /// Moves the server's clock `by` ahead of the wall clock, for what it checks against
+    /// time itself (a bootstrap token's expiration); pods, nodes and leases keep the
+    /// wall clock.
+    pub fn advance_clock(&self, by: std::time::Duration) {
+        *self
+            .inner
+            .clock_ahead
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) += by;
     }
 
     /// Stops the server (open watches end) and the background loops.

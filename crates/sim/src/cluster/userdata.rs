@@ -77,7 +77,7 @@ fn collect_strings(v: &Value, out: &mut Vec<String>) {
 /// The texts worth scanning: JSON (Ignition) is searched through its decoded strings
 /// only, so escaped quotes do not leak into values; anything else as is, plus
 /// cloud-config's decoded files.
-fn texts(user_data: &str) -> Vec<String> {
+pub(super) fn texts(user_data: &str) -> Vec<String> {
     let trimmed = user_data.trim_start();
     if trimmed.starts_with('{') {
         if let Ok(doc) = serde_json::from_str::<Value>(trimmed) {
@@ -159,6 +159,31 @@ fn option_values(text: &str, name: &str) -> Vec<String> {
         }
         if name.ends_with("label") {
             rest = rest.strip_prefix('s').unwrap_or(rest);
+        }
+        // kubeadm v1beta4's `kubeletExtraArgs`: `- name: <flag>` with `value:` on the
+        // next line.
+        let line_start = text[..pos].rsplit('\n').next().unwrap_or_default();
+        if matches!(
+            line_start.trim().trim_end_matches(['"', '\'']).trim_end(),
+            "name:" | "- name:"
+        ) {
+            let (tail, next) = rest.split_once('\n').unwrap_or((rest, ""));
+            let value = next
+                .lines()
+                .next()
+                .map(str::trim)
+                .and_then(|l| l.strip_prefix("value:"));
+            if let (true, Some(v)) = (tail.trim().trim_matches(['"', '\'']).is_empty(), value) {
+                for v in yaml_values(v) {
+                    found.extend(
+                        v.split(',')
+                            .map(str::trim)
+                            .filter(|x| !x.is_empty())
+                            .map(str::to_string),
+                    );
+                }
+            }
+            continue;
         }
         let values = if let Some(v) = rest.strip_prefix('=') {
             vec![flag_value(v).to_string()]
@@ -398,6 +423,18 @@ mod tests {
         );
         assert!(!r.extended.contains_key("bad"));
         assert_eq!(r.labels.get("a").map(String::as_str), Some("b"));
+    }
+
+    #[test]
+    fn kubeadm_v1beta4_kubelet_extra_args_are_read() {
+        let cfg = "nodeRegistration:\n  kubeletExtraArgs:\n  - name: node-labels\n    value: \"a=b,c=d\"\n  - name: \"register-with-taints\"\n    value: \"nodewright.io/startup=true:NoSchedule\"\n";
+        let r = scan(cfg);
+        assert_eq!(r.labels.get("a").map(String::as_str), Some("b"));
+        assert_eq!(r.labels.get("c").map(String::as_str), Some("d"));
+        assert_eq!(
+            keys(&r),
+            vec!["nodewright.io/startup:NoSchedule".to_string()]
+        );
     }
 
     #[test]
