@@ -120,3 +120,26 @@ fn version_drift(v: &View<'_>, m: &Member<'_>, n: &NodeInfo) -> Option<Reason> {
         .about([ObjectRef::node(&n.name)])
     })
 }
+
+/// Notes every group that pins a version newer than the API server's: its scale-ups
+/// are refused (a node is never newer than its control plane), so a person must lower
+/// the pin or upgrade the server.
+pub fn note_pins_newer_than_server(v: &View<'_>, notes: &mut Vec<Reason>) {
+    let Some(server) = &v.server_version else {
+        return;
+    };
+    for g in &v.config.node_groups {
+        let Some((var, pin)) = g.pinned_version() else {
+            continue;
+        };
+        if KubeVersion::parse(pin).is_some_and(|p| server.older_than(&p)) {
+            notes.push(Reason::new(
+                ReasonCode::VersionNewerThanServer,
+                format!(
+                    "group {} pins {var} {pin}, newer than the API server's {server}: it makes no node (none is newer than its control plane); lower the pin or upgrade the server",
+                    g.name
+                ),
+            ));
+        }
+    }
+}

@@ -155,3 +155,23 @@ fn an_older_pin_is_what_nodes_follow_so_its_nodes_are_not_replaced_for_ever() {
         "{d:#?}"
     );
 }
+
+#[test]
+fn a_pin_newer_than_the_server_is_noted() {
+    let (_dir, c) = config(FOLLOWS, "k3s_version");
+    let d = plan_it(&cluster(Some("v1.31.1+k3s1"), "v1.31.1+k3s1"), &c);
+    let note = d
+        .notes
+        .iter()
+        .find(|n| n.code == ReasonCode::VersionNewerThanServer)
+        .expect("a note");
+    assert_eq!(
+        note.message,
+        "group workers pins k3s_version v1.31.2+k3s1, newer than the API server's v1.31.1+k3s1: it makes no node (none is newer than its control plane); lower the pin or upgrade the server"
+    );
+    let d = plan_it(&cluster(Some("v1.31.2+k3s1"), "v1.31.1+k3s1"), &c);
+    assert!(!d
+        .notes
+        .iter()
+        .any(|n| n.code == ReasonCode::VersionNewerThanServer));
+}
