@@ -71,6 +71,7 @@ pub const SHIPPED_TEMPLATES: &[&str] = &[
     "k3s-agent.butane.yaml.j2",
     "k3s-agent.cloud-init.yaml.j2",
     "k3s-agent.join.sh.j2",
+    "kubeadm-join.cloud-init.yaml.j2",
     "kubeadm-join.sh.j2",
 ];
 
