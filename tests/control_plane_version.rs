@@ -193,3 +193,36 @@ async fn a_pinned_version_newer_than_the_server_makes_no_node() {
         "{errors:?}"
     );
 }
+
+/// Issue 30: a group that pins an older k3s release gets it (the simulated kubelet reports
+/// the release its user data installed, not the server's), and its nodes are current: no
+/// cycle replaces them, before or after a control-plane upgrade.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_pinned_to_an_older_release_runs_it_and_is_not_replaced_for_it() {
+    const PIN: &str = "v1.31.2+k3s1";
+    let env = env().await;
+    let rec = e2e::reconciler(&env, &workers(&format!(", k3s_version: {PIN}"))).await;
+    e2e::drive(&rec, Duration::from_secs(60), || {
+        let w = workers_of(&env);
+        w.len() == 3 && w.iter().all(e2e::ready_joined)
+    })
+    .await;
+    for n in workers_of(&env) {
+        assert_eq!(kubelet_version(&n).as_deref(), Some(PIN), "{}", name(&n));
+    }
+    let before: Vec<String> = workers_of(&env).iter().map(name).collect();
+    for upgraded in [false, true] {
+        if upgraded {
+            env.cluster.upgrade_control_plane(AFTER);
+        }
+        for _ in 0..5 {
+            let report = rec.cycle(SystemTime::now()).await.expect("cycle");
+            let d = &report.decision;
+            assert!(!d.has_reason(ReasonCode::NodeDrifted), "{d:#?}");
+            assert!(!matches!(d.action, Action::Cordon { .. }), "{d:#?}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let after: Vec<String> = workers_of(&env).iter().map(name).collect();
+    assert_eq!(after, before);
+}
