@@ -96,6 +96,39 @@ fn openssl_ca_hash(env: &SimEnv) -> String {
     format!("sha256:{hex}")
 }
 
+/// What the simulators hold, for a failure message.
+fn world(env: &SimEnv) -> String {
+    let tokens: Vec<(Option<String>, Option<String>)> = tokens(env)
+        .iter()
+        .map(|s| {
+            let description = s
+                .data
+                .as_ref()
+                .and_then(|d| d.get("description"))
+                .map(|b| String::from_utf8_lossy(&b.0).into_owned());
+            (s.metadata.name.clone(), description)
+        })
+        .collect();
+    let servers: Vec<String> = env.cloud.servers().iter().map(|s| s.name.clone()).collect();
+    let nodes: Vec<Option<String>> = env
+        .cluster
+        .nodes()
+        .iter()
+        .map(|n| n.metadata.name.clone())
+        .collect();
+    let secret_calls: Vec<String> = env
+        .cluster
+        .calls()
+        .iter()
+        .filter(|c| c.resource == "secrets")
+        .map(|c| format!("{} {}", c.verb, c.path))
+        .collect();
+    format!(
+        "kubelets refused: {:?}; tokens: {tokens:?}; servers: {servers:?}; nodes: {nodes:?}; secret calls: {secret_calls:?}",
+        env.cluster.kubelet_refusals()
+    )
+}
+
 fn running(env: &SimEnv, app: &str) -> usize {
     app_pods(env, app)
         .iter()
@@ -124,8 +157,8 @@ async fn cycle_until(
         }
         assert!(
             start.elapsed() < Duration::from_secs(40),
-            "no {what}; acted: {acted:#?}; kubelets refused: {:?}",
-            env.cluster.kubelet_refusals()
+            "no {what}; acted: {acted:#?}; {}",
+            world(env)
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
@@ -170,7 +203,7 @@ async fn minted_tokens_keep_a_kubeadm_group_scaling_up_past_a_day_and_go_once_jo
 
     // A day and an hour later, past any token `kubeadm token create` made that day.
     let ahead = DAY + Duration::from_secs(3600);
-    env.cluster.advance_clock(ahead);
+    env.advance_clock(ahead);
     env.cluster
         .scale_replicaset("default", "web", 2)
         .expect("scale");
@@ -186,7 +219,7 @@ async fn minted_tokens_keep_a_kubeadm_group_scaling_up_past_a_day_and_go_once_jo
 }
 
 /// What a user pasted before: the output of `kubeadm token create --print-join-command`.
-const PASTED: &str = "#cloud-config\nruncmd:\n  - kubeadm join 10.0.0.1:6443 --token {{ token }} --discovery-token-ca-cert-hash sha256:00 --node-name {{ node_name }} --register-with-taints={{ all_taints | join(\",\") }}\n";
+const PASTED: &str = "#cloud-config\nruncmd:\n  - kubeadm join 10.0.0.1:6443 --token {{ token }} --discovery-token-ca-cert-hash sha256:00 --node-name {{ node_name }} --node-labels={{ labels | items | map(\"join\", \"=\") | join(\",\") }} --register-with-taints={{ all_taints | join(\",\") }}\n";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pasted_join_token_stops_working_after_its_ttl_and_the_kubelet_says_why() {
@@ -227,7 +260,7 @@ async fn a_pasted_join_token_stops_working_after_its_ttl_and_the_kubelet_says_wh
     })
     .await;
     let ahead = DAY + Duration::from_secs(3600);
-    env.cluster.advance_clock(ahead);
+    env.advance_clock(ahead);
     env.cluster
         .scale_replicaset("default", "web", 2)
         .expect("scale");

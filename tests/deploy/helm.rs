@@ -366,8 +366,15 @@ fn helm_grants_bootstrap_token_rbac_only_for_a_group_that_mints_and_as_kustomize
             .collect::<BTreeMap<_, _>>()
     };
     assert!(mints(&helm_template(&[])).is_empty());
-    let groups = r#"config.nodeGroups=[{"name":"w","userData":{"template":"kubeadm-join.cloud-init.yaml.j2","bootstrapToken":true}}]"#;
-    let chart = mints(&helm_template(&["--set-json", groups]));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let values = dir.path().join("values.yaml");
+    std::fs::write(
+        &values,
+        "config:\n  nodeGroups:\n    - name: w\n      userData: {template: kubeadm-join.cloud-init.yaml.j2, bootstrapToken: true}\n",
+    )
+    .expect("values written");
+    let values = values.to_string_lossy().into_owned();
+    let chart = mints(&helm_template(&["-f", &values]));
     let path = base_dir().join("../components/kubeadm-bootstrap-tokens/rbac.yaml");
     let component = rbac_essence(&yaml_docs(&read(&path), "component rbac.yaml"));
     assert_eq!(chart, component);

@@ -328,6 +328,15 @@ impl SimEnv {
         Ok((path, config))
     }
 
+    /// Moves the clocks of the simulated API server and OpenStack `by` ahead of the wall
+    /// clock, for a test that lives a day in a minute: a loop cycling at `now + by` then
+    /// agrees with them on VM ages and token expirations. Proxmox and Kamatera keep the
+    /// wall clock.
+    pub fn advance_clock(&self, by: Duration) {
+        self.cluster.advance_clock(by);
+        self.cloud.advance_clock(by);
+    }
+
     /// A reconciler talking to this environment over HTTP, built the way `run` builds it
     /// but without reading the process environment.
     pub async fn reconciler(&self, config: Config) -> anyhow::Result<Reconciler> {

@@ -344,7 +344,7 @@ impl Actuator<'_> {
                     match self.cluster.remove_taint(node, STARTUP_TAINT_KEY).await {
                         Ok(()) => {
                             // Joined: its bootstrap token has done its work.
-                            self.drop_join_tokens([node.as_str()]).await;
+                            self.drop_join_tokens(std::slice::from_ref(node)).await;
                             out.done.push(format!("removed startup taint from {node}"))
                         }
                         Err(e) => {
@@ -367,10 +367,8 @@ impl Actuator<'_> {
                         break;
                     }
                 }
-                // Collected first: a closure's iterator held across the await makes
-                // the future not `Send` for every lifetime (`tokio::spawn` refuses it).
-                let names: Vec<&str> = servers.iter().map(|s| s.name.as_str()).collect();
-                self.drop_join_tokens(names).await;
+                let names: Vec<String> = servers.iter().map(|s| s.name.clone()).collect();
+                self.drop_join_tokens(&names).await;
                 each.result(&mut out)?;
             }
             Action::ScaleUp { group, count, size } => {
@@ -882,7 +880,7 @@ impl Actuator<'_> {
 
     /// Deletes the bootstrap tokens of `names` in groups that mint them: their node
     /// joined, or their VM is gone. A failure is logged; the token expires anyway.
-    async fn drop_join_tokens(&self, names: impl IntoIterator<Item = &str>) {
+    async fn drop_join_tokens(&self, names: &[String]) {
         let minting = self
             .config
             .node_groups

@@ -82,7 +82,7 @@ pub(super) async fn issue_token(State(shared): State<Arc<Shared>>, body: Bytes) 
     if !ok {
         return denied();
     }
-    let now = SystemTime::now();
+    let now = shared.now();
     let (token, expires) = {
         let mut st = shared.lock();
         st.counter += 1;

@@ -278,9 +278,17 @@ struct Shared {
     opts: SimOpenStackOptions,
     addr: SocketAddr,
     state: Mutex<State_>,
+    /// Seconds the cloud's clock is ahead of the wall clock ([`SimOpenStack::advance_clock`]).
+    clock_ahead: std::sync::atomic::AtomicU64,
 }
 
 impl Shared {
+    /// The cloud's clock: the wall clock, moved ahead by [`SimOpenStack::advance_clock`].
+    fn now(&self) -> SystemTime {
+        let ahead = self.clock_ahead.load(std::sync::atomic::Ordering::Relaxed);
+        SystemTime::now() + std::time::Duration::from_secs(ahead)
+    }
+
     fn lock(&self) -> MutexGuard<'_, State_> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -329,6 +337,7 @@ impl SimOpenStack {
     pub async fn start(opts: SimOpenStackOptions) -> std::io::Result<SimOpenStack> {
         let (listener, addr) = serve::bind_local().await?;
         let shared = Arc::new(Shared {
+            clock_ahead: std::sync::atomic::AtomicU64::new(0),
             state: Mutex::new(State_ {
                 servers: Vec::new(),
                 tokens: HashMap::new(),
@@ -394,6 +403,15 @@ impl SimOpenStack {
             yaml_str(&o.region),
         );
         std::fs::write(path, text)
+    }
+
+    /// Moves the cloud's clock `by` ahead (whole seconds) of the wall clock: what it
+    /// stamps (server creation, token expiry) and checks against. Boot and task delays
+    /// keep real time.
+    pub fn advance_clock(&self, by: std::time::Duration) {
+        self.shared
+            .clock_ahead
+            .fetch_add(by.as_secs(), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// All servers, oldest first.
@@ -498,7 +516,7 @@ impl SimOpenStack {
             server_group: None,
             tags: Vec::new(),
             fault: None,
-            created: SystemTime::now(),
+            created: self.shared.now(),
         });
         id
     }

@@ -453,7 +453,7 @@ pub(super) async fn create_server(
         server_group,
         tags,
         fault: None,
-        created: SystemTime::now(),
+        created: shared.now(),
     });
     drop(st);
 
