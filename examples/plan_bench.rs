@@ -323,6 +323,7 @@ fn build(kind: Kind, nodes: usize, pending: usize, now: SystemTime) -> Snapshot 
             image_listing: Default::default(),
             deleting: false,
             ready_changed: None,
+            kubelet_version: None,
         });
         // Filler pods of 500 deployments: 30 x (500m, 2 GiB) fill a node to 15 CPU and
         // 60 GiB; one node in ten has holes instead.

@@ -232,8 +232,9 @@ fn shipped_templates_carry_startup_taint_ownership_labels_and_node_name() {
             "\"dedicated:NoExecute\"".to_string(),
             "node-name: \"prod-gpu-workers-7f3k2\"".to_string(),
             "server: \"https://10.0.0.10:6443\"".to_string(),
-            // A shell word (`shell_quote`): plain characters stay bare.
-            "version=v1.31.4+k3s1\n".to_string(),
+            // A shell word (`shell_quote`): plain characters stay bare. The group's
+            // k3s_version wins over the server's version.
+            "INSTALL_K3S_VERSION=v1.31.4+k3s1\n".to_string(),
             "\"max-pods=50\"".to_string(),
         ] {
             assert!(
@@ -441,6 +442,86 @@ fn kubeadm_join_script_registers_with_labels_and_startup_taint() {
     assert!(
         text.contains("--node-name prod-gpu-workers-7f3k2"),
         "{text}"
+    );
+}
+
+fn render_at(template: &str, vars: serde_json::Value, server: Option<&str>) -> String {
+    let ctx = ctx().with_server_version(server);
+    let out = userdata::render(&shipped_dir(), &config(template, vars), &ctx)
+        .unwrap_or_else(|e| panic!("rendering {template} failed: {e}"));
+    if server.is_some() {
+        validate(&format!("{template} (server {server:?})"), &out);
+    }
+    node_visible_text(&out)
+}
+
+/// Issue 30: without a pinned version, every shipped k3s template installs exactly the
+/// API server's k3s release (k3s's `INSTALL_K3S_VERSION`); a server that is not k3s gives
+/// its Kubernetes release as the k3s1 build; unknown, the "stable" channel as before.
+#[test]
+fn shipped_k3s_templates_install_the_api_servers_version_by_default() {
+    for template in shipped_templates()
+        .into_iter()
+        .filter(|t| t.starts_with("k3s-"))
+    {
+        let text = render_at(&template, minimal_vars(), Some("v1.32.1+k3s1"));
+        assert!(
+            text.contains("INSTALL_K3S_VERSION=v1.32.1+k3s1\n"),
+            "{template}: the server's version is not installed\n{text}"
+        );
+        let text = render_at(&template, minimal_vars(), Some("v1.32.1"));
+        assert!(
+            text.contains("INSTALL_K3S_VERSION=v1.32.1+k3s1\n"),
+            "{template}: {text}"
+        );
+        // A pin wins (older than the server: allowed).
+        let text = render_at(&template, full_vars(), Some("v1.32.1+k3s1"));
+        assert!(
+            text.contains("INSTALL_K3S_VERSION=v1.31.4+k3s1\n"),
+            "{template}: {text}"
+        );
+        let text = render_at(&template, minimal_vars(), None);
+        assert!(
+            text.contains("INSTALL_K3S_VERSION=''\n"),
+            "{template}: {text}"
+        );
+        assert!(text.contains("channels/stable"), "{template}: {text}");
+    }
+}
+
+/// Issue 30: the kubeadm template installs the API server's Kubernetes release (the
+/// kubelet and kubeadm packages of pkgs.k8s.io) unless the group pins one.
+#[test]
+fn kubeadm_template_installs_the_api_servers_release_by_default() {
+    let text = render_at("kubeadm-join.sh.j2", minimal_vars(), Some("v1.32.1"));
+    assert!(text.contains("KUBERNETES_VERSION=v1.32.1\n"), "{text}");
+    assert!(
+        text.contains("https://pkgs.k8s.io/core:/stable:/v"),
+        "{text}"
+    );
+    // The k3s build of a server is no package version: its release is.
+    let text = render_at("kubeadm-join.sh.j2", minimal_vars(), Some("v1.32.1+k3s1"));
+    assert!(text.contains("KUBERNETES_VERSION=v1.32.1\n"), "{text}");
+    let mut vars = minimal_vars();
+    vars["kubernetes_version"] = json!("v1.31.9");
+    let text = render_at("kubeadm-join.sh.j2", vars, Some("v1.32.1"));
+    assert!(text.contains("KUBERNETES_VERSION=v1.31.9\n"), "{text}");
+    // The cloud-init one (minted token), the same way.
+    let ctx = minted_ctx().with_server_version(Some("v1.32.1+k3s1"));
+    let out = userdata::render(
+        &shipped_dir(),
+        &config("kubeadm-join.cloud-init.yaml.j2", json!({})),
+        &ctx,
+    )
+    .unwrap_or_else(|e| panic!("rendering failed: {e}"));
+    validate(
+        "kubeadm-join.cloud-init.yaml.j2 (server v1.32.1+k3s1)",
+        &out,
+    );
+    assert!(
+        out.content.contains("KUBERNETES_VERSION=v1.32.1\n"),
+        "{}",
+        out.content
     );
 }
 

@@ -628,6 +628,7 @@ mod tests {
             image_listing: Default::default(),
             deleting: false,
             ready_changed: None,
+            kubelet_version: None,
         };
         assert_eq!(check_cordon("c-g-a", &n), None);
         n.unschedulable = false;

@@ -88,7 +88,15 @@ pub fn render_user_data_for(
     shape: Option<&GroupShape>,
 ) -> Result<userdata::RenderedUserData, ActError> {
     let preview = group.user_data.bootstrap_token.then(minted_later);
-    render_sized(config, group, node_name, shape, None, preview.as_ref())
+    render_sized(
+        config,
+        group,
+        node_name,
+        shape,
+        None,
+        preview.as_ref(),
+        None,
+    )
 }
 
 /// Stand-ins for the join credentials of a group that mints them, for a render outside a
@@ -102,7 +110,9 @@ fn minted_later() -> crate::model::JoinCredentials {
 }
 
 /// [`render_user_data_for`] a VM of `size` (in a group of several sizes): `shape` is
-/// that size's, and the node is labelled with the size's settings hash.
+/// that size's, and the node is labelled with the size's settings hash. With the API
+/// server's version known (its `gitVersion`), a group that pins a newer one is refused:
+/// no node is made newer than its control plane.
 fn render_sized(
     config: &Config,
     group: &NodeGroupConfig,
@@ -110,7 +120,15 @@ fn render_sized(
     shape: Option<&GroupShape>,
     size: Option<&str>,
     join: Option<&crate::model::JoinCredentials>,
+    server_version: Option<&str>,
 ) -> Result<userdata::RenderedUserData, ActError> {
+    let user_data_error = |source| ActError::UserData {
+        group: group.name.clone(),
+        source,
+    };
+    if let Some(skew) = newer_than_server(group, server_version) {
+        return Err(user_data_error(skew));
+    }
     let taints = group.taints.iter().map(|t| t.to_flag()).collect();
     let mut labels = provider_labels(shape);
     labels.extend(group.labels.iter().map(|(k, v)| (k.clone(), v.clone())));
@@ -125,34 +143,63 @@ fn render_sized(
         &labels,
         taints,
     )
-    .with_join(join.cloned());
-    userdata::render(&config.templates_dir, &group.user_data, &ctx).map_err(|source| {
-        ActError::UserData {
-            group: group.name.clone(),
-            source,
-        }
-    })
+    .with_join(join.cloned())
+    .with_server_version(server_version);
+    userdata::render(&config.templates_dir, &group.user_data, &ctx).map_err(user_data_error)
+}
+
+/// The group's pinned version when it is newer than the API server's (both readable).
+pub fn newer_than_server(
+    group: &NodeGroupConfig,
+    server_version: Option<&str>,
+) -> Option<UserDataError> {
+    let server = crate::model::KubeVersion::parse(server_version?)?;
+    let (variable, pinned) = group.pinned_version()?;
+    let pin = crate::model::KubeVersion::parse(pinned)?;
+    server
+        .older_than(&pin)
+        .then(|| UserDataError::NewerThanServer {
+            variable: variable.to_string(),
+            pinned: pinned.to_string(),
+            server: server.to_string(),
+        })
+}
+
+/// What the cycle observed that a render needs: each group's shape, the API server's
+/// version.
+#[derive(Clone, Copy)]
+struct Observed<'a> {
+    shapes: &'a BTreeMap<String, GroupShape>,
+    server_version: Option<&'a str>,
 }
 
 /// What a VM of group `g` named `name` is made (or started, or joined) with; `zone`: the
 /// hypervisor host it is (to be) on, if the group has hosts.
 fn request_for(
     config: &Config,
-    shapes: &BTreeMap<String, GroupShape>,
+    seen: Observed<'_>,
     g: &NodeGroupConfig,
     name: &str,
     zone: Option<String>,
     size: Option<&str>,
     join: Option<&crate::model::JoinCredentials>,
 ) -> Result<CreateRequest, ActError> {
-    let placed = shapes.get(&g.name).map(|s| {
+    let placed = seen.shapes.get(&g.name).map(|s| {
         let sized = size.map_or_else(|| s.clone(), |n| s.of_size(n));
         GroupShape {
             zone: zone.clone().or(s.zone.clone()),
             ..sized
         }
     });
-    let rendered = render_sized(config, g, name, placed.as_ref(), size, join)?;
+    let rendered = render_sized(
+        config,
+        g,
+        name,
+        placed.as_ref(),
+        size,
+        join,
+        seen.server_version,
+    )?;
     Ok(CreateRequest {
         name: name.to_string(),
         cluster: config.cluster_name.clone(),
@@ -169,22 +216,14 @@ fn request_for(
 /// the VM is (a warm start, a join finished again).
 fn renderer<'r>(
     config: &'r Config,
-    shapes: &'r BTreeMap<String, GroupShape>,
+    seen: Observed<'r>,
     g: &'r NodeGroupConfig,
     name: &'r str,
     join: Option<&'r crate::model::JoinCredentials>,
 ) -> impl Fn(Option<&str>) -> Result<CreateRequest, String> + Send + Sync + 'r {
     move |zone| {
-        request_for(
-            config,
-            shapes,
-            g,
-            name,
-            zone.map(str::to_string),
-            None,
-            join,
-        )
-        .map_err(|e| e.to_string())
+        request_for(config, seen, g, name, zone.map(str::to_string), None, join)
+            .map_err(|e| e.to_string())
     }
 }
 
@@ -237,6 +276,8 @@ pub struct Actuator<'a> {
     pub taken_names: BTreeSet<String>,
     /// What each group's provider knows of a new VM (instance type, zone, region).
     pub group_shapes: &'a BTreeMap<String, GroupShape>,
+    /// The API server's `gitVersion` as the cycle read it, for the templates.
+    pub server_version: Option<&'a str>,
     pub dry_run: bool,
     /// The objects the action failed on, by their backoff key ([`backoff::key`]): an
     /// action over several objects applies to each on its own, and only these are held
@@ -245,6 +286,17 @@ pub struct Actuator<'a> {
     /// The loop's clock at the decision (virtual in a replay): minted join tokens are
     /// good for `provisionTimeout` from it.
     pub now: std::time::SystemTime,
+}
+
+impl<'a> Actuator<'a> {
+    /// What a render needs of what the cycle observed (as long-lived as the cycle's view,
+    /// not this borrow of the actuator).
+    fn observed(&self) -> Observed<'a> {
+        Observed {
+            shapes: self.group_shapes,
+            server_version: self.server_version,
+        }
+    }
 }
 
 /// The first failure of an action over several objects, which goes on past it.
@@ -356,8 +408,7 @@ impl Actuator<'_> {
                             continue;
                         }
                     };
-                    let render =
-                        renderer(self.config, self.group_shapes, g, &s.name, join.as_ref());
+                    let render = renderer(self.config, self.observed(), g, &s.name, join.as_ref());
                     match provider
                         .start_warm(&self.config.cluster_name, &s.id, &render)
                         .await
@@ -823,7 +874,7 @@ impl Actuator<'_> {
         size: Option<&str>,
         join: Option<&crate::model::JoinCredentials>,
     ) -> Result<CreateRequest, ActError> {
-        request_for(self.config, self.group_shapes, g, name, zone, size, join)
+        request_for(self.config, self.observed(), g, name, zone, size, join)
     }
 
     /// The kubeadm join credentials of VM `name` of `g`, minted now, good for
@@ -879,7 +930,7 @@ impl Actuator<'_> {
         registered: &[String],
         out: &mut Outcome,
     ) -> Result<(), ActError> {
-        let (config, shapes) = (self.config, self.group_shapes);
+        let (config, seen) = (self.config, self.observed());
         let mut first = FirstFailure::default();
         for s in servers {
             let done = registered.contains(&s.name);
@@ -893,7 +944,7 @@ impl Actuator<'_> {
                 } else {
                     self.join_credentials(g, &s.name).await?
                 };
-                let render = renderer(config, shapes, g, &s.name, join.as_ref());
+                let render = renderer(config, seen, g, &s.name, join.as_ref());
                 let render: Option<&crate::cloud::RenderJoin<'_>> =
                     if done { None } else { Some(&render) };
                 provider

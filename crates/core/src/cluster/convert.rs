@@ -275,6 +275,10 @@ pub fn node_info(n: &Node) -> Option<NodeInfo> {
         image_listing,
         deleting: n.metadata.deletion_timestamp.is_some(),
         ready_changed,
+        kubelet_version: status
+            .and_then(|s| s.node_info.as_ref())
+            .map(|i| i.kubelet_version.clone())
+            .filter(|v| !v.is_empty()),
     })
 }
 

@@ -220,6 +220,16 @@ impl ClusterApi for KubeCluster {
         Ok(ns.metadata.uid.filter(|u| !u.is_empty()))
     }
 
+    async fn server_version(&self) -> Result<Option<String>, ClusterError> {
+        // One small GET, readable by every client (`system:public-info-viewer`).
+        let info = self
+            .client
+            .apiserver_version()
+            .await
+            .map_err(api_err("get /version".to_string()))?;
+        Ok(Some(info.git_version).filter(|v| !v.is_empty()))
+    }
+
     async fn record_disruption(
         &self,
         kind: RecordKind,

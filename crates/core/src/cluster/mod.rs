@@ -178,6 +178,12 @@ pub trait ClusterApi: Send + Sync {
     async fn identity(&self) -> Result<Option<String>, ClusterError> {
         Ok(None)
     }
+    /// The API server's version, `/version`'s `gitVersion` (`v1.31.4+k3s1`): new nodes
+    /// install it and older ones have drifted. `None` from an implementation that has
+    /// none (the in-memory replay).
+    async fn server_version(&self) -> Result<Option<String>, ClusterError> {
+        Ok(None)
+    }
     /// Records `at` as the last `kind` of each of `groups`.
     async fn record_disruption(
         &self,

@@ -295,6 +295,18 @@ pub struct NodeGroupConfig {
     /// out of sight, `keep` (the default) leaves it as it is.
     #[serde(default)]
     pub unreachable_with_local_data: UnreachableData,
+    /// Nodes follow the API server's version: one whose kubelet is older than the server
+    /// (or than the group's pinned `k3s_version` / `kubernetes_version`, when older) has
+    /// drifted and is replaced within the budgets, so upgrading the control plane rolls
+    /// the workers. On by default; not part of the settings hash.
+    #[serde(default = "yes")]
+    pub follow_control_plane_version: bool,
+    /// The group's template reads the server's version (`kube_version` or
+    /// `server_version`), so a new node gets it: only then is an older node drifted for
+    /// its version (a template that installs a fixed one would replace its nodes for
+    /// ever). Worked out when the config is read.
+    #[serde(skip)]
+    pub template_reads_server_version: bool,
     /// Hash of what a node of this group is made from (see [`hash`]); computed when the
     /// config is read.
     #[serde(skip)]
@@ -310,6 +322,15 @@ pub struct NodeGroupConfig {
     pub size_hashes: Vec<(String, String)>,
 }
 
+/// The user-data variables that pin the version a template installs (the shipped k3s
+/// and kubeadm templates read them; without one they install the API server's).
+pub const PINNED_VERSION_VARIABLES: [&str; 2] = ["k3s_version", "kubernetes_version"];
+
+/// `true`, for serde defaults.
+fn yes() -> bool {
+    true
+}
+
 impl NodeGroupConfig {
     /// The setting that makes the VM run the group's rendered user data as a shell
     /// script (not hand it to cloud-init or Ignition), if any: such a group needs a
@@ -323,6 +344,18 @@ impl NodeGroupConfig {
     /// The group's provider block (validation guarantees it).
     pub fn provider_settings(&self) -> Option<&ProviderSettings> {
         self.settings.get(self.provider)
+    }
+
+    /// The Kubernetes version the group pins through its `k3s_version` or
+    /// `kubernetes_version` variable, as (variable, value), if it sets one.
+    pub fn pinned_version(&self) -> Option<(&'static str, &str)> {
+        PINNED_VERSION_VARIABLES.iter().find_map(|name| {
+            self.user_data
+                .variables
+                .get(*name)
+                .and_then(|v| v.as_str())
+                .map(|v| (*name, v))
+        })
     }
 
     /// Size of the group's warm pool (0: none).
@@ -382,6 +415,8 @@ impl NodeGroupConfig {
             std::fs::read(templates_dir.join(&self.user_data.template)).unwrap_or_default();
         self.settings_hash = hash::settings_hash(self, &template);
         self.legacy_settings_hashes = hash::legacy_settings_hashes(self, &template);
+        self.template_reads_server_version =
+            crate::userdata::reads_server_version(templates_dir, &self.user_data.template);
         self.size_hashes.clear();
         let sizes = self.sizes();
         let Some(block) = self.provider_settings().cloned() else {

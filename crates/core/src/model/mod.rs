@@ -17,6 +17,7 @@ pub mod resources;
 pub mod selector;
 pub mod server;
 pub mod sizes;
+pub mod version;
 pub mod volumes;
 
 pub use bytes::Bytes;
@@ -37,6 +38,7 @@ pub use selector::{
 };
 pub use server::{unix_secs, GroupShape, Server, ServerStatus, Stray, StrayKind};
 pub use sizes::{Names, SizeShape, SIZE_TAG};
+pub use version::KubeVersion;
 pub use volumes::{
     attach_resource, ClaimInfo, ClassInfo, CsiNodeInfo, HeldVolume, LocalVolume, PodClaim, PvInfo,
     Volumes,

@@ -86,6 +86,8 @@ pub struct NodeInfo {
     pub deleting: bool,
     /// When the Ready condition last changed (its `lastTransitionTime`), if known.
     pub ready_changed: Option<SystemTime>,
+    /// `status.nodeInfo.kubeletVersion` (`v1.31.4+k3s1`), if reported.
+    pub kubelet_version: Option<String>,
 }
 
 /// What a node's `status.images` says beyond the names: the kubelet lists its images

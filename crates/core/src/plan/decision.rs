@@ -97,6 +97,9 @@ pub enum ReasonCode {
     /// A node's settings-hash label is one an earlier release stamped for the settings its
     /// group has now: relabelled with today's hash, never replaced for it.
     HashFormatChanged,
+    /// A group pins a Kubernetes version newer than the API server's: it makes no node
+    /// (none is ever newer than its control plane) until the pin or the server changes.
+    VersionNewerThanServer,
     /// An action that failed on its objects is held back for a while; the next step's
     /// action runs meanwhile.
     ActionBackedOff,

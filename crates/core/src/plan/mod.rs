@@ -209,6 +209,7 @@ pub fn plan(snapshot: &Snapshot, config: &Config, now: SystemTime) -> Decision {
         ));
     }
     steps::note_unknown_groups(&view, &mut notes);
+    steps::note_pins_newer_than_server(&view, &mut notes);
     for (provider, said) in &snapshot.cloud_failures {
         notes.push(Reason::new(
             ReasonCode::ServerError,

@@ -14,6 +14,10 @@ use crate::model::{GroupShape, NodeInfo, PdbInfo, PodInfo, Resources, Server, St
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct Snapshot {
     pub nodes: Vec<NodeInfo>,
+    /// The API server's `gitVersion` (`v1.31.4+k3s1`), when it could be read: nodes of a
+    /// group that follows it are drifted when older, and new ones install it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub server_version: Option<String>,
     /// Shared with the watch cache: a cycle at 150,000 pods copies references, not pods.
     #[serde(serialize_with = "shared_pods")]
     pub pods: Vec<Arc<PodInfo>>,

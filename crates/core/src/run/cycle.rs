@@ -115,8 +115,13 @@ impl Reconciler {
         servers.retain(|s| !unavailable.contains_key(&s.provider));
         let remembered = self.memory.disruption_times();
         let learned_allocatable = self.memory.learn_allocatable(cluster_name, &nodes);
+        let server_version = self.cluster.server_version().await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "reading the API server's version (/version) failed; no node is called drifted for its version this cycle, and new nodes' templates get no server_version");
+            None
+        });
         let mut snapshot = Snapshot {
             nodes,
+            server_version,
             pods,
             servers,
             group_shapes,
@@ -224,6 +229,7 @@ impl Reconciler {
             clouds: &self.clouds,
             taken_names,
             group_shapes: &snapshot.group_shapes,
+            server_version: snapshot.server_version.as_deref(),
             dry_run: self.dry_run,
             failed: Vec::new(),
             now,

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::model::{LABEL_CLUSTER, LABEL_GROUP, STARTUP_TAINT_KEY};
+use crate::model::{KubeVersion, LABEL_CLUSTER, LABEL_GROUP, STARTUP_TAINT_KEY};
 
 /// What nodewright knows about the node being created.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -18,6 +18,9 @@ pub struct RenderContext {
     pub taints: Vec<String>,
     /// `nodewright.io/startup=true:NoSchedule`.
     pub startup_taint: String,
+    /// The API server's `gitVersion` (`v1.31.4+k3s1`), when known: the version a new
+    /// node installs unless the group pins one.
+    pub server_version: Option<KubeVersion>,
     /// The kubeadm join credentials nodewright minted for this node
     /// (`userData.bootstrapToken`), if any.
     pub join: Option<crate::model::JoinCredentials>,
@@ -33,6 +36,8 @@ pub const BUILTIN_VARIABLES: &[&str] = &[
     "startup_taint",
     "all_taints",
     "k3s_node_args",
+    "server_version",
+    "kube_version",
     "bootstrap_token",
     "api_server_endpoint",
     "ca_cert_hash",
@@ -65,8 +70,16 @@ impl RenderContext {
             labels,
             taints: group_taints,
             startup_taint: startup_taint(),
+            server_version: None,
             join: None,
         }
+    }
+
+    /// The context with the API server's version (its `/version` `gitVersion`); an
+    /// unparsable one is left out, as an unknown one is.
+    pub fn with_server_version(mut self, git_version: Option<&str>) -> Self {
+        self.server_version = git_version.and_then(KubeVersion::parse);
+        self
     }
 
     /// This context with the kubeadm join credentials minted for the node.
@@ -119,6 +132,11 @@ impl RenderContext {
             ("all_taints", strings(self.all_taints())),
             ("k3s_node_args", strings(self.k3s_node_args())),
         ]);
+        // Left undefined when unknown (templates guard with `is defined`).
+        if let Some(v) = &self.server_version {
+            out.insert("server_version", Value::String(v.to_string()));
+            out.insert("kube_version", Value::String(v.release()));
+        }
         if let Some(j) = &self.join {
             out.insert("bootstrap_token", Value::String(j.token.clone()));
             out.insert(

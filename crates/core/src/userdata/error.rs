@@ -55,6 +55,17 @@ impl fmt::Display for RenderedLineHint {
 #[derive(Debug, thiserror::Error)]
 pub enum UserDataError {
     #[error(
+        "userData.variables.{variable}: `{pinned}` is newer than the API server's `{server}`, \
+         and a node is never made newer than its control plane (the Kubernetes version skew \
+         policy); pin `{server}` or older, or remove `{variable}` so new nodes install the \
+         server's version"
+    )]
+    NewerThanServer {
+        variable: String,
+        pinned: String,
+        server: String,
+    },
+    #[error(
         "user data template `{template}` not found in {}{}; \
          check `userData.template` (it is relative to the templates directory)",
         dir.display(),
@@ -161,7 +172,7 @@ impl UserDataError {
             | UserDataError::Butane { template, .. }
             | UserDataError::CloudConfigYaml { template, .. }
             | UserDataError::ScriptWithoutShebang { template } => Some(template),
-            UserDataError::VariableFile { .. } => None,
+            UserDataError::VariableFile { .. } | UserDataError::NewerThanServer { .. } => None,
         }
     }
 

@@ -16,6 +16,8 @@
 //! | `startup_taint` | string              | `nodewright.io/startup=true:NoSchedule`                   |
 //! | `all_taints`    | list of strings     | `taints` followed by `startup_taint`                      |
 //! | `k3s_node_args` | list of strings     | `--node-name=…`, one `--node-label=k=v` per label, one `--node-taint=…` per entry of `all_taints` |
+//! | `server_version`| string              | the API server's `/version` `gitVersion`, e.g. `v1.31.4+k3s1`; undefined when it could not be read |
+//! | `kube_version`  | string              | the Kubernetes release of it, e.g. `v1.31.4`; undefined with `server_version` |
 //!
 //! Filters beyond minijinja's: `tojson` (fails on undefined values) and `shell_quote`
 //! (one POSIX shell word; see [`shell`]): use it for every value that lands in shell code.
@@ -61,7 +63,7 @@ use error::{map_error, missing_variables, UNKNOWN_VARIABLE};
 pub use context::{startup_taint, RenderContext, BUILTIN_VARIABLES};
 pub use error::UserDataError;
 pub use settings::{infer_format, UserDataConfig, UserDataFormat};
-pub use variables::template_variables;
+pub use variables::{reads_server_version, template_variables};
 
 /// The templates shipped in the repository's `templates/` (and the chart's ConfigMap),
 /// named when a group's template is missing.

@@ -11,6 +11,20 @@ use super::{environment, BUILTIN_VARIABLES};
 /// reads from its context, built-ins left out. `None` when that cannot be known: the
 /// template does not parse, or it includes a template chosen at render time.
 pub fn template_variables(templates_dir: &Path, template: &str) -> Option<BTreeSet<String>> {
+    let mut names = all_variables(templates_dir, template)?;
+    names.retain(|n| !BUILTIN_VARIABLES.contains(&n.as_str()));
+    Some(names)
+}
+
+/// Whether `template` reads the API server's version (`kube_version` or
+/// `server_version`), so the nodes it makes run it; `false` when that cannot be known.
+pub fn reads_server_version(templates_dir: &Path, template: &str) -> bool {
+    all_variables(templates_dir, template)
+        .is_some_and(|n| n.contains("kube_version") || n.contains("server_version"))
+}
+
+/// Every name `template` and what it pulls in read, built-ins included.
+fn all_variables(templates_dir: &Path, template: &str) -> Option<BTreeSet<String>> {
     let env = environment(templates_dir);
     let mut names = BTreeSet::new();
     let mut todo = vec![template.to_string()];
@@ -23,7 +37,6 @@ pub fn template_variables(templates_dir: &Path, template: &str) -> Option<BTreeS
         names.extend(t.undeclared_variables(false));
         todo.extend(referenced_templates(t.source())?);
     }
-    names.retain(|n| !BUILTIN_VARIABLES.contains(&n.as_str()));
     Some(names)
 }
 

@@ -144,7 +144,7 @@ impl SimCluster {
                 ready: true,
                 images: &[],
                 created: None,
-                kubelet_version: &self.inner.opts.server_version,
+                kubelet_version: &self.inner.server_version(),
                 address: format!("10.77.{}.{}", i / 250, i % 250 + 1),
                 provider_id: None,
                 extended: BTreeMap::new(),

@@ -75,7 +75,7 @@ impl SimCluster {
             ready: spec.ready,
             images: &images,
             created: spec.created,
-            kubelet_version: &self.inner.opts.server_version,
+            kubelet_version: &self.inner.server_version(),
             address,
             provider_id: None,
             extended: spec.extended.clone(),

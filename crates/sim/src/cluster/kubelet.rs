@@ -263,7 +263,10 @@ fn register_in(
         ready: false,
         images: &inner.opts.base_images,
         created: None,
-        kubelet_version: &inner.opts.server_version,
+        // The version its user data installed; without one, the control plane's.
+        kubelet_version: &reg
+            .kubelet_version
+            .unwrap_or_else(|| inner.server_version()),
         address,
         provider_id: reg.provider_id,
         extended: reg.extended,

@@ -111,7 +111,8 @@ pub struct SimClusterOptions {
     pub pod_stop_delay: Duration,
     /// Memory held back from allocatable on VM-booted nodes (bytes).
     pub memory_reserve: u64,
-    /// Reported by `/version` and as kubeletVersion.
+    /// Reported by `/version` at start (see [`SimCluster::upgrade_control_plane`]), and
+    /// as kubeletVersion by nodes whose user data names no version.
     pub server_version: String,
     /// `status.images` of every node at registration.
     pub base_images: Vec<String>,
@@ -178,6 +179,8 @@ pub(crate) struct Inner {
     /// The CA and serving certificate when serving HTTPS.
     tls: Option<tls::ClusterTls>,
     runtime: tokio::runtime::Handle,
+    /// The control plane's `gitVersion` now: `opts.server_version` until an upgrade.
+    server_version: Mutex<String>,
     /// How far the server's clock is ahead of the wall clock ([`SimCluster::advance_clock`]).
     clock_ahead: Mutex<std::time::Duration>,
 }
@@ -201,6 +204,14 @@ impl Inner {
 
     fn is_shut_down(&self) -> bool {
         *self.shutdown.borrow()
+    }
+
+    /// What `/version` reports now.
+    fn server_version(&self) -> String {
+        self.server_version
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 }
 
@@ -242,6 +253,7 @@ impl SimCluster {
         let (stop_tx, stop_rx) = watch::channel(false);
         let inner = Arc::new(Inner {
             tls,
+            server_version: Mutex::new(opts.server_version.clone()),
             store: Store::new(opts.watch_history),
             opts,
             calls: Mutex::new(VecDeque::new()),
@@ -362,6 +374,23 @@ impl SimCluster {
 
     pub fn options(&self) -> &SimClusterOptions {
         &self.inner.opts
+    }
+
+    /// The control plane's version now (`/version`'s `gitVersion`).
+    pub fn server_version(&self) -> String {
+        self.inner.server_version()
+    }
+
+    /// Upgrades the control plane to `git_version` (e.g. `v1.32.1+k3s1`), as an admin
+    /// upgrading the servers does: `/version` reports it from now on, nodes already
+    /// registered keep the kubelet they run, and a new node runs the version its user
+    /// data installs.
+    pub fn upgrade_control_plane(&self, git_version: &str) {
+        *self
+            .inner
+            .server_version
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = git_version.to_string();
     }
 
     /// A kubeconfig (cluster `nodewright-sim`, the admin's bearer token, the cluster CA

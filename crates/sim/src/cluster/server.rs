@@ -52,10 +52,7 @@ fn record_non_resource(state: &Inner, uri: &Uri) {
 
 async fn version(State(state): State<Shared>, uri: Uri) -> Response {
     record_non_resource(&state, &uri);
-    json_response(
-        StatusCode::OK,
-        &discovery::version(&state.opts.server_version),
-    )
+    json_response(StatusCode::OK, &discovery::version(&state.server_version()))
 }
 
 async fn core_versions(State(state): State<Shared>, uri: Uri) -> Response {

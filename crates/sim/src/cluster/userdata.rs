@@ -21,6 +21,11 @@ pub struct Registration {
     /// plugin would: from `sim.nodewright.io/extended-resource=<name>=<quantity>` in
     /// the user data (a flag, a comment or a k3s config key). Simulator only.
     pub extended: BTreeMap<String, String>,
+    /// The kubelet's version (`status.nodeInfo.kubeletVersion`): the release the user
+    /// data installs, from `INSTALL_K3S_VERSION=` (k3s's install variable: the k3s
+    /// release, reported as is, `v1.31.4+k3s1`) or `KUBERNETES_VERSION=` (kubelet and
+    /// kubeadm packages: `v1.31.4`). `None` when neither is set to a version.
+    pub kubelet_version: Option<String>,
 }
 
 /// The user-data option the simulated kubelet reads extended resources from.
@@ -309,8 +314,36 @@ pub fn scan(user_data: &str) -> Registration {
         if let Some(id) = option_values(&text, "provider-id").into_iter().next() {
             reg.provider_id = Some(id);
         }
+        if let Some(v) = installed_version(&text) {
+            reg.kubelet_version = Some(v);
+        }
     }
     reg
+}
+
+/// The version `text` installs: the first `INSTALL_K3S_VERSION=` or `KUBERNETES_VERSION=`
+/// assignment holding one (`v` added when missing, as the kubelet reports it).
+fn installed_version(text: &str) -> Option<String> {
+    ["INSTALL_K3S_VERSION", "KUBERNETES_VERSION"]
+        .iter()
+        .flat_map(|name| option_values(text, name))
+        .map(|v| v.trim().to_string())
+        .find(|v| {
+            let bare = v.strip_prefix('v').unwrap_or(v);
+            bare.split(['+', '-']).next().is_some_and(|core| {
+                core.split('.').count() == 3
+                    && core
+                        .split('.')
+                        .all(|p| !p.is_empty() && p.chars().all(|c| c.is_ascii_digit()))
+            })
+        })
+        .map(|v| {
+            if v.starts_with('v') {
+                v
+            } else {
+                format!("v{v}")
+            }
+        })
 }
 
 #[cfg(test)]
@@ -424,6 +457,27 @@ mod tests {
             "#cloud-config\nwrite_files:\n  - path: /j.sh\n    encoding: b64\n    content: {b64}\n"
         );
         assert_eq!(start_error(&ud), None);
+    }
+
+    #[test]
+    fn the_kubelet_version_is_the_release_the_user_data_installs() {
+        let k3s = scan("#!/bin/sh\nINSTALL_K3S_VERSION=v1.32.1+k3s1\nversion=$INSTALL_K3S_VERSION\nk3s agent\n");
+        assert_eq!(k3s.kubelet_version.as_deref(), Some("v1.32.1+k3s1"));
+        let quoted = scan("#!/bin/sh\nINSTALL_K3S_VERSION='v1.31.4+k3s1'\nk3s agent\n");
+        assert_eq!(quoted.kubelet_version.as_deref(), Some("v1.31.4+k3s1"));
+        let kubeadm = scan(
+            "#!/bin/sh\nKUBERNETES_VERSION=v1.31.4\nwant=${KUBERNETES_VERSION#v}\nkubeadm join x\n",
+        );
+        assert_eq!(kubeadm.kubelet_version.as_deref(), Some("v1.31.4"));
+        // Empty (the stable channel) or no version at all: not known from the user data.
+        assert_eq!(
+            scan("#!/bin/sh\nINSTALL_K3S_VERSION=\nk3s agent\n").kubelet_version,
+            None
+        );
+        assert_eq!(
+            scan("#!/bin/sh\nINSTALL_K3S_VERSION=stable\nk3s agent\n").kubelet_version,
+            None
+        );
     }
 
     #[test]

@@ -184,6 +184,7 @@ pub(super) fn seed_foreign(world: &World) -> Foreign {
             image_listing: Default::default(),
             deleting: false,
             ready_changed: Some(at(0)),
+            kubelet_version: None,
         }
     };
     let nodes = [

@@ -91,6 +91,7 @@ fn member(s: &mut Snapshot, name: &str, group: &str) {
         image_listing: Default::default(),
         deleting: false,
         ready_changed: None,
+        kubelet_version: None,
     });
 }
 

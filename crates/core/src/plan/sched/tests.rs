@@ -32,6 +32,7 @@ fn mk_node(name: &str, zone: &str, cpu: u64, mem_gi: u64) -> NodeInfo {
         image_listing: Default::default(),
         deleting: false,
         ready_changed: None,
+        kubelet_version: None,
     }
 }
 

@@ -30,6 +30,7 @@ pub use provisioning::{
     clean_up_failed, finish_joins, finish_provisioning, finish_removal, mark_joined,
     MAX_NOT_JOINED_PER_ACTION,
 };
+pub use reasons::note_pins_newer_than_server;
 pub use relabel::relabel_hash;
 pub use remove::remove_empty;
 pub use restart::restart_vanished;

@@ -90,6 +90,7 @@ fn mk_node(name: &str, created: SystemTime) -> NodeInfo {
         image_listing: Default::default(),
         deleting: false,
         ready_changed: None,
+        kubelet_version: None,
     }
 }
 
@@ -696,4 +697,5 @@ mod replay;
 mod scale_up;
 mod sizes;
 mod unremovable;
+mod version_drift;
 mod volumes;

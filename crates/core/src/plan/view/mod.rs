@@ -19,7 +19,8 @@ use super::sched::Model;
 use super::snapshot::Snapshot;
 use crate::config::Config;
 use crate::model::{
-    HeldVolume, NodeInfo, PodInfo, Resources, Server, ServerStatus, LABEL_CLUSTER, LABEL_GROUP,
+    HeldVolume, KubeVersion, NodeInfo, PodInfo, Resources, Server, ServerStatus, LABEL_CLUSTER,
+    LABEL_GROUP,
 };
 
 mod groups;
@@ -67,6 +68,8 @@ pub struct View<'a> {
     pub last_disruption_failure: Option<SystemTime>,
     /// When VMs were last removed for not joining (see [`Snapshot::not_joined_removed`]).
     pub not_joined_removed: &'a [SystemTime],
+    /// The API server's version (see [`Snapshot::server_version`]), when readable.
+    pub server_version: Option<KubeVersion>,
     /// [`Self::model`], built once per plan and cloned for each step that needs it.
     base_model: Model<'a>,
     /// [`Self::requested_on`] of every node with pods.
@@ -158,6 +161,7 @@ impl<'a> View<'a> {
             last_node_deleted: s.last_node_deleted,
             last_disruption_failure: s.last_disruption_failure,
             not_joined_removed: &s.not_joined_removed,
+            server_version: s.server_version.as_deref().and_then(KubeVersion::parse),
             base_model: Model::new(),
             requested,
             active_sizes: OnceCell::new(),

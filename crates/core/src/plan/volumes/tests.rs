@@ -71,6 +71,7 @@ fn node(name: &str, zone: &str) -> NodeInfo {
         image_listing: Default::default(),
         deleting: false,
         ready_changed: None,
+        kubelet_version: None,
     }
 }
 

@@ -19,6 +19,7 @@ fn node(name: &str, taints: Vec<Taint>) -> NodeInfo {
         image_listing: Default::default(),
         deleting: false,
         ready_changed: None,
+        kubelet_version: None,
     }
 }
 

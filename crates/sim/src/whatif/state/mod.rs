@@ -283,6 +283,7 @@ impl State {
             image_listing: Default::default(),
             deleting: false,
             ready_changed: Some(at(t)),
+            kubelet_version: None,
         };
         self.nodes.insert(name.clone(), NodeRec { info });
         let f = self.options.node_failures;
