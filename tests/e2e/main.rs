@@ -377,10 +377,13 @@ async fn missing_images_are_pulled_but_ignored_prefixes_are_not() {
                         .is_some_and(|m| m.starts_with("e2e-"))
                 })
                 .collect();
+            // Pullers now warm a node from its registration: nginx may be on both
+            // before the busybox pod ran anywhere.
             workers.len() == 2
                 && workers
                     .iter()
                     .all(|n| images_of(n).iter().any(|i| i.contains("nginx:1.25")))
+                && app_pods(env, "tool").iter().any(|p| phase(p) == "Running")
         },
     )
     .await;

@@ -173,6 +173,22 @@ impl ClusterApi for MemCluster {
         Ok(())
     }
 
+    /// The what-if's VMs join with whatever their user data holds: a token of the right
+    /// form, for a kubeadm group's template to render.
+    async fn mint_bootstrap_token(
+        &self,
+        cluster: &str,
+        node: &str,
+        _expires: std::time::SystemTime,
+    ) -> Result<nodewright_core::model::JoinCredentials, ClusterError> {
+        let id = nodewright_core::cluster::bootstrap::token_id(cluster, node);
+        Ok(nodewright_core::model::JoinCredentials {
+            token: format!("{id}.whatifwhatifwhat"),
+            api_server_endpoint: "what-if.invalid:6443".into(),
+            ca_cert_hash: "sha256:what-if".into(),
+        })
+    }
+
     async fn node(&self, node: &str) -> Result<Option<NodeInfo>, ClusterError> {
         Ok(self.world.lock().node(node).cloned())
     }

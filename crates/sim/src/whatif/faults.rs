@@ -398,6 +398,23 @@ impl ClusterApi for FaultyCluster {
         Ok(result)
     }
 
+    async fn mint_bootstrap_token(
+        &self,
+        cluster: &str,
+        node: &str,
+        expires: std::time::SystemTime,
+    ) -> Result<nodewright_core::model::JoinCredentials, ClusterError> {
+        self.plain("create secret")?;
+        self.inner
+            .mint_bootstrap_token(cluster, node, expires)
+            .await
+    }
+
+    async fn delete_bootstrap_token(&self, cluster: &str, node: &str) -> Result<(), ClusterError> {
+        self.plain("delete secret")?;
+        self.inner.delete_bootstrap_token(cluster, node).await
+    }
+
     async fn delete_node(&self, node: &str) -> Result<(), ClusterError> {
         let fault = self.gate("delete node")?;
         if self.injector.is_foreign_node(node) {
