@@ -44,8 +44,7 @@ async fn setup(min_size: u32, timings: SimTimings) -> (SimEnv, Reconciler) {
     let env = SimEnv::start(None, timings)
         .await
         .expect("simulated environment starts");
-    let (_, cfg) = env.write_config(&config(min_size)).expect("config loads");
-    let rec = env.reconciler(cfg).await.expect("reconciler builds");
+    let rec = common::reconciler_for(&env, &config(min_size)).await;
     (env, rec)
 }
 

@@ -45,8 +45,7 @@ async fn start(user_data: &str, templates: &[(&str, &str)]) -> (SimEnv, Reconcil
     for (name, text) in templates {
         std::fs::write(env.templates.join(name), text).expect("template written");
     }
-    let (_, cfg) = env.write_config(&config(user_data)).expect("config loads");
-    let rec = env.reconciler(cfg).await.expect("reconciler builds");
+    let rec = common::reconciler_for(&env, &config(user_data)).await;
     (env, rec)
 }
 
@@ -129,6 +128,22 @@ fn world(env: &SimEnv) -> String {
     )
 }
 
+/// A `web` pod of 5 GiB, cycled until it runs on a node of the group.
+async fn first_node(env: &SimEnv, rec: &Reconciler) {
+    env.cluster
+        .add_replicaset(
+            "default",
+            "web",
+            1,
+            SimPodTemplate::new("nginx:1.25", 5 * GI),
+        )
+        .expect("web");
+    cycle_until(env, rec, Duration::ZERO, "a first node", |e| {
+        running(e, "web") == 1
+    })
+    .await;
+}
+
 fn running(env: &SimEnv, app: &str) -> usize {
     app_pods(env, app)
         .iter()
@@ -172,18 +187,7 @@ async fn minted_tokens_keep_a_kubeadm_group_scaling_up_past_a_day_and_go_once_jo
         &[],
     )
     .await;
-    env.cluster
-        .add_replicaset(
-            "default",
-            "web",
-            1,
-            SimPodTemplate::new("nginx:1.25", 5 * GI),
-        )
-        .expect("web");
-    cycle_until(&env, &rec, Duration::ZERO, "first node", |e| {
-        running(e, "web") == 1
-    })
-    .await;
+    first_node(&env, &rec).await;
     let server = &env.cloud.servers()[0];
     let user_data = server.user_data.clone().unwrap_or_default();
     assert!(user_data.contains("kind: JoinConfiguration"), "{user_data}");
@@ -247,18 +251,7 @@ async fn a_pasted_join_token_stops_working_after_its_ttl_and_the_kubelet_says_wh
             },
         }))
         .expect("token");
-    env.cluster
-        .add_replicaset(
-            "default",
-            "web",
-            1,
-            SimPodTemplate::new("nginx:1.25", 5 * GI),
-        )
-        .expect("web");
-    cycle_until(&env, &rec, Duration::ZERO, "a node on day one", |e| {
-        running(e, "web") == 1
-    })
-    .await;
+    first_node(&env, &rec).await;
     let ahead = DAY + Duration::from_secs(3600);
     env.advance_clock(ahead);
     env.cluster

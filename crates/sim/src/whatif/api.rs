@@ -112,16 +112,7 @@ impl ClusterApi for MemCluster {
         annotations: &BTreeMap<String, Option<String>>,
     ) -> Result<(), ClusterError> {
         edit_node(&self.world, node, |n| {
-            for (k, v) in annotations {
-                match v {
-                    Some(v) => {
-                        n.annotations.insert(k.clone(), v.clone());
-                    }
-                    None => {
-                        n.annotations.remove(k);
-                    }
-                }
-            }
+            apply(&mut n.annotations, annotations)
         })
     }
 
@@ -130,18 +121,7 @@ impl ClusterApi for MemCluster {
         node: &str,
         labels: &BTreeMap<String, Option<String>>,
     ) -> Result<(), ClusterError> {
-        edit_node(&self.world, node, |n| {
-            for (k, v) in labels {
-                match v {
-                    Some(v) => {
-                        n.labels.insert(k.clone(), v.clone());
-                    }
-                    None => {
-                        n.labels.remove(k);
-                    }
-                }
-            }
-        })
+        edit_node(&self.world, node, |n| apply(&mut n.labels, labels))
     }
 
     async fn remove_taint(&self, node: &str, key: &str) -> Result<(), ClusterError> {
@@ -394,5 +374,19 @@ impl CloudProvider for MemCloud {
             .get(group)
             .map(|g| g.shape.clone())
             .ok_or_else(|| self.other(format!("no group {group}")))
+    }
+}
+
+/// Sets (`Some`) or removes (`None`) each key of `edits` in `map`, as a merge patch does.
+fn apply(map: &mut BTreeMap<String, String>, edits: &BTreeMap<String, Option<String>>) {
+    for (k, v) in edits {
+        match v {
+            Some(v) => {
+                map.insert(k.clone(), v.clone());
+            }
+            None => {
+                map.remove(k);
+            }
+        }
     }
 }

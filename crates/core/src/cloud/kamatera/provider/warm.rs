@@ -116,19 +116,8 @@ impl KamateraProvider {
         id: &str,
         at: SystemTime,
     ) -> Result<(), CloudError> {
-        let (entry, _, prefix) = self.owned_now(cluster, id).await?;
-        if status_of(entry.power.as_deref()) != ServerStatus::Active {
-            let reason = "it is not powered on: powering it on is left to a person".to_string();
-            return Err(refused(PROVIDER, &entry.name, id, reason));
-        }
-        let mark = restarted_tag(&prefix, at);
-        self.add_tag(id, &mark).await?;
-        if let Err(e) = self.reboot(id).await {
-            let _ = self.remove_tag(id, &mark).await;
-            return Err(e);
-        }
-        tracing::info!(server = %entry.name, id, "Kamatera server rebooted: its Node was gone");
-        Ok(())
+        self.mark_then(cluster, id, restarted_tag, at, Power::Reboot)
+            .await
     }
 
     /// Stops a server whose node is NotReady holding data only it can reach (see
@@ -141,18 +130,37 @@ impl KamateraProvider {
         id: &str,
         at: SystemTime,
     ) -> Result<(), CloudError> {
+        self.mark_then(cluster, id, fenced_tag, at, Power::ForceOff)
+            .await
+    }
+
+    /// The power command `power` on powered-on server `id` of `cluster`, its mark (`mark`
+    /// of the server's tag prefix and `at`) added first and taken off again when the
+    /// command fails.
+    async fn mark_then(
+        &self,
+        cluster: &str,
+        id: &str,
+        mark: fn(&str, SystemTime) -> String,
+        at: SystemTime,
+        power: Power,
+    ) -> Result<(), CloudError> {
         let (entry, _, prefix) = self.owned_now(cluster, id).await?;
         if status_of(entry.power.as_deref()) != ServerStatus::Active {
             let reason = "it is not powered on: powering it on is left to a person".to_string();
             return Err(refused(PROVIDER, &entry.name, id, reason));
         }
-        let mark = fenced_tag(&prefix, at);
+        let mark = mark(&prefix, at);
         self.add_tag(id, &mark).await?;
-        if let Err(e) = self.power_off(id, true).await {
+        let done = match power {
+            Power::Reboot => self.reboot(id).await,
+            Power::ForceOff => self.power_off(id, true).await,
+        };
+        if let Err(e) = done {
             let _ = self.remove_tag(id, &mark).await;
             return Err(e);
         }
-        tracing::info!(server = %entry.name, id, "Kamatera server powered off: its node is NotReady holding data only it can reach");
+        tracing::info!(server = %entry.name, id, ?power, "Kamatera server power command done");
         Ok(())
     }
 
@@ -236,4 +244,13 @@ impl crate::cloud::warm::WarmStart for KamateraProvider {
     fn started(&self, _vm: &Parked, id: &str, req: &CreateRequest) {
         tracing::info!(server = %req.name, id, "warm Kamatera server powered on");
     }
+}
+
+/// A power command taken on a server nodewright marks first.
+#[derive(Debug, Clone, Copy)]
+enum Power {
+    /// Its Node is gone: a restart registers it again.
+    Reboot,
+    /// Its node is NotReady holding data only it can reach: stopped, not asked.
+    ForceOff,
 }
